@@ -1,0 +1,5 @@
+import sys
+
+from ddpdoctor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,52 @@
+"""The ``ddpdoctor`` command line. Startup imports only argparse and the light command modules;
+torch, textual and friends are imported inside the command that needs them."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ddpdoctor import __version__
+
+# name -> (module under ddpdoctor.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("check", "run the cluster checks on every rank through torchrun"),
+    "lint": ("lint", "statically check a training script for DDP bugs"),
+    "tui": ("tui", "the interactive terminal app: live checks, heatmaps, recommendations"),
+    "report": ("report", "re-render or convert a saved report"),
+    "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ddpdoctor",
+        description="Diagnose and tune PyTorch DistributedDataParallel clusters and training scripts.",
+        epilog="Exit codes: 0 nothing failed, 1 a check or lint finding failed, 2 ddpdoctor could not run.",
+    )
+    parser.add_argument("--version", action="version", version=f"ddpdoctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (modname, help_text) in COMMANDS.items():
+        mod = importlib.import_module(f"ddpdoctor.commands.{modname}")
+        p = sub.add_parser(name, help=help_text, description=getattr(mod, "DESCRIPTION", help_text))
+        mod.add_arguments(p)
+        p.set_defaults(_command_module=mod)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._command_module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("ddpdoctor: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""The check registry: every module in ``ddpdoctor.checks`` (the top-level ``checks/`` folder) and any
+user check files given by path.
+
+A check module declares, at module level and without importing torch:
+
+    CODE = "COL001"            stable, unique, [A-Z]+[0-9]{3}
+    TITLE = "Collective correctness"
+    KIND = "cluster"           "cluster" (runs on every rank under torchrun) or "script" (a lint rule)
+    __doc__                    its documentation (lint rules: fixed sections, see ddpdoctor/lint)
+
+cluster checks also declare
+    ORDER = 30                 position in the suite (lower runs first)
+    BUDGET_S = 20.0            time budget on this 2-core CPU machine; the watchdog ends it after that
+    SUITES = ("quick", "full") suites that include it
+    def run(ctx) -> dict       per rank; returns JSON-able data (may hold "findings": [Finding.to_dict()])
+    def summarize(results, world) -> Summary   optional; pure; on rank 0 over every rank's dict
+
+script checks (lint rules) declare what ddpdoctor/lint documents.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+CODE_RE = re.compile(r"^[A-Z]{2,5}[0-9]{3}$")
+KINDS = ("cluster", "script")
+
+
+class RegistryError(Exception):
+    """A check module that breaks the contract; the message names the module."""
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    code: str
+    title: str
+    kind: str
+    module: ModuleType
+    order: int = 100
+    budget_s: float = 30.0
+    suites: tuple[str, ...] = ("quick", "full")
+
+    @property
+    def doc(self) -> str:
+        return (self.module.__doc__ or "").strip()
+
+    @property
+    def name(self) -> str:
+        return self.module.__name__.rsplit(".", 1)[-1]
+
+
+def _spec_from_module(mod: ModuleType) -> CheckSpec | None:
+    code = getattr(mod, "CODE", None)
+    if code is None:
+        return None  # helper module, not a check
+    title = getattr(mod, "TITLE", None)
+    kind = getattr(mod, "KIND", None)
+    where = getattr(mod, "__file__", mod.__name__)
+    if not isinstance(code, str) or not CODE_RE.match(code):
+        raise RegistryError(f"{where}: CODE {code!r} must look like ABC123")
+    if not title or not isinstance(title, str):
+        raise RegistryError(f"{where}: TITLE is missing")
+    if kind not in KINDS:
+        raise RegistryError(f"{where}: KIND must be one of {KINDS}, not {kind!r}")
+    if not (mod.__doc__ or "").strip():
+        raise RegistryError(f"{where}: a check needs a docstring (its documentation)")
+    if kind == "cluster" and not callable(getattr(mod, "run", None)):
+        raise RegistryError(f"{where}: a cluster check needs run(ctx)")
+    return CheckSpec(
+        code=code,
+        title=title,
+        kind=kind,
+        module=mod,
+        order=int(getattr(mod, "ORDER", 100)),
+        budget_s=float(getattr(mod, "BUDGET_S", 30.0)),
+        suites=tuple(getattr(mod, "SUITES", ("quick", "full"))),
+    )
+
+
+def _load_path(path: Path) -> ModuleType:
+    name = f"ddpdoctor_user_checks.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RegistryError(f"{path}: cannot load as a Python module")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # a user's file: report, do not crash
+        raise RegistryError(f"{path}: failed to import: {type(e).__name__}: {e}") from None
+    return mod
+
+
+def discover(extra_paths: list[str] | None = None, kind: str | None = None) -> list[CheckSpec]:
+    """All checks, built-in first then user files/folders, sorted by (kind, order, code)."""
+    import ddpdoctor.checks as pkg
+
+    mods: list[ModuleType] = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("_"):
+            continue
+        mods.append(importlib.import_module(f"{pkg.__name__}.{info.name}"))
+    for p in extra_paths or []:
+        path = Path(p)
+        if path.is_dir():
+            mods.extend(_load_path(f) for f in sorted(path.glob("*.py")) if not f.name.startswith("_"))
+        elif path.is_file():
+            mods.append(_load_path(path))
+        else:
+            raise RegistryError(f"{path}: no such check file or folder")
+    specs: dict[str, CheckSpec] = {}
+    for mod in mods:
+        spec = _spec_from_module(mod)
+        if spec is None:
+            continue
+        if spec.code in specs:
+            raise RegistryError(
+                f"check code {spec.code} is declared twice: {specs[spec.code].module.__name__} "
+                f"and {mod.__name__}"
+            )
+        specs[spec.code] = spec
+    out = [s for s in specs.values() if kind is None or s.kind == kind]
+    return sorted(out, key=lambda s: (s.kind, s.order, s.code))
+
+
+def select(specs: list[CheckSpec], select: list[str] | None, skip: list[str] | None) -> list[CheckSpec]:
+    """Filter by code or code prefix (``--select BW --skip BW002``), ruff style."""
+
+    def matches(code: str, pats: list[str]) -> bool:
+        return any(code == p or code.startswith(p) for p in pats)
+
+    known = {s.code for s in specs}
+    for pat in (select or []) + (skip or []):
+        if not any(c == pat or c.startswith(pat) for c in known):
+            raise RegistryError(f"unknown check code {pat!r}; see `ddpdoctor check --list`")
+    out = specs
+    if select:
+        out = [s for s in out if matches(s.code, select)]
+    if skip:
+        out = [s for s in out if not matches(s.code, skip)]
+    return out

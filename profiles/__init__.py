@@ -1,0 +1,1 @@
+"""YAML profiles (hardware baselines and suites). Installed as ``ddpdoctor.profiles``."""
