@@ -33,6 +33,8 @@ class ClusterContext:
     group: Any = None  # the default process group (torch.distributed.group.WORLD)
     emit_fn: Callable[[dict], None] | None = None
     check_code: str = ""
+    startup: dict[str, Any] = field(default_factory=dict)  # this rank's launch timings (RDZ001 reads them)
+    op_count: int = 0  # how many ops this rank entered: who is behind whom when a collective hangs
     # The operation in progress, read by the watchdog to say where a rank was stuck.
     _op: str = ""
     _op_since: float = 0.0
@@ -53,6 +55,7 @@ class ClusterContext:
         with self._lock:
             prev, prev_since = self._op, self._op_since
             self._op, self._op_since = name, time.monotonic()
+            self.op_count += 1
         try:
             yield
         finally:

@@ -1,0 +1,184 @@
+"""How `ddpdoctor check` becomes a torchrun (torch.distributed.run) launch. Pure: no torch import.
+
+Node count, node rank and endpoint come from the options, else from Slurm's environment
+(`srun ddpdoctor check`, one task per node), else a single node on this machine.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+from dataclasses import dataclass, field
+from typing import Mapping
+
+DEFAULT_PORT = 29400
+
+
+class LaunchError(Exception):
+    """Options that cannot make a launch; the message says which and why."""
+
+
+@dataclass
+class LaunchPlan:
+    nnodes: int
+    nproc_per_node: int
+    endpoint_host: str
+    endpoint_port: int
+    rdzv_id: str
+    rdzv_timeout_s: float
+    node_rank: int | None = None  # None: the rendezvous assigns it
+    is_host: bool | None = None  # whether this node hosts the rendezvous store (None: torch decides)
+    source: str = "options"  # options | slurm | local
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def endpoint(self) -> str:
+        host = f"[{self.endpoint_host}]" if ":" in self.endpoint_host else self.endpoint_host
+        return f"{host}:{self.endpoint_port}"
+
+    def torchrun_argv(self, worker_args: list[str], python: str | None = None) -> list[str]:
+        t = max(1, int(round(self.rdzv_timeout_s)))
+        conf = f"join_timeout={t},read_timeout={t}"
+        if self.is_host is not None:
+            conf += f",is_host={'true' if self.is_host else 'false'}"
+        argv = [
+            python or sys.executable, "-m", "torch.distributed.run",
+            "--nnodes", f"{self.nnodes}:{self.nnodes}",
+            "--nproc-per-node", str(self.nproc_per_node),
+            "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", self.endpoint,
+            "--rdzv-id", self.rdzv_id,
+            "--rdzv-conf", conf,
+            "--max-restarts", "0",
+            "--monitor-interval", "0.2",
+        ]
+        if self.node_rank is not None:
+            argv += ["--node-rank", str(self.node_rank)]
+        return argv + ["-m", "ddpdoctor.runtime.worker", *worker_args]
+
+
+def parse_endpoint(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
+    """``HOST:PORT``, ``HOST``, ``[v6]:PORT``. Raises LaunchError with the reason."""
+    text = text.strip()
+    if not text:
+        raise LaunchError("empty --rdzv-endpoint; expected HOST:PORT")
+    m = re.fullmatch(r"\[([0-9a-fA-F:.]+)\](?::(\d+))?", text)
+    if m:
+        host, port = m.group(1), m.group(2)
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    elif ":" in text:
+        raise LaunchError(f"--rdzv-endpoint {text!r}: write IPv6 addresses as [ADDR]:PORT")
+    else:
+        host, port = text, None
+    if not host:
+        raise LaunchError(f"--rdzv-endpoint {text!r}: no host")
+    if port is None or port == "":
+        return host, default_port
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise LaunchError(f"--rdzv-endpoint {text!r}: port must be 1..65535")
+    return host, int(port)
+
+
+def expand_slurm_nodelist(spec: str) -> list[str]:
+    """``node[01-03,07],gpu5`` -> ``[node01, node02, node03, node07, gpu5]`` (zero padding kept)."""
+    hosts: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", spec):
+        m = re.fullmatch(r"([^\[]*)\[([^\]]+)\](.*)", part)
+        if not m:
+            hosts.append(part)
+            continue
+        prefix, ranges, suffix = m.groups()
+        for r in ranges.split(","):
+            if "-" in r:
+                lo, hi = r.split("-", 1)
+                if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+                    raise LaunchError(f"cannot read Slurm node list {spec!r} (range {r!r})")
+                width = len(lo)
+                hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
+            else:
+                hosts.append(f"{prefix}{r}{suffix}")
+    return hosts
+
+
+def slurm_settings(env: Mapping[str, str]) -> dict | None:
+    """Nodes, node rank, endpoint host and run id from SLURM_* (None when not under srun/sbatch)."""
+    if "SLURM_JOB_ID" not in env or "SLURM_NODEID" not in env:
+        return None
+    nnodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
+    per_node = env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0]
+    if env.get("SLURM_STEP_ID") is not None and per_node.isdigit() and int(per_node) > 1:
+        raise LaunchError(
+            "run one ddpdoctor task per node under Slurm (srun --ntasks-per-node=1 ddpdoctor check): "
+            "ddpdoctor starts the ranks of each node itself"
+        )
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    hosts = expand_slurm_nodelist(nodelist) if nodelist else []
+    return {
+        "nnodes": nnodes,
+        "node_rank": int(env["SLURM_NODEID"]),
+        "endpoint_host": hosts[0] if hosts else None,
+        "rdzv_id": f"slurm-{env['SLURM_JOB_ID']}",
+    }
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def plan_launch(
+    *,
+    nodes: int | None,
+    nproc_per_node: int,
+    node_rank: int | None,
+    rdzv_endpoint: str | None,
+    rdzv_id: str | None,
+    rdzv_timeout_s: float,
+    env: Mapping[str, str],
+) -> LaunchPlan:
+    if nproc_per_node < 1:
+        raise LaunchError("--nproc-per-node must be at least 1")
+    if rdzv_timeout_s <= 0:
+        raise LaunchError("--rdzv-timeout must be positive")
+    slurm = slurm_settings(env) if nodes is None or rdzv_endpoint is None else None
+    if slurm:
+        nodes = nodes or slurm["nnodes"]
+        node_rank = slurm["node_rank"] if node_rank is None else node_rank
+        rdzv_id = rdzv_id or slurm["rdzv_id"]
+        if rdzv_endpoint is None:
+            if not slurm["endpoint_host"]:
+                raise LaunchError("under Slurm but SLURM_JOB_NODELIST is empty; give --rdzv-endpoint")
+            rdzv_endpoint = f"{slurm['endpoint_host']}:{DEFAULT_PORT}"
+    nodes = nodes or 1
+    if nodes < 1:
+        raise LaunchError("--nodes must be at least 1")
+    if node_rank is not None and not 0 <= node_rank < nodes:
+        raise LaunchError(f"--node-rank {node_rank} is outside 0..{nodes - 1}")
+    if nodes > 1 and rdzv_endpoint is None:
+        raise LaunchError(
+            f"--nodes {nodes} needs --rdzv-endpoint HOST:PORT (the same on every node; HOST is node 0), "
+            "or run under Slurm"
+        )
+    if rdzv_endpoint is None:
+        host, port, source = "127.0.0.1", free_port(), "local"
+        is_host: bool | None = True
+    else:
+        host, port = parse_endpoint(rdzv_endpoint)
+        source = "slurm" if slurm else "options"
+        # With an explicit node rank the hosting is explicit too: node 0 hosts the store. Without it,
+        # torch's c10d backend decides by matching the endpoint to this machine's addresses.
+        is_host = None if node_rank is None else node_rank == 0
+    return LaunchPlan(
+        nnodes=nodes,
+        nproc_per_node=nproc_per_node,
+        endpoint_host=host,
+        endpoint_port=port,
+        rdzv_id=rdzv_id or "ddpdoctor",
+        rdzv_timeout_s=rdzv_timeout_s,
+        node_rank=node_rank,
+        is_host=is_host,
+        source=source,
+    )

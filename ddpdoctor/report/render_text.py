@@ -1,0 +1,115 @@
+"""The report on a terminal (rich). ReportView renders the same in the CLI, a Textual widget or a test."""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ddpdoctor.report.model import Finding, Report, Severity, Status
+
+STATUS_STYLE = {
+    Status.PASSED: ("✔", "green"),
+    Status.WARNING: ("!", "yellow"),
+    Status.FAILED: ("✘", "red"),
+    Status.TIMED_OUT: ("⏱", "red"),
+    Status.ERROR: ("✘", "red"),
+    Status.SKIPPED: ("-", "dim"),
+    Status.NOT_RUN: ("·", "dim"),
+}
+SEVERITY_STYLE = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def status_text(status: Status) -> Text:
+    icon, style = STATUS_STYLE[status]
+    return Text(f"{icon} {status.value.replace('_', ' ')}", style=style)
+
+
+def finding_text(f: Finding) -> Text:
+    t = Text()
+    t.append(f"{f.severity.value:<7} ", style=SEVERITY_STYLE[f.severity])
+    t.append(f"{f.code} ", style="bold")
+    if f.location is not None:
+        t.append(f"{f.location.path}:{f.location.line}:{f.location.col} ", style="dim")
+    t.append(f.message)
+    if f.hint:
+        t.append(f"\n        hint: {f.hint}", style="dim")
+    return t
+
+
+class ReportView:
+    def __init__(self, report: Report, verbose: bool = False) -> None:
+        self.report = report
+        self.verbose = verbose
+
+    def header(self) -> Text:
+        run = self.report.run
+        t = Text()
+        t.append("ddpdoctor ", style="bold")
+        nodes = run.get("nodes") or []
+        t.append(
+            f"{run.get('world_size', '?')} ranks on {len(nodes)} node(s) [{', '.join(map(str, nodes[:6]))}"
+            f"{', …' if len(nodes) > 6 else ''}], backend {run.get('backend', '?')}, "
+            f"torch {self.report.versions.get('torch', '?')}"
+        )
+        if self.report.versions.get("nccl"):
+            t.append(f", NCCL {self.report.versions['nccl']}")
+        if run.get("duration_s") is not None:
+            t.append(f", {run['duration_s']:.1f} s")
+        return t
+
+    def checks_table(self) -> Table:
+        table = Table(show_edge=False, expand=False, pad_edge=False)
+        table.add_column("check", style="bold", no_wrap=True)
+        table.add_column("title")
+        table.add_column("status", no_wrap=True)
+        table.add_column("summary")
+        table.add_column("time", justify="right", no_wrap=True)
+        for c in self.report.checks:
+            table.add_row(c.code, c.title, status_text(c.status), c.summary, f"{c.duration_s:.1f} s")
+        return table
+
+    def verdict(self) -> Text:
+        r = self.report
+        n_err = sum(1 for f in r.findings() if f.severity is Severity.ERROR)
+        n_warn = sum(1 for f in r.findings() if f.severity is Severity.WARNING)
+        failing = [c.code for c in r.checks if c.status.failing]
+        if r.run.get("aborted_reason"):
+            head = Text(f"INCOMPLETE: {r.run['aborted_reason']}", style="bold red")
+        elif failing or n_err:
+            head = Text(f"FAILED: {', '.join(failing) or 'errors found'}", style="bold red")
+        else:
+            head = Text("OK: nothing failed", style="bold green")
+        head.append(f"  ({n_err} error(s), {n_warn} warning(s))", style="dim")
+        if r.run.get("lost_nodes"):
+            head.append(f"\nlost node(s): {', '.join(r.run['lost_nodes'])}", style="red")
+        return head
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.header()
+        if self.report.checks:
+            yield self.checks_table()
+        findings = [f for f in self.report.findings() if self.verbose or f.severity is not Severity.INFO]
+        findings.sort(key=lambda f: -f.severity.rank)
+        if findings:
+            yield Text("")
+            yield Group(*(finding_text(f) for f in findings[:200]))
+            if len(findings) > 200:
+                yield Text(f"… and {len(findings) - 200} more (see the JSON report)", style="dim")
+        if self.report.recommendations:
+            yield Text("")
+            for rec in self.report.recommendations:
+                body = Text(f"{rec.value}", style="bold")
+                body.append(f"  (confidence: {rec.confidence})", style="dim")
+                if rec.rationale:
+                    body.append(f"\n{rec.rationale}")
+                if rec.snippet:
+                    body.append(f"\n{rec.snippet}", style="cyan")
+                yield Panel(body, title=rec.title, title_align="left", expand=False)
+        yield Text("")
+        yield self.verdict()
+
+
+def print_report(report: Report, console: Console | None = None, verbose: bool = False) -> None:
+    (console or Console()).print(ReportView(report, verbose=verbose))

@@ -1,0 +1,83 @@
+"""Assembles the Report on rank 0 from the gathered results."""
+
+from __future__ import annotations
+
+import platform
+import time
+from typing import Any
+
+from ddpdoctor.report.model import CheckResult, Report
+
+
+def runtime_versions(backend: str) -> dict[str, Any]:
+    import torch
+
+    v: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__}
+    v["cuda"] = torch.version.cuda
+    try:
+        if torch.cuda.is_available():
+            nccl = torch.cuda.nccl.version()
+            v["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+    except Exception:
+        pass
+    v["backend"] = backend
+    return v
+
+
+def build_report(
+    *,
+    cfg: dict,
+    infos: list[dict],
+    ready: dict[int, dict | None],
+    backend: str,
+    results: list[CheckResult],
+    abort_reason: str | None,
+    lost_ranks: list[int],
+    started: float,
+) -> Report:
+    ranks = []
+    for info in infos:
+        r = dict(info)
+        rd = ready.get(int(info["rank"])) or {}
+        if rd.get("pg_init_s") is not None:
+            r["pg_init_s"] = rd["pg_init_s"]
+        ranks.append(r)
+    hosts = []
+    for r in sorted(ranks, key=lambda r: (r.get("node_rank", 0), r["rank"])):
+        if r.get("hostname") not in hosts:
+            hosts.append(r.get("hostname"))
+    lost_nodes = sorted({ranks[r]["hostname"] for r in lost_ranks if r < len(ranks)})
+    report = Report(
+        run={
+            "backend": backend,
+            "world_size": len(infos),
+            "nodes": hosts,
+            "nnodes": len(hosts),
+            "endpoint": cfg.get("endpoint"),
+            "rdzv_id": cfg.get("rdzv_id"),
+            "options": cfg.get("options") or {},
+            "complete": abort_reason is None,
+            "aborted_reason": abort_reason,
+            "lost_ranks": lost_ranks,
+            "lost_nodes": lost_nodes,
+            "duration_s": round(time.time() - started, 3),
+            "launch_t0": cfg.get("launch_t0"),
+        },
+        ranks=ranks,
+        versions=runtime_versions(backend),
+        checks=results,
+    )
+    attach_recommendations(report, cfg)
+    return report
+
+
+def attach_recommendations(report: Report, cfg: dict) -> None:
+    """Recommendations are computed from the report itself (pure), when that module is present."""
+    try:
+        from ddpdoctor.recommend import recommend_from_report  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    try:
+        report.recommendations = list(recommend_from_report(report, cfg.get("model") or {}))
+    except Exception as e:  # a recommendation bug must not cost the user the report
+        report.run.setdefault("warnings", []).append(f"recommendations failed: {type(e).__name__}: {e}")

@@ -1,0 +1,385 @@
+"""`ddpdoctor check` on one node: pre-flight, the torchrun subprocess, live progress, the verdict.
+
+The launch itself is torch.distributed.run (elastic agent, c10d rendezvous). This module wraps it so a
+run always ends: it checks the endpoint before launching (unreachable, port taken), watches the
+rendezvous state while waiting (to say which nodes arrived), enforces an overall deadline, and turns a
+launch that produced no report into a message naming the layer that failed (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import errno
+import json
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ddpdoctor.events import EventTail
+from ddpdoctor.launch import LaunchError, LaunchPlan, plan_launch
+from ddpdoctor.registry import RegistryError, discover, select
+from ddpdoctor.report.io import ReportError, load_report, save_report
+from ddpdoctor.report.model import Report
+from ddpdoctor.runtime.progress import ProgressView
+
+GRACE_S = 4.0
+err = Console(stderr=True)
+
+
+class PreflightError(Exception):
+    pass
+
+
+# -- pre-flight ---------------------------------------------------------------------------------------
+def local_addresses() -> set[str]:
+    import psutil
+
+    out = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
+    for addrs in psutil.net_if_addrs().values():
+        out.update(a.address.split("%")[0] for a in addrs)
+    return out
+
+
+def endpoint_is_local(host: str) -> bool:
+    try:
+        resolved = {ai[4][0] for ai in socket.getaddrinfo(host, None)}
+    except socket.gaierror:
+        return False
+    return bool(resolved & local_addresses()) or host in local_addresses()
+
+
+def port_holder(port: int) -> str:
+    try:
+        import psutil
+
+        for c in psutil.net_connections(kind="tcp"):
+            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
+                p = psutil.Process(c.pid)
+                return f" by pid {c.pid} ({' '.join(p.cmdline()[:4])})"
+    except Exception:
+        pass
+    return ""
+
+
+def preflight(plan: LaunchPlan) -> None:
+    hosting = plan.is_host if plan.is_host is not None else endpoint_is_local(plan.endpoint_host)
+    if hosting and plan.is_host is not False:
+        fam = socket.AF_INET6 if ":" in plan.endpoint_host else socket.AF_INET
+        with socket.socket(fam, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((plan.endpoint_host, plan.endpoint_port))
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE and plan.is_host:
+                    raise PreflightError(
+                        f"rendezvous port taken: {plan.endpoint} is already in use{port_holder(plan.endpoint_port)}; "
+                        "pick a free port in --rdzv-endpoint"
+                    ) from None
+                if e.errno == errno.EADDRNOTAVAIL:
+                    raise PreflightError(
+                        f"rendezvous endpoint {plan.endpoint}: {plan.endpoint_host} is not an address of this "
+                        "node, but --node-rank 0 must host the rendezvous"
+                    ) from None
+        return
+    # A joining node: the endpoint must become reachable within the rendezvous timeout.
+    deadline = time.monotonic() + plan.rdzv_timeout_s
+    last = "no attempt"
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((plan.endpoint_host, plan.endpoint_port), timeout=max(0.2, min(2.0, left))):
+                return
+        except OSError as e:
+            last = e.strerror or str(e) or type(e).__name__
+        if time.monotonic() >= deadline:
+            raise PreflightError(
+                f"rendezvous endpoint {plan.endpoint} unreachable after {plan.rdzv_timeout_s:g} s ({last}); "
+                "is node 0 running `ddpdoctor check` with the same --rdzv-endpoint, and is the port open?"
+            )
+        time.sleep(0.5)
+
+
+# -- watching the rendezvous ----------------------------------------------------------------------------
+class RendezvousWatcher(threading.Thread):
+    """Reads the c10d rendezvous state from the store while we wait, to say who arrived."""
+
+    def __init__(self, plan: LaunchPlan) -> None:
+        super().__init__(name="ddpdoctor-rdzv-watch", daemon=True)
+        self.plan = plan
+        self.stop = threading.Event()
+        self.participants: list[str] = []
+        self.waiting: list[str] = []
+
+    def run(self) -> None:
+        store = None
+        key = "torch.rendezvous." + self.plan.rdzv_id
+        while not self.stop.wait(1.0):
+            try:
+                if store is None:
+                    import torch.distributed as dist
+
+                    store = dist.TCPStore(self.plan.endpoint_host, self.plan.endpoint_port, is_master=False,
+                                          timeout=timedelta(seconds=2), wait_for_workers=False)
+                if not store.check([key]):
+                    continue
+                state = pickle.loads(base64.b64decode(store.get(key)))
+                self.participants = sorted({f"{n.addr}" for n in getattr(state, "participants", {})})
+                self.waiting = sorted({f"{n.addr}" for n in getattr(state, "wait_list", set())})
+            except Exception:
+                store = None
+
+
+# -- the run --------------------------------------------------------------------------------------------
+def parse_options(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise LaunchError(f"--option {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except ValueError:
+            out[k.strip()] = v
+    return out
+
+
+def visible_gpus() -> int:
+    """GPUs this process may use, from NVML and CUDA_VISIBLE_DEVICES, without importing torch."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and cvd.strip() in ("", "-1", "none", "NoDevFiles"):
+        return 0
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            n = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 0
+    if cvd is not None:
+        return min(n, len([x for x in cvd.split(",") if x.strip()]))
+    return n
+
+
+def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[str], backend: str,
+                 events: str | None, report: str | None) -> dict[str, Any]:
+    return {
+        "checks": codes,
+        "check_paths": [str(Path(p).resolve()) for p in args.checks_path],
+        "budget_scale": args.budget_scale,
+        "options": parse_options(args.option),
+        "events": events,
+        "report": report,
+        "backend": backend,
+        "rdzv_timeout_s": args.rdzv_timeout,
+        "launch_t0": time.time(),
+        "endpoint": plan.endpoint if plan else None,
+        "rdzv_id": plan.rdzv_id if plan else None,
+    }
+
+
+def list_checks(console: Console) -> int:
+    from rich.table import Table
+
+    table = Table(title="ddpdoctor checks")
+    for col in ("code", "kind", "title", "budget", "suites"):
+        table.add_column(col)
+    for s in discover():
+        first_line = s.doc.splitlines()[0] if s.doc else ""
+        table.add_row(s.code, s.kind, f"{s.title}\n[dim]{first_line}[/dim]",
+                      f"{s.budget_s:g} s" if s.kind == "cluster" else "", ",".join(s.suites) if s.kind == "cluster" else "")
+    console.print(table)
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    out = Console()
+    if args.list:
+        return list_checks(out)
+    try:
+        specs = discover(args.checks_path, kind="cluster")
+        if args.select is None:
+            specs = [s for s in specs if args.suite in s.suites]
+        specs = select(specs, args.select, args.skip)
+    except RegistryError as e:
+        err.print(f"ddpdoctor check: {e}")
+        return 2
+    if not specs:
+        err.print("ddpdoctor check: no checks selected")
+        return 2
+    if args.budget_scale <= 0:
+        err.print("ddpdoctor check: --budget-scale must be positive")
+        return 2
+    gpus = visible_gpus() if args.backend in ("auto", "nccl") else 0
+    backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
+    if backend == "nccl" and gpus == 0:
+        err.print("ddpdoctor check: --backend nccl but no NVIDIA GPU is visible (NVML found none)")
+        return 2
+    nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
+    try:
+        plan = plan_launch(nodes=args.nodes, nproc_per_node=nproc, node_rank=args.node_rank,
+                           rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
+                           rdzv_timeout_s=args.rdzv_timeout, env=os.environ)
+        options_ok = parse_options(args.option)
+        del options_ok
+    except LaunchError as e:
+        err.print(f"ddpdoctor check: {e}")
+        return 2
+    codes = [s.code for s in specs]
+
+    if args.write_config:
+        cfg = build_config(args, plan, codes, backend, args.events, args.json)
+        cfg["launch_t0"] = None
+        Path(args.write_config).write_text(json.dumps(cfg, indent=1))
+        out.print(f"wrote {args.write_config}; run on every node:\n  torchrun --nnodes N --nproc-per-node "
+                  f"{nproc} --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m ddpdoctor.runtime.worker "
+                  f"--config {args.write_config}")
+        return 0
+
+    tmp = Path(tempfile.mkdtemp(prefix="ddpdoctor-"))
+    events_path = args.events if args.events and args.events != "-" else str(tmp / "events.jsonl")
+    report_path = args.json or str(tmp / "report.json")
+    for p in (report_path,):
+        try:
+            Path(p).unlink()
+        except FileNotFoundError:
+            pass
+    cfg = build_config(args, plan, codes, backend, events_path, report_path)
+    cfg_path = tmp / "config.json"
+    cfg_path.write_text(json.dumps(cfg, indent=1))
+
+    try:
+        preflight(plan)
+    except PreflightError as e:
+        err.print(f"ddpdoctor check: {e}")
+        return 2
+
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    log_path = tmp / "torchrun.log"
+    argv = plan.torchrun_argv(["--config", str(cfg_path)])
+    progress = ProgressView(out, quiet=args.quiet, echo_events_to_stdout=args.events == "-")
+    progress.launching(plan, backend, codes, [s.title for s in specs])
+    watcher = RendezvousWatcher(plan)
+    watcher.start()
+    budget_total = sum(s.budget_s * args.budget_scale + GRACE_S * 3 for s in specs)
+    deadline = time.monotonic() + args.rdzv_timeout + budget_total + 30
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    tail = EventTail(events_path)
+    run_ended_at = None
+    timed_out = False
+    try:
+        with progress:
+            while True:
+                for ev in tail.poll():
+                    progress.handle(ev)
+                    if ev.get("event") == "run_end":
+                        run_ended_at = time.monotonic()
+                    if ev.get("event") == "rendezvous":
+                        watcher.stop.set()
+                rc = proc.poll()
+                if rc is not None:
+                    for ev in tail.poll():
+                        progress.handle(ev)
+                    break
+                now = time.monotonic()
+                if run_ended_at is not None and now - run_ended_at > 15:
+                    break  # the report is written; torchrun's exit barrier may wait for lost nodes
+                if now > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.1)
+    finally:
+        watcher.stop.set()
+        _terminate(proc)
+
+    report: Report | None = None
+    if Path(report_path).exists():
+        try:
+            report = load_report(report_path)
+        except ReportError as e:
+            err.print(f"ddpdoctor check: {e}")
+    if report is None:
+        err.print(f"ddpdoctor check: {diagnose_failure(plan, log_path, proc.returncode, timed_out, watcher, progress)}")
+        if args.verbose:
+            err.print(log_path.read_text(errors="replace")[-4000:])
+        return 2
+
+    if args.script:
+        attach_lint(report, args.script)
+        if args.json:
+            save_report(report, report_path)
+    from ddpdoctor.report.render_text import print_report
+
+    print_report(report, out, verbose=args.verbose)
+    if args.json:
+        out.print(f"[dim]report: {args.json}[/dim]")
+    if args.junit:
+        from ddpdoctor.report.render_junit import to_junit
+
+        Path(args.junit).write_text(to_junit(report), encoding="utf-8")
+    return report.exit_code()
+
+
+def attach_lint(report: Report, script: str) -> None:
+    try:
+        from ddpdoctor.lint import lint_paths  # type: ignore[attr-defined]
+    except ImportError:
+        report.run.setdefault("warnings", []).append("--script: the lint engine is not available in this build")
+        return
+    report.lint = list(lint_paths([script]))
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def diagnose_failure(plan: LaunchPlan, log_path: Path, rc: int | None, timed_out: bool,
+                     watcher: RendezvousWatcher, progress: ProgressView) -> str:
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    arrived = f"; arrived: {', '.join(watcher.participants)}" if watcher.participants else ""
+    if "RendezvousTimeoutError" in log or (timed_out and not progress.rendezvoused):
+        return (f"rendezvous timed out after {plan.rdzv_timeout_s:g} s at {plan.endpoint} waiting for "
+                f"{plan.nnodes} node(s){arrived or '; no node arrived'}")
+    if "Address already in use" in log or "EADDRINUSE" in log:
+        return f"rendezvous port taken: {plan.endpoint} is in use"
+    if "RendezvousConnectionError" in log or "RendezvousClosedError" in log:
+        return f"rendezvous endpoint {plan.endpoint} unreachable or closed (torchrun: {last_error_line(log)})"
+    if timed_out:
+        return f"no report before the overall deadline; the run was stopped (torchrun log: {log_path})"
+    return f"the launch failed (torchrun exit code {rc}): {last_error_line(log)} (log: {log_path})"
+
+
+def last_error_line(log: str) -> str:
+    for line in reversed(log.splitlines()):
+        s = line.strip()
+        if s and ("Error" in s or "error" in s) and not s.startswith("File "):
+            return s[-300:]
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    return lines[-1][-300:] if lines else "no output"

@@ -1,0 +1,490 @@
+"""The per-rank entry point that torchrun starts: ``python -m ddpdoctor.runtime.worker --config FILE``.
+
+Every rank runs the selected cluster checks in order. Rank 0 also runs a coordinator thread that hands
+out each check ("go"), collects every rank's result through the control store, decides whether the run
+can go on (a fresh process group after a collective error; a clean end when a rank is stuck or lost)
+and writes the report. Each check runs under a watchdog: when its budget is spent the watchdog posts
+what the rank was doing and, since the stuck call cannot be interrupted, ends the process once the
+coordinator has its verdict.
+
+Run it under your own torchrun with a config written by ``ddpdoctor check --write-config FILE``:
+
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \
+        -m ddpdoctor.runtime.worker --config FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from datetime import timedelta
+from typing import Any
+
+from ddpdoctor.checkapi import Summary, WorldInfo, default_summarize
+from ddpdoctor.events import EventWriter
+from ddpdoctor.registry import CheckSpec, discover
+from ddpdoctor.report.model import CheckResult, Finding, Severity, Status
+from ddpdoctor.runtime.context import ClusterContext
+from ddpdoctor.runtime.control import Control, Heartbeat
+from ddpdoctor.runtime.verdict import classify_ranks
+
+LOST_AFTER_S = 3.0  # no heartbeat for this long: the rank (or its node) is gone
+GRACE_S = 4.0  # slack after a budget for results to arrive through the store
+
+
+def _env_int(name: str, default: int | None = None) -> int:
+    v = os.environ.get(name)
+    if v is None:
+        if default is None:
+            raise SystemExit(f"ddpdoctor worker: {name} is not set; start it with torchrun")
+        return default
+    return int(v)
+
+
+def _main_thread_stack() -> list[str]:
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    if frame is None:
+        return []
+    return [ln.rstrip() for ln in traceback.format_stack(frame)[-6:]]
+
+
+class Worker:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.t_proc_start = time.time()
+        self.rank = _env_int("RANK")
+        self.world_size = _env_int("WORLD_SIZE")
+        self.local_rank = _env_int("LOCAL_RANK", 0)
+        self.local_world_size = _env_int("LOCAL_WORLD_SIZE", 1)
+        self.node_rank = _env_int("GROUP_RANK", 0)
+        self.hostname = socket.gethostname()
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID", "ddpdoctor")
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self.control = Control(
+            self.rank, self.world_size, f"ddpdoctor/{run_id}/{restart}/", cfg.get("rdzv_timeout_s", 60)
+        )
+        self.events = EventWriter(cfg.get("events"))
+        self.specs: list[CheckSpec] = []
+        self.world: WorldInfo | None = None
+        self.backend = "gloo"
+        self.device: Any = None
+        self.pg_gen = -1
+        self.report_written = threading.Event()
+        self._post_lock = threading.Lock()
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def emit(self, event: str | dict, **fields: Any) -> None:
+        try:
+            self.events.emit(event, **fields)
+        except OSError:
+            pass  # progress is advisory
+
+    def _budget(self, spec: CheckSpec) -> float:
+        overrides = self.cfg.get("budgets") or {}
+        scale = float(self.cfg.get("budget_scale", 1.0))
+        return float(overrides.get(spec.code, spec.budget_s * scale))
+
+    def _fault(self, code: str) -> dict | None:
+        """Test-only fault injection: DDPDOCTOR_TEST_FAULT="hang@COL001:rank=1" or "delay@COL001:rank=2:s=5"."""
+        spec = os.environ.get("DDPDOCTOR_TEST_FAULT", "")
+        for item in filter(None, spec.split(";")):
+            kind, _, rest = item.partition("@")
+            parts = rest.split(":")
+            if parts[0] != code:
+                continue
+            opts = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+            ranks = opts.get("rank", "*")
+            if ranks == "*" or self.rank in {int(r) for r in ranks.split(",")}:
+                return {"kind": kind, **opts}
+        return None
+
+    # -- start-up -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+        self.hb = Heartbeat(self.control)
+        self.hb.start()
+        info = {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "local_world_size": self.local_world_size,
+            "node_rank": self.node_rank,
+            "hostname": self.hostname,
+            "pid": os.getpid(),
+            "proc_start": self.t_proc_start,
+            "launch_t0": self.cfg.get("launch_t0"),
+        }
+        self.control.put(f"info/{self.rank}", info)
+        self.emit(
+            "rendezvous",
+            rank=self.rank,
+            node_rank=self.node_rank,
+            hostname=self.hostname,
+            seconds=round(self.t_proc_start - float(self.cfg.get("launch_t0") or self.t_proc_start), 3),
+        )
+        infos = []
+        for r in range(self.world_size):
+            got = self.control.poll(f"info/{r}", timeout_s=float(self.cfg.get("rdzv_timeout_s", 60)))
+            infos.append(got or {"rank": r, "hostname": "?", "node_rank": -1, "missing": True})
+        self.infos = infos
+        self.world = WorldInfo.from_dicts(infos, options=self.cfg.get("options") or {})
+        codes = self.cfg.get("checks")
+        specs = discover(self.cfg.get("check_paths") or [], kind="cluster")
+        self.specs = [s for s in specs if codes is None or s.code in codes]
+        self._pick_backend()
+        self.world.backend = self.backend
+
+    def _pick_backend(self) -> None:
+        import torch
+
+        want = self.cfg.get("backend", "auto")
+        has_gpu = torch.cuda.is_available() and torch.cuda.device_count() > 0
+        self.backend = "nccl" if (want == "nccl" or (want == "auto" and has_gpu)) else "gloo"
+        if self.backend == "nccl":
+            torch.cuda.set_device(self.local_rank % max(1, torch.cuda.device_count()))
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            self.device = torch.device("cpu")
+
+    def _new_group(self, gen: int) -> float:
+        """(Re)create the default process group on a fresh store prefix; returns seconds taken."""
+        import torch.distributed as dist
+
+        t0 = time.monotonic()
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:
+                pass
+        timeout = float(self.cfg.get("collective_timeout_s") or max([self._budget(s) for s in self.specs] + [10]) + 10)
+        store = dist.PrefixStore(f"pg/{gen}/", self._pg_store())
+        kwargs: dict[str, Any] = {}
+        if self.backend == "nccl":
+            kwargs["device_id"] = self.device
+        dist.init_process_group(
+            self.backend,
+            store=store,
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=timedelta(seconds=timeout),
+            **kwargs,
+        )
+        self.pg_gen = gen
+        return time.monotonic() - t0
+
+    def _pg_store(self):
+        import torch.distributed as dist
+
+        # A client of its own: the group's store traffic must not queue behind control polling.
+        raw = dist.TCPStore(
+            self.control.host, self.control.port, is_master=False,
+            timeout=timedelta(seconds=float(self.cfg.get("rdzv_timeout_s", 60))), wait_for_workers=False,
+        )
+        self._pg_raw_store = raw
+        return dist.PrefixStore(self.control.prefix, raw)
+
+    # -- one check on this rank -----------------------------------------------------------------------
+    def run_check(self, i: int, spec: CheckSpec, startup: dict) -> None:
+        budget = self._budget(spec)
+        ctx = ClusterContext(
+            rank=self.rank,
+            world_size=self.world_size,
+            local_rank=self.local_rank,
+            local_world_size=self.local_world_size,
+            node_rank=self.node_rank,
+            nnodes=len({r.node_rank for r in self.world.ranks}),
+            hostname=self.hostname,
+            backend=self.backend,
+            device=self.device,
+            world=self.world,
+            options=dict(self.cfg.get("options") or {}),
+            budget_s=budget,
+            check_code=spec.code,
+            emit_fn=self.emit,
+        )
+        ctx.startup = startup
+        import torch.distributed as dist
+
+        ctx.store = dist.PrefixStore(f"chk/{i}/", self.control.client())
+        ctx.group = dist.group.WORLD
+        done = threading.Event()
+        posted = {"v": False}
+
+        def post(result: dict) -> bool:
+            with self._post_lock:
+                if posted["v"]:
+                    return False
+                posted["v"] = True
+            self.control.put(f"res/{i}/{self.rank}", result)
+            self.control.add(f"n/{i}", 1)
+            return True
+
+        def watchdog() -> None:
+            if done.wait(budget):
+                return
+            op, op_s = ctx.current_op()
+            result = {
+                "status": "timed_out",
+                "op": op or "(no collective: Python code)",
+                "op_seconds": round(op_s, 3),
+                "op_index": ctx.op_count,
+                "stack": _main_thread_stack(),
+                "duration_s": budget,
+            }
+            if post(result):
+                self.emit("rank_check_end", code=spec.code, rank=self.rank, status="timed_out", op=result["op"])
+            # The main thread is stuck and cannot be interrupted: wait for the verdict, then end.
+            self.control.poll(f"go/{i + 1}", timeout_s=GRACE_S * 3 + budget)
+            if self.rank == 0:
+                self.report_written.wait(GRACE_S * 4 + budget)
+            self.finish_node_copy()
+            os._exit(0)
+
+        threading.Thread(target=watchdog, name=f"ddpdoctor-watchdog-{spec.code}", daemon=True).start()
+        self.emit("rank_check_start", code=spec.code, rank=self.rank)
+        t0 = time.monotonic()
+        try:
+            fault = self._fault(spec.code)
+            if fault and fault["kind"] == "hang":
+                with ctx.op("fault injection: hang"):
+                    while True:
+                        time.sleep(1)
+            if fault and fault["kind"] == "delay":
+                with ctx.op("fault injection: delay"):
+                    time.sleep(float(fault.get("s", 5)))
+            data = spec.module.run(ctx)
+            if data is not None and not isinstance(data, dict):
+                raise TypeError(f"{spec.code}.run() returned {type(data).__name__}, not a dict")
+            result = {"status": "ok", "data": data or {}}
+        except Exception as e:
+            op, _ = ctx.current_op()
+            result = {
+                "status": "error",
+                "error": f"{type(e).__name__}: {e}".strip()[:2000],
+                "op": op,
+                "op_index": ctx.op_count,
+                "traceback": traceback.format_exc(limit=6)[-4000:],
+            }
+        result["duration_s"] = round(time.monotonic() - t0, 6)
+        done.set()
+        if post(result):
+            self.emit("rank_check_end", code=spec.code, rank=self.rank, status=result["status"])
+
+    # -- the rank's main loop ---------------------------------------------------------------------------
+    def main(self) -> int:
+        self.start()
+        pg_error = None
+        startup: dict[str, Any] = {"proc_start": self.t_proc_start, "launch_t0": self.cfg.get("launch_t0")}
+        try:
+            startup["pg_init_s"] = round(self._new_group(0), 4)
+        except Exception as e:
+            pg_error = f"{type(e).__name__}: {e}"
+        self.control.put(f"ready/{self.rank}", {"error": pg_error, **startup})
+        if self.rank == 0:
+            self.coordinator = threading.Thread(target=self.coordinate, name="ddpdoctor-coordinator", daemon=True)
+            self.coordinator.start()
+        aborted = False
+        for i, spec in enumerate(self.specs):
+            wait = float(self.cfg.get("rdzv_timeout_s", 60)) + sum(self._budget(s) + GRACE_S * 3 for s in self.specs[: i + 1])
+            go = self.control.poll(f"go/{i}", timeout_s=wait)
+            if go is None:
+                self.emit("log", level="error", message=f"rank {self.rank}: no word from rank 0 for check {spec.code}; giving up")
+                aborted = True
+                break
+            if go.get("action") != "run":
+                aborted = go.get("action") == "abort"
+                break
+            if go.get("pg") != self.pg_gen:
+                try:
+                    self._new_group(int(go["pg"]))
+                except Exception as e:  # the check will fail on the dead group and say so
+                    self.emit("log", level="error", message=f"rank {self.rank}: new process group failed: {e}")
+            self.run_check(i, spec, startup)
+        if self.rank == 0:
+            self.coordinator.join()
+        else:
+            self.control.poll(f"go/{len(self.specs)}", timeout_s=GRACE_S * 3)
+        self.finish_node_copy()
+        self.hb.stopped.set()
+        if aborted:
+            os._exit(0)  # a poisoned group can block destroy; the report is written already
+        try:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        except Exception:
+            pass
+        return 0
+
+    def finish_node_copy(self) -> None:
+        """Node leaders other than rank 0 save rank 0's report locally, so every node's CLI has it."""
+        if self.rank == 0 or self.local_rank != 0 or not self.cfg.get("report"):
+            return
+        got = None
+        try:
+            got = self.control.poll("report", timeout_s=GRACE_S * 2)
+        except Exception:
+            pass
+        if got:
+            from ddpdoctor.report.io import write_json_atomic
+
+            write_json_atomic(self.cfg["report"], got)
+
+    # -- rank 0: the coordinator ----------------------------------------------------------------------
+    def coordinate(self) -> None:
+        from ddpdoctor.runtime.finalize import build_report
+
+        t_run = time.time()
+        ctrl = self.control
+        # Wait for every rank to have a process group (or say why not).
+        ready = {}
+        for r in range(self.world_size):
+            ready[r] = ctrl.poll(f"ready/{r}", timeout_s=float(self.cfg.get("rdzv_timeout_s", 60)))
+        self.emit(
+            "run_start",
+            world_size=self.world_size,
+            nodes=self.world.nodes,
+            backend=self.backend,
+            checks=[{"code": s.code, "title": s.title, "budget_s": self._budget(s)} for s in self.specs],
+            endpoint=self.cfg.get("endpoint"),
+        )
+        results: list[CheckResult] = []
+        abort_reason = None
+        lost: set[int] = set()
+        pg_errors = {r: v["error"] for r, v in ready.items() if v and v.get("error")}
+        missing_ready = [r for r, v in ready.items() if v is None]
+        if pg_errors or missing_ready:
+            abort_reason = "the process group could not be created: " + "; ".join(
+                [f"rank {r}: {e}" for r, e in sorted(pg_errors.items())]
+                + ([f"ranks {missing_ready} never reported"] if missing_ready else [])
+            )
+        pg_gen = 0
+        i = 0
+        for i, spec in enumerate(self.specs):
+            if abort_reason:
+                break
+            budget = self._budget(spec)
+            ctrl.put(f"go/{i}", {"action": "run", "pg": pg_gen})
+            self.emit("check_start", code=spec.code, title=spec.title, budget_s=budget)
+            t0 = time.monotonic()
+            deadline = t0 + budget + GRACE_S
+            hb_seen: dict[int, tuple[int, float]] = {}
+            newly_lost: set[int] = set()
+            while True:
+                if ctrl.add(f"n/{i}", 0) >= self.world_size:
+                    break
+                now = time.monotonic()
+                posted = {r for r in range(self.world_size) if ctrl.has(f"res/{i}/{r}")}
+                missing = [r for r in range(self.world_size) if r not in posted]
+                for r in missing:
+                    beat = ctrl.add(f"hb/{r}", 0)
+                    last = hb_seen.get(r)
+                    if last is None or beat != last[0]:
+                        hb_seen[r] = (beat, now)
+                    elif now - last[1] > LOST_AFTER_S:
+                        newly_lost.add(r)
+                if missing and all(r in newly_lost for r in missing):
+                    break
+                if now > deadline:
+                    break
+                time.sleep(0.1)
+            per_rank: dict[int, dict | None] = {}
+            for r in range(self.world_size):
+                per_rank[r] = ctrl.get(f"res/{i}/{r}") if ctrl.has(f"res/{i}/{r}") else None
+            lost |= newly_lost
+            result, verdict = self._judge(spec, per_rank, newly_lost, time.monotonic() - t0)
+            results.append(result)
+            self.emit(
+                "check_end",
+                code=spec.code,
+                status=result.status.value,
+                summary=result.summary,
+                duration_s=round(result.duration_s, 3),
+                findings=len(result.findings),
+            )
+            if verdict == "abort":
+                abort_reason = f"{spec.code} {result.status.value}: {result.summary}"
+                i += 1
+                break
+            if verdict == "new_group":
+                pg_gen += 1
+        else:
+            i = len(self.specs)
+        ctrl.put(f"go/{i}", {"action": "abort" if abort_reason else "end"})
+        for spec in self.specs[len(results):]:
+            results.append(
+                CheckResult(code=spec.code, title=spec.title, status=Status.NOT_RUN,
+                            summary="not run: the run ended early" + (f" ({abort_reason})" if abort_reason else ""))
+            )
+        report = build_report(
+            cfg=self.cfg,
+            infos=self.infos,
+            ready=ready,
+            backend=self.backend,
+            results=results,
+            abort_reason=abort_reason,
+            lost_ranks=sorted(lost),
+            started=t_run,
+        )
+        data = report.to_dict()
+        if self.cfg.get("report"):
+            from ddpdoctor.report.io import write_json_atomic
+
+            write_json_atomic(self.cfg["report"], data)
+        try:
+            ctrl.put("report", data)
+        except Exception:
+            pass
+        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.get("report"))
+        self.report_written.set()
+
+    def _judge(self, spec: CheckSpec, per_rank: dict[int, dict | None], lost: set[int], elapsed: float):
+        """CheckResult for one check, and what the run does next: continue, new_group or abort."""
+        assert self.world is not None
+        verdict = classify_ranks(per_rank, lost, self.world, spec.code, self._budget(spec))
+        data_by_rank = {r: (v or {}).get("data") if (v or {}).get("status") == "ok" else None for r, v in per_rank.items()}
+        summarize = getattr(spec.module, "summarize", None) or default_summarize
+        try:
+            summary = summarize(data_by_rank, self.world)
+            if not isinstance(summary, Summary):
+                raise TypeError(f"summarize() returned {type(summary).__name__}, not Summary")
+        except Exception as e:
+            summary = Summary(
+                findings=[Finding(spec.code, Severity.ERROR, f"the check's analysis failed: {type(e).__name__}: {e}")],
+                status=Status.ERROR,
+                summary="analysis failed",
+            )
+        findings = verdict.findings + summary.findings
+        status = summary.final_status()
+        if verdict.status is not None:
+            status = verdict.status
+        text = verdict.summary or summary.summary
+        result = CheckResult(
+            code=spec.code,
+            title=spec.title,
+            kind="cluster",
+            status=status,
+            summary=text,
+            duration_s=elapsed,
+            findings=findings,
+            data=summary.data,
+        )
+        return result, verdict.next_step
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ddpdoctor.runtime.worker")
+    p.add_argument("--config", required=True, help="JSON written by `ddpdoctor check --write-config`")
+    args = p.parse_args(argv)
+    with open(args.config, encoding="utf-8") as f:
+        cfg = json.load(f)
+    return Worker(cfg).main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
