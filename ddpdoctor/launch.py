@@ -30,6 +30,7 @@ class LaunchPlan:
     node_rank: int | None = None  # None: the rendezvous assigns it
     is_host: bool | None = None  # whether this node hosts the rendezvous store (None: torch decides)
     source: str = "options"  # options | slurm | local
+    local_addr: str | None = None  # this node's address as the others reach it (torchrun --local-addr)
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -53,8 +54,10 @@ class LaunchPlan:
             "--max-restarts", "0",
             "--monitor-interval", "0.2",
         ]
-        if self.node_rank is not None:
-            argv += ["--node-rank", str(self.node_rank)]
+        if self.local_addr:
+            # Without it the agent of node 0 advertises its hostname, which other nodes (or even the
+            # node itself, in a container or namespace) may not resolve.
+            argv += ["--local-addr", self.local_addr]
         return argv + ["-m", "ddpdoctor.runtime.worker", *worker_args]
 
 

@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rdzv-id", default=None, help="rendezvous id (default: ddpdoctor, or the Slurm job id)")
     g.add_argument("--rdzv-timeout", type=float, default=60.0, metavar="S",
                    help="seconds to wait for every node to join (default 60)")
+    g.add_argument("--local-addr", default=None, metavar="ADDR",
+                   help="this node's address as the other nodes reach it (default: the one routing to the endpoint)")
     g.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     s = p.add_argument_group("what to run")
     s.add_argument("--list", action="store_true", help="list the checks and exit")

@@ -110,6 +110,17 @@ def preflight(plan: LaunchPlan) -> None:
         time.sleep(0.5)
 
 
+def source_address_towards(host: str) -> str | None:
+    """The local address the kernel picks to reach host (a UDP connect sends nothing)."""
+    try:
+        info = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(info[0], socket.SOCK_DGRAM) as s:
+            s.connect(info[4])
+            return s.getsockname()[0]
+    except OSError:
+        return None
+
+
 # -- watching the rendezvous ----------------------------------------------------------------------------
 class RendezvousWatcher(threading.Thread):
     """Reads the c10d rendezvous state from the store while we wait, to say who arrived."""
@@ -263,6 +274,7 @@ def run_check(args: argparse.Namespace) -> int:
 
     try:
         preflight(plan)
+        plan.local_addr = args.local_addr or source_address_towards(plan.endpoint_host)
     except PreflightError as e:
         err.print(f"ddpdoctor check: {e}")
         return 2

@@ -1,0 +1,67 @@
+"""`ddpdoctor check` for real: torchrun, gloo ranks on this machine."""
+
+import time
+import xml.etree.ElementTree as ET
+
+from helpers import check, load, run_cli
+
+
+def test_default_check_passes_and_writes_reports(tmp_path):
+    rj, ju, ev = tmp_path / "r.json", tmp_path / "j.xml", tmp_path / "ev.jsonl"
+    p = run_cli("check", "--json", str(rj), "--junit", str(ju), "--events", str(ev), "-q")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = load(rj)
+    assert rep["schema_version"] == 1
+    assert rep["run"]["world_size"] == 2 and rep["run"]["backend"] == "gloo" and rep["run"]["complete"]
+    for code in ("ENV001", "RDZ001", "COL001"):
+        assert check(rep, code)["status"] == "passed"
+    assert check(rep, "COL001")["data"]["ops"]["all_reduce"]["ok_ranks"] == [0, 1]
+    rdz = check(rep, "RDZ001")["data"]
+    assert [m["rank"] for m in rdz["rank_map"]] == [0, 1] and rdz["nodes"][0]["ranks"] == [0, 1]
+    suite = ET.parse(ju).getroot()
+    assert suite.get("failures") == "0" and len(suite.findall("testcase")) == len(rep["checks"])
+    kinds = [line for line in ev.read_text().splitlines()]
+    assert any('"run_start"' in k for k in kinds) and any('"run_end"' in k for k in kinds)
+    assert "OK: nothing failed" in p.stdout
+    shown = run_cli("report", "show", str(rj))
+    assert shown.returncode == 0 and "COL001" in shown.stdout
+
+
+def test_list_and_bad_arguments():
+    p = run_cli("check", "--list")
+    assert p.returncode == 0 and "COL001" in p.stdout
+    p = run_cli("check", "--select", "NOPE001")
+    assert p.returncode == 2 and "unknown check code" in p.stderr
+    p = run_cli("check", "--nodes", "2")
+    assert p.returncode == 2 and "--rdzv-endpoint" in p.stderr
+    p = run_cli("check", "--option", "novalue")
+    assert p.returncode == 2 and "KEY=VALUE" in p.stderr
+
+
+def test_report_show_refuses_bad_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = run_cli("report", "show", str(bad))
+    assert p.returncode == 2 and "not valid JSON" in p.stderr
+    p = run_cli("report", "show", str(tmp_path / "missing.json"))
+    assert p.returncode == 2 and "cannot read" in p.stderr
+
+
+def test_a_hanging_rank_is_ended_by_the_watchdog(tmp_path):
+    rj = tmp_path / "r.json"
+    t0 = time.monotonic()
+    p = run_cli("check", "--json", str(rj), "-q", "--budget-scale", "0.25", timeout=90,
+                env={"DDPDOCTOR_TEST_FAULT": "hang@COL001:rank=1"})
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 1, p.stdout + p.stderr
+    rep = load(rj)
+    col = check(rep, "COL001")
+    assert col["status"] == "timed_out"
+    msg = col["findings"][0]["message"]
+    assert "timed out after 5 s in all_reduce" in msg and "ranks 1 never arrived" in msg
+    assert col["findings"][0]["where"]["never_arrived"] == [1]
+    # the stuck rank's stack is evidence
+    assert "fault injection" in col["findings"][0]["evidence"]["per_rank"]["1"]["op"]
+    assert check(rep, "ENV001")["status"] == "passed"  # measured before the hang: kept
+    assert rep["run"]["complete"] is False
+    assert elapsed < 60
