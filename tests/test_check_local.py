@@ -65,3 +65,14 @@ def test_a_hanging_rank_is_ended_by_the_watchdog(tmp_path):
     assert check(rep, "ENV001")["status"] == "passed"  # measured before the hang: kept
     assert rep["run"]["complete"] is False
     assert elapsed < 60
+
+
+def test_a_crashing_rank_still_gives_a_partial_report(tmp_path):
+    rj = tmp_path / "r.json"
+    p = run_cli("check", "--json", str(rj), "-q", timeout=90, env={"DDPDOCTOR_TEST_FAULT": "exit@COL001:rank=1:code=3"})
+    assert p.returncode == 1, p.stdout + p.stderr
+    rep = load(rj)
+    assert rep["run"]["complete"] is False
+    assert "rank 1 (local rank 1)" in rep["run"]["aborted_reason"] and "exit code 3" in rep["run"]["aborted_reason"]
+    assert check(rep, "COL001")["status"] == "failed"
+    assert check(rep, "ENV001")["status"] == "passed"

@@ -326,6 +326,13 @@ def run_check(args: argparse.Namespace) -> int:
             report = load_report(report_path)
         except ReportError as e:
             err.print(f"ddpdoctor check: {e}")
+    if report is None and run_ended_at is None:
+        from ddpdoctor.runtime.partial import partial_report, root_cause
+
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        report = partial_report(progress.events, root_cause(log), codes, [s.title for s in specs])
+        if report is not None and args.json:
+            save_report(report, report_path)
     if report is None:
         err.print(f"ddpdoctor check: {diagnose_failure(plan, log_path, proc.returncode, timed_out, watcher, progress)}")
         if args.verbose:

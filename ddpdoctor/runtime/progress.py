@@ -27,6 +27,7 @@ class ProgressView:
         self.rendezvoused = False
         self.ranks_seen: set[int] = set()
         self.header = ""
+        self.events: list[dict[str, Any]] = []  # kept for a partial report if rank 0 dies
 
     def launching(self, plan, backend: str, codes: list[str], titles: list[str]) -> None:
         self.header = (f"ddpdoctor check: {plan.nnodes} node(s) × {plan.nproc_per_node} rank(s) on {backend}, "
@@ -63,6 +64,8 @@ class ProgressView:
         return t
 
     def handle(self, ev: dict[str, Any]) -> None:
+        if ev.get("event") != "progress":
+            self.events.append(ev)
         if self.echo:
             sys.stdout.write(json.dumps(ev) + "\n")
             sys.stdout.flush()

@@ -254,6 +254,8 @@ class Worker:
                 with ctx.op("fault injection: hang"):
                     while True:
                         time.sleep(1)
+            if fault and fault["kind"] == "exit":
+                os._exit(int(fault.get("code", 3)))
             if fault and fault["kind"] == "delay":
                 with ctx.op("fault injection: delay"):
                     time.sleep(float(fault.get("s", 5)))
