@@ -62,13 +62,13 @@ def test_port_taken_exits_2(tmp_path):
 def test_rendezvous_timeout_says_who_arrived(tmp_path):
     ep = f"127.0.0.1:{free_port()}"
     t0 = time.monotonic()
-    p = run_cli("check", "--nodes", "2", "--node-rank", "0", "--rdzv-endpoint", ep, "--rdzv-timeout", "6",
+    p = run_cli("check", "--nodes", "2", "--node-rank", "0", "--rdzv-endpoint", ep, "--rdzv-timeout", "15",
                 timeout=90)
     elapsed = time.monotonic() - t0
     assert p.returncode == 2, p.stdout + p.stderr
-    assert "rendezvous timed out after 6 s" in p.stderr and ep in p.stderr
-    assert "arrived: " + socket.gethostname() in p.stderr or "arrived:" in p.stderr
-    assert elapsed < 6 + 30
+    assert "rendezvous timed out after 15 s" in p.stderr and ep in p.stderr
+    assert "arrived: 127.0.0.1" in p.stderr  # this node, by the address it advertised
+    assert elapsed < 15 + 30
 
 
 @netns

@@ -135,9 +135,13 @@ class RendezvousWatcher(threading.Thread):
     def run(self) -> None:
         store = None
         key = "torch.rendezvous." + self.plan.rdzv_id
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(0.3):
             try:
                 if store is None:
+                    # A plain connect first: a TCPStore client built before the server listens spends
+                    # seconds in its own retries, and the rendezvous may be over by then.
+                    with socket.create_connection((self.plan.endpoint_host, self.plan.endpoint_port), timeout=0.5):
+                        pass
                     import torch.distributed as dist
 
                     store = dist.TCPStore(self.plan.endpoint_host, self.plan.endpoint_port, is_master=False,
@@ -147,7 +151,9 @@ class RendezvousWatcher(threading.Thread):
                 state = pickle.loads(base64.b64decode(store.get(key)))
                 self.participants = sorted({f"{n.addr}" for n in getattr(state, "participants", {})})
                 self.waiting = sorted({f"{n.addr}" for n in getattr(state, "wait_list", set())})
-            except Exception:
+            except Exception as e:
+                if os.environ.get("DDPDOCTOR_DEBUG"):
+                    print(f"{time.time():.1f} rendezvous watcher: {type(e).__name__}: {e}", file=sys.stderr)
                 store = None
 
 
@@ -286,6 +292,8 @@ def run_check(args: argparse.Namespace) -> int:
     argv = plan.torchrun_argv(["--config", str(cfg_path)])
     progress = ProgressView(out, quiet=args.quiet, echo_events_to_stdout=args.events == "-")
     progress.launching(plan, backend, codes, [s.title for s in specs])
+    # libtorch's C++ warnings (a store client whose server went away) would clutter our own messages.
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     watcher = RendezvousWatcher(plan)
     watcher.start()
     budget_total = sum(s.budget_s * args.budget_scale + GRACE_S * 3 for s in specs)
@@ -319,6 +327,7 @@ def run_check(args: argparse.Namespace) -> int:
     finally:
         watcher.stop.set()
         _terminate(proc)
+        watcher.join(timeout=5)  # a thread left inside libtorch at exit aborts the interpreter
 
     report: Report | None = None
     if Path(report_path).exists():
