@@ -130,7 +130,6 @@ class RendezvousWatcher(threading.Thread):
         self.plan = plan
         self.stop = threading.Event()
         self.participants: list[str] = []
-        self.waiting: list[str] = []
 
     def run(self) -> None:
         store = None
@@ -149,8 +148,10 @@ class RendezvousWatcher(threading.Thread):
                 if not store.check([key]):
                     continue
                 state = pickle.loads(base64.b64decode(store.get(key)))
-                self.participants = sorted({f"{n.addr}" for n in getattr(state, "participants", {})})
-                self.waiting = sorted({f"{n.addr}" for n in getattr(state, "wait_list", set())})
+                # Union over reads: an agent that gives up removes itself from the state before exiting.
+                seen = {f"{n.addr}" for n in getattr(state, "participants", {})}
+                seen |= {f"{n.addr}" for n in getattr(state, "wait_list", set())}
+                self.participants = sorted(set(self.participants) | seen)
             except Exception as e:
                 if os.environ.get("DDPDOCTOR_DEBUG"):
                     print(f"{time.time():.1f} rendezvous watcher: {type(e).__name__}: {e}", file=sys.stderr)
