@@ -335,7 +335,7 @@ def gdr_mechanism(node: NodeTopology, gpu: Gpu) -> tuple[str, str]:
         why_not.append("the proprietary NVIDIA kernel module is loaded (DMA-BUF needs the open one)")
     if not why_not and (gpu.dmabuf_supported or pm.open_kernel_module):
         return "dmabuf", "nvidia_peermem is not loaded, but DMA-BUF is possible"
-    detail = "; ".join(why_not) or "DMA-BUF support not confirmed"
+    detail = "; ".join(why_not) or "DMA-BUF support could not be confirmed"
     return "", f"nvidia_peermem is not loaded and DMA-BUF is not available ({detail})"
 
 

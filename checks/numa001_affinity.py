@@ -1,0 +1,47 @@
+"""NUMA001 — CPU/NUMA affinity of each rank against its GPU.
+
+What it does: the node leader reads each GPU's CPU affinity (NVML, else its NUMA node's CPUs from
+sysfs); every rank reports the CPUs it may run on (``sched_getaffinity``). Local rank i is taken to
+drive GPU i, as torchrun and DDP do by default.
+
+Findings: a rank whose CPUs are all far from its GPU (warning: every host↔device copy and kernel
+launch crosses the socket); a rank not bound to its GPU's CPUs at all (info).
+"""
+
+from ._topology import node_payload, run_concern, summarize_concern
+
+CODE = "NUMA001"
+TITLE = "NUMA affinity"
+KIND = "cluster"
+ORDER = 8
+BUDGET_S = 20.0
+SUITES = ("quick", "full")
+
+
+def _gpu_affinity(node):
+    return {"gpus": [{"index": g.index, "numa_node": g.numa_node, "cpu_affinity": g.cpu_affinity}
+                     for g in node.gpus]}
+
+
+def payload(node) -> dict:
+    # The verdict needs every local rank's CPUs, so it is made in summarize.
+    return node_payload(node, "numa", lambda n: [], extra=_gpu_affinity)
+
+
+def run(ctx) -> dict:
+    return run_concern(ctx, payload)
+
+
+def _per_node(leader: dict, ranks: list[dict]):
+    from ddpdoctor.model.topo_analysis import numa_findings
+    from ddpdoctor.model.topology import Gpu, NodeTopology
+
+    node = NodeTopology(hostname=leader["node"])
+    node.gpus = [Gpu(index=g["index"], numa_node=g["numa_node"], cpu_affinity=g["cpu_affinity"])
+                 for g in (leader.get("data") or {}).get("gpus", [])]
+    node.rank_affinity = {r["local_rank"]: r["cpus"] for r in ranks if r.get("cpus")}
+    return numa_findings(node, CODE)
+
+
+def summarize(results, world):
+    return summarize_concern(results, world, CODE, "numa", per_node=_per_node)
