@@ -10,7 +10,8 @@ findings, flags the odd node, and says "skipped: no NVIDIA GPU" when no node has
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ddpdoctor.checkapi import Summary, WorldInfo
 from ddpdoctor.report.model import Finding, Severity, Status

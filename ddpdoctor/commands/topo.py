@@ -35,37 +35,32 @@ def _read(path: str) -> str:
 
 def build_node(args: argparse.Namespace):
     """The node from the machine, with any user file taking the place of what it describes."""
-    from ddpdoctor.probes import sysfs
-    from ddpdoctor.probes.collect import collect_node, nccl_env
+    from ddpdoctor.probes.collect import collect_node
 
     probed = collect_node(root=args.root, hostname=args.hostname)
     node = probed
     if args.nvidia_smi_topo or args.nccl_topo:
         node = _from_file(args)
-        node.hostname = probed.hostname
-        node.env = probed.env if not node.env else node.env
+        # The file describes GPUs and paths; the rest is this machine's.
+        node.hostname, node.env, node.driver_version = probed.hostname, probed.env, probed.driver_version
         node.peermem, node.interfaces = probed.peermem, probed.interfaces
-        node.driver_version = probed.driver_version
         node.numa_cpus = node.numa_cpus or probed.numa_cpus
         _merge_nics(node, probed.nics)
     if args.ibstat:
         from ddpdoctor.probes.ibstat import parse_ibstat
 
         _merge_nics(node, parse_ibstat(_read(args.ibstat)))
-    node.env = node.env or nccl_env({})
-    _ = sysfs  # sysfs readers run inside collect_node with --root
     return node
 
 
 def _from_file(args):
+    if args.nvidia_smi_topo and args.nccl_topo:
+        raise ValueError("give --nvidia-smi-topo or --nccl-topo, not both")
     if args.nvidia_smi_topo:
         from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
 
-        node = topo_to_node(parse_topo_matrix(_read(args.nvidia_smi_topo)),
+        return topo_to_node(parse_topo_matrix(_read(args.nvidia_smi_topo)),
                             source=f"nvidia-smi topo -m: {args.nvidia_smi_topo}")
-        if args.nccl_topo:
-            raise ValueError("give --nvidia-smi-topo or --nccl-topo, not both")
-        return node
     from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 
     return nccl_to_node(parse_nccl_topo(_read(args.nccl_topo)), source=f"NCCL topology XML: {args.nccl_topo}")
@@ -95,7 +90,7 @@ def _load_snapshots(paths: list[str]):
         except json.JSONDecodeError as e:
             raise ValueError(f"{p}: not JSON ({e})") from None
         except ValueError as e:
-            raise ValueError(f"{p}: {e}") from None
+            raise ValueError(str(e) if str(e).startswith("cannot read") else f"{p}: {e}") from None
     return nodes
 
 
@@ -108,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     from ddpdoctor.report.model import Report
 
     out = Console()
-    err = Console(stderr=True)
     try:
         if args.snapshots:
             if args.save or args.nvidia_smi_topo or args.nccl_topo or args.ibstat:
@@ -119,33 +113,34 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))
             else:
+                from rich.text import Text
+
                 from ddpdoctor.report.topology_view import findings_view
 
-                out.print(f"[bold]Cluster topology diagnosis[/] from {len(nodes)} snapshot(s): "
-                          + ", ".join(n.hostname for n in nodes))
+                out.print(Text.assemble(("Cluster topology diagnosis", "bold"), f" from {len(nodes)} snapshot(s): ",
+                                        ", ".join(n.hostname for n in nodes)))
                 out.print(findings_view(results))
             return report.exit_code()
         node = build_node(args)
         results = diagnose([node])
     except ValueError as e:
-        err.print(f"ddpdoctor topo: {e}")
+        print(f"ddpdoctor topo: {e}", file=sys.stderr)
         return 2
     if args.save:
         try:
             Path(args.save).write_text(json.dumps(node.to_dict(), indent=2) + "\n")
         except OSError as e:
-            err.print(f"ddpdoctor topo: cannot write {args.save}: {e.strerror or e}")
+            print(f"ddpdoctor topo: cannot write {args.save}: {e.strerror or e}", file=sys.stderr)
             return 2
     if args.json:
         print(json.dumps(node.to_dict(), indent=2))
     else:
+        from rich.text import Text
+
         from ddpdoctor.report.topology_view import node_view
 
         out.print(node_view(node, results))
         if args.save:
-            out.print(f"snapshot written to {args.save}")
+            out.print(Text(f"snapshot written to {args.save}"))
     return 1 if any(r.status.failing for r in results) else 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run(argparse.ArgumentParser().parse_args()))

@@ -15,7 +15,6 @@ from ddpdoctor.model.topology import (
     Gpu,
     NodeTopology,
     format_cpulist,
-    normalize_busid,
     nvlink_count,
     path_rank,
 )

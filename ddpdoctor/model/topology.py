@@ -72,6 +72,19 @@ def format_cpulist(cpus: list[int]) -> str:
     return ",".join(out)
 
 
+_GT_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def pcie_gen(link_speed: str) -> int | None:
+    """PCIe generation from a transfer rate as sysfs and NCCL write it ("32.0 GT/s PCIe", "16 GT/s",
+    "32 GT/s PCIe/s") -> 5, 4, 5; unknown -> None."""
+    try:
+        gt = float(link_speed.strip().split()[0])
+    except (IndexError, ValueError):
+        return None
+    return _GT_TO_GEN.get(gt)
+
+
 def normalize_busid(busid: str) -> str:
     """PCI addresses in one form, ``dddd:bb:dd.f`` lower case (NVML writes 00000000:53:00.0)."""
     b = busid.strip().lower()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ddpdoctor.model.pci_path import pci_path_type
 from ddpdoctor.model.topo_analysis import nvlink_matrix

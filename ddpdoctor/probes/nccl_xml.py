@@ -12,9 +12,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from ddpdoctor.model.pci_path import PciPlace, pci_path_type
-from ddpdoctor.model.topology import Gpu, Nic, NodeTopology, PcieLink, normalize_busid
+from ddpdoctor.model.topology import Gpu, Nic, NodeTopology, PcieLink, normalize_busid, pcie_gen
 
-_GT_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 NVSWITCH_CLASS = "0x068000"
 
 
@@ -67,15 +66,6 @@ class NcclTopo:
     @property
     def nics(self) -> list[XmlPci]:
         return [p for p in self.pcis if p.is_nic]
-
-
-def pcie_gen(link_speed: str) -> int | None:
-    """"32.0 GT/s PCIe", "16 GT/s", "32 GT/s PCIe/s" -> 5, 4, 5; unknown -> None."""
-    try:
-        gt = float(link_speed.strip().split()[0])
-    except (IndexError, ValueError):
-        return None
-    return _GT_TO_GEN.get(gt)
 
 
 def affinity_cpus(mask: str) -> list[int]:

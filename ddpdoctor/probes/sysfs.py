@@ -13,7 +13,16 @@ import re
 from pathlib import Path
 
 from ddpdoctor.model.pci_path import PciPlace
-from ddpdoctor.model.topology import IbPort, NetIface, Nic, PcieLink, PeerMemory, normalize_busid, parse_cpulist
+from ddpdoctor.model.topology import (
+    IbPort,
+    NetIface,
+    Nic,
+    PcieLink,
+    PeerMemory,
+    normalize_busid,
+    parse_cpulist,
+    pcie_gen,
+)
 
 # Where NCCL's IB transport looks for the peer-memory client (net_ib.cc, ncclIbGdrSupport).
 PEERMEM_FILES = (
@@ -29,6 +38,10 @@ def read_text(path: Path) -> str | None:
         return path.read_text(errors="replace").strip()
     except OSError:
         return None
+
+
+def _text_or_empty(path: Path) -> str:
+    return read_text(path) or ""
 
 
 def _int(text: str | None) -> int | None:
@@ -86,18 +99,11 @@ def _pci_dir(root: str | Path, busid: str) -> Path:
     return Path(root) / "sys/bus/pci/devices" / normalize_busid(busid)
 
 
-def _gts_to_gen(text: str | None) -> int | None:
-    """"32.0 GT/s PCIe" -> 5 (sysfs current_link_speed / max_link_speed)."""
-    from ddpdoctor.probes.nccl_xml import pcie_gen
-
-    return pcie_gen(text or "")
-
-
 def read_pcie_link(root: str | Path, busid: str) -> PcieLink:
     d = _pci_dir(root, busid)
     return PcieLink(
-        cur_gen=_gts_to_gen(read_text(d / "current_link_speed")),
-        max_gen=_gts_to_gen(read_text(d / "max_link_speed")),
+        cur_gen=pcie_gen(_text_or_empty(d / "current_link_speed")),
+        max_gen=pcie_gen(_text_or_empty(d / "max_link_speed")),
         cur_width=_int(read_text(d / "current_link_width")),
         max_width=_int(read_text(d / "max_link_width")),
     )

@@ -14,6 +14,11 @@ _SEV_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.I
 _PATH_STYLE = {"X": "dim", "PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
 
 
+def _row(t: Table, *cells) -> None:
+    """Cells as plain Text: names and messages come from the machine or user files, never markup."""
+    t.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells))
+
+
 def _link(cur, mx, fmt: str) -> str:
     if cur is None and mx is None:
         return "?"
@@ -29,7 +34,7 @@ def gpu_table(node: NodeTopology) -> Table:
         t.add_column(col)
     for g in node.gpus:
         up = f"{sum(x.active for x in g.nvlinks)}/{len(g.nvlinks)}" if g.nvlinks else "-"
-        t.add_row(str(g.index), g.name or "?", g.busid or "?", str(g.memory_MiB or "?"),
+        _row(t, str(g.index), g.name or "?", g.busid or "?", str(g.memory_MiB or "?"),
                   "?" if g.numa_node is None else str(g.numa_node), format_cpulist(g.cpu_affinity) or "?",
                   _link(g.pcie.cur_gen, g.pcie.max_gen, "Gen{}"), _link(g.pcie.cur_width, g.pcie.max_width, "x{}"),
                   up, "?" if g.ecc_uncorrected_volatile is None else str(g.ecc_uncorrected_volatile))
@@ -48,7 +53,7 @@ def path_matrix(node: NodeTopology) -> Table:
         for b in labels:
             p = node.path(a, b) or "?"
             cells.append(Text(p, style="bold green" if p.startswith("NV") else _PATH_STYLE.get(p, "")))
-        t.add_row(a, *cells)
+        _row(t, a, *cells)
     return t
 
 
@@ -59,7 +64,7 @@ def nvlink_table(node: NodeTopology) -> Table:
     for lab in m["labels"]:
         t.add_column(lab, justify="right")
     for lab, row in zip(m["labels"], m["values"]):
-        t.add_row(lab, *("X" if v is None else str(v) for v in row))
+        _row(t, lab, *("X" if v is None else str(v) for v in row))
     return t
 
 
@@ -73,7 +78,7 @@ def nic_table(node: NodeTopology) -> Table:
         t.add_column(col)
     for n in node.nics:
         ports = ", ".join(f"{p.port}:{p.state}/{p.phys_state}" for p in n.ports) or "-"
-        t.add_row(n.name, n.kind, n.hca_type or "-", f"{n.rate_gbps:g}" if n.rate_gbps else "?", ports,
+        _row(t, n.name, n.kind, n.hca_type or "-", f"{n.rate_gbps:g}" if n.rate_gbps else "?", ports,
                   n.busid or "?", "?" if n.numa_node is None else str(n.numa_node), ",".join(n.netdevs) or "-",
                   ", ".join(rail_of.get(n.name, [])) or "-")
     return t
@@ -85,7 +90,7 @@ def gdr_table(node: NodeTopology) -> Table:
         t.add_column(col)
     for v in gdr_verdicts(node):
         verdict = {True: Text("on", "green"), False: Text("off", "red"), None: Text("?", "yellow")}[v.enabled]
-        t.add_row(str(v.gpu), v.nic or "-", v.path or "-", verdict, v.reason)
+        _row(t, str(v.gpu), v.nic or "-", v.path or "-", verdict, v.reason)
     return t
 
 
@@ -95,9 +100,9 @@ def findings_view(results: list[CheckResult]) -> Table:
         t.add_column(col)
     for r in results:
         if not r.findings:
-            t.add_row(r.code, r.status.value, "", r.summary)
+            _row(t, r.code, r.status.value, "", r.summary)
         for f in r.findings:
-            t.add_row(r.code, r.status.value, Text(f.severity.value, _SEV_STYLE[f.severity]),
+            _row(t, r.code, r.status.value, Text(f.severity.value, _SEV_STYLE[f.severity]),
                       f.message + (f"\n  hint: {f.hint}" if f.hint else ""))
     return t
 

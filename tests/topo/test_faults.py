@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from ddpdoctor.model.topo_analysis import gdr_findings, gdr_verdicts, ib_findings, nvlink_findings, pcie_findings
+from ddpdoctor.model.topo_analysis import (
+    gdr_findings,
+    gdr_verdicts,
+    ib_findings,
+    nvlink_findings,
+    pcie_findings,
+)
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
