@@ -98,3 +98,29 @@ def summarize_concern(results: dict[int, dict | None], world: WorldInfo, code: s
     n = len(probed)
     summary = f"{n} node(s): " + (f"{len(findings)} finding(s)" if findings else "ok")
     return Summary(findings=findings, data=data, summary=summary)
+
+
+def _resolve(target: str) -> Callable:
+    """"package.module:function", imported on first use so that check modules stay light."""
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def topology_check(code: str, concern: str, judge: str | None, *, needs_gpu: bool = True,
+                   extra: Callable | None = None, skip_if: Callable | None = None,
+                   severity: dict[str, Severity] | None = None, per_node: Callable | None = None):
+    """A topology check's (payload, run, summarize); judge names its findings function lazily."""
+
+    def payload(node) -> dict:
+        judge_fn = _resolve(judge) if judge else (lambda n: [])
+        return node_payload(node, concern, judge_fn, needs_gpu, extra, skip_if)
+
+    def run(ctx) -> dict:
+        return run_concern(ctx, payload)
+
+    def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
+        return summarize_concern(results, world, code, concern, severity, per_node)
+
+    return payload, run, summarize

@@ -11,7 +11,7 @@ not loaded and DMA-BUF is not available", or "…are SYS apart, farther than NCC
 across nodes, a node missing the peer-memory module.
 """
 
-from ._topology import node_payload, run_concern, summarize_concern
+from ._topology import topology_check
 
 CODE = "GDR001"
 TITLE = "GPUDirect RDMA"
@@ -29,15 +29,5 @@ def _verdicts(node):
     return {"verdicts": [asdict(v) for v in gdr_verdicts(node)], "peermem": node.peermem.found}
 
 
-def payload(node) -> dict:
-    from ddpdoctor.model.topo_analysis import gdr_findings
-
-    return node_payload(node, "gdr", gdr_findings, extra=_verdicts)
-
-
-def run(ctx) -> dict:
-    return run_concern(ctx, payload)
-
-
-def summarize(results, world):
-    return summarize_concern(results, world, CODE, "gdr")
+payload, run, summarize = topology_check(CODE, "gdr", "ddpdoctor.model.topo_analysis:gdr_findings",
+                                         extra=_verdicts)

@@ -11,7 +11,7 @@ model: error; different driver: warning). No NVIDIA GPU or driver: skipped.
 
 from ddpdoctor.report.model import Severity
 
-from ._topology import node_payload, run_concern, summarize_concern
+from ._topology import topology_check
 
 CODE = "GPU001"
 TITLE = "GPUs and health"
@@ -26,15 +26,5 @@ def _snapshot(node):
     return {"topology": node.to_dict()}
 
 
-def payload(node) -> dict:
-    from ddpdoctor.model.topo_analysis import gpu_findings
-
-    return node_payload(node, "gpu", gpu_findings, extra=_snapshot)
-
-
-def run(ctx) -> dict:
-    return run_concern(ctx, payload)
-
-
-def summarize(results, world):
-    return summarize_concern(results, world, CODE, "gpu", _SEVERITY)
+payload, run, summarize = topology_check(CODE, "gpu", "ddpdoctor.model.topo_analysis:gpu_findings",
+                                         extra=_snapshot, severity=_SEVERITY)

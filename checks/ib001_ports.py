@@ -9,7 +9,7 @@ Findings: a port not ACTIVE/LinkUp (error); a NIC linked slower than its sibling
 NIC count or rate. Runs without a GPU too (then without rails); no RDMA device: nothing to check.
 """
 
-from ._topology import node_payload, run_concern, summarize_concern
+from ._topology import topology_check
 
 CODE = "IB001"
 TITLE = "InfiniBand/RoCE ports and rails"
@@ -33,15 +33,5 @@ def _no_rdma(node):
     return None if any(n.rdma or n.ports for n in node.nics) else "skipped: no InfiniBand/RoCE device"
 
 
-def payload(node) -> dict:
-    from ddpdoctor.model.topo_analysis import ib_findings
-
-    return node_payload(node, "ib", ib_findings, needs_gpu=False, extra=_rails, skip_if=_no_rdma)
-
-
-def run(ctx) -> dict:
-    return run_concern(ctx, payload)
-
-
-def summarize(results, world):
-    return summarize_concern(results, world, CODE, "ib")
+payload, run, summarize = topology_check(CODE, "ib", "ddpdoctor.model.topo_analysis:ib_findings",
+                                         needs_gpu=False, extra=_rails, skip_if=_no_rdma)

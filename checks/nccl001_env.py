@@ -9,7 +9,7 @@ between nodes), NCCL_SHM_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_READ=0, NCCL_
 nodes, NCCL variables that differ between nodes are flagged.
 """
 
-from ._topology import node_payload, run_concern, summarize_concern
+from ._topology import topology_check
 
 CODE = "NCCL001"
 TITLE = "NCCL environment"
@@ -19,15 +19,4 @@ BUDGET_S = 10.0
 SUITES = ("quick", "full")
 
 
-def payload(node) -> dict:
-    from ddpdoctor.model.nccl_env import nccl_env_findings
-
-    return node_payload(node, "nccl", nccl_env_findings)
-
-
-def run(ctx) -> dict:
-    return run_concern(ctx, payload)
-
-
-def summarize(results, world):
-    return summarize_concern(results, world, CODE, "nccl")
+payload, run, summarize = topology_check(CODE, "nccl", "ddpdoctor.model.nccl_env:nccl_env_findings")

@@ -8,7 +8,7 @@ Findings: a rank whose CPUs are all far from its GPU (warning: every host↔devi
 launch crosses the socket); a rank not bound to its GPU's CPUs at all (info).
 """
 
-from ._topology import node_payload, run_concern, summarize_concern
+from ._topology import topology_check
 
 CODE = "NUMA001"
 TITLE = "NUMA affinity"
@@ -23,15 +23,6 @@ def _gpu_affinity(node):
                      for g in node.gpus]}
 
 
-def payload(node) -> dict:
-    # The verdict needs every local rank's CPUs, so it is made in summarize.
-    return node_payload(node, "numa", lambda n: [], extra=_gpu_affinity)
-
-
-def run(ctx) -> dict:
-    return run_concern(ctx, payload)
-
-
 def _per_node(leader: dict, ranks: list[dict]):
     from ddpdoctor.model.topo_analysis import numa_findings
     from ddpdoctor.model.topology import Gpu, NodeTopology
@@ -43,5 +34,5 @@ def _per_node(leader: dict, ranks: list[dict]):
     return numa_findings(node, CODE)
 
 
-def summarize(results, world):
-    return summarize_concern(results, world, CODE, "numa", per_node=_per_node)
+# The verdict needs every local rank's CPUs, so it is made in summarize (per node), not in payload.
+payload, run, summarize = topology_check(CODE, "numa", None, extra=_gpu_affinity, per_node=_per_node)

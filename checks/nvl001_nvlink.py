@@ -11,7 +11,7 @@ differ. A ring runs at the speed of its slowest link, so one missing link slows 
 
 from ddpdoctor.report.model import Severity
 
-from ._topology import node_payload, run_concern, summarize_concern
+from ._topology import topology_check
 
 CODE = "NVL001"
 TITLE = "NVLink matrix"
@@ -21,15 +21,11 @@ BUDGET_S = 20.0
 SUITES = ("quick", "full")
 
 
-def payload(node) -> dict:
-    from ddpdoctor.model.topo_analysis import nvlink_findings, nvlink_matrix
+def _matrix(node):
+    from ddpdoctor.model.topo_analysis import nvlink_matrix
 
-    return node_payload(node, "nvlink", nvlink_findings, extra=lambda n: {"matrix": nvlink_matrix(n)})
-
-
-def run(ctx) -> dict:
-    return run_concern(ctx, payload)
+    return {"matrix": nvlink_matrix(node)}
 
 
-def summarize(results, world):
-    return summarize_concern(results, world, CODE, "nvlink", {"NVLinks per GPU": Severity.ERROR})
+payload, run, summarize = topology_check(CODE, "nvlink", "ddpdoctor.model.topo_analysis:nvlink_findings",
+                                         extra=_matrix, severity={"NVLinks per GPU": Severity.ERROR})

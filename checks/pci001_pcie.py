@@ -9,7 +9,7 @@ halved); a NIC below its maximum generation (warning); a GPU below its maximum g
 GPUs drop the generation when idle to save power — re-check under load).
 """
 
-from ._topology import node_payload, run_concern, summarize_concern
+from ._topology import topology_check
 
 CODE = "PCI001"
 TITLE = "PCIe links"
@@ -19,15 +19,4 @@ BUDGET_S = 20.0
 SUITES = ("quick", "full")
 
 
-def payload(node) -> dict:
-    from ddpdoctor.model.topo_analysis import pcie_findings
-
-    return node_payload(node, "pcie", pcie_findings)
-
-
-def run(ctx) -> dict:
-    return run_concern(ctx, payload)
-
-
-def summarize(results, world):
-    return summarize_concern(results, world, CODE, "pcie")
+payload, run, summarize = topology_check(CODE, "pcie", "ddpdoctor.model.topo_analysis:pcie_findings")
