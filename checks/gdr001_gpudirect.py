@@ -29,5 +29,11 @@ def _verdicts(node):
     return {"verdicts": [asdict(v) for v in gdr_verdicts(node)], "peermem": node.peermem.found}
 
 
+def _no_rdma(node):
+    if any(n.rdma or n.ports for n in node.nics):
+        return None
+    return "skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"
+
+
 payload, run, summarize = topology_check(CODE, "gdr", "ddpdoctor.model.topo_analysis:gdr_findings",
-                                         extra=_verdicts)
+                                         extra=_verdicts, skip_if=_no_rdma)

@@ -77,6 +77,17 @@ def nvlink_findings(node: NodeTopology, code: str = "NVL001") -> list[Finding]:
                 evidence={"active_links": sum(x.active for x in g.nvlinks), "links": len(g.nvlinks)},
                 hint="check `nvidia-smi nvlink --status`; a down link usually needs a node drain and reseat",
             ))
+    for i, a in enumerate(node.gpus):
+        for b in node.gpus[i + 1:]:
+            path = node.path(a.label, b.label) or ""
+            if path.startswith("NV") and (node.p2p.get(a.label) or {}).get(b.label) is False:
+                # NCCL stops with "P2P is disabled between NVLINK connected GPUs" (src/graph/paths.cc).
+                out.append(Finding(code, Severity.ERROR,
+                                   f"P2P is disabled between NVLink-connected GPU {a.index} and GPU {b.index}",
+                                   where={"node": node.hostname, "gpu": a.index, "peer_gpu": b.index},
+                                   evidence={"path": path, "p2p": False},
+                                   hint="NCCL refuses such a pair unless NCCL_IGNORE_DISABLED_P2P=1; "
+                                        "usually a hardware or fabric-manager fault"))
     matrix = nvlink_matrix(node)
     totals = _nvlink_totals(matrix)
     if not totals or max(totals) == 0:

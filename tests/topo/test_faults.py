@@ -196,3 +196,13 @@ def test_nearest_nic_sys_is_named():
 def test_rail_optimized_files_raise_no_fault(name):
     node = nccl_to_node(parse_nccl_topo(fixture(f"nccl-topo/{name}").read_text()))
     assert ib_findings(node) == [] and nvlink_findings(node) == [] and pcie_findings(node) == []
+
+
+def test_p2p_disabled_between_nvlinked_gpus_is_named():
+    state = h100_state()
+    assert [f for f in nvlink_findings(probe(state)) if "P2P" in f.message] == []
+    fake = make_pynvml(state)
+    fake.nvmlDeviceGetP2PStatus = lambda a, b, idx: 4 if {a, b} == {1, 6} else 0  # NVML_P2P_STATUS_NOT_SUPPORTED
+    node = collect_node(root="/nonexistent-root", env={}, nvml=fake, hostname="hgx", dmabuf_probe=False)
+    assert [f.message for f in nvlink_findings(node)] == [
+        "P2P is disabled between NVLink-connected GPU 1 and GPU 6"]
