@@ -51,12 +51,24 @@ def node_payload(node, concern: str, judge: Callable, needs_gpu: bool = True,
     return out
 
 
+def _my_cpus() -> list[int]:
+    """The CPUs this rank may run on (psutil; the scheduler's affinity mask where psutil cannot say)."""
+    fallback = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    try:
+        import psutil
+    except ImportError:
+        return fallback
+    try:
+        return sorted(psutil.Process().cpu_affinity())
+    except (AttributeError, OSError, psutil.Error):  # cpu_affinity is missing on macOS
+        return fallback
+
+
 def run_concern(ctx, payload: Callable) -> dict:
     """A check's run(ctx): local rank 0 probes the node; the others say who they are and where they run."""
     out: dict[str, Any] = {"node": ctx.hostname, "node_rank": ctx.node_rank, "local_rank": ctx.local_rank,
                            "leader": ctx.is_node_leader}
-    if hasattr(os, "sched_getaffinity"):
-        out["cpus"] = sorted(os.sched_getaffinity(0))
+    out["cpus"] = _my_cpus()
     if not ctx.is_node_leader:
         return out
     with ctx.op("probe node topology"):

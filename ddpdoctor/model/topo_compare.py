@@ -24,7 +24,8 @@ def node_facts(node: NodeTopology, concern: str) -> dict[str, Any]:
         m = nvlink_matrix(node)
         return {"NVLinks per GPU": ",".join(str(sum(v or 0 for v in row)) for row in m["values"])}
     if concern == "pcie":
-        return {"GPU PCIe links": ",".join(sorted({f"Gen{g.pcie.max_gen}x{g.pcie.cur_width}" for g in node.gpus}))}
+        # Widths only: GPUs lower their PCIe generation when idle, so generations differ by load.
+        return {"GPU PCIe widths": ",".join(sorted({f"x{g.pcie.cur_width}/x{g.pcie.max_width}" for g in node.gpus}))}
     if concern == "numa":
         return {"NUMA nodes": len(node.numa_cpus)}
     if concern == "ib":

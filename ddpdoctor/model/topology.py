@@ -19,6 +19,7 @@ SNAPSHOT_SCHEMA = "ddpdoctor.topology/1"
 # Closest first. NV# (any bonded NVLink count) ranks as "NV".
 PATH_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 _NV_RE = re.compile(r"^NV(\d+)$")
+_OLD_NAMES = {"SOC": "SYS"}  # nvidia-smi before 2017 wrote SOC for SYS
 
 
 def path_rank(path: str) -> int:
@@ -26,6 +27,7 @@ def path_rank(path: str) -> int:
     p = path.strip().upper()
     if _NV_RE.match(p):
         p = "NV"
+    p = _OLD_NAMES.get(p, p)
     try:
         return PATH_ORDER.index(p)
     except ValueError:

@@ -96,8 +96,9 @@ def topo_to_node(t: SmiTopo, hostname: str = "", source: str = "nvidia-smi topo 
     node = NodeTopology(hostname=hostname, source=source)
     for label in t.gpus:
         ex = t.extras.get(label, {})
-        numa = _int_or_none(ex.get("GPU NUMA ID")) if _int_or_none(ex.get("GPU NUMA ID")) is not None \
-            else _int_or_none(ex.get("NUMA Affinity"))
+        # "NUMA Affinity" is the CPU-side node; "GPU NUMA ID" is the node of the GPU's own memory
+        # (set on coherent systems such as Grace Hopper), not where its host traffic lands.
+        numa = _int_or_none(ex.get("NUMA Affinity"))
         node.gpus.append(Gpu(index=int(label[3:]), numa_node=numa,
                              cpu_affinity=parse_cpulist(ex.get("CPU Affinity", ""))))
         if numa is not None and ex.get("CPU Affinity"):
