@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default="/", help="filesystem root for sysfs/procfs (default /)")
     p.add_argument("--nvidia-smi-topo", metavar="FILE", help="use this `nvidia-smi topo -m` output for GPUs and paths")
     p.add_argument("--nccl-topo", metavar="FILE", help="use this NCCL topology XML (NCCL_TOPO_FILE / dump)")
-    p.add_argument("--ibstat", metavar="FILE", help="use this `ibstat` output for the NICs' ports")
+    p.add_argument("--ibstat", metavar="FILE", help="use this `ibstat` or `ibstatus` output for the NICs' ports")
     p.add_argument("--hostname", help="name the node (default: this host's name)")
     p.add_argument("--save", metavar="FILE", help="write the node's topology snapshot (JSON) to FILE")
     p.add_argument("--json", action="store_true",
@@ -47,9 +47,9 @@ def build_node(args: argparse.Namespace):
         node.numa_cpus = node.numa_cpus or probed.numa_cpus
         _merge_nics(node, probed.nics)
     if args.ibstat:
-        from ddpdoctor.probes.ibstat import parse_ibstat
+        from ddpdoctor.probes.ibstat import parse_ib_tool_output
 
-        _merge_nics(node, parse_ibstat(_read(args.ibstat)))
+        _merge_nics(node, parse_ib_tool_output(_read(args.ibstat)))
     return node
 
 

@@ -1,4 +1,5 @@
-"""Parser of ``ibstat`` output (pure), the fallback when sysfs is not readable (e.g. a pasted log)."""
+"""Parsers of ``ibstat`` and ``ibstatus`` output (pure), the fallback when sysfs is not readable
+(e.g. a pasted log). ``parse_ib_tool_output`` tells the two apart."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ _KV_RE = re.compile(r"^\s+([A-Za-z][A-Za-z ]*?):\s*(.*)$")
 
 
 class IbstatParseError(ValueError):
-    """Text that holds no ``CA '...'`` block."""
+    """Text that is neither ibstat nor ibstatus output."""
 
 
 def parse_ibstat(text: str) -> list[Nic]:
@@ -50,3 +51,42 @@ def parse_ibstat(text: str) -> list[Nic]:
     if not nics:
         raise IbstatParseError("no \"CA '<name>'\" block: not ibstat output")
     return nics
+
+
+_STATUS_HEAD = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:")
+_STATUS_KV = re.compile(r"^\s+([a-z_ ]+?):\s*(.*)$")
+
+
+def parse_ibstatus(text: str) -> list[Nic]:
+    """``ibstatus``: one block per port, "Infiniband device 'mlx5_0' port 1 status:" then
+    ``state: 4: ACTIVE``, ``phys state: 5: LinkUp``, ``rate: 200 Gb/sec (4X HDR)``, ``link_layer: …``."""
+    nics: dict[str, Nic] = {}
+    port: IbPort | None = None
+    for line in text.splitlines():
+        if m := _STATUS_HEAD.match(line):
+            nic = nics.setdefault(m.group(1), Nic(name=m.group(1), rdma=True))
+            port = IbPort(port=int(m.group(2)))
+            nic.ports.append(port)
+            continue
+        m = _STATUS_KV.match(line)
+        if port is None or not m:
+            continue
+        key, value = m.group(1).strip(), m.group(2).strip()
+        if key == "state":
+            port.state = value.split(":", 1)[-1].strip().upper()
+        elif key == "phys state":
+            port.phys_state = value.split(":", 1)[-1].strip()
+        elif key == "rate":
+            port.rate_text = value
+            rate = re.match(r"([\d.]+)\s*Gb/sec", value)
+            port.rate_gbps = float(rate.group(1)) if rate else None
+        elif key == "link_layer":
+            port.link_layer = value
+    if not nics:
+        raise IbstatParseError("no \"Infiniband device '<name>' port N status:\" block: not ibstatus output")
+    return list(nics.values())
+
+
+def parse_ib_tool_output(text: str) -> list[Nic]:
+    """ibstat or ibstatus output, whichever this is."""
+    return parse_ibstatus(text) if "Infiniband device '" in text else parse_ibstat(text)

@@ -15,6 +15,7 @@ from ddpdoctor.model.pci_path import PciPlace, pci_path_type
 from ddpdoctor.model.topology import Gpu, Nic, NodeTopology, PcieLink, normalize_busid, pcie_gen
 
 NVSWITCH_CLASS = "0x068000"
+AMAZON_EFA_VENDOR = "0x1d0f"  # EFA: an Ethernet-class PCI device that is an RDMA NIC to NCCL (aws-ofi-nccl)
 
 
 class NcclTopoParseError(ValueError):
@@ -33,6 +34,7 @@ class XmlCpu:
 class XmlPci:
     busid: str
     pci_class: str
+    vendor: str
     link_speed: str
     link_width: int | None
     place: PciPlace
@@ -108,7 +110,8 @@ def _walk_pci(el: ET.Element, numa: int | None, root_id: str, above: tuple[str, 
     width = el.get("link_width", "")
     gpu_el = el.find("gpu")
     pci = XmlPci(
-        busid=busid, pci_class=(el.get("class") or "").lower(), link_speed=el.get("link_speed", ""),
+        busid=busid, pci_class=(el.get("class") or "").lower(), vendor=(el.get("vendor") or "").lower(),
+        link_speed=el.get("link_speed", ""),
         link_width=int(width) if width.isdigit() else None, place=PciPlace(numa, root_id, above),
         gpu=dict(gpu_el.attrib) if gpu_el is not None else None,
         nvlinks=[dict(n.attrib) for n in gpu_el.iter("nvlink")] if gpu_el is not None else [],
@@ -142,7 +145,8 @@ def nccl_to_node(t: NcclTopo, hostname: str = "", source: str = "nccl-topo-xml")
         names = [n.get("name") for n in p.nets if n.get("name")] or [f"NIC{k}"]
         speed = next((int(n["speed"]) for n in p.nets if str(n.get("speed", "")).isdigit()), None)
         for name in names:
-            rdma = p.pci_class.startswith("0x0207") or any(n.get("gdr") == "1" for n in p.nets)
+            rdma = (p.pci_class.startswith("0x0207") or p.vendor == AMAZON_EFA_VENDOR
+                    or any(n.get("gdr") == "1" for n in p.nets))
             node.nics.append(Nic(name=name, busid=_busid(p.busid), numa_node=p.place.numa, speed_Mbps=speed,
                                  rdma=rdma,
                                  pcie=PcieLink(max_gen=pcie_gen(p.link_speed), max_width=p.link_width or None)))

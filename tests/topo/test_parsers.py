@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpdoctor.model.topo_analysis import nvlink_matrix, rails
-from ddpdoctor.probes.ibstat import IbstatParseError, parse_ibstat
+from ddpdoctor.probes.ibstat import IbstatParseError, parse_ib_tool_output, parse_ibstat
 from ddpdoctor.probes.nccl_xml import NcclTopoParseError, nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_query import SmiQueryParseError, get, parse_smi_query
 from ddpdoctor.probes.smi_topo import TopoParseError, parse_topo_matrix, topo_to_node
@@ -129,6 +129,7 @@ def test_xml_aws_p4d_two_gpus_per_efa():
     assert len(n.gpus) == 8 and len(n.nics) == 4
     assert [nic for nic, _ in rail_map(n).values()] == ["NIC0", "NIC0", "NIC1", "NIC1", "NIC2", "NIC2", "NIC3", "NIC3"]
     assert all(g.pcie.max_gen == 3 for g in n.gpus)
+    assert all(x.rdma for x in n.nics)  # EFA (vendor 0x1d0f) despite its Ethernet class
 
 
 def test_xml_aws_p4de_same_layout_as_p4d():
@@ -185,6 +186,14 @@ def test_ibstat_facts():
     assert {n.name: n.ports[0].phys_state for n in polling}["mlx5_11"] == "Polling"
     with pytest.raises(IbstatParseError):
         parse_ibstat("nothing here")
+
+
+def test_ibstatus_a100():
+    nics = parse_ib_tool_output(fixture("infiniband/ibstatus/ibstatus.39.0.a100.all.active.0").read_text())
+    assert len(nics) == 9 and all(n.ports[0].up for n in nics)
+    assert {(n.kind, n.rate_gbps) for n in nics} == {("InfiniBand", 200.0), ("RoCE", 40.0)}
+    assert nics[0].ports[0].rate_text == "200 Gb/sec (4X HDR)"
+    assert parse_ib_tool_output(fixture("infiniband/ibstat/ibstat.47.0.a100.all.active.0").read_text())[0].hca_type
 
 
 def test_smi_query_h100_and_4090():
