@@ -30,6 +30,11 @@ def node_topology(ctx):
     return _CACHE[root]
 
 
+def without_rdma(reason: str) -> Callable:
+    """A skip_if: skip with ``reason`` on a node with no InfiniBand/RoCE (RDMA) NIC."""
+    return lambda node: None if any(n.rdma or n.ports for n in node.nics) else reason
+
+
 def node_payload(node, concern: str, judge: Callable, needs_gpu: bool = True,
                  extra: Callable | None = None, skip_if: Callable | None = None) -> dict:
     """What a node leader reports for one concern: findings, compared facts, the check's data, or

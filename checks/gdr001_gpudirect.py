@@ -11,7 +11,7 @@ not loaded and DMA-BUF is not available", or "…are SYS apart, farther than NCC
 across nodes, a node missing the peer-memory module.
 """
 
-from ._topology import topology_check
+from ._topology import topology_check, without_rdma
 
 CODE = "GDR001"
 TITLE = "GPUDirect RDMA"
@@ -29,11 +29,5 @@ def _verdicts(node):
     return {"verdicts": [asdict(v) for v in gdr_verdicts(node)], "peermem": node.peermem.found}
 
 
-def _no_rdma(node):
-    if any(n.rdma or n.ports for n in node.nics):
-        return None
-    return "skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"
-
-
 payload, run, summarize = topology_check(CODE, "gdr", "ddpdoctor.model.topo_analysis:gdr_findings",
-                                         extra=_verdicts, skip_if=_no_rdma)
+                                         extra=_verdicts, skip_if=without_rdma("skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"))

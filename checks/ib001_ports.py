@@ -9,7 +9,7 @@ Findings: a port not ACTIVE/LinkUp (error); a NIC linked slower than its sibling
 NIC count or rate. Runs without a GPU too (then without rails); no RDMA device: nothing to check.
 """
 
-from ._topology import topology_check
+from ._topology import topology_check, without_rdma
 
 CODE = "IB001"
 TITLE = "InfiniBand/RoCE ports and rails"
@@ -29,9 +29,5 @@ def _rails(node):
                       "ports_up": sum(p.up for p in n.ports), "ports": len(n.ports)} for n in node.nics]}
 
 
-def _no_rdma(node):
-    return None if any(n.rdma or n.ports for n in node.nics) else "skipped: no InfiniBand/RoCE device"
-
-
 payload, run, summarize = topology_check(CODE, "ib", "ddpdoctor.model.topo_analysis:ib_findings",
-                                         needs_gpu=False, extra=_rails, skip_if=_no_rdma)
+                                         needs_gpu=False, extra=_rails, skip_if=without_rdma("skipped: no InfiniBand/RoCE device"))
