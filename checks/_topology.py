@@ -35,8 +35,14 @@ def without_rdma(reason: str) -> Callable:
     return lambda node: None if any(n.rdma or n.ports for n in node.nics) else reason
 
 
-def node_payload(node, concern: str, judge: Callable, needs_gpu: bool = True,
-                 extra: Callable | None = None, skip_if: Callable | None = None) -> dict:
+def node_payload(
+    node,
+    concern: str,
+    judge: Callable,
+    needs_gpu: bool = True,
+    extra: Callable | None = None,
+    skip_if: Callable | None = None,
+) -> dict:
     """What a node leader reports for one concern: findings, compared facts, the check's data, or
     why it skipped. Pure: also builds reports offline from saved snapshots."""
     from ddpdoctor.model.topo_compare import node_facts
@@ -71,8 +77,12 @@ def _my_cpus() -> list[int]:
 
 def run_concern(ctx, payload: Callable) -> dict:
     """A check's run(ctx): local rank 0 probes the node; the others say who they are and where they run."""
-    out: dict[str, Any] = {"node": ctx.hostname, "node_rank": ctx.node_rank, "local_rank": ctx.local_rank,
-                           "leader": ctx.is_node_leader}
+    out: dict[str, Any] = {
+        "node": ctx.hostname,
+        "node_rank": ctx.node_rank,
+        "local_rank": ctx.local_rank,
+        "leader": ctx.is_node_leader,
+    }
     out["cpus"] = _my_cpus()
     if not ctx.is_node_leader:
         return out
@@ -81,35 +91,59 @@ def run_concern(ctx, payload: Callable) -> dict:
     return {**out, **payload(node), "node": ctx.hostname}
 
 
-def summarize_concern(results: dict[int, dict | None], world: WorldInfo, code: str, concern: str,
-                      severity: dict[str, Severity] | None = None,
-                      per_node: Callable[[dict, list[dict]], list[Finding]] | None = None) -> Summary:
+def summarize_concern(
+    results: dict[int, dict | None],
+    world: WorldInfo,
+    code: str,
+    concern: str,
+    severity: dict[str, Severity] | None = None,
+    per_node: Callable[[dict, list[dict]], list[Finding]] | None = None,
+) -> Summary:
     from ddpdoctor.model.topo_compare import odd_node_findings
 
     leaders = {d["node"]: d for d in results.values() if isinstance(d, dict) and d.get("leader")}
     findings: list[Finding] = []
     for host in world.nodes:
         if host not in leaders:
-            findings.append(Finding(code, Severity.WARNING, f"node {host} sent no topology (its local rank 0 "
-                                    "was lost or stuck)", where={"node": host}))
+            findings.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"node {host} sent no topology (its local rank 0 was lost or stuck)",
+                    where={"node": host},
+                )
+            )
     probed = {h: d for h, d in leaders.items() if "skipped" not in d}
     skipped = {h: d["skipped"] for h, d in leaders.items() if "skipped" in d}
     if leaders and not probed:
         reason = next(iter(skipped.values()))
-        return Summary(status=Status.SKIPPED, summary=reason if len(skipped) == 1 else SKIP_NO_GPU,
-                       data={"skipped": skipped})
+        return Summary(
+            status=Status.SKIPPED,
+            summary=reason if len(skipped) == 1 else SKIP_NO_GPU,
+            data={"skipped": skipped},
+        )
     for host in sorted(skipped):
-        findings.append(Finding(code, Severity.ERROR, f"odd node {host}: {skipped[host]} while "
-                                f"{len(probed)} other node(s) were probed", where={"node": host},
-                                evidence={"reason": skipped[host]}))
+        findings.append(
+            Finding(
+                code,
+                Severity.ERROR,
+                f"odd node {host}: {skipped[host]} while {len(probed)} other node(s) were probed",
+                where={"node": host},
+                evidence={"reason": skipped[host]},
+            )
+        )
     for host, d in sorted(probed.items()):
         findings.extend(Finding.from_dict(f) for f in d.get("findings", []))
         if per_node is not None:
             peers = [r for r in results.values() if isinstance(r, dict) and r.get("node") == host]
             findings.extend(per_node(d, peers))
     findings.extend(odd_node_findings({h: d.get("facts", {}) for h, d in probed.items()}, code, severity))
-    data = {"nodes": {h: {"facts": d.get("facts", {}), **({"data": d["data"]} if "data" in d else {})}
-                      for h, d in sorted(probed.items())}}
+    data = {
+        "nodes": {
+            h: {"facts": d.get("facts", {}), **({"data": d["data"]} if "data" in d else {})}
+            for h, d in sorted(probed.items())
+        }
+    }
     if skipped:
         data["skipped"] = skipped
     n = len(probed)
@@ -118,16 +152,24 @@ def summarize_concern(results: dict[int, dict | None], world: WorldInfo, code: s
 
 
 def _resolve(target: str) -> Callable:
-    """"package.module:function", imported on first use so that check modules stay light."""
+    """ "package.module:function", imported on first use so that check modules stay light."""
     import importlib
 
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def topology_check(code: str, concern: str, judge: str | None, *, needs_gpu: bool = True,
-                   extra: Callable | None = None, skip_if: Callable | None = None,
-                   severity: dict[str, Severity] | None = None, per_node: Callable | None = None):
+def topology_check(
+    code: str,
+    concern: str,
+    judge: str | None,
+    *,
+    needs_gpu: bool = True,
+    extra: Callable | None = None,
+    skip_if: Callable | None = None,
+    severity: dict[str, Severity] | None = None,
+    per_node: Callable | None = None,
+):
     """A topology check's (payload, run, summarize); judge names its findings function lazily."""
 
     def payload(node) -> dict:

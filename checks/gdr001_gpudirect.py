@@ -29,5 +29,10 @@ def _verdicts(node):
     return {"verdicts": [asdict(v) for v in gdr_verdicts(node)], "peermem": node.peermem.found}
 
 
-payload, run, summarize = topology_check(CODE, "gdr", "ddpdoctor.model.topo_analysis:gdr_findings",
-                                         extra=_verdicts, skip_if=without_rdma("skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"))
+payload, run, summarize = topology_check(
+    CODE,
+    "gdr",
+    "ddpdoctor.model.topo_analysis:gdr_findings",
+    extra=_verdicts,
+    skip_if=without_rdma("skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"),
+)

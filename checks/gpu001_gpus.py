@@ -26,5 +26,6 @@ def _snapshot(node):
     return {"topology": node.to_dict()}
 
 
-payload, run, summarize = topology_check(CODE, "gpu", "ddpdoctor.model.topo_analysis:gpu_findings",
-                                         extra=_snapshot, severity=_SEVERITY)
+payload, run, summarize = topology_check(
+    CODE, "gpu", "ddpdoctor.model.topo_analysis:gpu_findings", extra=_snapshot, severity=_SEVERITY
+)

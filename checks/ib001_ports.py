@@ -24,10 +24,26 @@ def _rails(node):
 
     from ddpdoctor.model.topo_analysis import rails
 
-    return {"rails": [asdict(r) for r in rails(node)],
-            "nics": [{"name": n.name, "kind": n.kind, "rate_Gbps": n.rate_gbps,
-                      "ports_up": sum(p.up for p in n.ports), "ports": len(n.ports)} for n in node.nics]}
+    return {
+        "rails": [asdict(r) for r in rails(node)],
+        "nics": [
+            {
+                "name": n.name,
+                "kind": n.kind,
+                "rate_Gbps": n.rate_gbps,
+                "ports_up": sum(p.up for p in n.ports),
+                "ports": len(n.ports),
+            }
+            for n in node.nics
+        ],
+    }
 
 
-payload, run, summarize = topology_check(CODE, "ib", "ddpdoctor.model.topo_analysis:ib_findings",
-                                         needs_gpu=False, extra=_rails, skip_if=without_rdma("skipped: no InfiniBand/RoCE device"))
+payload, run, summarize = topology_check(
+    CODE,
+    "ib",
+    "ddpdoctor.model.topo_analysis:ib_findings",
+    needs_gpu=False,
+    extra=_rails,
+    skip_if=without_rdma("skipped: no InfiniBand/RoCE device"),
+)

@@ -19,8 +19,11 @@ SUITES = ("quick", "full")
 
 
 def _gpu_affinity(node):
-    return {"gpus": [{"index": g.index, "numa_node": g.numa_node, "cpu_affinity": g.cpu_affinity}
-                     for g in node.gpus]}
+    return {
+        "gpus": [
+            {"index": g.index, "numa_node": g.numa_node, "cpu_affinity": g.cpu_affinity} for g in node.gpus
+        ]
+    }
 
 
 def _per_node(leader: dict, ranks: list[dict]):
@@ -28,8 +31,10 @@ def _per_node(leader: dict, ranks: list[dict]):
     from ddpdoctor.model.topology import Gpu, NodeTopology
 
     node = NodeTopology(hostname=leader["node"])
-    node.gpus = [Gpu(index=g["index"], numa_node=g["numa_node"], cpu_affinity=g["cpu_affinity"])
-                 for g in (leader.get("data") or {}).get("gpus", [])]
+    node.gpus = [
+        Gpu(index=g["index"], numa_node=g["numa_node"], cpu_affinity=g["cpu_affinity"])
+        for g in (leader.get("data") or {}).get("gpus", [])
+    ]
     node.rank_affinity = {r["local_rank"]: r["cpus"] for r in ranks if r.get("cpus")}
     return numa_findings(node, CODE)
 

@@ -27,5 +27,10 @@ def _matrix(node):
     return {"matrix": nvlink_matrix(node)}
 
 
-payload, run, summarize = topology_check(CODE, "nvlink", "ddpdoctor.model.topo_analysis:nvlink_findings",
-                                         extra=_matrix, severity={"NVLinks per GPU": Severity.ERROR})
+payload, run, summarize = topology_check(
+    CODE,
+    "nvlink",
+    "ddpdoctor.model.topo_analysis:nvlink_findings",
+    extra=_matrix,
+    severity={"NVLinks per GPU": Severity.ERROR},
+)

@@ -15,15 +15,28 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default="/", help="filesystem root for sysfs/procfs (default /)")
-    p.add_argument("--nvidia-smi-topo", metavar="FILE", help="use this `nvidia-smi topo -m` output for GPUs and paths")
+    p.add_argument(
+        "--nvidia-smi-topo", metavar="FILE", help="use this `nvidia-smi topo -m` output for GPUs and paths"
+    )
     p.add_argument("--nccl-topo", metavar="FILE", help="use this NCCL topology XML (NCCL_TOPO_FILE / dump)")
-    p.add_argument("--ibstat", metavar="FILE", help="use this `ibstat` or `ibstatus` output for the NICs' ports")
+    p.add_argument(
+        "--ibstat", metavar="FILE", help="use this `ibstat` or `ibstatus` output for the NICs' ports"
+    )
     p.add_argument("--hostname", help="name the node (default: this host's name)")
     p.add_argument("--save", metavar="FILE", help="write the node's topology snapshot (JSON) to FILE")
-    p.add_argument("--json", action="store_true",
-                   help="print JSON: the snapshot, or with --from the report, instead of tables")
-    p.add_argument("--from", "--snapshots", dest="snapshots", nargs="+", metavar="SNAPSHOT",
-                   help="diagnose a cluster offline from saved snapshots (one per node)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON: the snapshot, or with --from the report, instead of tables",
+    )
+    p.add_argument(
+        "--from",
+        "--snapshots",
+        dest="snapshots",
+        nargs="+",
+        metavar="SNAPSHOT",
+        help="diagnose a cluster offline from saved snapshots (one per node)",
+    )
 
 
 def _read(path: str) -> str:
@@ -59,8 +72,10 @@ def _from_file(args):
     if args.nvidia_smi_topo:
         from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
 
-        return topo_to_node(parse_topo_matrix(_read(args.nvidia_smi_topo)),
-                            source=f"nvidia-smi topo -m: {args.nvidia_smi_topo}")
+        return topo_to_node(
+            parse_topo_matrix(_read(args.nvidia_smi_topo)),
+            source=f"nvidia-smi topo -m: {args.nvidia_smi_topo}",
+        )
     from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 
     return nccl_to_node(parse_nccl_topo(_read(args.nccl_topo)), source=f"NCCL topology XML: {args.nccl_topo}")
@@ -109,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError("--from diagnoses saved snapshots; it takes no --save or input files")
             nodes = _load_snapshots(args.snapshots)
             results = diagnose(nodes)
-            report = Report(checks=results, run={"source": "topology snapshots", "nodes": [n.hostname for n in nodes]})
+            report = Report(
+                checks=results, run={"source": "topology snapshots", "nodes": [n.hostname for n in nodes]}
+            )
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))
             else:
@@ -117,8 +134,13 @@ def run(args: argparse.Namespace) -> int:
 
                 from ddpdoctor.report.topology_view import findings_view
 
-                out.print(Text.assemble(("Cluster topology diagnosis", "bold"), f" from {len(nodes)} snapshot(s): ",
-                                        ", ".join(n.hostname for n in nodes)))
+                out.print(
+                    Text.assemble(
+                        ("Cluster topology diagnosis", "bold"),
+                        f" from {len(nodes)} snapshot(s): ",
+                        ", ".join(n.hostname for n in nodes),
+                    )
+                )
                 out.print(findings_view(results))
             return report.exit_code()
         node = build_node(args)
@@ -143,4 +165,3 @@ def run(args: argparse.Namespace) -> int:
         if args.save:
             out.print(Text(f"snapshot written to {args.save}"))
     return 1 if any(r.status.failing for r in results) else 0
-

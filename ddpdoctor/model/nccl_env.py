@@ -24,8 +24,9 @@ def _matches(entry: str, name: str, exact: bool) -> bool:
     return name == entry if exact else name.startswith(entry)
 
 
-def _name_list_findings(node: NodeTopology, var: str, names: dict[str, bool], what: str,
-                        code: str) -> list[Finding]:
+def _name_list_findings(
+    node: NodeTopology, var: str, names: dict[str, bool], what: str, code: str
+) -> list[Finding]:
     """names: candidate -> usable (interface up / port active)."""
     value = node.env.get(var)
     if value is None:
@@ -35,26 +36,53 @@ def _name_list_findings(node: NodeTopology, var: str, names: dict[str, bool], wh
     if exclude:
         left = [n for n in names if not any(_matches(e.split(":")[0], n, exact) for e in entries)]
         if not any(names[n] for n in left):
-            return [Finding(code, Severity.ERROR, f"{var}={value} excludes every usable {what} on this node",
-                            where=where, evidence={"value": value, "available": sorted(names)})]
+            return [
+                Finding(
+                    code,
+                    Severity.ERROR,
+                    f"{var}={value} excludes every usable {what} on this node",
+                    where=where,
+                    evidence={"value": value, "available": sorted(names)},
+                )
+            ]
         return []
     out = []
     matched = {e: [n for n in names if _matches(e.split(":")[0], n, exact)] for e in entries}
     usable = [n for ns in matched.values() for n in ns if names[n]]
     if not usable:
         have = ", ".join(f"{n} ({'up' if ok else 'down'})" for n, ok in sorted(names.items())) or "none"
-        out.append(Finding(code, Severity.ERROR,
-                           f"{var}={value} matches no usable {what} on this node (have: {have})",
-                           where=where, evidence={"value": value, "available": sorted(names)},
-                           hint=f"NCCL cannot use what {var} names; fix or unset it"))
+        out.append(
+            Finding(
+                code,
+                Severity.ERROR,
+                f"{var}={value} matches no usable {what} on this node (have: {have})",
+                where=where,
+                evidence={"value": value, "available": sorted(names)},
+                hint=f"NCCL cannot use what {var} names; fix or unset it",
+            )
+        )
         return out
     for e, ns in matched.items():
         if not ns:
-            out.append(Finding(code, Severity.WARNING, f"{var} entry {e!r} matches no {what} on this node",
-                               where=where, evidence={"value": value, "available": sorted(names)}))
+            out.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"{var} entry {e!r} matches no {what} on this node",
+                    where=where,
+                    evidence={"value": value, "available": sorted(names)},
+                )
+            )
         elif not any(names[n] for n in ns):
-            out.append(Finding(code, Severity.WARNING, f"{var} entry {e!r} names only {what}s that are down: "
-                               f"{', '.join(ns)}", where=where, evidence={"value": value}))
+            out.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"{var} entry {e!r} names only {what}s that are down: {', '.join(ns)}",
+                    where=where,
+                    evidence={"value": value},
+                )
+            )
     return out
 
 
@@ -73,41 +101,81 @@ def nccl_env_findings(node: NodeTopology, code: str = "NCCL001") -> list[Finding
     where = {"node": node.hostname}
 
     def knob(var: str, sev: Severity, message: str, hint: str | None = None) -> None:
-        out.append(Finding(code, sev, f"{var}={env[var]} is set: {message}", where={**where, "env": var},
-                           evidence={"value": env[var]}, hint=hint))
+        out.append(
+            Finding(
+                code,
+                sev,
+                f"{var}={env[var]} is set: {message}",
+                where={**where, "env": var},
+                evidence={"value": env[var]},
+                hint=hint,
+            )
+        )
 
     has_nvlink = any(
-        (node.path(a.label, b.label) or "").startswith("NV") for a in node.gpus for b in node.gpus if a is not b
+        (node.path(a.label, b.label) or "").startswith("NV")
+        for a in node.gpus
+        for b in node.gpus
+        if a is not b
     )
     if _truthy(env.get("NCCL_P2P_DISABLE")):
-        knob("NCCL_P2P_DISABLE", Severity.WARNING,
-             "GPU↔GPU traffic inside the node goes through host memory"
-             + (" instead of NVLink — a fraction of its bandwidth" if has_nvlink else " instead of PCIe P2P"),
-             "unset it unless P2P is known broken on this machine")
+        knob(
+            "NCCL_P2P_DISABLE",
+            Severity.WARNING,
+            "GPU↔GPU traffic inside the node goes through host memory"
+            + (" instead of NVLink — a fraction of its bandwidth" if has_nvlink else " instead of PCIe P2P"),
+            "unset it unless P2P is known broken on this machine",
+        )
     if _truthy(env.get("NCCL_IB_DISABLE")) and any(n.rdma or n.ports for n in node.nics):
-        knob("NCCL_IB_DISABLE", Severity.WARNING,
-             "NCCL ignores the InfiniBand/RoCE NICs and uses TCP sockets between nodes", "unset it")
+        knob(
+            "NCCL_IB_DISABLE",
+            Severity.WARNING,
+            "NCCL ignores the InfiniBand/RoCE NICs and uses TCP sockets between nodes",
+            "unset it",
+        )
     if _truthy(env.get("NCCL_SHM_DISABLE")):
-        knob("NCCL_SHM_DISABLE", Severity.WARNING, "GPUs without P2P fall back to the network inside the node")
+        knob(
+            "NCCL_SHM_DISABLE", Severity.WARNING, "GPUs without P2P fall back to the network inside the node"
+        )
     if "NCCL_NET_GDR_LEVEL" in env:
         try:
             level = parse_gdr_level(env["NCCL_NET_GDR_LEVEL"])
-            knob("NCCL_NET_GDR_LEVEL", Severity.WARNING if level == "X" else Severity.INFO,
-                 "GPUDirect RDMA disabled" if level == "X" else
-                 f"GPUDirect RDMA allowed up to {level} instead of NCCL's default PXB")
+            knob(
+                "NCCL_NET_GDR_LEVEL",
+                Severity.WARNING if level == "X" else Severity.INFO,
+                "GPUDirect RDMA disabled"
+                if level == "X"
+                else f"GPUDirect RDMA allowed up to {level} instead of NCCL's default PXB",
+            )
         except ValueError:
             knob("NCCL_NET_GDR_LEVEL", Severity.ERROR, "not a level NCCL knows (LOC, PIX, PXB, PHB, SYS)")
     if env.get("NCCL_NET_GDR_READ", "").strip() == "0":
-        knob("NCCL_NET_GDR_READ", Severity.INFO, "sends are staged through host memory instead of read by the NIC")
+        knob(
+            "NCCL_NET_GDR_READ",
+            Severity.INFO,
+            "sends are staged through host memory instead of read by the NIC",
+        )
     for var in ("NCCL_ALGO", "NCCL_PROTO"):
         if var in env:
-            knob(var, Severity.INFO, "a debugging knob; NCCL otherwise picks per call from its cost model",
-                 "keep it only if an A/B measurement at your message sizes backs it")
+            knob(
+                var,
+                Severity.INFO,
+                "a debugging knob; NCCL otherwise picks per call from its cost model",
+                "keep it only if an A/B measurement at your message sizes backs it",
+            )
     if env.get("NCCL_NVLS_ENABLE", "").strip() == "0" and has_nvlink:
-        knob("NCCL_NVLS_ENABLE", Severity.INFO, "NVLink SHARP all-reduce is off (NVSwitch systems lose its speed-up)")
+        knob(
+            "NCCL_NVLS_ENABLE",
+            Severity.INFO,
+            "NVLink SHARP all-reduce is off (NVSwitch systems lose its speed-up)",
+        )
     if env.get("NCCL_DEBUG", "").strip().upper() in ("INFO", "TRACE"):
-        knob("NCCL_DEBUG", Severity.INFO, "verbose logging on every rank" +
-             (" and TRACE slows every call" if env["NCCL_DEBUG"].strip().upper() == "TRACE" else ""))
+        knob(
+            "NCCL_DEBUG",
+            Severity.INFO,
+            "verbose logging on every rank"
+            + (" and TRACE slows every call" if env["NCCL_DEBUG"].strip().upper() == "TRACE" else ""),
+        )
     for var in ("NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_P2P_LEVEL", "NCCL_CROSS_NIC"):
         if var in env:
             knob(var, Severity.INFO, "overrides NCCL's own topology-based choice")

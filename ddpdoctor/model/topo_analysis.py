@@ -70,24 +70,37 @@ def nvlink_findings(node: NodeTopology, code: str = "NVL001") -> list[Finding]:
                 continue
             peer = node.gpu_by_busid(link.remote_busid) if link.remote_busid else None
             between = f"between GPU {g.index} and GPU {peer.index}" if peer else f"of GPU {g.index}"
-            out.append(Finding(
-                code, Severity.ERROR, f"NVLink {link.link} {between} is down",
-                where={"node": node.hostname, "gpu": g.index, "link": link.link,
-                       **({"peer_gpu": peer.index} if peer else {})},
-                evidence={"active_links": sum(x.active for x in g.nvlinks), "links": len(g.nvlinks)},
-                hint="check `nvidia-smi nvlink --status`; a down link usually needs a node drain and reseat",
-            ))
+            out.append(
+                Finding(
+                    code,
+                    Severity.ERROR,
+                    f"NVLink {link.link} {between} is down",
+                    where={
+                        "node": node.hostname,
+                        "gpu": g.index,
+                        "link": link.link,
+                        **({"peer_gpu": peer.index} if peer else {}),
+                    },
+                    evidence={"active_links": sum(x.active for x in g.nvlinks), "links": len(g.nvlinks)},
+                    hint="check `nvidia-smi nvlink --status`; a down link usually means drain and reseat",
+                )
+            )
     for i, a in enumerate(node.gpus):
-        for b in node.gpus[i + 1:]:
+        for b in node.gpus[i + 1 :]:
             path = node.path(a.label, b.label) or ""
             if path.startswith("NV") and (node.p2p.get(a.label) or {}).get(b.label) is False:
                 # NCCL stops with "P2P is disabled between NVLINK connected GPUs" (src/graph/paths.cc).
-                out.append(Finding(code, Severity.ERROR,
-                                   f"P2P is disabled between NVLink-connected GPU {a.index} and GPU {b.index}",
-                                   where={"node": node.hostname, "gpu": a.index, "peer_gpu": b.index},
-                                   evidence={"path": path, "p2p": False},
-                                   hint="NCCL refuses such a pair unless NCCL_IGNORE_DISABLED_P2P=1; "
-                                        "usually a hardware or fabric-manager fault"))
+                out.append(
+                    Finding(
+                        code,
+                        Severity.ERROR,
+                        f"P2P is disabled between NVLink-connected GPU {a.index} and GPU {b.index}",
+                        where={"node": node.hostname, "gpu": a.index, "peer_gpu": b.index},
+                        evidence={"path": path, "p2p": False},
+                        hint="NCCL refuses such a pair unless NCCL_IGNORE_DISABLED_P2P=1; "
+                        "usually a hardware or fabric-manager fault",
+                    )
+                )
     matrix = nvlink_matrix(node)
     totals = _nvlink_totals(matrix)
     if not totals or max(totals) == 0:
@@ -102,23 +115,29 @@ def nvlink_findings(node: NodeTopology, code: str = "NVL001") -> list[Finding]:
     for i, j in pairs if paired else []:
         a, b = node.gpus[i].index, node.gpus[j].index
         if a not in flagged and b not in flagged:
-            out.append(Finding(
-                code, Severity.ERROR,
-                f"NVLink between GPU {a} and GPU {b} is degraded: NV{values[i][j]} where the other GPUs "
-                f"suggest NV{values[i][j] + deficit[i]}",
-                where={"node": node.hostname, "gpu": a, "peer_gpu": b},
-                evidence={"links": values[i][j], "expected_links": values[i][j] + deficit[i]},
-            ))
+            out.append(
+                Finding(
+                    code,
+                    Severity.ERROR,
+                    f"NVLink between GPU {a} and GPU {b} is degraded: NV{values[i][j]} where the other GPUs "
+                    f"suggest NV{values[i][j] + deficit[i]}",
+                    where={"node": node.hostname, "gpu": a, "peer_gpu": b},
+                    evidence={"links": values[i][j], "expected_links": values[i][j] + deficit[i]},
+                )
+            )
     for i in sorted(set(deficit) - paired):
         g = node.gpus[i]
         if g.index not in flagged:
-            out.append(Finding(
-                code, Severity.ERROR,
-                f"GPU {g.index} has {totals[i]} NVLink connections to its peers where other GPUs have "
-                f"{top}: one of its NVLinks is down",
-                where={"node": node.hostname, "gpu": g.index},
-                evidence={"total_links": totals[i], "expected_total": top},
-            ))
+            out.append(
+                Finding(
+                    code,
+                    Severity.ERROR,
+                    f"GPU {g.index} has {totals[i]} NVLink connections to its peers where other GPUs have "
+                    f"{top}: one of its NVLinks is down",
+                    where={"node": node.hostname, "gpu": g.index},
+                    evidence={"total_links": totals[i], "expected_total": top},
+                )
+            )
     return out
 
 
@@ -136,30 +155,61 @@ def gpu_findings(node: NodeTopology, code: str = "GPU001") -> list[Finding]:
     out: list[Finding] = []
     models = Counter(g.name for g in node.gpus if g.name)
     if len(models) > 1:
-        out.append(Finding(code, Severity.WARNING,
-                           f"mixed GPU models on one node: {', '.join(f'{n}× {m}' for m, n in models.items())}",
-                           where={"node": node.hostname}, evidence={"models": dict(models)},
-                           hint="DDP runs at the pace of the slowest GPU"))
+        out.append(
+            Finding(
+                code,
+                Severity.WARNING,
+                f"mixed GPU models on one node: {', '.join(f'{n}× {m}' for m, n in models.items())}",
+                where={"node": node.hostname},
+                evidence={"models": dict(models)},
+                hint="DDP runs at the pace of the slowest GPU",
+            )
+        )
     for g in node.gpus:
         where = {"node": node.hostname, "gpu": g.index, "busid": g.busid}
         if g.ecc_uncorrected_volatile:
-            out.append(Finding(code, Severity.ERROR,
-                               f"GPU {g.index} has {g.ecc_uncorrected_volatile} uncorrectable ECC errors "
-                               "since the driver loaded", where=where,
-                               evidence={"ecc_uncorrected_volatile": g.ecc_uncorrected_volatile},
-                               hint="drain the node and reset the GPU (nvidia-smi -r)"))
+            out.append(
+                Finding(
+                    code,
+                    Severity.ERROR,
+                    f"GPU {g.index} has {g.ecc_uncorrected_volatile} uncorrectable ECC errors "
+                    "since the driver loaded",
+                    where=where,
+                    evidence={"ecc_uncorrected_volatile": g.ecc_uncorrected_volatile},
+                    hint="drain the node and reset the GPU (nvidia-smi -r)",
+                )
+            )
         if g.retired_pending:
-            out.append(Finding(code, Severity.WARNING,
-                               f"GPU {g.index} has a page retirement or row remap pending until the next GPU reset",
-                               where=where, evidence={"retired_pages": g.retired_pages}))
+            out.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"GPU {g.index} has a page retirement or row remap pending until the next GPU reset",
+                    where=where,
+                    evidence={"retired_pages": g.retired_pages},
+                )
+            )
         if g.remap_failure:
-            out.append(Finding(code, Severity.ERROR, f"GPU {g.index} ran out of spare rows (row remapping failed)",
-                               where=where, hint="the GPU needs replacement"))
+            out.append(
+                Finding(
+                    code,
+                    Severity.ERROR,
+                    f"GPU {g.index} ran out of spare rows (row remapping failed)",
+                    where=where,
+                    hint="the GPU needs replacement",
+                )
+            )
         bad = [r for r in g.throttle_reasons if r in _BAD_THROTTLE]
         if bad:
-            out.append(Finding(code, Severity.WARNING,
-                               f"GPU {g.index} clocks held down by " + ", ".join(_BAD_THROTTLE[r] for r in bad),
-                               where=where, evidence={"throttle_reasons": g.throttle_reasons}))
+            out.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"GPU {g.index} clocks held down by " + ", ".join(_BAD_THROTTLE[r] for r in bad),
+                    where=where,
+                    evidence={"throttle_reasons": g.throttle_reasons},
+                )
+            )
     return out
 
 
@@ -176,17 +226,32 @@ def pcie_findings(node: NodeTopology, code: str = "PCI001") -> list[Finding]:
         where = {"node": node.hostname, **where}
         ev = {k: v for k, v in asdict(link).items() if v is not None}
         if link.cur_width and link.max_width and link.cur_width < link.max_width:
-            out.append(Finding(code, Severity.WARNING,
-                               f"{name} PCIe link runs at x{link.cur_width}, capable of x{link.max_width}: "
-                               f"host↔device bandwidth cut to {link.cur_width / link.max_width:.0%}",
-                               where=where, evidence=ev,
-                               hint="reseat the card or riser; check the slot in the BIOS"))
+            out.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"{name} PCIe link runs at x{link.cur_width}, capable of x{link.max_width}: "
+                    f"host↔device bandwidth cut to {link.cur_width / link.max_width:.0%}",
+                    where=where,
+                    evidence=ev,
+                    hint="reseat the card or riser; check the slot in the BIOS",
+                )
+            )
         if link.cur_gen and link.max_gen and link.cur_gen < link.max_gen:
-            sev, why = (Severity.INFO, " (normal while the GPU is idle; re-check under load)") if is_gpu else (
-                Severity.WARNING, "")
-            out.append(Finding(code, sev,
-                               f"{name} PCIe link at Gen{link.cur_gen}, capable of Gen{link.max_gen}{why}",
-                               where=where, evidence=ev))
+            sev, why = (
+                (Severity.INFO, " (normal while the GPU is idle; re-check under load)")
+                if is_gpu
+                else (Severity.WARNING, "")
+            )
+            out.append(
+                Finding(
+                    code,
+                    sev,
+                    f"{name} PCIe link at Gen{link.cur_gen}, capable of Gen{link.max_gen}{why}",
+                    where=where,
+                    evidence=ev,
+                )
+            )
     return out
 
 
@@ -204,19 +269,34 @@ def numa_findings(node: NodeTopology, code: str = "NUMA001") -> list[Finding]:
         near = set(g.cpu_affinity)
         mine = set(cpus)
         where = {"node": node.hostname, "local_rank": local_rank, "gpu": g.index}
-        ev = {"rank_cpus": format_cpulist(cpus), "gpu_cpus": format_cpulist(g.cpu_affinity),
-              "gpu_numa_node": g.numa_node}
+        ev = {
+            "rank_cpus": format_cpulist(cpus),
+            "gpu_cpus": format_cpulist(g.cpu_affinity),
+            "gpu_numa_node": g.numa_node,
+        }
         if not mine & near:
-            out.append(Finding(code, Severity.WARNING,
-                               f"local rank {local_rank} runs on CPUs {format_cpulist(cpus)}, all far from "
-                               f"GPU {g.index} (NUMA node {g.numa_node}, CPUs {format_cpulist(g.cpu_affinity)})",
-                               where=where, evidence=ev,
-                               hint="bind each rank to its GPU's NUMA node (numactl --cpunodebind)"))
+            out.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"local rank {local_rank} runs on CPUs {format_cpulist(cpus)}, all far from "
+                    f"GPU {g.index} (NUMA node {g.numa_node}, CPUs {format_cpulist(g.cpu_affinity)})",
+                    where=where,
+                    evidence=ev,
+                    hint="bind each rank to its GPU's NUMA node (numactl --cpunodebind)",
+                )
+            )
         elif not mine <= near:
-            out.append(Finding(code, Severity.INFO,
-                               f"local rank {local_rank} is not bound to GPU {g.index}'s CPUs "
-                               f"({format_cpulist(g.cpu_affinity)}); it may run across the socket",
-                               where=where, evidence=ev))
+            out.append(
+                Finding(
+                    code,
+                    Severity.INFO,
+                    f"local rank {local_rank} is not bound to GPU {g.index}'s CPUs "
+                    f"({format_cpulist(g.cpu_affinity)}); it may run across the socket",
+                    where=where,
+                    evidence=ev,
+                )
+            )
     return out
 
 
@@ -239,8 +319,7 @@ def rails(node: NodeTopology) -> list[Rail]:
     taken: set[str] = set()
     out: list[Rail] = []
     for g in node.gpus:
-        dists = [(path_rank(p), k, name, p) for k, name in enumerate(nics)
-                 if (p := node.path(g.label, name))]
+        dists = [(path_rank(p), k, name, p) for k, name in enumerate(nics) if (p := node.path(g.label, name))]
         if not dists:
             out.append(Rail(g.index, None, None))
             continue
@@ -259,12 +338,17 @@ def ib_findings(node: NodeTopology, code: str = "IB001") -> list[Finding]:
     for n in node.nics:
         for p in n.ports:
             if not p.up:
-                out.append(Finding(code, Severity.ERROR,
-                                   f"{n.kind} port {n.name}/{p.port} is {p.state or '?'} "
-                                   f"(physical state {p.phys_state or '?'})",
-                                   where={"node": node.hostname, "nic": n.name, "port": p.port},
-                                   evidence={"state": p.state, "phys_state": p.phys_state, "rate": p.rate_text},
-                                   hint="check the cable and the switch port (ibstat, ibportstate)"))
+                out.append(
+                    Finding(
+                        code,
+                        Severity.ERROR,
+                        f"{n.kind} port {n.name}/{p.port} is {p.state or '?'} "
+                        f"(physical state {p.phys_state or '?'})",
+                        where={"node": node.hostname, "nic": n.name, "port": p.port},
+                        evidence={"state": p.state, "phys_state": p.phys_state, "rate": p.rate_text},
+                        hint="check the cable and the switch port (ibstat, ibportstate)",
+                    )
+                )
     groups: dict[tuple[str, str], list] = {}
     for n in node.nics:
         if n.rate_gbps and any(p.up for p in n.ports):
@@ -273,19 +357,30 @@ def ib_findings(node: NodeTopology, code: str = "IB001") -> list[Finding]:
         top = max(m.rate_gbps for m in members)
         for m in members:
             if m.rate_gbps < top:
-                out.append(Finding(code, Severity.WARNING,
-                                   f"{m.name} links at {m.rate_gbps:g} Gb/s where its sibling {hca or kind} "
-                                   f"NICs run at {top:g} Gb/s", where={"node": node.hostname, "nic": m.name},
-                                   evidence={"rate_Gbps": m.rate_gbps, "expected_Gbps": top}))
+                out.append(
+                    Finding(
+                        code,
+                        Severity.WARNING,
+                        f"{m.name} links at {m.rate_gbps:g} Gb/s where its sibling {hca or kind} "
+                        f"NICs run at {top:g} Gb/s",
+                        where={"node": node.hostname, "nic": m.name},
+                        evidence={"rate_Gbps": m.rate_gbps, "expected_Gbps": top},
+                    )
+                )
     rdma = {n.name for n in node.nics if n.rdma or n.ports}
     for r in rails(node):
         if r.path == "SYS" and r.nic in rdma:
-            out.append(Finding(code, Severity.WARNING,
-                               f"GPU {r.gpu}'s nearest NIC ({r.nic}) is across the socket (SYS)",
-                               where={"node": node.hostname, "gpu": r.gpu, "nic": r.nic},
-                               evidence={"path": r.path},
-                               hint="its network traffic crosses the CPU interconnect and cannot use GPUDirect "
-                                    "RDMA; check the slot placement"))
+            out.append(
+                Finding(
+                    code,
+                    Severity.WARNING,
+                    f"GPU {r.gpu}'s nearest NIC ({r.nic}) is across the socket (SYS)",
+                    where={"node": node.hostname, "gpu": r.gpu, "nic": r.nic},
+                    evidence={"path": r.path},
+                    hint="its network traffic crosses the CPU interconnect and cannot use GPUDirect "
+                    "RDMA; check the slot placement",
+                )
+            )
     return out
 
 
@@ -370,21 +465,34 @@ def gdr_verdicts(node: NodeTopology) -> list[GdrVerdict]:
             out.append(GdrVerdict(r.gpu, r.nic, r.path, False, "", f"{r.nic} is not an RDMA device"))
             continue
         if node.env.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
-            out.append(GdrVerdict(r.gpu, r.nic, r.path, False, "", "NCCL_IB_DISABLE is set: NCCL uses sockets"))
+            out.append(
+                GdrVerdict(r.gpu, r.nic, r.path, False, "", "NCCL_IB_DISABLE is set: NCCL uses sockets")
+            )
             continue
         if g.gdr_supported is False:
-            out.append(GdrVerdict(r.gpu, r.nic, r.path, False, "", f"GPU {g.index} does not support GPUDirect RDMA"))
+            out.append(
+                GdrVerdict(r.gpu, r.nic, r.path, False, "", f"GPU {g.index} does not support GPUDirect RDMA")
+            )
             continue
         mech, why = gdr_mechanism(node, g)
         if _nccl_rank(r.path) > path_rank(level):
             src = f"NCCL_NET_GDR_LEVEL={level_env}" if level_env else f"NCCL's default level {level}"
-            out.append(GdrVerdict(r.gpu, r.nic, r.path, False, mech,
-                                  f"GPU {g.index} and {r.nic} are {r.path} apart, farther than {src}"))
+            out.append(
+                GdrVerdict(
+                    r.gpu,
+                    r.nic,
+                    r.path,
+                    False,
+                    mech,
+                    f"GPU {g.index} and {r.nic} are {r.path} apart, farther than {src}",
+                )
+            )
         elif mech == "":
             out.append(GdrVerdict(r.gpu, r.nic, r.path, False, "", why))
         elif mech == "unknown":
-            out.append(GdrVerdict(r.gpu, r.nic, r.path, None, "",
-                                  f"close enough ({r.path} ≤ {level}); {why}"))
+            out.append(
+                GdrVerdict(r.gpu, r.nic, r.path, None, "", f"close enough ({r.path} ≤ {level}); {why}")
+            )
         else:
             out.append(GdrVerdict(r.gpu, r.nic, r.path, True, mech, f"{r.path} ≤ {level}; {why}"))
     return out
@@ -394,11 +502,17 @@ def gdr_findings(node: NodeTopology, code: str = "GDR001") -> list[Finding]:
     out: list[Finding] = []
     off = [v for v in gdr_verdicts(node) if v.enabled is False and v.nic is not None]
     for v in off:
-        out.append(Finding(code, Severity.WARNING,
-                           f"GPUDirect RDMA is off for GPU {v.gpu} ↔ {v.nic}: {v.reason}",
-                           where={"node": node.hostname, "gpu": v.gpu, "nic": v.nic},
-                           evidence={"path": v.path, "peermem": node.peermem.found},
-                           hint="inter-node traffic is staged through host memory, costing bandwidth and "
-                                "CPU; load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF"
-                           if "peermem" in v.reason else None))
+        out.append(
+            Finding(
+                code,
+                Severity.WARNING,
+                f"GPUDirect RDMA is off for GPU {v.gpu} ↔ {v.nic}: {v.reason}",
+                where={"node": node.hostname, "gpu": v.gpu, "nic": v.nic},
+                evidence={"path": v.path, "peermem": node.peermem.found},
+                hint="inter-node traffic is staged through host memory, costing bandwidth and "
+                "CPU; load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF"
+                if "peermem" in v.reason
+                else None,
+            )
+        )
     return out

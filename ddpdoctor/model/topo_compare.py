@@ -18,31 +18,44 @@ from ddpdoctor.report.model import Finding, Severity
 def node_facts(node: NodeTopology, concern: str) -> dict[str, Any]:
     """The facts one concern compares across nodes. JSON-able scalars/strings only."""
     if concern == "gpu":
-        return {"GPU count": len(node.gpus), "GPU models": ", ".join(sorted({g.name for g in node.gpus})),
-                "driver": node.driver_version, "CUDA driver": node.cuda_driver_version}
+        return {
+            "GPU count": len(node.gpus),
+            "GPU models": ", ".join(sorted({g.name for g in node.gpus})),
+            "driver": node.driver_version,
+            "CUDA driver": node.cuda_driver_version,
+        }
     if concern == "nvlink":
         m = nvlink_matrix(node)
         return {"NVLinks per GPU": ",".join(str(sum(v or 0 for v in row)) for row in m["values"])}
     if concern == "pcie":
         # Widths only: GPUs lower their PCIe generation when idle, so generations differ by load.
-        return {"GPU PCIe widths": ",".join(sorted({f"x{g.pcie.cur_width}/x{g.pcie.max_width}" for g in node.gpus}))}
+        return {
+            "GPU PCIe widths": ",".join(
+                sorted({f"x{g.pcie.cur_width}/x{g.pcie.max_width}" for g in node.gpus})
+            )
+        }
     if concern == "numa":
         return {"NUMA nodes": len(node.numa_cpus)}
     if concern == "ib":
         rates = Counter(f"{n.rate_gbps:g}" for n in node.nics if n.rate_gbps and any(p.up for p in n.ports))
-        return {"RDMA NICs": len([n for n in node.nics if n.rdma or n.ports]),
-                "active NIC rates (Gb/s)": ", ".join(f"{k}×{v}" for k, v in sorted(rates.items()))}
+        return {
+            "RDMA NICs": len([n for n in node.nics if n.rdma or n.ports]),
+            "active NIC rates (Gb/s)": ", ".join(f"{k}×{v}" for k, v in sorted(rates.items())),
+        }
     if concern == "gdr":
         on = [v for v in gdr_verdicts(node) if v.enabled]
-        return {"peer memory": "present" if node.peermem.present else "missing",
-                "GPUs with GPUDirect RDMA": len(on)}
+        return {
+            "peer memory": "present" if node.peermem.present else "missing",
+            "GPUs with GPUDirect RDMA": len(on),
+        }
     if concern == "nccl":
         return {k: v for k, v in node.env.items()}
     raise ValueError(f"unknown concern {concern!r}")
 
 
-def odd_node_findings(facts: dict[str, dict[str, Any]], code: str,
-                      severity: dict[str, Severity] | None = None) -> list[Finding]:
+def odd_node_findings(
+    facts: dict[str, dict[str, Any]], code: str, severity: dict[str, Severity] | None = None
+) -> list[Finding]:
     """facts: hostname -> that node's facts. A finding per fact on which nodes disagree."""
     if len(facts) < 2:
         return []
@@ -57,16 +70,29 @@ def odd_node_findings(facts: dict[str, dict[str, Any]], code: str,
         (norm, n_norm), *rest = counts.most_common()
         sev = severity.get(key, Severity.WARNING)
         if rest and rest[0][1] == n_norm:  # no majority
-            out.append(Finding(code, sev, f"nodes disagree on {key}: " +
-                               "; ".join(f"{h} has {_show(v)}" for h, v in sorted(values.items())),
-                               where={"nodes": sorted(values)}, evidence={"values": values}))
+            out.append(
+                Finding(
+                    code,
+                    sev,
+                    f"nodes disagree on {key}: "
+                    + "; ".join(f"{h} has {_show(v)}" for h, v in sorted(values.items())),
+                    where={"nodes": sorted(values)},
+                    evidence={"values": values},
+                )
+            )
             continue
         for host, v in sorted(values.items()):
             if _freeze(v) != norm:
-                out.append(Finding(code, sev,
-                                   f"odd node {host}: {key} is {_show(v)} where {n_norm} other node(s) have "
-                                   f"{_show(norm)}", where={"node": host},
-                                   evidence={"value": v, "majority": norm, "majority_nodes": n_norm}))
+                out.append(
+                    Finding(
+                        code,
+                        sev,
+                        f"odd node {host}: {key} is {_show(v)} where {n_norm} other node(s) have "
+                        f"{_show(norm)}",
+                        where={"node": host},
+                        evidence={"value": v, "majority": norm, "majority_nodes": n_norm},
+                    )
+                )
     return out
 
 

@@ -26,7 +26,9 @@ def diagnose(nodes: list[NodeTopology]) -> list[CheckResult]:
     ranks, members = [], []
     for node_rank, node in enumerate(nodes):
         for local in sorted(node.rank_affinity) or [0]:
-            ranks.append({"rank": len(ranks), "local_rank": local, "node_rank": node_rank, "hostname": node.hostname})
+            ranks.append(
+                {"rank": len(ranks), "local_rank": local, "node_rank": node_rank, "hostname": node.hostname}
+            )
             members.append((node, local))
     world = WorldInfo.from_dicts(ranks)
     specs = {s.code: s for s in discover(kind="cluster")}
@@ -35,10 +37,23 @@ def diagnose(nodes: list[NodeTopology]) -> list[CheckResult]:
         spec = specs[code]
         results: dict[int, dict | None] = {}
         for rank, (node, local) in enumerate(members):
-            me = {"node": node.hostname, "node_rank": world.node_of(rank), "local_rank": local, "leader": local == 0,
-                  "cpus": node.rank_affinity.get(local, [])}
+            me = {
+                "node": node.hostname,
+                "node_rank": world.node_of(rank),
+                "local_rank": local,
+                "leader": local == 0,
+                "cpus": node.rank_affinity.get(local, []),
+            }
             results[rank] = {**me, **spec.module.payload(node)} if local == 0 else me
         s = spec.module.summarize(results, world)
-        out.append(CheckResult(code=code, title=spec.title, status=s.final_status(), summary=s.summary,
-                               findings=s.findings, data=s.data))
+        out.append(
+            CheckResult(
+                code=code,
+                title=spec.title,
+                status=s.final_status(),
+                summary=s.summary,
+                findings=s.findings,
+                data=s.data,
+            )
+        )
     return out

@@ -31,8 +31,9 @@ def path_rank(path: str) -> int:
     try:
         return PATH_ORDER.index(p)
     except ValueError:
-        raise ValueError(f"unknown topology path type {path!r}; expected one of X, NV#, PIX, PXB, "
-                         "PHB, NODE, SYS") from None
+        raise ValueError(
+            f"unknown topology path type {path!r}; expected one of X, NV#, PIX, PXB, PHB, NODE, SYS"
+        ) from None
 
 
 def nvlink_count(path: str) -> int:

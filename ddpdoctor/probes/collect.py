@@ -20,8 +20,13 @@ def nccl_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")}
 
 
-def collect_node(root: str | Path = "/", env: Mapping[str, str] | None = None, nvml=None,
-                 hostname: str | None = None, dmabuf_probe: bool = True) -> NodeTopology:
+def collect_node(
+    root: str | Path = "/",
+    env: Mapping[str, str] | None = None,
+    nvml=None,
+    hostname: str | None = None,
+    dmabuf_probe: bool = True,
+) -> NodeTopology:
     """This node as NVML and ``<root>/sys`` show it. No GPU: ``no_gpu_reason`` says why, and the NICs,
     NUMA and peer-memory facts are still filled in."""
     env = os.environ if env is None else env
@@ -85,7 +90,9 @@ def _add_addresses(node: NodeTopology) -> None:
         return
     addrs = psutil.net_if_addrs()
     for iface in node.interfaces:
-        iface.addresses = [a.address for a in addrs.get(iface.name, []) if a.family in (socket.AF_INET, socket.AF_INET6)]
+        iface.addresses = [
+            a.address for a in addrs.get(iface.name, []) if a.family in (socket.AF_INET, socket.AF_INET6)
+        ]
 
 
 def _probe_dmabuf(node: NodeTopology) -> None:

@@ -93,8 +93,9 @@ def parse_nccl_topo(text: str) -> NcclTopo:
     topo = NcclTopo(cpus=[], pcis=[])
     for cpu in root.iter("cpu"):
         numa = int(cpu.get("numaid")) if (cpu.get("numaid") or "").lstrip("-").isdigit() else None
-        topo.cpus.append(XmlCpu(numa, affinity_cpus(cpu.get("affinity", "")), cpu.get("arch", ""),
-                                cpu.get("vendor", "")))
+        topo.cpus.append(
+            XmlCpu(numa, affinity_cpus(cpu.get("affinity", "")), cpu.get("arch", ""), cpu.get("vendor", ""))
+        )
         root_id = f"cpu{numa}"
         for child in cpu:
             if child.tag == "pci":
@@ -110,9 +111,12 @@ def _walk_pci(el: ET.Element, numa: int | None, root_id: str, above: tuple[str, 
     width = el.get("link_width", "")
     gpu_el = el.find("gpu")
     pci = XmlPci(
-        busid=busid, pci_class=(el.get("class") or "").lower(), vendor=(el.get("vendor") or "").lower(),
+        busid=busid,
+        pci_class=(el.get("class") or "").lower(),
+        vendor=(el.get("vendor") or "").lower(),
         link_speed=el.get("link_speed", ""),
-        link_width=int(width) if width.isdigit() else None, place=PciPlace(numa, root_id, above),
+        link_width=int(width) if width.isdigit() else None,
+        place=PciPlace(numa, root_id, above),
         gpu=dict(gpu_el.attrib) if gpu_el is not None else None,
         nvlinks=[dict(n.attrib) for n in gpu_el.iter("nvlink")] if gpu_el is not None else [],
         nets=[dict(n.attrib) for nic in el.findall("nic") for n in nic.iter("net")],
@@ -133,11 +137,15 @@ def nccl_to_node(t: NcclTopo, hostname: str = "", source: str = "nccl-topo-xml")
         index = int(p.gpu["dev"]) if p.gpu and str(p.gpu.get("dev", "")).isdigit() else k
         gdr = p.gpu.get("gdr") if p.gpu else None
         sm = p.gpu.get("sm", "") if p.gpu else ""
-        gpu = Gpu(index=index, busid=_busid(p.busid), numa_node=p.place.numa,
-                  cpu_affinity=list(cpus_of.get(p.place.numa, [])),
-                  compute_capability=f"{int(sm) // 10}.{int(sm) % 10}" if sm.isdigit() else "",
-                  pcie=PcieLink(max_gen=pcie_gen(p.link_speed), max_width=p.link_width or None),
-                  gdr_supported=None if gdr is None else gdr == "1")
+        gpu = Gpu(
+            index=index,
+            busid=_busid(p.busid),
+            numa_node=p.place.numa,
+            cpu_affinity=list(cpus_of.get(p.place.numa, [])),
+            compute_capability=f"{int(sm) // 10}.{int(sm) % 10}" if sm.isdigit() else "",
+            pcie=PcieLink(max_gen=pcie_gen(p.link_speed), max_width=p.link_width or None),
+            gdr_supported=None if gdr is None else gdr == "1",
+        )
         node.gpus.append(gpu)
         places[gpu.label] = p.place
     node.gpus.sort(key=lambda g: g.index)
@@ -145,11 +153,21 @@ def nccl_to_node(t: NcclTopo, hostname: str = "", source: str = "nccl-topo-xml")
         names = [n.get("name") for n in p.nets if n.get("name")] or [f"NIC{k}"]
         speed = next((int(n["speed"]) for n in p.nets if str(n.get("speed", "")).isdigit()), None)
         for name in names:
-            rdma = (p.pci_class.startswith("0x0207") or p.vendor == AMAZON_EFA_VENDOR
-                    or any(n.get("gdr") == "1" for n in p.nets))
-            node.nics.append(Nic(name=name, busid=_busid(p.busid), numa_node=p.place.numa, speed_Mbps=speed,
-                                 rdma=rdma,
-                                 pcie=PcieLink(max_gen=pcie_gen(p.link_speed), max_width=p.link_width or None)))
+            rdma = (
+                p.pci_class.startswith("0x0207")
+                or p.vendor == AMAZON_EFA_VENDOR
+                or any(n.get("gdr") == "1" for n in p.nets)
+            )
+            node.nics.append(
+                Nic(
+                    name=name,
+                    busid=_busid(p.busid),
+                    numa_node=p.place.numa,
+                    speed_Mbps=speed,
+                    rdma=rdma,
+                    pcie=PcieLink(max_gen=pcie_gen(p.link_speed), max_width=p.link_width or None),
+                )
+            )
             places[name] = p.place
     for net, place in t.loose_nets:
         name = net.get("name") or f"NIC{len(node.nics)}"
@@ -158,7 +176,7 @@ def nccl_to_node(t: NcclTopo, hostname: str = "", source: str = "nccl-topo-xml")
         places[name] = place
     labels = list(places)
     for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
+        for b in labels[i + 1 :]:
             node.set_path(a, b, pci_path_type(places[a], places[b]))
     _set_nvlink_paths(t, node)
     return node
@@ -193,5 +211,5 @@ def _set_nvlink_paths(t: NcclTopo, node: NodeTopology) -> None:
         node.set_path(a, b, f"NV{count}")
     sw = sorted(switch_links)
     for i, a in enumerate(sw):
-        for b in sw[i + 1:]:
+        for b in sw[i + 1 :]:
             node.set_path(a, b, f"NV{min(switch_links[a], switch_links[b])}")

@@ -22,9 +22,15 @@ class NoGpu(Exception):
 _TOPO_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 # Clock event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
 _THROTTLE_BITS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
 }
 
 
@@ -83,9 +89,13 @@ def read_nvml(nvml=None) -> NvmlReading:
                 level = _try(nvml, "nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j])
                 if level is not None:
                     reading.paths[(f"GPU{i}", f"GPU{j}")] = _TOPO_LEVELS.get(int(level), "SYS")
-                ok = [_try(nvml, "nvmlDeviceGetP2PStatus", handles[i], handles[j], idx)
-                      for idx in (_const(nvml, "NVML_P2P_CAPS_INDEX_READ", 0),
-                                  _const(nvml, "NVML_P2P_CAPS_INDEX_WRITE", 1))]
+                ok = [
+                    _try(nvml, "nvmlDeviceGetP2PStatus", handles[i], handles[j], idx)
+                    for idx in (
+                        _const(nvml, "NVML_P2P_CAPS_INDEX_READ", 0),
+                        _const(nvml, "NVML_P2P_CAPS_INDEX_WRITE", 1),
+                    )
+                ]
                 if None not in ok:
                     reading.p2p[(f"GPU{i}", f"GPU{j}")] = all(s == 0 for s in ok)  # NVML_P2P_STATUS_OK
         return reading
@@ -119,10 +129,12 @@ def _read_gpu(nvml, index: int, h) -> Gpu:
             max_width=_try(nvml, "nvmlDeviceGetMaxPcieLinkWidth", h),
         ),
         ecc_enabled=bool(ecc[0]) if ecc else None,
-        ecc_uncorrected_volatile=_try(nvml, "nvmlDeviceGetTotalEccErrors", h, unc,
-                                      _const(nvml, "NVML_VOLATILE_ECC", 0)),
-        ecc_uncorrected_aggregate=_try(nvml, "nvmlDeviceGetTotalEccErrors", h, unc,
-                                       _const(nvml, "NVML_AGGREGATE_ECC", 1)),
+        ecc_uncorrected_volatile=_try(
+            nvml, "nvmlDeviceGetTotalEccErrors", h, unc, _const(nvml, "NVML_VOLATILE_ECC", 0)
+        ),
+        ecc_uncorrected_aggregate=_try(
+            nvml, "nvmlDeviceGetTotalEccErrors", h, unc, _const(nvml, "NVML_AGGREGATE_ECC", 1)
+        ),
     )
     _read_retirement(nvml, h, gpu)
     reasons = _try(nvml, "nvmlDeviceGetCurrentClocksEventReasons", h)
@@ -133,7 +145,9 @@ def _read_gpu(nvml, index: int, h) -> Gpu:
     gpu.numa_node = numa if isinstance(numa, int) and numa >= 0 else None
     words = _try(nvml, "nvmlDeviceGetCpuAffinity", h, 16)  # 16 × 64-bit words: 1024 CPUs
     if words:
-        gpu.cpu_affinity = [w * 64 + b for w, word in enumerate(words) for b in range(64) if int(word) >> b & 1]
+        gpu.cpu_affinity = [
+            w * 64 + b for w, word in enumerate(words) for b in range(64) if int(word) >> b & 1
+        ]
     gpu.nvlinks = _read_nvlinks(nvml, h)
     return gpu
 
@@ -143,9 +157,18 @@ def _read_retirement(nvml, h, gpu: Gpu) -> None:
     remap = _try(nvml, "nvmlDeviceGetRemappedRows", h)
     if remap is not None:
         corr, unc, pending, failure = remap
-        gpu.retired_pages, gpu.retired_pending, gpu.remap_failure = int(corr) + int(unc), bool(pending), bool(failure)
+        gpu.retired_pages, gpu.retired_pending, gpu.remap_failure = (
+            int(corr) + int(unc),
+            bool(pending),
+            bool(failure),
+        )
         return
-    dbe = _try(nvml, "nvmlDeviceGetRetiredPages", h, _const(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1))
+    dbe = _try(
+        nvml,
+        "nvmlDeviceGetRetiredPages",
+        h,
+        _const(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
+    )
     if dbe is not None:
         gpu.retired_pages = len(dbe)
         pending = _try(nvml, "nvmlDeviceGetRetiredPagesPendingStatus", h)

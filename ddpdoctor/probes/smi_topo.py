@@ -57,7 +57,7 @@ def parse_topo_matrix(text: str) -> SmiTopo:
         raise TopoParseError(f"unknown column(s) in the header: {unknown}")
     matrix: dict[str, dict[str, str]] = {}
     extra_vals: dict[str, dict[str, str]] = {}
-    for ln in lines[h + 1:]:
+    for ln in lines[h + 1 :]:
         cells = ln.split()
         if not cells or cells[0] not in devices:
             if cells and cells[0].startswith("Legend"):
@@ -71,11 +71,13 @@ def parse_topo_matrix(text: str) -> SmiTopo:
             try:
                 path_rank(val)
             except ValueError:
-                raise TopoParseError(f"row {label}, column {col}: {val!r} is not a topology path type") from None
+                raise TopoParseError(
+                    f"row {label}, column {col}: {val!r} is not a topology path type"
+                ) from None
         matrix[label] = row
         # A tab-separated row may hold an empty cell (e.g. "0\t\tN/A"); split() drops it, so the
         # remaining values fill the extra columns in order.
-        extra_vals[label] = dict(zip(extras, rest[len(devices):]))
+        extra_vals[label] = dict(zip(extras, rest[len(devices) :]))
     missing = [d for d in devices if d not in matrix]
     if missing:
         raise TopoParseError(f"no row for {', '.join(missing)}")
@@ -99,8 +101,9 @@ def topo_to_node(t: SmiTopo, hostname: str = "", source: str = "nvidia-smi topo 
         # "NUMA Affinity" is the CPU-side node; "GPU NUMA ID" is the node of the GPU's own memory
         # (set on coherent systems such as Grace Hopper), not where its host traffic lands.
         numa = _int_or_none(ex.get("NUMA Affinity"))
-        node.gpus.append(Gpu(index=int(label[3:]), numa_node=numa,
-                             cpu_affinity=parse_cpulist(ex.get("CPU Affinity", ""))))
+        node.gpus.append(
+            Gpu(index=int(label[3:]), numa_node=numa, cpu_affinity=parse_cpulist(ex.get("CPU Affinity", "")))
+        )
         if numa is not None and ex.get("CPU Affinity"):
             node.numa_cpus.setdefault(numa, parse_cpulist(ex["CPU Affinity"]))
     # nvidia-smi lists RDMA devices (mlx5_N) as its NICs.

@@ -52,12 +52,12 @@ def _int(text: str | None) -> int | None:
 
 
 def _state_word(text: str | None) -> str:
-    """"4: ACTIVE" -> "ACTIVE", "5: LinkUp" -> "LinkUp"."""
+    """ "4: ACTIVE" -> "ACTIVE", "5: LinkUp" -> "LinkUp"."""
     return (text or "").split(":", 1)[-1].strip()
 
 
 def parse_rate_gbps(text: str | None) -> float | None:
-    """"400 Gb/sec (4X NDR)" -> 400.0."""
+    """ "400 Gb/sec (4X NDR)" -> 400.0."""
     m = re.match(r"^\s*([\d.]+)\s*Gb/sec", text or "")
     return float(m.group(1)) if m else None
 
@@ -69,16 +69,27 @@ def read_infiniband(root: str | Path = "/") -> list[Nic]:
     if not base.is_dir():
         return nics
     for dev in sorted(base.iterdir(), key=lambda p: p.name):
-        nic = Nic(name=dev.name, hca_type=read_text(dev / "hca_type") or "",
-                  fw_ver=read_text(dev / "fw_ver") or "", rdma=True)
+        nic = Nic(
+            name=dev.name,
+            hca_type=read_text(dev / "hca_type") or "",
+            fw_ver=read_text(dev / "fw_ver") or "",
+            rdma=True,
+        )
         ports_dir = dev / "ports"
-        for port in sorted(ports_dir.iterdir() if ports_dir.is_dir() else [], key=lambda p: _int(p.name) or 0):
+        for port in sorted(
+            ports_dir.iterdir() if ports_dir.is_dir() else [], key=lambda p: _int(p.name) or 0
+        ):
             rate = read_text(port / "rate")
-            nic.ports.append(IbPort(
-                port=_int(port.name) or 0, state=_state_word(read_text(port / "state")),
-                phys_state=_state_word(read_text(port / "phys_state")), rate_gbps=parse_rate_gbps(rate),
-                rate_text=rate or "", link_layer=read_text(port / "link_layer") or "",
-            ))
+            nic.ports.append(
+                IbPort(
+                    port=_int(port.name) or 0,
+                    state=_state_word(read_text(port / "state")),
+                    phys_state=_state_word(read_text(port / "phys_state")),
+                    rate_gbps=parse_rate_gbps(rate),
+                    rate_text=rate or "",
+                    link_layer=read_text(port / "link_layer") or "",
+                )
+            )
         pci = dev / "device"
         if pci.exists():
             bdf = os.path.basename(os.path.realpath(pci))
@@ -129,7 +140,7 @@ def pci_place(root: str | Path, busid: str) -> PciPlace | None:
         host = next(i for i, p in enumerate(parts) if p.startswith("pci") and ":" in p)
     except StopIteration:
         return None
-    chain = [p for p in parts[host + 1:] if _BDF_RE.match(p)]
+    chain = [p for p in parts[host + 1 :] if _BDF_RE.match(p)]
     return PciPlace(numa=read_numa_node(root, busid), root=parts[host], bridges=tuple(chain[:-1]))
 
 

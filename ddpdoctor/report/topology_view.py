@@ -29,22 +29,44 @@ def _link(cur, mx, fmt: str) -> str:
 
 def gpu_table(node: NodeTopology) -> Table:
     t = Table(title="GPUs", title_justify="left")
-    for col in ("GPU", "model", "bus id", "memory (MiB)", "NUMA", "CPUs", "PCIe gen", "PCIe width",
-                "NVLinks up", "ECC unc."):
+    for col in (
+        "GPU",
+        "model",
+        "bus id",
+        "memory (MiB)",
+        "NUMA",
+        "CPUs",
+        "PCIe gen",
+        "PCIe width",
+        "NVLinks up",
+        "ECC unc.",
+    ):
         t.add_column(col)
     for g in node.gpus:
         up = f"{sum(x.active for x in g.nvlinks)}/{len(g.nvlinks)}" if g.nvlinks else "-"
-        _row(t, str(g.index), g.name or "?", g.busid or "?", str(g.memory_MiB or "?"),
-                  "?" if g.numa_node is None else str(g.numa_node), format_cpulist(g.cpu_affinity) or "?",
-                  _link(g.pcie.cur_gen, g.pcie.max_gen, "Gen{}"), _link(g.pcie.cur_width, g.pcie.max_width, "x{}"),
-                  up, "?" if g.ecc_uncorrected_volatile is None else str(g.ecc_uncorrected_volatile))
+        _row(
+            t,
+            str(g.index),
+            g.name or "?",
+            g.busid or "?",
+            str(g.memory_MiB or "?"),
+            "?" if g.numa_node is None else str(g.numa_node),
+            format_cpulist(g.cpu_affinity) or "?",
+            _link(g.pcie.cur_gen, g.pcie.max_gen, "Gen{}"),
+            _link(g.pcie.cur_width, g.pcie.max_width, "x{}"),
+            up,
+            "?" if g.ecc_uncorrected_volatile is None else str(g.ecc_uncorrected_volatile),
+        )
     return t
 
 
 def path_matrix(node: NodeTopology) -> Table:
     labels = [g.label for g in node.gpus] + [n.name for n in node.nics]
-    t = Table(title="Paths (nvidia-smi topo -m words: NV# NVLinks, PIX/PXB PCIe switch, PHB/NODE host "
-                    "bridge, SYS across sockets)", title_justify="left")
+    t = Table(
+        title="Paths (nvidia-smi topo -m words: NV# NVLinks, PIX/PXB PCIe switch, PHB/NODE host "
+        "bridge, SYS across sockets)",
+        title_justify="left",
+    )
     t.add_column("")
     for lab in labels:
         t.add_column(lab, justify="center")
@@ -78,9 +100,18 @@ def nic_table(node: NodeTopology) -> Table:
         t.add_column(col)
     for n in node.nics:
         ports = ", ".join(f"{p.port}:{p.state}/{p.phys_state}" for p in n.ports) or "-"
-        _row(t, n.name, n.kind, n.hca_type or "-", f"{n.rate_gbps:g}" if n.rate_gbps else "?", ports,
-                  n.busid or "?", "?" if n.numa_node is None else str(n.numa_node), ",".join(n.netdevs) or "-",
-                  ", ".join(rail_of.get(n.name, [])) or "-")
+        _row(
+            t,
+            n.name,
+            n.kind,
+            n.hca_type or "-",
+            f"{n.rate_gbps:g}" if n.rate_gbps else "?",
+            ports,
+            n.busid or "?",
+            "?" if n.numa_node is None else str(n.numa_node),
+            ",".join(n.netdevs) or "-",
+            ", ".join(rail_of.get(n.name, [])) or "-",
+        )
     return t
 
 
@@ -102,15 +133,30 @@ def findings_view(results: list[CheckResult]) -> Table:
         if not r.findings:
             _row(t, r.code, r.status.value, "", r.summary)
         for f in r.findings:
-            _row(t, r.code, r.status.value, Text(f.severity.value, _SEV_STYLE[f.severity]),
-                      f.message + (f"\n  hint: {f.hint}" if f.hint else ""))
+            _row(
+                t,
+                r.code,
+                r.status.value,
+                Text(f.severity.value, _SEV_STYLE[f.severity]),
+                f.message + (f"\n  hint: {f.hint}" if f.hint else ""),
+            )
     return t
 
 
 def node_view(node: NodeTopology, results: list[CheckResult]) -> RenderableType:
-    head = Text.assemble(("host ", "bold"), node.hostname or "?", "  ", ("source ", "bold"), node.source,
-                         "  ", ("driver ", "bold"), node.driver_version or "?", "  ", ("CUDA ", "bold"),
-                         node.cuda_driver_version or "?")
+    head = Text.assemble(
+        ("host ", "bold"),
+        node.hostname or "?",
+        "  ",
+        ("source ", "bold"),
+        node.source,
+        "  ",
+        ("driver ", "bold"),
+        node.driver_version or "?",
+        "  ",
+        ("CUDA ", "bold"),
+        node.cuda_driver_version or "?",
+    )
     parts: list[RenderableType] = [head]
     if node.no_gpu_reason:
         parts.append(Text(node.no_gpu_reason, "yellow"))
@@ -124,7 +170,9 @@ def node_view(node: NodeTopology, results: list[CheckResult]) -> RenderableType:
         parts.append(gdr_table(node))
     pm = node.peermem
     if pm.probed:
-        parts.append(Text(f"peer memory: {', '.join(pm.found) if pm.found else 'missing'}; kernel {pm.kernel or '?'}"))
+        parts.append(
+            Text(f"peer memory: {', '.join(pm.found) if pm.found else 'missing'}; kernel {pm.kernel or '?'}")
+        )
     for note in node.notes:
         parts.append(Text(f"note: {note}", "dim"))
     parts.append(findings_view(results))

@@ -13,13 +13,17 @@ import types
 
 from ddpdoctor.probes.smi_query import get, parse_smi_query
 
-NVSWITCH_BUSIDS = [f"00000000:{0xa0 + k:02X}:00.0" for k in range(4)]  # synthetic, not GPUs
+NVSWITCH_BUSIDS = [f"00000000:{0xA0 + k:02X}:00.0" for k in range(4)]  # synthetic, not GPUs
 
 
 class NVMLError(Exception):
     def __init__(self, value: int = 3):
         self.value = value
-        super().__init__({3: "Not Supported", 12: "NVML Shared Library Not Found", 9: "Driver Not Loaded"}.get(value, "Unknown Error"))
+        super().__init__(
+            {3: "Not Supported", 12: "NVML Shared Library Not Found", 9: "Driver Not Loaded"}.get(
+                value, "Unknown Error"
+            )
+        )
 
 
 def _num(s, default=0):
@@ -36,28 +40,46 @@ def state_from_smi_q(text: str, nvlinks_per_gpu: int = 0) -> dict:
         link = get(g, "PCI", "GPU Link Info") or {}
         remap = g.get("Remapped Rows") or {}
         events = g.get("Clocks Event Reasons") or g.get("Clocks Throttle Reasons") or {}
-        state["gpus"].append({
-            "name": g["Product Name"], "uuid": g.get("GPU UUID", ""), "busid": g["Bus Id"],
-            "memory_bytes": _num(get(g, "FB Memory Usage", "Total")) * 2**20,
-            "cur_gen": _num(get(link, "PCIe Generation", "Current")),
-            "max_gen": _num(get(link, "PCIe Generation", "Max")),
-            "cur_width": _num(get(link, "Link Width", "Current")),
-            "max_width": _num(get(link, "Link Width", "Max")),
-            "ecc": get(g, "ECC Mode", "Current") == "Enabled",
-            "ecc_volatile_unc": _num(get(g, "ECC Errors", "Volatile", "DRAM Uncorrectable"), None),
-            "ecc_aggregate_unc": _num(get(g, "ECC Errors", "Aggregate", "DRAM Uncorrectable"), None),
-            "remap": None if not remap else (_num(remap.get("Correctable Error")), _num(remap.get("Uncorrectable Error")),
-                                             remap.get("Pending") == "Yes", remap.get("Remapping Failure Occurred") == "Yes"),
-            "events": [k for k, v in events.items() if v == "Active"],
-            "nvlinks": [[True, NVSWITCH_BUSIDS[k % 4]] for k in range(nvlinks_per_gpu)],
-            "numa": None,
-        })
+        state["gpus"].append(
+            {
+                "name": g["Product Name"],
+                "uuid": g.get("GPU UUID", ""),
+                "busid": g["Bus Id"],
+                "memory_bytes": _num(get(g, "FB Memory Usage", "Total")) * 2**20,
+                "cur_gen": _num(get(link, "PCIe Generation", "Current")),
+                "max_gen": _num(get(link, "PCIe Generation", "Max")),
+                "cur_width": _num(get(link, "Link Width", "Current")),
+                "max_width": _num(get(link, "Link Width", "Max")),
+                "ecc": get(g, "ECC Mode", "Current") == "Enabled",
+                "ecc_volatile_unc": _num(get(g, "ECC Errors", "Volatile", "DRAM Uncorrectable"), None),
+                "ecc_aggregate_unc": _num(get(g, "ECC Errors", "Aggregate", "DRAM Uncorrectable"), None),
+                "remap": None
+                if not remap
+                else (
+                    _num(remap.get("Correctable Error")),
+                    _num(remap.get("Uncorrectable Error")),
+                    remap.get("Pending") == "Yes",
+                    remap.get("Remapping Failure Occurred") == "Yes",
+                ),
+                "events": [k for k, v in events.items() if v == "Active"],
+                "nvlinks": [[True, NVSWITCH_BUSIDS[k % 4]] for k in range(nvlinks_per_gpu)],
+                "numa": None,
+            }
+        )
     return state
 
 
-_EVENT_BITS = {"Idle": 0x1, "Applications Clocks Setting": 0x2, "SW Power Cap": 0x4, "HW Slowdown": 0x8,
-               "Sync Boost": 0x10, "SW Thermal Slowdown": 0x20, "HW Thermal Slowdown": 0x40,
-               "HW Power Brake Slowdown": 0x80, "Display Clock Setting": 0x100}
+_EVENT_BITS = {
+    "Idle": 0x1,
+    "Applications Clocks Setting": 0x2,
+    "SW Power Cap": 0x4,
+    "HW Slowdown": 0x8,
+    "Sync Boost": 0x10,
+    "SW Thermal Slowdown": 0x20,
+    "HW Thermal Slowdown": 0x40,
+    "HW Power Brake Slowdown": 0x80,
+    "Display Clock Setting": 0x100,
+}
 
 
 def make_pynvml(state: dict | None, init_error: int | None = None) -> types.ModuleType:
@@ -98,6 +120,7 @@ def make_pynvml(state: dict | None, init_error: int | None = None) -> types.Modu
     m.nvmlInit = nvmlInit
     m.nvmlShutdown = lambda: None
     m.nvmlSystemGetDriverVersion = lambda: state["driver"]
+
     def cuda_version():  # NVML encodes 12.2 as 12020
         major, _, minor = state.get("cuda", "0.0").partition(".")
         return int(major) * 1000 + int(minor or 0) * 10
@@ -112,7 +135,8 @@ def make_pynvml(state: dict | None, init_error: int | None = None) -> types.Modu
     m.nvmlDeviceGetCudaComputeCapability = lambda h: (9, 0)
     m.nvmlDeviceGetEccMode = lambda h: (int(gpus[h]["ecc"]), int(gpus[h]["ecc"]))
     m.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: (
-        gpus[h]["ecc_volatile_unc"] if counter == 0 else gpus[h]["ecc_aggregate_unc"])
+        gpus[h]["ecc_volatile_unc"] if counter == 0 else gpus[h]["ecc_aggregate_unc"]
+    )
     m.nvmlDeviceGetRemappedRows = remap
     m.nvmlDeviceGetCurrentClocksEventReasons = lambda h: sum(_EVENT_BITS.get(e, 0) for e in gpus[h]["events"])
     m.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: gpus[h]["cur_gen"]

@@ -37,6 +37,7 @@ def messages(findings):
 
 # -- NVLink down ---------------------------------------------------------------------------------------
 
+
 def test_unmodified_h100_has_no_nvlink_finding():
     assert nvlink_findings(probe(h100_state())) == []
 
@@ -64,7 +65,9 @@ def test_nvlink_missing_from_a_parsed_matrix_is_named():
     lines[1] = lines[1].replace("NV2     NV2     SYS", "NV1     NV2     SYS", 1)
     lines[4] = lines[4].replace("NV2     NV1     NV2      X", "NV1     NV1     NV2      X", 1)
     found = nvlink_findings(topo_to_node(parse_topo_matrix("\n".join(lines))))
-    assert messages(found) == ["NVLink between GPU 0 and GPU 3 is degraded: NV1 where the other GPUs suggest NV2"]
+    assert messages(found) == [
+        "NVLink between GPU 0 and GPU 3 is degraded: NV1 where the other GPUs suggest NV2"
+    ]
 
 
 def test_nvswitch_gpu_with_one_link_less_in_a_matrix():
@@ -86,6 +89,7 @@ def test_nvswitch_gpu_with_one_link_less_in_a_matrix():
 
 # -- PCIe x8 ---------------------------------------------------------------------------------------------
 
+
 def test_unmodified_h100_has_no_pcie_warning():
     assert [f for f in pcie_findings(probe(h100_state())) if f.severity.value != "info"] == []
 
@@ -106,13 +110,25 @@ def test_idle_gen1_on_rtx4090_is_only_a_note():
 
 # -- IB port down ----------------------------------------------------------------------------------------
 
+
 def test_sysfs_ib_unmodified_all_active(ib_root):
     nics = read_infiniband(ib_root)
-    assert [n.name for n in nics] == ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8",
-                                      "mlx5_9", "mlx5_bond_0"]
+    assert [n.name for n in nics] == [
+        "mlx5_0",
+        "mlx5_1",
+        "mlx5_4",
+        "mlx5_5",
+        "mlx5_6",
+        "mlx5_7",
+        "mlx5_8",
+        "mlx5_9",
+        "mlx5_bond_0",
+    ]
     assert all(n.ports[0].up for n in nics)
-    assert {(n.hca_type, n.rate_gbps, n.kind) for n in nics} == {("MT4129", 400.0, "InfiniBand"),
-                                                                 ("MT41692", 200.0, "RoCE")}
+    assert {(n.hca_type, n.rate_gbps, n.kind) for n in nics} == {
+        ("MT4129", 400.0, "InfiniBand"),
+        ("MT41692", 200.0, "RoCE"),
+    }
     assert nics[0].fw_ver == "28.41.1000" and nics[0].ports[0].rate_text == "400 Gb/sec (4X NDR)"
     from ddpdoctor.model.topology import NodeTopology
 
@@ -140,6 +156,7 @@ def test_sysfs_ib_slow_link_is_named(ib_root):
 
 # -- No peer memory --------------------------------------------------------------------------------------
 
+
 def _ndv5_probed(tmp_path, peermem: bool, open_module=False):
     node = nccl_to_node(parse_nccl_topo(fixture("nccl-topo/azure-ndv5-topo.xml").read_text()))
     if peermem:
@@ -147,8 +164,10 @@ def _ndv5_probed(tmp_path, peermem: bool, open_module=False):
         (tmp_path / "sys/module/nvidia_peermem/version").write_text("535.183.01\n")
     (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
     (tmp_path / "proc/driver/nvidia/version").write_text(
-        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01\n" if not open_module else
-        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.183.01\n")
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01\n"
+        if not open_module
+        else "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.183.01\n"
+    )
     from ddpdoctor.probes.sysfs import read_peermem
 
     node.peermem = read_peermem(tmp_path)
@@ -175,15 +194,24 @@ def test_no_peermem_but_open_module_allows_dmabuf(tmp_path):
 
 # -- Nearest NIC across the socket -----------------------------------------------------------------------
 
+
 def test_nearest_nic_sys_is_named():
     text = fixture("nvidia-smi-topo/h100-4gpu.nv6.4nic.spaces.no-legend.txt").read_text()
     node = topo_to_node(parse_topo_matrix(text))
     assert [f for f in ib_findings(node) if "across the socket" in f.message] == []
     # Move GPU 3's NIC away: its PIX entry (row GPU3 and row NIC3) becomes SYS.
-    lines = [ln.replace("SYS     SYS     SYS     PIX     5,13", "SYS     SYS     SYS     SYS     5,13")
-             if ln.startswith("GPU3") else ln for ln in text.splitlines()]
-    lines = [ln.replace("SYS     SYS     SYS     PIX     SYS", "SYS     SYS     SYS     SYS     SYS")
-             if ln.startswith("NIC3") else ln for ln in lines]
+    lines = [
+        ln.replace("SYS     SYS     SYS     PIX     5,13", "SYS     SYS     SYS     SYS     5,13")
+        if ln.startswith("GPU3")
+        else ln
+        for ln in text.splitlines()
+    ]
+    lines = [
+        ln.replace("SYS     SYS     SYS     PIX     SYS", "SYS     SYS     SYS     SYS     SYS")
+        if ln.startswith("NIC3")
+        else ln
+        for ln in lines
+    ]
     node = topo_to_node(parse_topo_matrix("\n".join(lines)))
     found = [f for f in ib_findings(node) if "across the socket" in f.message]
     assert messages(found) == ["GPU 3's nearest NIC (NIC3) is across the socket (SYS)"]
@@ -191,8 +219,10 @@ def test_nearest_nic_sys_is_named():
     assert off[0].enabled is False and "SYS apart" in off[0].reason
 
 
-@pytest.mark.parametrize("name", ["azure-ndv5-topo.xml", "azure-ndv4-topo.xml", "aws-p4d-24xl-topo.xml",
-                                  "aws-p5.48xl-topo.pr1226.xml"])
+@pytest.mark.parametrize(
+    "name",
+    ["azure-ndv5-topo.xml", "azure-ndv4-topo.xml", "aws-p4d-24xl-topo.xml", "aws-p5.48xl-topo.pr1226.xml"],
+)
 def test_rail_optimized_files_raise_no_fault(name):
     node = nccl_to_node(parse_nccl_topo(fixture(f"nccl-topo/{name}").read_text()))
     assert ib_findings(node) == [] and nvlink_findings(node) == [] and pcie_findings(node) == []
@@ -202,7 +232,10 @@ def test_p2p_disabled_between_nvlinked_gpus_is_named():
     state = h100_state()
     assert [f for f in nvlink_findings(probe(state)) if "P2P" in f.message] == []
     fake = make_pynvml(state)
-    fake.nvmlDeviceGetP2PStatus = lambda a, b, idx: 4 if {a, b} == {1, 6} else 0  # NVML_P2P_STATUS_NOT_SUPPORTED
+    fake.nvmlDeviceGetP2PStatus = lambda a, b, idx: (
+        4 if {a, b} == {1, 6} else 0
+    )  # NVML_P2P_STATUS_NOT_SUPPORTED
     node = collect_node(root="/nonexistent-root", env={}, nvml=fake, hostname="hgx", dmabuf_probe=False)
     assert [f.message for f in nvlink_findings(node)] == [
-        "P2P is disabled between NVLink-connected GPU 1 and GPU 6"]
+        "P2P is disabled between NVLink-connected GPU 1 and GPU 6"
+    ]

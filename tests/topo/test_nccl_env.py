@@ -12,9 +12,16 @@ from .conftest import fixture
 
 
 def node(env: dict[str, str]) -> NodeTopology:
-    n = topo_to_node(parse_topo_matrix(fixture("nvidia-smi-topo/dgx1-v100.8gpu.4nic-mlx5cols.spaces.txt").read_text()))
+    n = topo_to_node(
+        parse_topo_matrix(fixture("nvidia-smi-topo/dgx1-v100.8gpu.4nic-mlx5cols.spaces.txt").read_text())
+    )
     n.hostname = "dgx"
-    n.interfaces = [NetIface("eth0", True), NetIface("ib0", True), NetIface("ib1", False), NetIface("lo", True)]
+    n.interfaces = [
+        NetIface("eth0", True),
+        NetIface("ib0", True),
+        NetIface("ib1", False),
+        NetIface("lo", True),
+    ]
     for k, nic in enumerate(n.nics):
         nic.ports = [IbPort(1, "ACTIVE" if k != 3 else "DOWN", "LinkUp" if k != 3 else "Disabled", 100.0)]
     n.env = env
@@ -46,20 +53,26 @@ def test_socket_ifname_naming_only_a_down_interface_and_a_typo():
 def test_ib_hca_checks():
     assert msgs({"NCCL_IB_HCA": "mlx4"})[0][1].startswith("NCCL_IB_HCA=mlx4 matches no usable RDMA device")
     assert msgs({"NCCL_IB_HCA": "=mlx5_3"})[0][0] == "error"  # its only port is down
-    assert msgs({"NCCL_IB_HCA": "^mlx5"})[0][1] == "NCCL_IB_HCA=^mlx5 excludes every usable RDMA device on this node"
+    assert (
+        msgs({"NCCL_IB_HCA": "^mlx5"})[0][1]
+        == "NCCL_IB_HCA=^mlx5 excludes every usable RDMA device on this node"
+    )
 
 
-@pytest.mark.parametrize("var, value, sev, words", [
-    ("NCCL_P2P_DISABLE", "1", "warning", "instead of NVLink"),
-    ("NCCL_IB_DISABLE", "1", "warning", "TCP sockets"),
-    ("NCCL_SHM_DISABLE", "1", "warning", "fall back to the network"),
-    ("NCCL_NET_GDR_LEVEL", "LOC", "warning", "GPUDirect RDMA disabled"),
-    ("NCCL_NET_GDR_LEVEL", "3", "info", "up to PHB"),
-    ("NCCL_NET_GDR_LEVEL", "banana", "error", "not a level"),
-    ("NCCL_ALGO", "Ring", "info", "debugging knob"),
-    ("NCCL_DEBUG", "TRACE", "info", "TRACE slows"),
-    ("NCCL_NET_GDR_READ", "0", "info", "staged through host memory"),
-])
+@pytest.mark.parametrize(
+    "var, value, sev, words",
+    [
+        ("NCCL_P2P_DISABLE", "1", "warning", "instead of NVLink"),
+        ("NCCL_IB_DISABLE", "1", "warning", "TCP sockets"),
+        ("NCCL_SHM_DISABLE", "1", "warning", "fall back to the network"),
+        ("NCCL_NET_GDR_LEVEL", "LOC", "warning", "GPUDirect RDMA disabled"),
+        ("NCCL_NET_GDR_LEVEL", "3", "info", "up to PHB"),
+        ("NCCL_NET_GDR_LEVEL", "banana", "error", "not a level"),
+        ("NCCL_ALGO", "Ring", "info", "debugging knob"),
+        ("NCCL_DEBUG", "TRACE", "info", "TRACE slows"),
+        ("NCCL_NET_GDR_READ", "0", "info", "staged through host memory"),
+    ],
+)
 def test_knobs_left_set_say_what_they_cost(var, value, sev, words):
     (got,) = msgs({var: value})
     assert got[0] == sev and got[1].startswith(f"{var}={value} is set: ") and words in got[1]

@@ -25,13 +25,18 @@ CODES = ("GPU001", "NVL001", "PCI001", "NUMA001", "IB001", "GDR001", "NCCL001")
 
 
 def h100(hostname="hgx", **edits):
-    state = state_from_smi_q(fixture("nvidia-smi/nvidia-smi-q.h100-80gb-hbm3.x8.535.183.01.txt").read_text(), 18)
-    return collect_node(root="/nonexistent-root", env={}, nvml=make_pynvml(state), hostname=hostname,
-                        dmabuf_probe=False)
+    state = state_from_smi_q(
+        fixture("nvidia-smi/nvidia-smi-q.h100-80gb-hbm3.x8.535.183.01.txt").read_text(), 18
+    )
+    return collect_node(
+        root="/nonexistent-root", env={}, nvml=make_pynvml(state), hostname=hostname, dmabuf_probe=False
+    )
 
 
 def test_nvml_reading_from_recorded_h100():
-    state = state_from_smi_q(fixture("nvidia-smi/nvidia-smi-q.h100-80gb-hbm3.x8.535.183.01.txt").read_text(), 18)
+    state = state_from_smi_q(
+        fixture("nvidia-smi/nvidia-smi-q.h100-80gb-hbm3.x8.535.183.01.txt").read_text(), 18
+    )
     r = read_nvml(make_pynvml(state))
     assert r.driver_version == "535.183.01" and r.cuda_driver_version == "12.2"
     assert len(r.gpus) == 8 and r.gpus[0].busid == "0000:53:00.0" and r.gpus[7].busid == "0000:ca:00.0"
@@ -67,16 +72,28 @@ def test_real_h100_throttle_finding_is_reported():
     results = {r.code: r for r in diagnose([h100()])}
     assert results["GPU001"].status is Status.WARNING
     assert [f.message for f in results["GPU001"].findings] == [
-        "GPU 2 clocks held down by software thermal slowdown, external power brake"]
+        "GPU 2 clocks held down by software thermal slowdown, external power brake"
+    ]
     assert results["NVL001"].status is Status.PASSED and results["PCI001"].status is Status.PASSED
 
 
 # -- the checks themselves ----------------------------------------------------------------------------
 
+
 def _ctx(local_rank=0):
     world = WorldInfo.from_dicts([{"rank": 0, "local_rank": local_rank, "node_rank": 0, "hostname": "here"}])
-    return ClusterContext(rank=0, world_size=1, local_rank=local_rank, local_world_size=1, node_rank=0, nnodes=1,
-                          hostname="here", backend="gloo", device="cpu", world=world)
+    return ClusterContext(
+        rank=0,
+        world_size=1,
+        local_rank=local_rank,
+        local_world_size=1,
+        node_rank=0,
+        nnodes=1,
+        hostname="here",
+        backend="gloo",
+        device="cpu",
+        world=world,
+    )
 
 
 def test_checks_are_registered_with_docs():
@@ -128,14 +145,20 @@ def test_numa_summarize_flags_rank_far_from_its_gpu():
     node = NodeTopology.from_dict(json.loads((DATA / "asus-node.json").read_text()))
     leader = {**numa.payload(node), "local_rank": 0, "cpus": list(range(32))}
     far = {"node": node.hostname, "leader": False, "local_rank": 2, "cpus": list(range(32))}
-    world = WorldInfo.from_dicts([{"rank": 0, "local_rank": 0, "hostname": node.hostname},
-                                  {"rank": 1, "local_rank": 2, "hostname": node.hostname}])
+    world = WorldInfo.from_dicts(
+        [
+            {"rank": 0, "local_rank": 0, "hostname": node.hostname},
+            {"rank": 1, "local_rank": 2, "hostname": node.hostname},
+        ]
+    )
     s = numa.summarize({0: leader, 1: far}, world)
     assert [f.message for f in s.findings] == [
-        "local rank 2 runs on CPUs 0-31, all far from GPU 2 (NUMA node 1, CPUs 32-63)"]
+        "local rank 2 runs on CPUs 0-31, all far from GPU 2 (NUMA node 1, CPUs 32-63)"
+    ]
 
 
 # -- snapshots -----------------------------------------------------------------------------------------
+
 
 def test_snapshot_round_trip():
     node = h100()
@@ -146,20 +169,25 @@ def test_snapshot_round_trip():
 
 
 def test_offline_diagnosis_from_fixture_snapshots_flags_the_odd_node():
-    nodes = [NodeTopology.from_dict(json.loads((DATA / f).read_text()))
-             for f in ("hgx-h100-a.json", "hgx-h100-b.json", "hgx-h100-c-nopeermem.json")]
+    nodes = [
+        NodeTopology.from_dict(json.loads((DATA / f).read_text()))
+        for f in ("hgx-h100-a.json", "hgx-h100-b.json", "hgx-h100-c-nopeermem.json")
+    ]
     results = {r.code: r for r in diagnose(nodes)}
     gdr = results["GDR001"]
     assert "odd node hgx-c: peer memory is missing where 2 other node(s) have present" in [
-        f.message for f in gdr.findings]
+        f.message for f in gdr.findings
+    ]
     assert all(r.status is not Status.ERROR for r in results.values())
     with pytest.raises(ValueError, match="same host"):
         diagnose([nodes[0], nodes[0]])
 
 
 def test_checks_do_not_import_torch_or_textual():
-    code = ("import sys, ddpdoctor.registry as r; r.discover(); import ddpdoctor.model.topo_offline, "
-            "ddpdoctor.probes.collect, ddpdoctor.commands.topo; "
-            "bad=[m for m in ('torch','textual') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, ddpdoctor.registry as r; r.discover(); import ddpdoctor.model.topo_offline, "
+        "ddpdoctor.probes.collect, ddpdoctor.commands.topo; "
+        "bad=[m for m in ('torch','textual') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr

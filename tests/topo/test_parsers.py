@@ -31,6 +31,7 @@ def rail_map(node):
 
 # -- nvidia-smi topo -m ----------------------------------------------------------------------------
 
+
 def test_smi_asus_nic_legend_and_numa():
     n = smi("asus-esc8000a-e12.4x-rtx6000ada.4nic.spaces.txt")
     assert [g.index for g in n.gpus] == [0, 1, 2, 3]
@@ -38,14 +39,23 @@ def test_smi_asus_nic_legend_and_numa():
     assert [g.numa_node for g in n.gpus] == [0, 0, 1, 1]  # GPU NUMA ID is N/A: NUMA Affinity used
     assert n.gpus[2].cpu_affinity == list(range(32, 64))
     assert n.path("GPU0", "GPU2") == "SYS" and n.path("mlx5_0", "mlx5_1") == "PIX"
-    assert rail_map(n) == {0: ("mlx5_0", "NODE"), 1: ("mlx5_1", "NODE"), 2: ("mlx5_2", "NODE"), 3: ("mlx5_3", "NODE")}
+    assert rail_map(n) == {
+        0: ("mlx5_0", "NODE"),
+        1: ("mlx5_1", "NODE"),
+        2: ("mlx5_2", "NODE"),
+        3: ("mlx5_3", "NODE"),
+    }
     assert totals(n) == [0, 0, 0, 0]
 
 
 def test_smi_dgx1_hybrid_cube_mesh_and_old_nic_columns():
     n = smi("dgx1-v100.8gpu.4nic-mlx5cols.spaces.txt")
     assert len(n.gpus) == 8 and [x.name for x in n.nics] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
-    assert n.path("GPU0", "GPU3") == "NV2" and n.path("GPU0", "GPU1") == "NV1" and n.path("GPU0", "GPU5") == "SYS"
+    assert (
+        n.path("GPU0", "GPU3") == "NV2"
+        and n.path("GPU0", "GPU1") == "NV1"
+        and n.path("GPU0", "GPU5") == "SYS"
+    )
     assert totals(n) == [6] * 8  # every V100 uses all 6 of its links
     assert rail_map(n)[0] == ("mlx5_0", "PIX") and rail_map(n)[7] == ("mlx5_3", "PIX")
     assert n.gpus[4].cpu_affinity[:2] == [20, 21] and n.gpus[0].numa_node is None
@@ -69,7 +79,11 @@ def test_smi_hgx_nv18_no_nics():
 def test_smi_tab_separated_with_empty_cell():
     n = smi("pcie-8gpu-nvlink-bridge-pairs.nv12.tabs.no-legend.txt")
     assert len(n.gpus) == 8
-    assert n.path("GPU0", "GPU1") == "NV12" and n.path("GPU0", "GPU2") == "PXB" and n.path("GPU3", "GPU4") == "SYS"
+    assert (
+        n.path("GPU0", "GPU1") == "NV12"
+        and n.path("GPU0", "GPU2") == "PXB"
+        and n.path("GPU3", "GPU4") == "SYS"
+    )
     assert n.gpus[7].numa_node == 1 and n.gpus[7].cpu_affinity[0] == 32
     assert totals(n) == [12] * 8
 
@@ -80,17 +94,21 @@ def test_smi_puget_two_gpus():
     assert rail_map(n) == {0: ("mlx5_0", "NODE"), 1: ("mlx5_1", "NODE")}
 
 
-@pytest.mark.parametrize("text, msg", [
-    ("hello world\n", "no header"),
-    ("\tGPU0\tGPU1\nGPU0\t X \tNV1\n", "no row for GPU1"),
-    ("\tGPU0\tGPU1\nGPU0\t X \tFOO\nGPU1\tNV1\t X \n", "not a topology path type"),
-])
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("hello world\n", "no header"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tNV1\n", "no row for GPU1"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tFOO\nGPU1\tNV1\t X \n", "not a topology path type"),
+    ],
+)
 def test_smi_bad_input_is_a_clear_error(text, msg):
     with pytest.raises(TopoParseError, match=msg):
         parse_topo_matrix(text)
 
 
 # -- NCCL topology XML -------------------------------------------------------------------------------
+
 
 def test_xml_azure_ndv5_pairs_each_gpu_with_its_nic():
     n = xml("azure-ndv5-topo.xml")
@@ -127,7 +145,16 @@ def test_xml_azure_ncv4_nvlink_self_targets_and_loose_eth():
 def test_xml_aws_p4d_two_gpus_per_efa():
     n = xml("aws-p4d-24xl-topo.xml")
     assert len(n.gpus) == 8 and len(n.nics) == 4
-    assert [nic for nic, _ in rail_map(n).values()] == ["NIC0", "NIC0", "NIC1", "NIC1", "NIC2", "NIC2", "NIC3", "NIC3"]
+    assert [nic for nic, _ in rail_map(n).values()] == [
+        "NIC0",
+        "NIC0",
+        "NIC1",
+        "NIC1",
+        "NIC2",
+        "NIC2",
+        "NIC3",
+        "NIC3",
+    ]
     assert all(g.pcie.max_gen == 3 for g in n.gpus)
     assert all(x.rdma for x in n.nics)  # EFA (vendor 0x1d0f) despite its Ethernet class
 
@@ -162,16 +189,20 @@ def test_xml_graph_file_and_junk_are_clear_errors():
 
 # -- ibstat, nvidia-smi -q -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, count, down", [
-    ("ibstat.47.0.a100.all.active.0", 9, []),
-    ("ibstat.39.0.a100.failed.ibpanic.exit-255.0", 8, []),
-    ("ibstat.47.0.h100.all.active.0", 12, []),
-    ("ibstat.47.0.h100.all.active.1", 12, []),
-    ("ibstat.47.0.h100.all.active.2", 9, []),
-    ("ibstat.47.0.h100.some.down.0", 12, ["mlx5_2", "mlx5_7", "mlx5_8"]),
-    ("ibstat.47.0.h100.some.down.1", 12, ["mlx5_11", "mlx5_5"]),
-    ("ibstat.47.0.h100.some.down.with.polling.1", 12, ["mlx5_11", "mlx5_5"]),
-])
+
+@pytest.mark.parametrize(
+    "name, count, down",
+    [
+        ("ibstat.47.0.a100.all.active.0", 9, []),
+        ("ibstat.39.0.a100.failed.ibpanic.exit-255.0", 8, []),
+        ("ibstat.47.0.h100.all.active.0", 12, []),
+        ("ibstat.47.0.h100.all.active.1", 12, []),
+        ("ibstat.47.0.h100.all.active.2", 9, []),
+        ("ibstat.47.0.h100.some.down.0", 12, ["mlx5_2", "mlx5_7", "mlx5_8"]),
+        ("ibstat.47.0.h100.some.down.1", 12, ["mlx5_11", "mlx5_5"]),
+        ("ibstat.47.0.h100.some.down.with.polling.1", 12, ["mlx5_11", "mlx5_5"]),
+    ],
+)
 def test_ibstat_every_file(name, count, down):
     nics = parse_ibstat(fixture(f"infiniband/ibstat/{name}").read_text())
     assert len(nics) == count
@@ -179,8 +210,15 @@ def test_ibstat_every_file(name, count, down):
 
 
 def test_ibstat_facts():
-    nics = {n.name: n for n in parse_ibstat(fixture("infiniband/ibstat/ibstat.47.0.h100.all.active.2").read_text())}
-    assert nics["mlx5_0"].hca_type == "MT4129" and nics["mlx5_0"].rate_gbps == 400 and nics["mlx5_0"].kind == "InfiniBand"
+    nics = {
+        n.name: n
+        for n in parse_ibstat(fixture("infiniband/ibstat/ibstat.47.0.h100.all.active.2").read_text())
+    }
+    assert (
+        nics["mlx5_0"].hca_type == "MT4129"
+        and nics["mlx5_0"].rate_gbps == 400
+        and nics["mlx5_0"].kind == "InfiniBand"
+    )
     assert nics["mlx5_bond_0"].rate_gbps == 200 and nics["mlx5_bond_0"].kind == "RoCE"
     polling = parse_ibstat(fixture("infiniband/ibstat/ibstat.47.0.h100.some.down.with.polling.1").read_text())
     assert {n.name: n.ports[0].phys_state for n in polling}["mlx5_11"] == "Polling"
@@ -193,11 +231,15 @@ def test_ibstatus_a100():
     assert len(nics) == 9 and all(n.ports[0].up for n in nics)
     assert {(n.kind, n.rate_gbps) for n in nics} == {("InfiniBand", 200.0), ("RoCE", 40.0)}
     assert nics[0].ports[0].rate_text == "200 Gb/sec (4X HDR)"
-    assert parse_ib_tool_output(fixture("infiniband/ibstat/ibstat.47.0.a100.all.active.0").read_text())[0].hca_type
+    assert parse_ib_tool_output(fixture("infiniband/ibstat/ibstat.47.0.a100.all.active.0").read_text())[
+        0
+    ].hca_type
 
 
 def test_smi_query_h100_and_4090():
-    head, gpus = parse_smi_query(fixture("nvidia-smi/nvidia-smi-q.h100-80gb-hbm3.x8.535.183.01.txt").read_text())
+    head, gpus = parse_smi_query(
+        fixture("nvidia-smi/nvidia-smi-q.h100-80gb-hbm3.x8.535.183.01.txt").read_text()
+    )
     assert head["Driver Version"] == "535.183.01" and len(gpus) == 8
     assert gpus[0]["Bus Id"] == "00000000:53:00.0" and get(gpus[0], "Fabric", "State") == "Completed"
     _, rtx = parse_smi_query(fixture("nvidia-smi/nvidia-smi-q.rtx4090.x8.535.154.05.txt").read_text())

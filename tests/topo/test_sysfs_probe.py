@@ -17,8 +17,14 @@ from .conftest import fixture
 from .fake_nvml import make_pynvml, state_from_smi_q
 
 
-def _pci(root: Path, chain: list[str], numa: int, width=(16, 16), speed=("32.0 GT/s PCIe", "32.0 GT/s PCIe"),
-         host="pci0000:00") -> Path:
+def _pci(
+    root: Path,
+    chain: list[str],
+    numa: int,
+    width=(16, 16),
+    speed=("32.0 GT/s PCIe", "32.0 GT/s PCIe"),
+    host="pci0000:00",
+) -> Path:
     d = root / "sys/devices" / host
     for bdf in chain:
         d = d / bdf
@@ -45,8 +51,12 @@ def machine(tmp_path):
     for name, dev, netdev in (("mlx5_0", nic0, "ib0"), ("mlx5_1", nic1, "ib1")):
         ib = tmp_path / "sys/class/infiniband" / name
         (ib / "ports/1").mkdir(parents=True)
-        for f, v in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", "400 Gb/sec (4X NDR)"),
-                     ("link_layer", "InfiniBand")):
+        for f, v in (
+            ("state", "4: ACTIVE"),
+            ("phys_state", "5: LinkUp"),
+            ("rate", "400 Gb/sec (4X NDR)"),
+            ("link_layer", "InfiniBand"),
+        ):
             (ib / "ports/1" / f).write_text(v + "\n")
         (ib / "hca_type").write_text("MT4129\n")
         os.symlink(os.path.relpath(dev, ib), ib / "device")
@@ -70,7 +80,9 @@ def one_gpu(busid="00000000:03:00.0"):
 
 def test_pci_place_and_nic_facts(machine):
     place = sysfs.pci_place(machine, "0000:03:00.0")
-    assert place == PciPlace(numa=0, root="pci0000:00", bridges=("0000:00:01.0", "0000:01:00.0", "0000:02:00.0"))
+    assert place == PciPlace(
+        numa=0, root="pci0000:00", bridges=("0000:00:01.0", "0000:01:00.0", "0000:02:00.0")
+    )
     nics = {n.name: n for n in sysfs.read_infiniband(machine)}
     assert nics["mlx5_0"].busid == "0000:04:00.0" and nics["mlx5_0"].netdevs == ["ib0"]
     assert nics["mlx5_1"].numa_node == 1 and nics["mlx5_1"].pcie.cur_width == 8
@@ -89,7 +101,9 @@ def test_collect_pairs_gpu_with_the_nic_under_its_switch(machine):
 
 
 def test_gpu_missing_from_sysfs_is_a_note_not_a_crash(machine):
-    node = collect_node(root=machine, env={}, nvml=one_gpu("00000000:99:00.0"), hostname="m", dmabuf_probe=False)
+    node = collect_node(
+        root=machine, env={}, nvml=one_gpu("00000000:99:00.0"), hostname="m", dmabuf_probe=False
+    )
     assert node.path("GPU0", "mlx5_0") is None
     assert any("GPU0" in n for n in node.notes)
 
@@ -103,14 +117,21 @@ def test_peermem_files(tmp_path):
         assert sysfs.read_peermem(root).found == ["/" + rel]
 
 
-@pytest.mark.parametrize("a, b, expect", [
-    (PciPlace(0, "h0", ("rp", "usp")), PciPlace(0, "h0", ("rp", "usp")), "PIX"),
-    (PciPlace(0, "h0", ("rp", "usp", "dsp1")), PciPlace(0, "h0", ("rp", "usp", "dsp2")), "PIX"),
-    (PciPlace(0, "h0", ("rp", "usp", "dsp1", "usp2", "dsp3")), PciPlace(0, "h0", ("rp", "usp", "dsp2")), "PXB"),
-    (PciPlace(0, "h0", ("rp1",)), PciPlace(0, "h0", ("rp2",)), "PHB"),
-    (PciPlace(0, "h0", ("rp1",)), PciPlace(0, "h1", ("rp2",)), "NODE"),
-    (PciPlace(0, "h0", ()), PciPlace(1, "h1", ()), "SYS"),
-    (PciPlace(None, "h0", ()), PciPlace(None, "h1", ()), "SYS"),
-])
+@pytest.mark.parametrize(
+    "a, b, expect",
+    [
+        (PciPlace(0, "h0", ("rp", "usp")), PciPlace(0, "h0", ("rp", "usp")), "PIX"),
+        (PciPlace(0, "h0", ("rp", "usp", "dsp1")), PciPlace(0, "h0", ("rp", "usp", "dsp2")), "PIX"),
+        (
+            PciPlace(0, "h0", ("rp", "usp", "dsp1", "usp2", "dsp3")),
+            PciPlace(0, "h0", ("rp", "usp", "dsp2")),
+            "PXB",
+        ),
+        (PciPlace(0, "h0", ("rp1",)), PciPlace(0, "h0", ("rp2",)), "PHB"),
+        (PciPlace(0, "h0", ("rp1",)), PciPlace(0, "h1", ("rp2",)), "NODE"),
+        (PciPlace(0, "h0", ()), PciPlace(1, "h1", ()), "SYS"),
+        (PciPlace(None, "h0", ()), PciPlace(None, "h1", ()), "SYS"),
+    ],
+)
 def test_pci_path_rules(a, b, expect):
     assert pci_path_type(a, b) == expect == pci_path_type(b, a)

@@ -28,20 +28,39 @@ def test_this_machine_prints_and_says_skipped(capsys, tmp_path):
 
 def test_file_input_with_ibstat_save_and_json(capsys, tmp_path):
     snap = tmp_path / "n.json"
-    rc, out, _ = run(capsys, "--root", str(tmp_path), "--hostname", "dgx",
-                     "--nvidia-smi-topo", str(fixture("nvidia-smi-topo/dgx1-v100.8gpu.4nic-mlx5cols.spaces.txt")),
-                     "--save", str(snap))
+    rc, out, _ = run(
+        capsys,
+        "--root",
+        str(tmp_path),
+        "--hostname",
+        "dgx",
+        "--nvidia-smi-topo",
+        str(fixture("nvidia-smi-topo/dgx1-v100.8gpu.4nic-mlx5cols.spaces.txt")),
+        "--save",
+        str(snap),
+    )
     assert rc == 0 and "NVLink matrix" in out and "mlx5_3" in out and "snapshot written" in out
     node = NodeTopology.from_dict(json.loads(snap.read_text()))
     assert node.hostname == "dgx" and len(node.gpus) == 8 and node.path("GPU0", "mlx5_0") == "PIX"
-    rc, out, _ = run(capsys, "--root", str(tmp_path), "--json",
-                     "--nccl-topo", str(fixture("nccl-topo/azure-ndv5-topo.xml")))
+    rc, out, _ = run(
+        capsys,
+        "--root",
+        str(tmp_path),
+        "--json",
+        "--nccl-topo",
+        str(fixture("nccl-topo/azure-ndv5-topo.xml")),
+    )
     assert rc == 0 and len(json.loads(out)["gpus"]) == 8
 
 
 def test_ibstat_with_down_ports_fails(capsys, tmp_path):
-    rc, out, _ = run(capsys, "--root", str(tmp_path),
-                     "--ibstat", str(fixture("infiniband/ibstat/ibstat.47.0.h100.some.down.0")))
+    rc, out, _ = run(
+        capsys,
+        "--root",
+        str(tmp_path),
+        "--ibstat",
+        str(fixture("infiniband/ibstat/ibstat.47.0.h100.some.down.0")),
+    )
     assert rc == 1 and "mlx5_2/1 is DOWN" in out
 
 
@@ -54,11 +73,14 @@ def test_from_snapshots_offline(capsys):
     assert report["schema_version"] == 1 and {c["code"] for c in report["checks"]} >= {"GPU001", "GDR001"}
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda p: p.write_text("not json"), "not JSON"),
-    (lambda p: p.write_text("{}"), "not a ddpdoctor topology snapshot"),
-    (lambda p: None, "cannot read"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda p: p.write_text("not json"), "not JSON"),
+        (lambda p: p.write_text("{}"), "not a ddpdoctor topology snapshot"),
+        (lambda p: None, "cannot read"),
+    ],
+)
 def test_bad_snapshot_is_exit_2_with_a_reason(capsys, tmp_path, make, words):
     f = tmp_path / "bad.json"
     make(f)
@@ -71,5 +93,7 @@ def test_bad_topology_file_is_exit_2(capsys, tmp_path):
     bad.write_text("GPU zero\n")
     rc, _, err = run(capsys, "--root", str(tmp_path), "--nvidia-smi-topo", str(bad))
     assert rc == 2 and "not `nvidia-smi topo -m` output" in err
-    rc, _, err = run(capsys, "--root", str(tmp_path), "--nccl-topo", str(fixture("nccl-topo/azure-ncv4-graph.xml")))
+    rc, _, err = run(
+        capsys, "--root", str(tmp_path), "--nccl-topo", str(fixture("nccl-topo/azure-ncv4-graph.xml"))
+    )
     assert rc == 2 and "graph file" in err
