@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ddpdoctor.model.topology import Gpu, Nic, NodeTopology, parse_cpulist, path_rank
 
 _EXTRA_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 _LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 
 
@@ -44,7 +45,8 @@ def _split_header(line: str) -> list[str]:
 
 
 def parse_topo_matrix(text: str) -> SmiTopo:
-    lines = [ln.rstrip("\r\n") for ln in text.splitlines()]
+    # On a terminal nvidia-smi underlines the header with escape codes; pasted output keeps them.
+    lines = [_ANSI_RE.sub("", ln) for ln in text.splitlines()]
     try:
         h = next(i for i, ln in enumerate(lines) if re.search(r"\bGPU0\b", ln) and ln.split()[0] == "GPU0")
     except StopIteration:

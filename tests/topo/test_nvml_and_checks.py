@@ -191,3 +191,60 @@ def test_checks_do_not_import_torch_or_textual():
     )
     r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _snap(name):
+    return NodeTopology.from_dict(json.loads((DATA / name).read_text()))
+
+
+def _set_rate(node, gbps):
+    for nic in node.nics:
+        nic.ports[0].rate_gbps = gbps
+
+
+@pytest.mark.parametrize(
+    "code, change, words",
+    [
+        ("GPU001", lambda n: n.gpus.pop(), "GPU count is 7 where 2 other node(s) have 8"),
+        ("GPU001", lambda n: setattr(n, "driver_version", "550.54.15"), "driver is 550.54.15 where 2 other"),
+        (
+            "GPU001",
+            lambda n: [setattr(g, "name", "NVIDIA H200") for g in n.gpus],
+            "GPU models is NVIDIA H200",
+        ),
+        (
+            "IB001",
+            lambda n: _set_rate(n, 200.0),
+            "active NIC rates (Gb/s) is 200×8 where 2 other node(s) have 400×8",
+        ),
+        (
+            "GDR001",
+            lambda n: setattr(n.peermem, "found", []),
+            "peer memory is missing where 2 other node(s) have present",
+        ),
+        (
+            "NCCL001",
+            lambda n: n.env.update(NCCL_IB_HCA="mlx5"),
+            "NCCL_IB_HCA is mlx5 where 2 other node(s) have unset",
+        ),
+    ],
+)
+def test_odd_node_is_named_for_each_fact(code, change, words):
+    nodes = [_snap("hgx-h100-a.json"), _snap("hgx-h100-b.json"), _snap("hgx-h100-a.json")]
+    nodes[2].hostname = "hgx-odd"
+    clean = {r.code: r for r in diagnose([_snap("hgx-h100-a.json"), _snap("hgx-h100-b.json")])}
+    assert not [f for f in clean[code].findings if "odd node" in f.message or "disagree" in f.message]
+    change(nodes[2])
+    result = {r.code: r for r in diagnose(nodes)}[code]
+    odd = [f.message for f in result.findings if f.message.startswith("odd node hgx-odd")]
+    assert any(words in m for m in odd), [f.message for f in result.findings]
+
+
+def test_two_nodes_that_disagree_are_both_named():
+    a, b = _snap("hgx-h100-a.json"), _snap("hgx-h100-c-nopeermem.json")
+    gdr = {r.code: r for r in diagnose([a, b])}["GDR001"]
+    disagree = sorted(f.message for f in gdr.findings if "disagree" in f.message)
+    assert disagree == [
+        "nodes disagree on GPUs with GPUDirect RDMA: hgx-a has 8; hgx-c has 0",
+        "nodes disagree on peer memory: hgx-a has present; hgx-c has missing",
+    ]
