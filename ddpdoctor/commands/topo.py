@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="snapshots",
         nargs="+",
         metavar="SNAPSHOT",
-        help="diagnose a cluster offline from saved snapshots (one per node)",
+        help="diagnose a cluster offline from saved snapshots (one per node) or ddpdoctor check reports",
     )
 
 
@@ -44,6 +44,8 @@ def _read(path: str) -> str:
         return Path(path).read_text()
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a text file") from None
 
 
 def build_node(args: argparse.Namespace):
@@ -94,6 +96,7 @@ def _merge_nics(node, found) -> None:
 
 
 def _load_snapshots(paths: list[str]):
+    """Snapshots (``--save`` files), or ddpdoctor check reports: GPU001 keeps each node's snapshot."""
     import json
 
     from ddpdoctor.model.topology import NodeTopology
@@ -101,12 +104,23 @@ def _load_snapshots(paths: list[str]):
     nodes = []
     for p in paths:
         try:
-            nodes.append(NodeTopology.from_dict(json.loads(_read(p))))
+            doc = json.loads(_read(p))
         except json.JSONDecodeError as e:
             raise ValueError(f"{p}: not JSON ({e})") from None
+        docs = _snapshots_in_report(doc) if isinstance(doc, dict) and "schema_version" in doc else [doc]
+        if not docs:
+            raise ValueError(f"{p}: a report without GPU001 topology data (was GPU001 run, on GPUs?)")
+        try:
+            nodes.extend(NodeTopology.from_dict(d) for d in docs)
         except ValueError as e:
-            raise ValueError(str(e) if str(e).startswith("cannot read") else f"{p}: {e}") from None
+            raise ValueError(f"{p}: {e}") from None
     return nodes
+
+
+def _snapshots_in_report(doc: dict) -> list[dict]:
+    gpu = next((c for c in doc.get("checks") or [] if c.get("code") == "GPU001"), None) or {}
+    per_node = (gpu.get("data") or {}).get("nodes") or {}
+    return [n["data"]["topology"] for n in per_node.values() if (n.get("data") or {}).get("topology")]
 
 
 def run(args: argparse.Namespace) -> int:

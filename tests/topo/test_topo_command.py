@@ -97,3 +97,16 @@ def test_bad_topology_file_is_exit_2(capsys, tmp_path):
         capsys, "--root", str(tmp_path), "--nccl-topo", str(fixture("nccl-topo/azure-ncv4-graph.xml"))
     )
     assert rc == 2 and "graph file" in err
+
+
+def test_from_a_check_report_reuses_its_snapshots(capsys, tmp_path):
+    files = [str(DATA / f) for f in ("hgx-h100-a.json", "hgx-h100-b.json", "hgx-h100-c-nopeermem.json")]
+    rc, out, _ = run(capsys, "--from", *files, "--json")
+    report = tmp_path / "report.json"
+    report.write_text(out)
+    rc, out, _ = run(capsys, "--from", str(report))
+    assert rc == 0 and "odd node hgx-c" in out
+    empty = tmp_path / "empty-report.json"
+    empty.write_text(json.dumps({"schema_version": 1, "checks": []}))
+    rc, _, err = run(capsys, "--from", str(empty))
+    assert rc == 2 and "without GPU001 topology data" in err
