@@ -75,6 +75,21 @@ def _my_cpus() -> list[int]:
         return fallback
 
 
+def _my_gpu_busid(ctx) -> str | None:
+    """The PCI address of this rank's CUDA device (NCCL runs only), as NVML writes it normalized."""
+    if not ctx.on_gpu:
+        return None
+    import torch
+
+    from ddpdoctor.model.topology import normalize_busid
+
+    props = torch.cuda.get_device_properties(ctx.device)
+    parts = [getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
+    if None in parts:
+        return None  # an older torch without the PCI fields
+    return normalize_busid("{:04x}:{:02x}:{:02x}.0".format(*parts))
+
+
 def run_concern(ctx, payload: Callable) -> dict:
     """A check's run(ctx): local rank 0 probes the node; the others say who they are and where they run."""
     out: dict[str, Any] = {
@@ -84,6 +99,9 @@ def run_concern(ctx, payload: Callable) -> dict:
         "leader": ctx.is_node_leader,
     }
     out["cpus"] = _my_cpus()
+    busid = _my_gpu_busid(ctx)
+    if busid:
+        out["gpu_busid"] = busid
     if not ctx.is_node_leader:
         return out
     with ctx.op("probe node topology"):

@@ -258,12 +258,15 @@ def pcie_findings(node: NodeTopology, code: str = "PCI001") -> list[Finding]:
 # -- NUMA ------------------------------------------------------------------------------------------
 
 
-def numa_findings(node: NodeTopology, code: str = "NUMA001") -> list[Finding]:
-    """Each local rank (rank i drives GPU i) against the CPUs close to its GPU."""
+def numa_findings(
+    node: NodeTopology, code: str = "NUMA001", rank_gpu: dict[int, int] | None = None
+) -> list[Finding]:
+    """Each local rank against the CPUs close to its GPU. ``rank_gpu`` maps local rank -> GPU index
+    where the ranks said which GPU they drive; otherwise local rank i drives GPU i (torchrun's habit)."""
     out: list[Finding] = []
     by_index = {g.index: g for g in node.gpus}
     for local_rank, cpus in sorted(node.rank_affinity.items()):
-        g = by_index.get(local_rank)
+        g = by_index.get((rank_gpu or {}).get(local_rank, local_rank))
         if g is None or not g.cpu_affinity or not cpus:
             continue
         near = set(g.cpu_affinity)

@@ -248,3 +248,27 @@ def test_two_nodes_that_disagree_are_both_named():
         "nodes disagree on GPUs with GPUDirect RDMA: hgx-a has 8; hgx-c has 0",
         "nodes disagree on peer memory: hgx-a has present; hgx-c has missing",
     ]
+
+
+def test_numa_uses_the_gpu_a_rank_reports_over_its_local_rank():
+    numa = {s.code: s for s in discover()}["NUMA001"].module
+    node = h100()
+    for g in node.gpus:
+        g.cpu_affinity = list(range(48)) if g.index < 4 else list(range(48, 96))
+        g.numa_node = 0 if g.index < 4 else 1
+    leader = {**numa.payload(node), "local_rank": 0, "cpus": list(range(48))}
+    # Local rank 1 drives GPU 5 (CUDA_VISIBLE_DEVICES reordered) and runs on socket 0: far.
+    other = {
+        "node": "hgx",
+        "leader": False,
+        "local_rank": 1,
+        "cpus": list(range(48)),
+        "gpu_busid": node.gpus[5].busid,
+    }
+    world = WorldInfo.from_dicts(
+        [{"rank": 0, "local_rank": 0, "hostname": "hgx"}, {"rank": 1, "local_rank": 1, "hostname": "hgx"}]
+    )
+    s = numa.summarize({0: leader, 1: other}, world)
+    assert [f.message for f in s.findings] == [
+        "local rank 1 runs on CPUs 0-47, all far from GPU 5 (NUMA node 1, CPUs 48-95)"
+    ]
