@@ -106,7 +106,8 @@ def nvlink_findings(node: NodeTopology, code: str = "NVL001") -> list[Finding]:
     if not totals or max(totals) == 0:
         return out
     top = max(totals)
-    deficit = {i: top - t for i, t in enumerate(totals) if t < top}
+    # A GPU NVML could not read has no link data: GPU001 reports it, not a link fault here.
+    deficit = {i: top - t for i, t in enumerate(totals) if t < top and not node.gpus[i].nvml_error}
     flagged = {f.where.get("gpu") for f in out}
     values = matrix["values"]
     # Two GPUs short by the same count: the links between them are the missing ones.
@@ -167,6 +168,17 @@ def gpu_findings(node: NodeTopology, code: str = "GPU001") -> list[Finding]:
         )
     for g in node.gpus:
         where = {"node": node.hostname, "gpu": g.index, "busid": g.busid}
+        if g.nvml_error:
+            out.append(
+                Finding(
+                    code,
+                    Severity.ERROR,
+                    f"GPU {g.index} cannot be read through NVML: {g.nvml_error}",
+                    where=where,
+                    hint="check dmesg for Xid errors; a lost GPU needs a reset or a reboot",
+                )
+            )
+            continue
         if g.ecc_uncorrected_volatile:
             out.append(
                 Finding(

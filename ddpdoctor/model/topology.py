@@ -138,6 +138,7 @@ class Gpu:
     throttle_reasons: list[str] = field(default_factory=list)
     gdr_supported: bool | None = None  # CUDA GPUDirect RDMA attribute; None: not probed
     dmabuf_supported: bool | None = None  # CUDA DMA_BUF_SUPPORTED attribute; None: not probed
+    nvml_error: str = ""  # NVML could not read this GPU (e.g. "GPU is lost")
 
     @property
     def label(self) -> str:

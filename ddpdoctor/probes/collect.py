@@ -48,6 +48,8 @@ def collect_node(
     node.gpus = reading.gpus
     node.notes.extend(reading.notes)
     for g in node.gpus:
+        if not g.busid:  # NVML could not read it (nvml_error says why)
+            continue
         if g.numa_node is None:
             g.numa_node = sysfs.read_numa_node(root, g.busid)
         if not g.cpu_affinity and g.numa_node is not None:

@@ -74,23 +74,34 @@ def read_nvml(nvml=None) -> NvmlReading:
     except nvml.NVMLError as e:
         raise NoGpu(f"no NVIDIA GPU: NVML could not start ({e})") from None
     try:
-        count = nvml.nvmlDeviceGetCount()
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError as e:
+            raise NoGpu(f"no NVIDIA GPU: NVML cannot count devices ({e})") from None
         if count == 0:
             raise NoGpu("no NVIDIA GPU: NVML sees 0 devices")
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         cuda = _try(nvml, "nvmlSystemGetCudaDriverVersion")
         reading = NvmlReading(
-            driver_version=_s(nvml.nvmlSystemGetDriverVersion()),
+            driver_version=_s(_try(nvml, "nvmlSystemGetDriverVersion", default="")),
             cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else "",
-            gpus=[_read_gpu(nvml, i, h) for i, h in enumerate(handles)],
+            gpus=[],
         )
+        handles = {}
         for i in range(count):
-            for j in range(i + 1, count):
-                level = _try(nvml, "nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j])
+            # One GPU that fell off the bus must not hide the others: record it and go on.
+            try:
+                handles[i] = nvml.nvmlDeviceGetHandleByIndex(i)
+                reading.gpus.append(_read_gpu(nvml, i, handles[i]))
+            except nvml.NVMLError as e:
+                handles.pop(i, None)
+                reading.gpus.append(Gpu(index=i, nvml_error=str(e)))
+        for i, hi in handles.items():
+            for j, hj in ((j, hj) for j, hj in handles.items() if j > i):
+                level = _try(nvml, "nvmlDeviceGetTopologyCommonAncestor", hi, hj)
                 if level is not None:
                     reading.paths[(f"GPU{i}", f"GPU{j}")] = _TOPO_LEVELS.get(int(level), "SYS")
                 ok = [
-                    _try(nvml, "nvmlDeviceGetP2PStatus", handles[i], handles[j], idx)
+                    _try(nvml, "nvmlDeviceGetP2PStatus", hi, hj, idx)
                     for idx in (
                         _const(nvml, "NVML_P2P_CAPS_INDEX_READ", 0),
                         _const(nvml, "NVML_P2P_CAPS_INDEX_WRITE", 1),

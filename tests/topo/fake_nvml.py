@@ -20,9 +20,12 @@ class NVMLError(Exception):
     def __init__(self, value: int = 3):
         self.value = value
         super().__init__(
-            {3: "Not Supported", 12: "NVML Shared Library Not Found", 9: "Driver Not Loaded"}.get(
-                value, "Unknown Error"
-            )
+            {
+                3: "Not Supported",
+                9: "Driver Not Loaded",
+                12: "NVML Shared Library Not Found",
+                15: "GPU is lost",
+            }.get(value, "Unknown Error")
         )
 
 

@@ -272,3 +272,26 @@ def test_numa_uses_the_gpu_a_rank_reports_over_its_local_rank():
     assert [f.message for f in s.findings] == [
         "local rank 1 runs on CPUs 0-47, all far from GPU 5 (NUMA node 1, CPUs 48-95)"
     ]
+
+
+def test_a_lost_gpu_is_named_and_the_others_still_read():
+    state = state_from_smi_q(
+        fixture("nvidia-smi/nvidia-smi-q.h100-80gb-hbm3.x8.535.183.01.txt").read_text(), 18
+    )
+    fake = make_pynvml(state)
+    real_name = fake.nvmlDeviceGetName
+
+    def name(h):
+        if h == 3:
+            raise fake.NVMLError(15)  # NVML_ERROR_GPU_IS_LOST
+        return real_name(h)
+
+    fake.nvmlDeviceGetName = name
+    node = collect_node(root="/nonexistent-root", env={}, nvml=fake, hostname="hgx", dmabuf_probe=False)
+    assert len(node.gpus) == 8 and node.gpus[3].nvml_error and node.gpus[4].name == "NVIDIA H100 80GB HBM3"
+    gpu = {r.code: r for r in diagnose([node])}["GPU001"]
+    assert gpu.status is Status.FAILED
+    assert [f.message for f in gpu.findings if f.severity.value == "error"] == [
+        "GPU 3 cannot be read through NVML: GPU is lost"
+    ]
+    assert {r.code: r for r in diagnose([node])}["NVL001"].findings == []
