@@ -15,6 +15,7 @@ from ddpdoctor.model.topology import (
     Gpu,
     NodeTopology,
     format_cpulist,
+    normalize_busid,
     nvlink_count,
     path_rank,
 )
@@ -31,8 +32,8 @@ def nvlink_matrix(node: NodeTopology) -> dict:
     n = len(node.gpus)
     labels = [g.label for g in node.gpus]
     values: list[list[int | None]] = [[None if i == j else 0 for j in range(n)] for i in range(n)]
-    index = {g.index: pos for pos, g in enumerate(node.gpus)}
     if any(g.nvlinks for g in node.gpus):
+        pos_of_bus = {normalize_busid(g.busid): pos for pos, g in enumerate(node.gpus) if g.busid}
         # An active link whose far end is not one of our GPUs goes to an NVSwitch: through the
         # switches every such GPU reaches every other, as nvidia-smi's NV18 on an HGX board shows.
         via_switch = [0] * n
@@ -40,11 +41,11 @@ def nvlink_matrix(node: NodeTopology) -> dict:
             for link in g.nvlinks:
                 if not link.active:
                     continue
-                peer = node.gpu_by_busid(link.remote_busid) if link.remote_busid else None
+                peer = pos_of_bus.get(_bus_key(link.remote_busid))
                 if peer is None:
                     via_switch[i] += 1
-                elif peer.index != g.index:
-                    values[i][index[peer.index]] += 1
+                elif peer != i:
+                    values[i][peer] += 1
         for i in range(n):
             for j in range(n):
                 if i != j and via_switch[i] and via_switch[j]:
@@ -55,6 +56,13 @@ def nvlink_matrix(node: NodeTopology) -> dict:
                 if i != j:
                     values[i][j] = nvlink_count(node.path(a.label, b.label) or "")
     return {"unit": "links", "labels": labels, "values": values}
+
+
+def _bus_key(busid: str | None) -> str | None:
+    try:
+        return normalize_busid(busid) if busid else None
+    except ValueError:
+        return None
 
 
 def _nvlink_totals(matrix: dict) -> list[int]:
