@@ -32,55 +32,36 @@ def _name_list_findings(
     if value is None:
         return []
     exclude, exact, entries = parse_name_list(value)
-    where = {"node": node.hostname, "env": var}
+    evidence = {"value": value, "available": sorted(names)}
+
+    def finding(sev: Severity, message: str, hint: str | None = None) -> Finding:
+        return Finding(
+            code, sev, message, where={"node": node.hostname, "env": var}, evidence=evidence, hint=hint
+        )
+
     if exclude:
         left = [n for n in names if not any(_matches(e.split(":")[0], n, exact) for e in entries)]
-        if not any(names[n] for n in left):
-            return [
-                Finding(
-                    code,
-                    Severity.ERROR,
-                    f"{var}={value} excludes every usable {what} on this node",
-                    where=where,
-                    evidence={"value": value, "available": sorted(names)},
-                )
-            ]
-        return []
-    out = []
+        if any(names[n] for n in left):
+            return []
+        return [finding(Severity.ERROR, f"{var}={value} excludes every usable {what} on this node")]
     matched = {e: [n for n in names if _matches(e.split(":")[0], n, exact)] for e in entries}
-    usable = [n for ns in matched.values() for n in ns if names[n]]
-    if not usable:
+    if not any(names[n] for ns in matched.values() for n in ns):
         have = ", ".join(f"{n} ({'up' if ok else 'down'})" for n, ok in sorted(names.items())) or "none"
-        out.append(
-            Finding(
-                code,
+        return [
+            finding(
                 Severity.ERROR,
                 f"{var}={value} matches no usable {what} on this node (have: {have})",
-                where=where,
-                evidence={"value": value, "available": sorted(names)},
                 hint=f"NCCL cannot use what {var} names; fix or unset it",
             )
-        )
-        return out
+        ]
+    out = []
     for e, ns in matched.items():
         if not ns:
-            out.append(
-                Finding(
-                    code,
-                    Severity.WARNING,
-                    f"{var} entry {e!r} matches no {what} on this node",
-                    where=where,
-                    evidence={"value": value, "available": sorted(names)},
-                )
-            )
+            out.append(finding(Severity.WARNING, f"{var} entry {e!r} matches no {what} on this node"))
         elif not any(names[n] for n in ns):
             out.append(
-                Finding(
-                    code,
-                    Severity.WARNING,
-                    f"{var} entry {e!r} names only {what}s that are down: {', '.join(ns)}",
-                    where=where,
-                    evidence={"value": value},
+                finding(
+                    Severity.WARNING, f"{var} entry {e!r} names only {what}s that are down: {', '.join(ns)}"
                 )
             )
     return out
