@@ -1,0 +1,38 @@
+"""GDR001 — GPUDirect RDMA, decided the way NCCL decides it.
+
+What it does: for each GPU and its nearest RDMA NIC, NCCL uses GPUDirect RDMA when (1) the NIC side
+can reach GPU memory — a peer-memory client is present (``/sys/kernel/mm/memory_peers/nv_mem/version``,
+``…/nv_mem_nc/version`` or ``/sys/module/nvidia_peermem/version``), or else DMA-BUF works (the GPU's
+CUDA attribute DMA_BUF_SUPPORTED, Linux ≥ 5.12, NVIDIA's open kernel module); (2) the GPU supports it;
+(3) their PCIe distance is within NCCL_NET_GDR_LEVEL (default PXB: same PCIe switch).
+
+Findings (warning), each with its reason: "GPUDirect RDMA is off for GPU 3 ↔ mlx5_3: nvidia_peermem is
+not loaded and DMA-BUF is not available", or "…are SYS apart, farther than NCCL's default level PXB";
+across nodes, a node missing the peer-memory module.
+"""
+
+from ._topology import topology_check, without_rdma
+
+CODE = "GDR001"
+TITLE = "GPUDirect RDMA"
+KIND = "cluster"
+ORDER = 10
+BUDGET_S = 20.0
+SUITES = ("quick", "full")
+
+
+def _verdicts(node):
+    from dataclasses import asdict
+
+    from ddpdoctor.model.topo_analysis import gdr_verdicts
+
+    return {"verdicts": [asdict(v) for v in gdr_verdicts(node)], "peermem": node.peermem.found}
+
+
+payload, run, summarize = topology_check(
+    CODE,
+    "gdr",
+    "ddpdoctor.model.topo_analysis:gdr_findings",
+    extra=_verdicts,
+    skip_if=without_rdma("skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"),
+)

@@ -1,0 +1,22 @@
+"""NCCL001 — NCCL environment sanity.
+
+What it does: checks the NCCL_* variables of the rank's environment against this node:
+NCCL_SOCKET_IFNAME must name interfaces that exist and are up, NCCL_IB_HCA must match real RDMA
+devices (both with NCCL's ``^`` exclude / ``=`` exact / prefix syntax); knobs left set are reported
+with what they cost — NCCL_P2P_DISABLE (intra-node traffic through host memory), NCCL_IB_DISABLE (TCP
+between nodes), NCCL_SHM_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_READ=0, NCCL_ALGO/NCCL_PROTO
+(debugging knobs), NCCL_NVLS_ENABLE=0, NCCL_DEBUG=INFO/TRACE, channel and level overrides. Across
+nodes, NCCL variables that differ between nodes are flagged.
+"""
+
+from ._topology import topology_check
+
+CODE = "NCCL001"
+TITLE = "NCCL environment"
+KIND = "cluster"
+ORDER = 11
+BUDGET_S = 10.0
+SUITES = ("quick", "full")
+
+
+payload, run, summarize = topology_check(CODE, "nccl", "ddpdoctor.model.nccl_env:nccl_env_findings")
