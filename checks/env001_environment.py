@@ -22,7 +22,7 @@ from ddpdoctor.report.model import Finding, Severity
 CODE = "ENV001"
 TITLE = "Environment and version consistency"
 KIND = "cluster"
-ORDER = 5
+ORDER = 2
 BUDGET_S = 15.0
 SUITES = ("quick", "full")
 

@@ -17,7 +17,7 @@ from ddpdoctor.report.model import Finding, Severity
 CODE = "RDZ001"
 TITLE = "Rendezvous and rank map"
 KIND = "cluster"
-ORDER = 10
+ORDER = 1
 BUDGET_S = 10.0
 SUITES = ("quick", "full")
 
