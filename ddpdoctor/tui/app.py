@@ -1,0 +1,198 @@
+"""The ddpdoctor Textual app: one tab per view over a report, a live run or lint results."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+
+from ddpdoctor.report.io import ReportError, load_report
+from ddpdoctor.report.model import Report
+from ddpdoctor.tui.adapt import lint_findings
+from ddpdoctor.tui.bindings import VIEWS, textual_bindings
+from ddpdoctor.tui.live import LiveConfig, LiveRun
+from ddpdoctor.tui.livestate import RunState, state_from_report
+from ddpdoctor.tui.views.curve import CurvePane
+from ddpdoctor.tui.views.help import HelpScreen
+from ddpdoctor.tui.views.lint import LintPane
+from ddpdoctor.tui.views.overview import OverviewView
+from ddpdoctor.tui.views.p2p import P2PPane
+from ddpdoctor.tui.views.recs import RecsPane
+from ddpdoctor.tui.views.topology import TopologyPane
+
+PANES: dict[str, Callable[[], Any]] = {
+    "overview": OverviewView, "p2p": P2PPane, "bw": CurvePane, "topo": TopologyPane, "recs": RecsPane,
+    "lint": LintPane,
+}
+
+
+class DoctorApp(App[int]):
+    """Exactly one source: ``report`` (a loaded Report), ``live`` (run the check) or ``lint`` (a
+    callable returning a Report, run in a thread since it reads many files)."""
+
+    TITLE = "ddpdoctor"
+    CSS = """
+    #status { height: 1; background: $boost; padding: 0 1; }
+    TabPane { padding: 0 1; }
+    """
+    BINDINGS = textual_bindings()
+
+    def __init__(
+        self,
+        report: Report | None = None,
+        live: LiveConfig | None = None,
+        lint: Callable[[], Report] | None = None,
+        report_dir: Path | None = None,
+        start_view: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.report = report
+        self.live_cfg = live
+        self.lint_fn = lint
+        self.report_dir = report_dir
+        self.start_view = start_view or ("lint" if lint else "overview")
+        self.state = RunState()
+        self.run_handle: LiveRun | None = None
+        self.exit_code = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="status")
+        with TabbedContent(initial=self.start_view):
+            for tab, label, _ in VIEWS:
+                with TabPane(label, id=tab):
+                    yield PANES[tab](id=f"view-{tab}")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.report is not None:
+            self.sub_title = "saved report"
+            self.show_report(self.report)
+        elif self.live_cfg is not None:
+            self.sub_title = "live"
+            self.run_worker(self.live_loop(), exclusive=True, group="live")
+        elif self.lint_fn is not None:
+            self.sub_title = "lint"
+            self.set_status(Text("linting…", "blue"))
+            self.run_worker(self.lint_loop(), exclusive=True, group="lint")
+
+    # -- data in -------------------------------------------------------------------------------------
+    def show_report(self, report: Report) -> None:
+        self.report = report
+        self.state = state_from_report(report)
+        self.query_one(LintPane).bases = [b for b in (self.report_dir, Path.cwd()) if b]
+        if self.live_cfg:
+            mode = f"live run finished · exit {report.exit_code()}"
+        else:
+            mode = f"saved report · {report.run.get('endpoint', '')}".rstrip(" ·")
+        self.query_one(OverviewView).show_state(self.state, mode)
+        for pane in (P2PPane, CurvePane, TopologyPane):
+            self.query_one(pane).show_report(report)
+        self.query_one(RecsPane).set_items(list(report.recommendations))
+        self.query_one(LintPane).set_items(lint_findings(report))
+        self.exit_code = report.exit_code()
+        verdict = ("FAILED", "bold red") if report.failed else ("passed", "bold green")
+        counts = f"{len(report.checks)} checks · {len(report.recommendations)} recs · {len(report.lint)} lint"
+        self.set_status(Text.assemble(("verdict: ", "bold"), verdict, f" · {counts}"))
+
+    def set_status(self, text: Text | str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    def apply_events(self, events: list[dict[str, Any]]) -> None:
+        for ev in events:
+            self.state.apply(ev)
+        self.query_one(OverviewView).show_state(self.state, "live run")
+        st = self.state
+        if st.ended:
+            return
+        cur = st.checks.get(st.current) if st.current else None
+        text = Text("running ", "bold blue")
+        text.append(f"{cur.code} {cur.title} {cur.progress}" if cur else "…")
+        done = sum(1 for r in st.checks.values() if r.status not in ("pending", "running"))
+        text.append(f"  [{done}/{len(st.checks)} checks · {st.elapsed:.1f}s]", "dim")
+        self.set_status(text)
+
+    async def live_loop(self) -> None:
+        run = self.run_handle = LiveRun(self.live_cfg)
+        self.set_status(Text(f"starting: {' '.join(run.command[-6:])}", "blue"))
+        try:
+            await run.start()
+        except OSError as e:
+            self.set_status(Text(f"could not start the check: {e}", "bold red"))
+            self.exit_code = 2
+            return
+        async for batch in run.batches():
+            self.apply_events(batch)
+        await self.finish_live(run)
+
+    async def finish_live(self, run: LiveRun) -> None:
+        path = Path(self.state.report_path) if self.state.report_path else run.report_path
+        if path.is_file():
+            try:
+                report = await asyncio.to_thread(load_report, path)  # big matrices: off the UI loop
+            except ReportError as e:
+                self.set_status(Text(str(e), "bold red"))
+                self.exit_code = 2
+                return
+            self.report_dir = path.parent
+            self.show_report(report)
+            return
+        why = "stopped" if run.stopped else f"exited with {run.returncode}"
+        if run.timed_out:
+            why = f"timed out after {run.cfg.timeout_s:.0f}s"
+        self.exit_code = 2
+        self.set_status(Text(f"check {why} without a report; log: {run.log_path}", "bold red"))
+        self.state.logs.append(("error", run.log_tail(5) or "(empty log)"))
+        self.query_one(OverviewView).show_state(self.state, f"check {why}")
+
+    async def lint_loop(self) -> None:
+        try:
+            report = await asyncio.to_thread(self.lint_fn)
+        except Exception as e:  # a linter crash must not take the app down
+            self.set_status(Text(f"lint failed: {type(e).__name__}: {e}", "bold red"))
+            self.exit_code = 2
+            return
+        self.show_report(report)
+        self.set_status(Text(f"{len(report.lint)} lint finding(s)", "bold"))
+
+    # -- actions ---------------------------------------------------------------------------------------
+    def action_show_view(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        pane = self.query_one(f"#view-{tab}")
+        focus = next(iter(pane.query("Heatmap, DataTable")), None)
+        if focus is not None:
+            focus.focus()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_copy(self) -> None:
+        active = self.query_one(TabbedContent).active
+        pane = {"recs": RecsPane, "lint": LintPane}.get(active)
+        text = self.query_one(pane).copy_text() if pane else None
+        if not text:
+            self.notify("nothing to copy here", severity="warning", timeout=2)
+            return
+        self.copy_to_clipboard(text)
+        self.notify(f"copied: {text.splitlines()[0][:60]}", timeout=2)
+
+    def action_next_node(self) -> None:
+        self.query_one(TopologyPane).next_node()
+
+    async def action_stop(self) -> None:
+        if self.run_handle is not None and self.run_handle.returncode is None:
+            self.set_status(Text("stopping the check…", "bold yellow"))
+            await self.run_handle.stop()
+
+    async def action_quit(self) -> None:
+        await self.action_stop()
+        self.exit(self.exit_code)
+
+    def on_unmount(self) -> None:
+        if self.run_handle is not None:
+            self.run_handle.kill_now()
