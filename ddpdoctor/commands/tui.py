@@ -1,9 +1,9 @@
 """`ddpdoctor tui`: the interactive terminal app.
 
-    ddpdoctor tui [--nodes N --nproc-per-node K --backend B --select C --skip C] [-- CHECK_OPTIONS]
-        run the checks on this machine live (`ddpdoctor check --events … --json …` in a child process)
-    ddpdoctor tui REPORT.json      open a saved report (from any cluster)
-    ddpdoctor tui --lint PATH      lint PATH and show the findings with their source
+ddpdoctor tui [--nodes N --nproc-per-node K --backend B --select C --skip C] [-- CHECK_OPTIONS]
+    run the checks on this machine live (`ddpdoctor check --events … --json …` in a child process)
+ddpdoctor tui REPORT.json      open a saved report (from any cluster)
+ddpdoctor tui --lint PATH      lint PATH and show the findings with their source
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", choices=("gloo", "nccl"), help="process-group backend")
     g.add_argument("--select", action="append", metavar="CODE", help="only these checks (code or prefix)")
     g.add_argument("--skip", action="append", metavar="CODE", help="skip these checks (code or prefix)")
-    g.add_argument("--run-timeout", type=float, default=3600.0, metavar="S",
-                   help="stop the whole run after S seconds (default 3600)")
+    g.add_argument(
+        "--run-timeout",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="stop the whole run after S seconds (default 3600)",
+    )
     p.add_argument("passthrough", nargs=argparse.REMAINDER, help="after --: more options for `check`")
     # Internal: replace `python -m ddpdoctor check` (tests and benchmarks point it at a fake check).
     p.add_argument("--check-cmd", help=argparse.SUPPRESS)
@@ -71,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
         from ddpdoctor.report.io import ReportError, load_report
 
         try:
-            app_kwargs = {"report": load_report(args.report), "report_dir": Path(args.report).resolve().parent}
+            app_kwargs = {
+                "report": load_report(args.report),
+                "report_dir": Path(args.report).resolve().parent,
+            }
         except ReportError as e:
             return _fail(str(e))
     elif args.lint:
@@ -86,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
         from ddpdoctor.tui.live import LiveConfig
 
         command = shlex.split(args.check_cmd) if args.check_cmd else None
-        app_kwargs = {"live": LiveConfig(check_args=check_args(args), command=command, workdir=args.workdir,
-                                         timeout_s=args.run_timeout)}
+        app_kwargs = {
+            "live": LiveConfig(
+                check_args=check_args(args), command=command, workdir=args.workdir, timeout_s=args.run_timeout
+            )
+        }
 
     from ddpdoctor.tui.app import DoctorApp
 
@@ -101,8 +112,10 @@ def _lint_callable(paths: list[str]):
     try:
         from ddpdoctor.lint import lint_paths
     except ImportError:
-        return ("the lint engine (ddpdoctor.lint.lint_paths) is not part of this build yet; "
-                "open a saved report that holds lint findings instead: ddpdoctor tui REPORT.json")
+        return (
+            "the lint engine (ddpdoctor.lint.lint_paths) is not part of this build yet; "
+            "open a saved report that holds lint findings instead: ddpdoctor tui REPORT.json"
+        )
 
     def run_lint():
         from ddpdoctor.tui.adapt import lint_result_to_report

@@ -109,9 +109,13 @@ def p2p_view(report: Report | None) -> P2PView | None:
             continue
         outl = set()
         for o in c.data.get(P2P_OUTLIERS) or []:
-            if isinstance(o, (list, tuple)) and len(o) == 2 and all(isinstance(i, int) for i in o):
-                if 0 <= o[0] < m.size and 0 <= o[1] < m.size:
-                    outl.add((o[0], o[1]))
+            ok = (
+                isinstance(o, (list, tuple))
+                and len(o) == 2
+                and all(isinstance(i, int) and not isinstance(i, bool) for i in o)
+            )
+            if ok and 0 <= o[0] < m.size and 0 <= o[1] < m.size:
+                outl.add((o[0], o[1]))
         return P2PView(c.code, m, outl, list(c.findings))
     return None
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from ddpdoctor.report.io import ReportError, load_report
@@ -25,7 +27,11 @@ from ddpdoctor.tui.views.recs import RecsPane
 from ddpdoctor.tui.views.topology import TopologyPane
 
 PANES: dict[str, Callable[[], Any]] = {
-    "overview": OverviewView, "p2p": P2PPane, "bw": CurvePane, "topo": TopologyPane, "recs": RecsPane,
+    "overview": OverviewView,
+    "p2p": P2PPane,
+    "bw": CurvePane,
+    "topo": TopologyPane,
+    "recs": RecsPane,
     "lint": LintPane,
 }
 
@@ -37,6 +43,7 @@ class DoctorApp(App[int]):
     TITLE = "ddpdoctor"
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
+    TabbedContent { height: 1fr; }
     TabPane { padding: 0 1; }
     """
     BINDINGS = textual_bindings()
@@ -79,12 +86,13 @@ class DoctorApp(App[int]):
             self.sub_title = "lint"
             self.set_status(Text("linting…", "blue"))
             self.run_worker(self.lint_loop(), exclusive=True, group="lint")
+        self.focus_view(self.start_view)  # arrow keys work at once
 
     # -- data in -------------------------------------------------------------------------------------
     def show_report(self, report: Report) -> None:
         self.report = report
         self.state = state_from_report(report)
-        self.query_one(LintPane).bases = [b for b in (self.report_dir, Path.cwd()) if b]
+        self.query_one(LintPane).bases = tuple(b for b in (self.report_dir, Path.cwd()) if b)
         if self.live_cfg:
             mode = f"live run finished · exit {report.exit_code()}"
         else:
@@ -125,9 +133,12 @@ class DoctorApp(App[int]):
             self.set_status(Text(f"could not start the check: {e}", "bold red"))
             self.exit_code = 2
             return
-        async for batch in run.batches():
-            self.apply_events(batch)
-        await self.finish_live(run)
+        try:
+            async for batch in run.batches():
+                self.apply_events(batch)
+            await self.finish_live(run)
+        except NoMatches:  # the app is closing under us: end the child with it
+            await run.stop()
 
     async def finish_live(self, run: LiveRun) -> None:
         path = Path(self.state.report_path) if self.state.report_path else run.report_path
@@ -152,7 +163,7 @@ class DoctorApp(App[int]):
     async def lint_loop(self) -> None:
         try:
             report = await asyncio.to_thread(self.lint_fn)
-        except Exception as e:  # a linter crash must not take the app down
+        except Exception as e:  # noqa: BLE001 -- a linter crash must not take the app down
             self.set_status(Text(f"lint failed: {type(e).__name__}: {e}", "bold red"))
             self.exit_code = 2
             return
@@ -162,10 +173,16 @@ class DoctorApp(App[int]):
     # -- actions ---------------------------------------------------------------------------------------
     def action_show_view(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        self.focus_view(tab)
+
+    def focus_view(self, tab: str) -> None:
+        # Something in the new view must take focus: if focus stayed in the hidden view, TabbedContent
+        # would switch back to it.
         pane = self.query_one(f"#view-{tab}")
-        focus = next(iter(pane.query("Heatmap, DataTable")), None)
-        if focus is not None:
-            focus.focus()
+        scrollers = [pane] if pane.can_focus else []
+        candidates = [*pane.query("Heatmap, DataTable"), *scrollers, *pane.query("VerticalScroll")]
+        if candidates:
+            candidates[0].focus()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

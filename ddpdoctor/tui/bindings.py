@@ -38,10 +38,24 @@ APP_KEYS: tuple[Key, ...] = (
 )
 
 WIDGET_KEYS: tuple[Key, ...] = (
-    Key("up,down,left,right", "", "", "move the selected cell; its details show below", scope="P2P",
-        show=False, display="←↑↓→"),
-    Key("up,down", "", "", "select a check, recommendation or finding", scope="tables", show=False,
-        display="↑↓"),
+    Key(
+        "up,down,left,right",
+        "",
+        "",
+        "move the selected cell; its details show below",
+        scope="P2P",
+        show=False,
+        display="←↑↓→",
+    ),
+    Key(
+        "up,down",
+        "",
+        "",
+        "select a check, recommendation or finding",
+        scope="tables",
+        show=False,
+        display="↑↓",
+    ),
     Key("tab", "", "", "move focus between panes", show=False),
 )
 

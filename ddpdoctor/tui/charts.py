@@ -6,7 +6,7 @@ Rich only (no textual), so they render the same inside the app, in a plain conso
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
@@ -86,7 +86,7 @@ def heatmap_text(
                 style = heat_style(v, lo, hi)
                 if (i, j) in outl:
                     style += " underline"
-            cell = f"{body:>{cell_w - 1}}"[-(cell_w - 1):]
+            cell = f"{body:>{cell_w - 1}}"[-(cell_w - 1) :]
             if cursor == (i, j):
                 out.append(cell, style + " reverse")
                 out.append(mark if mark != " " else "◂", "bold")
@@ -101,7 +101,8 @@ def heatmap_text(
         for k in range(len(HEAT)):
             out.append("  ", f"on {HEAT[k]}")
         out.append(f" {fmt_value(hi)} {m.unit}", "dim")
-        out.append("   ! outlier", "bold red")
+        if outl:
+            out.append("   ! outlier", "bold red")
     return out
 
 

@@ -193,7 +193,9 @@ def finding_ranks(f: Finding, state: RunState) -> set[int]:
         return out & set(state.ranks)
     host, node_rank = w.get("node"), w.get("node_rank")
     for slot in state.ranks.values():
-        if (host is not None and slot.hostname == host) or (node_rank is not None and slot.node_rank == node_rank):
+        if (host is not None and slot.hostname == host) or (
+            node_rank is not None and slot.node_rank == node_rank
+        ):
             out.add(slot.rank)
     return out & set(state.ranks)
 
@@ -230,7 +232,9 @@ def state_from_report(report: Report) -> RunState:
     )
     for r in report.ranks:
         if isinstance(r, dict) and isinstance(r.get("rank"), int):
-            st.ranks[r["rank"]] = RankSlot(r["rank"], _int(r.get("node_rank"), 0), str(r.get("hostname") or "?"))
+            st.ranks[r["rank"]] = RankSlot(
+                r["rank"], _int(r.get("node_rank"), 0), str(r.get("hostname") or "?")
+            )
     st.world_size = _int(run.get("world_size"), len(st.ranks))
     for r in range(st.world_size):
         st.ranks.setdefault(r, RankSlot(r))

@@ -7,14 +7,14 @@ from pathlib import Path
 from ddpdoctor.report.model import Finding
 
 
-def find_source(path: str, bases: list[Path]) -> Path | None:
+def find_source(path: str, bases: tuple[Path, ...]) -> Path | None:
     """The file as given, else relative to each base (a saved report's folder, the cwd)."""
     p = Path(path)
     candidates = [p] if p.is_absolute() else [p, *[b / p for b in bases]]
     return next((c for c in candidates if c.is_file()), None)
 
 
-def context_lines(f: Finding, bases: list[Path], around: int = 3) -> tuple[str, int] | None:
+def context_lines(f: Finding, bases: tuple[Path, ...], around: int = 3) -> tuple[str, int] | None:
     """(text, first line number) of the lines around the finding, or None if the file is not here."""
     if f.location is None:
         return None

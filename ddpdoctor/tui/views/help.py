@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,7 +26,7 @@ def help_table() -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close", key_display="esc")]
+    BINDINGS: ClassVar = [Binding("escape,question_mark,q", "app.pop_screen", "Close", key_display="esc")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 78; height: auto; max-height: 22; border: round $primary;

@@ -23,7 +23,7 @@ def where(f: Finding) -> str:
 class LintPane(ListDetail):
     COLUMNS = (("Location", 22), ("Code", 7), ("Sev", 7), ("Message", 60))
     EMPTY = no_data("lint findings", "Open one with `ddpdoctor tui --lint train.py`.")
-    bases: list[Path] = []
+    bases: tuple[Path, ...] = ()  # where relative paths are looked up
 
     def row(self, f: Finding) -> list:
         return [where(f), f.code, Text(f.severity.value, severity_style(f.severity)), f.message]
@@ -36,8 +36,16 @@ class LintPane(ListDetail):
         if ctx is not None and f.location is not None:
             text, first = ctx
             last = f.location.end_line or f.location.line
-            parts.append(Syntax(text, "python", line_numbers=True, start_line=first, theme="ansi_dark",
-                                highlight_lines=set(range(f.location.line, last + 1))))
+            parts.append(
+                Syntax(
+                    text,
+                    "python",
+                    line_numbers=True,
+                    start_line=first,
+                    theme="ansi_dark",
+                    highlight_lines=set(range(f.location.line, last + 1)),
+                )
+            )
         elif (src := embedded_source(f)) is not None:
             parts.append(Syntax(src, "python", theme="ansi_dark"))
         else:

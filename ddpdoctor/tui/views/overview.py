@@ -12,8 +12,14 @@ from ddpdoctor.tui.adapt import severity_style
 from ddpdoctor.tui.livestate import GLYPHS, CheckRow, RunState
 from ddpdoctor.tui.views.common import glyph, no_data, status_text
 
-COLUMNS = (("code", "Code", 7), ("title", "Check", 22), ("status", "Status", 11), ("ranks", "Ranks", 11),
-           ("time", "Time", 6), ("summary", "Summary", 40))
+COLUMNS = (
+    ("code", "Code", 7),
+    ("title", "Check", 22),
+    ("status", "Status", 11),
+    ("ranks", "Ranks", 11),
+    ("time", "Time", 6),
+    ("summary", "Summary", 40),
+)
 
 
 def rank_strip(row: CheckRow, state: RunState) -> Text:
@@ -30,7 +36,9 @@ def rank_strip(row: CheckRow, state: RunState) -> Text:
 def run_line(state: RunState, mode: str) -> Text:
     t = Text()
     if state.backend or state.world_size:
-        t.append(f"{state.backend or '?'} · {state.world_size} ranks on {len(state.node_groups())} node(s)", "bold")
+        t.append(
+            f"{state.backend or '?'} · {state.world_size} ranks on {len(state.node_groups())} node(s)", "bold"
+        )
     for n, host, ranks in state.node_groups():
         span = f"r{ranks[0]}" if len(ranks) == 1 else f"r{ranks[0]}-{ranks[-1]}"
         t.append(f" · n{n} {host} {span}", "dim")
@@ -57,8 +65,11 @@ class OverviewView(Vertical):
 
     def show_state(self, state: RunState, mode: str = "") -> None:
         self.run_state = state
-        self.query_one("#ov-run", Static).update(run_line(state, mode) if state.checks or mode else
-                                                   no_data("checks", "Waiting for the run to start."))
+        self.query_one("#ov-run", Static).update(
+            run_line(state, mode)
+            if state.checks or mode
+            else no_data("checks", "Waiting for the run to start.")
+        )
         table = self.query_one(DataTable)
         for row in state.rows():
             cells = {
@@ -104,8 +115,9 @@ class OverviewView(Vertical):
         if not row.findings and row.finding_count:
             parts.append(Text(f"{row.finding_count} finding(s): details arrive with the report", "dim"))
         hide = {"not_run", "pending", "running"} if state.ended else {"not_run"}
-        legend = Text("  ".join(f"{g} {s.replace('_', ' ')}" for s, (g, _) in GLYPHS.items() if s not in hide),
-                      "dim")
+        legend = Text(
+            "  ".join(f"{g} {s.replace('_', ' ')}" for s, (g, _) in GLYPHS.items() if s not in hide), "dim"
+        )
         parts.append(legend)
         if state.logs:
             parts.append(Text("\n".join(f"[{lvl}] {msg}" for lvl, msg in state.logs[-3:]), "dim"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,7 +21,7 @@ from ddpdoctor.tui.views.common import no_data
 
 class Heatmap(Widget, can_focus=True):
     DEFAULT_CSS = "Heatmap { height: auto; }"
-    BINDINGS = [
+    BINDINGS: ClassVar = [
         Binding("up", "move(-1, 0)", show=False),
         Binding("down", "move(1, 0)", show=False),
         Binding("left", "move(0, -1)", show=False),
@@ -71,8 +73,10 @@ class P2PPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(Text("P2P bandwidth heatmap", "bold"), id="p2p-title")
-        yield VerticalScroll(Static(no_data("point-to-point matrix", "The P2P check has not reported."),
-                                    id="p2p-empty"), id="p2p-scroll")
+        yield VerticalScroll(
+            Static(no_data("point-to-point matrix", "The P2P check has not reported."), id="p2p-empty"),
+            id="p2p-scroll",
+        )
         yield Static("", id="p2p-details")
 
     def show_report(self, report: Report | None) -> None:
@@ -84,8 +88,11 @@ class P2PPane(Vertical):
         scroll.remove_children()
         m = view.matrix
         self.query_one("#p2p-title", Static).update(
-            Text.assemble(("P2P bandwidth heatmap", "bold"), f"  {view.code} · {m.size} ranks · {m.unit}",
-                          (f" · {len(view.outliers)} outlier(s)" if view.outliers else "", "bold red"))
+            Text.assemble(
+                ("P2P bandwidth heatmap", "bold"),
+                f"  {view.code} · {m.size} ranks · {m.unit}",
+                (f" · {len(view.outliers)} outlier(s)" if view.outliers else "", "bold red"),
+            )
         )
         heatmap = Heatmap(view)
         scroll.mount(heatmap)

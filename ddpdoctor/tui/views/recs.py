@@ -26,7 +26,9 @@ class RecsPane(ListDetail):
 
     def details(self, r: Recommendation) -> RenderableType:
         parts: list[RenderableType] = [
-            Text.assemble((f"{r.title}: ", "bold"), (str(r.value), "bold cyan"), f"  ({r.confidence} confidence)")
+            Text.assemble(
+                (f"{r.title}: ", "bold"), (str(r.value), "bold cyan"), f"  ({r.confidence} confidence)"
+            )
         ]
         if r.rationale:
             parts.append(Text(r.rationale))

@@ -13,8 +13,13 @@ from ddpdoctor.report.model import Report
 from ddpdoctor.tui.adapt import NIC_FIELDS, Matrix, NodeTopology, _is_number, nic_row, topology_by_node
 from ddpdoctor.tui.views.common import no_data
 
-GDR_STYLES = {"enabled": "bold green", "yes": "bold green", "partial": "bold yellow",
-              "disabled": "bold red", "no": "bold red"}
+GDR_STYLES = {
+    "enabled": "bold green",
+    "yes": "bold green",
+    "partial": "bold yellow",
+    "disabled": "bold red",
+    "no": "bold red",
+}
 STATE_STYLES = {"ACTIVE": "green", "DOWN": "bold red", "INIT": "yellow", "POLLING": "yellow"}
 
 
@@ -25,8 +30,11 @@ def link_cell(v) -> Text:
     if _is_number(v):
         return Text(f"NV{int(v)}" if v else "-", "green" if v else "red")
     s = str(v)
-    style = "green" if s.startswith("NV") else {"PIX": "cyan", "PXB": "cyan", "PHB": "yellow",
-                                                "NODE": "yellow", "SYS": "red"}.get(s, "")
+    style = (
+        "green"
+        if s.startswith("NV")
+        else {"PIX": "cyan", "PXB": "cyan", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}.get(s, "")
+    )
     return Text(s, style)
 
 
@@ -78,6 +86,9 @@ def node_view(node: NodeTopology, index: int, count: int) -> RenderableType:
 
 
 class TopologyPane(VerticalScroll):
+    # a stable gutter keeps the width (and so the wrapping) the same with or without a scrollbar
+    DEFAULT_CSS = "TopologyPane { scrollbar-gutter: stable; }"
+
     def compose(self):
         yield Static(no_data("topology", "No topology check has reported (GPU nodes only)."), id="topo-body")
 
@@ -94,4 +105,6 @@ class TopologyPane(VerticalScroll):
             self._draw()
 
     def _draw(self) -> None:
-        self.query_one("#topo-body", Static).update(node_view(self.topo_nodes[self.node_index], self.node_index, len(self.topo_nodes)))
+        self.query_one("#topo-body", Static).update(
+            node_view(self.topo_nodes[self.node_index], self.node_index, len(self.topo_nodes))
+        )

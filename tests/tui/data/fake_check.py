@@ -29,7 +29,11 @@ def main() -> int:
     p.add_argument("--hang", action="store_true")
     args, _unknown = p.parse_known_args()  # the real check's options pass through unused
     report = json.loads(Path(args.report).read_text())
-    out = open(args.events, "w", buffering=1)
+    with open(args.events, "w", buffering=1) as out:  # line-buffered: the app sees each event
+        return replay(out, report, args)
+
+
+def replay(out, report: dict, args: argparse.Namespace) -> int:
 
     def emit(event: str, **fields) -> None:
         out.write(json.dumps({"t": time.time(), "event": event, **fields}) + "\n")
@@ -37,20 +41,38 @@ def main() -> int:
 
     run = report["run"]
     checks = report["checks"]
-    emit("run_start", world_size=run["world_size"], nodes=run["nodes"], backend=run["backend"],
-         checks=[{"code": c["code"], "title": c["title"]} for c in checks], endpoint=run.get("endpoint"))
+    emit(
+        "run_start",
+        world_size=run["world_size"],
+        nodes=run["nodes"],
+        backend=run["backend"],
+        checks=[{"code": c["code"], "title": c["title"]} for c in checks],
+        endpoint=run.get("endpoint"),
+    )
     for r in report["ranks"]:
         emit("rendezvous", rank=r["rank"], node_rank=r["node_rank"], hostname=r["hostname"], seconds=1.2)
     print("fake check: rendezvous done", flush=True)  # goes to the app's log file, not its screen
     for c in checks:
         emit("check_start", code=c["code"], title=c["title"], budget_s=20.0)
         for k in range(args.progress):
-            emit("progress", code=c["code"], rank=k % run["world_size"], done=k + 1, total=args.progress,
-                 message=f"step {k + 1}")
+            emit(
+                "progress",
+                code=c["code"],
+                rank=k % run["world_size"],
+                done=k + 1,
+                total=args.progress,
+                message=f"step {k + 1}",
+            )
         if args.hang:
             time.sleep(3600)
-        emit("check_end", code=c["code"], status=c["status"], summary=c["summary"],
-             duration_s=c["duration_s"], findings=len(c["findings"]))
+        emit(
+            "check_end",
+            code=c["code"],
+            status=c["status"],
+            summary=c["summary"],
+            duration_s=c["duration_s"],
+            findings=len(c["findings"]),
+        )
     if args.no_report:
         emit("log", level="error", message="fake check: no report written")
         emit("run_end", exit_code=2)

@@ -1,4 +1,5 @@
 # A training script with DDP bugs, for the lint view's source context (never run).
+# fmt: off
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
