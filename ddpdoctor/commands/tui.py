@@ -13,7 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
-DESCRIPTION = __doc__.split("\n\n")[0].strip("`").strip()
+DESCRIPTION = "The interactive terminal app: run the checks live, or open a saved report or lint results."
 LIVE_OPTIONS = ("nodes", "nproc_per_node", "backend")
 
 
@@ -33,7 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="stop the whole run after S seconds (default 3600)",
     )
-    p.add_argument("passthrough", nargs=argparse.REMAINDER, help="after --: more options for `check`")
+    # nargs="*" rather than REMAINDER: REMAINDER would swallow options given after REPORT.json.
+    p.add_argument(
+        "passthrough", nargs="*", metavar="-- CHECK_OPTION", help="after --: more options for `check`"
+    )
     # Internal: replace `python -m ddpdoctor check` (tests and benchmarks point it at a fake check).
     p.add_argument("--check-cmd", help=argparse.SUPPRESS)
     p.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -56,13 +59,17 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def run(args: argparse.Namespace) -> int:
-    # argparse hands `tui -- --opt v` the first passthrough word as REPORT.json: give it back.
+def fix_passthrough(args: argparse.Namespace) -> None:
+    """argparse hands `tui -- --opt v` the first word after -- as REPORT.json: give it back."""
     if args.report is not None and args.report.startswith("-"):
         args.passthrough = [args.report, *args.passthrough]
         args.report = None
     if args.passthrough[:1] == ["--"]:
         args.passthrough = args.passthrough[1:]
+
+
+def run(args: argparse.Namespace) -> int:
+    fix_passthrough(args)
     live_given = any(getattr(args, n) is not None for n in (*LIVE_OPTIONS, "select", "skip", "check_cmd"))
     if args.report and args.lint:
         return _fail("give either REPORT.json or --lint PATH, not both")

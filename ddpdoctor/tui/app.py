@@ -41,6 +41,7 @@ class DoctorApp(App[int]):
     callable returning a Report, run in a thread since it reads many files)."""
 
     TITLE = "ddpdoctor"
+    ENABLE_COMMAND_PALETTE = False  # every action has a key; the footer needs the room at 80 columns
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
     TabbedContent { height: 1fr; }

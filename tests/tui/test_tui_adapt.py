@@ -98,7 +98,7 @@ def test_lint_result_to_report_accepts_shapes():
     assert adapt.lint_result_to_report(rep) is rep
 
     class Result:
-        findings = [f]
+        findings = (f,)
 
     assert adapt.lint_result_to_report(Result()).lint == [f]
     with pytest.raises(TypeError, match="not findings"):

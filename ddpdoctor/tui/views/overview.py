@@ -7,11 +7,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey
 
 from ddpdoctor.tui.adapt import severity_style
 from ddpdoctor.tui.livestate import GLYPHS, CheckRow, RunState
 from ddpdoctor.tui.views.common import glyph, no_data, status_text
 
+RANKS_MAX_WIDTH = 24
 COLUMNS = (
     ("code", "Code", 7),
     ("title", "Check", 22),
@@ -71,6 +73,12 @@ class OverviewView(Vertical):
             else no_data("checks", "Waiting for the run to start.")
         )
         table = self.query_one(DataTable)
+        # one glyph per rank plus a space per node boundary; very large runs show the rest in the details
+        width = min(RANKS_MAX_WIDTH, max(5, len(state.ranks) + len(state.node_groups()) - 1))
+        ranks_col = table.columns[ColumnKey("ranks")]
+        if ranks_col.width != width:
+            ranks_col.width = width
+            table.refresh()
         for row in state.rows():
             cells = {
                 "code": Text(row.code, "bold"),
@@ -102,6 +110,8 @@ class OverviewView(Vertical):
         parts: list = [Text.assemble((f"{row.code} ", "bold"), row.title, "  ", status_text(row.status))]
         if row.summary:
             parts.append(Text(row.summary))
+        if len(state.ranks) + len(state.node_groups()) - 1 > RANKS_MAX_WIDTH:
+            parts.append(Text("ranks: ").append_text(rank_strip(row, state)))
         if row.progress:
             parts.append(Text(f"progress: {row.progress}", "blue"))
         for f in row.findings:
