@@ -10,6 +10,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
+from textual.lazy import Lazy
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from ddpdoctor.report.io import ReportError, load_report
@@ -66,6 +67,8 @@ class DoctorApp(App[int]):
         self.state = RunState()
         self.run_handle: LiveRun | None = None
         self.exit_code = 0
+        self.mode = ""
+        self.started = False  # views that mount before the app's on_mount wait for it
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -73,10 +76,16 @@ class DoctorApp(App[int]):
         with TabbedContent(initial=self.start_view):
             for tab, label, _ in VIEWS:
                 with TabPane(label, id=tab):
-                    yield PANES[tab](id=f"view-{tab}")
+                    pane = PANES[tab](id=f"view-{tab}", classes="view")
+                    # hidden views mount after the first paint; they pull their data via feed()
+                    yield pane if tab == self.start_view else Lazy(pane)
         yield Footer()
 
     def on_mount(self) -> None:
+        self.started = True
+        if self.report is None:
+            for pane in self.query(".view"):
+                self.feed(pane)
         if self.report is not None:
             self.sub_title = "saved report"
             self.show_report(self.report)
@@ -90,19 +99,31 @@ class DoctorApp(App[int]):
         self.focus_view(self.start_view)  # arrow keys work at once
 
     # -- data in -------------------------------------------------------------------------------------
+    def feed(self, pane: Any) -> None:
+        """Give one view what it shows; views call this when they mount (hidden ones lazily)."""
+        if not self.started:
+            return
+        if isinstance(pane, OverviewView):
+            pane.show_state(self.state, self.mode)
+        elif self.report is None:
+            return
+        elif isinstance(pane, (P2PPane, CurvePane, TopologyPane)):
+            pane.show_report(self.report)
+        elif isinstance(pane, RecsPane):
+            pane.set_items(list(self.report.recommendations))
+        elif isinstance(pane, LintPane):
+            pane.bases = tuple(b for b in (self.report_dir, Path.cwd()) if b)
+            pane.set_items(lint_findings(self.report))
+
     def show_report(self, report: Report) -> None:
         self.report = report
         self.state = state_from_report(report)
-        self.query_one(LintPane).bases = tuple(b for b in (self.report_dir, Path.cwd()) if b)
         if self.live_cfg:
-            mode = f"live run finished · exit {report.exit_code()}"
+            self.mode = f"live run finished · exit {report.exit_code()}"
         else:
-            mode = f"saved report · {report.run.get('endpoint', '')}".rstrip(" ·")
-        self.query_one(OverviewView).show_state(self.state, mode)
-        for pane in (P2PPane, CurvePane, TopologyPane):
-            self.query_one(pane).show_report(report)
-        self.query_one(RecsPane).set_items(list(report.recommendations))
-        self.query_one(LintPane).set_items(lint_findings(report))
+            self.mode = f"saved report · {report.run.get('endpoint', '')}".rstrip(" ·")
+        for pane in self.query(".view"):  # the views mounted so far; the rest pull on mount
+            self.feed(pane)
         self.exit_code = report.exit_code()
         verdict = ("FAILED", "bold red") if report.failed else ("passed", "bold green")
         counts = f"{len(report.checks)} checks · {len(report.recommendations)} recs · {len(report.lint)} lint"
@@ -114,7 +135,9 @@ class DoctorApp(App[int]):
     def apply_events(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
             self.state.apply(ev)
-        self.query_one(OverviewView).show_state(self.state, "live run")
+        self.mode = "live run"
+        for pane in self.query(OverviewView):
+            pane.show_state(self.state, self.mode)
         st = self.state
         if st.ended:
             return
@@ -159,7 +182,9 @@ class DoctorApp(App[int]):
         self.exit_code = 2
         self.set_status(Text(f"check {why} without a report; log: {run.log_path}", "bold red"))
         self.state.logs.append(("error", run.log_tail(5) or "(empty log)"))
-        self.query_one(OverviewView).show_state(self.state, f"check {why}")
+        self.mode = f"check {why}"
+        for pane in self.query(OverviewView):
+            pane.show_state(self.state, self.mode)
 
     async def lint_loop(self) -> None:
         try:
@@ -179,7 +204,11 @@ class DoctorApp(App[int]):
     def focus_view(self, tab: str) -> None:
         # Something in the new view must take focus: if focus stayed in the hidden view, TabbedContent
         # would switch back to it.
-        pane = self.query_one(f"#view-{tab}")
+        try:
+            pane = self.query_one(f"#view-{tab}")
+        except NoMatches:  # a lazy view not mounted yet: it is focused when it mounts
+            self.call_after_refresh(self.focus_view, tab)
+            return
         scrollers = [pane] if pane.can_focus else []
         candidates = [*pane.query("Heatmap, DataTable"), *scrollers, *pane.query("VerticalScroll")]
         if candidates:
@@ -192,7 +221,7 @@ class DoctorApp(App[int]):
     def action_copy(self) -> None:
         active = self.query_one(TabbedContent).active
         pane = {"recs": RecsPane, "lint": LintPane}.get(active)
-        text = self.query_one(pane).copy_text() if pane else None
+        text = next((p.copy_text() for p in self.query(pane)), None) if pane else None
         if not text:
             self.notify("nothing to copy here", severity="warning", timeout=2)
             return
@@ -200,7 +229,8 @@ class DoctorApp(App[int]):
         self.notify(f"copied: {text.splitlines()[0][:60]}", timeout=2)
 
     def action_next_node(self) -> None:
-        self.query_one(TopologyPane).next_node()
+        for pane in self.query(TopologyPane):
+            pane.next_node()
 
     async def action_stop(self) -> None:
         if self.run_handle is not None and self.run_handle.returncode is None:

@@ -32,6 +32,7 @@ async def test_overview_shows_checks_and_rank_glyphs_per_node(gloo_report):
 async def test_number_keys_switch_views_and_footer_lists_them(gloo_report):
     app = DoctorApp(report=gloo_report, report_dir=DATA)
     async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
         footer = screen_text(app).splitlines()[-1]
         for label in ("1 Checks", "2 P2P", "3 Curve", "4 Topo", "5 Recs", "6 Lint", "? Help"):
             assert label in footer
@@ -85,10 +86,14 @@ async def test_topology_view_of_a_gpu_node(gpu_report):
         text = screen_text(app)
         assert "Topology of gpu-h100-07" in text and "ENABLED" in text
         assert "GPU0     ·  NV18  NV18" in text
-        app.query_one("#view-topo").scroll_end(animate=False)
-        await pilot.pause()
-        text = screen_text(app)
-        assert "mlx5_bond_0" in text and "ACTIVE" in text
+        pane = app.query_one("#view-topo")
+
+        def at_end() -> bool:
+            pane.scroll_end(animate=False)  # again each time: the layout may still be settling
+            return "mlx5_bond_0" in screen_text(app)
+
+        await wait_for(pilot, at_end)
+        assert "ACTIVE" in screen_text(app)
 
 
 async def test_copy_snippet_from_recommendations(gloo_report):

@@ -34,6 +34,9 @@ class CurvePane(VerticalScroll):
         yield Static(no_data("bandwidth curve", "The bandwidth sweep has not reported."), id="bw-plot")
         yield Static("", id="bw-points")
 
+    def on_mount(self) -> None:
+        self.app.feed(self)
+
     def show_report(self, report: Report | None) -> None:
         view = bandwidth_view(report)
         if view is None:

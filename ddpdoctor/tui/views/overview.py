@@ -65,6 +65,9 @@ class OverviewView(Vertical):
         with VerticalScroll(id="ov-details"):
             yield Static("", id="ov-details-text")
 
+    def on_mount(self) -> None:
+        self.app.feed(self)
+
     def show_state(self, state: RunState, mode: str = "") -> None:
         self.run_state = state
         self.query_one("#ov-run", Static).update(

@@ -79,6 +79,9 @@ class P2PPane(Vertical):
         )
         yield Static("", id="p2p-details")
 
+    def on_mount(self) -> None:
+        self.app.feed(self)
+
     def show_report(self, report: Report | None) -> None:
         view = p2p_view(report)
         scroll = self.query_one("#p2p-scroll", VerticalScroll)

@@ -28,6 +28,9 @@ class ListDetail(Vertical):
         with VerticalScroll(classes="details"):
             yield Static(self.EMPTY, classes="details-text")
 
+    def on_mount(self) -> None:
+        self.app.feed(self)
+
     def set_items(self, items: list[Any]) -> None:
         self.items = items
         table = self.query_one(DataTable)

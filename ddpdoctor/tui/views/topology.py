@@ -92,6 +92,9 @@ class TopologyPane(VerticalScroll):
     def compose(self):
         yield Static(no_data("topology", "No topology check has reported (GPU nodes only)."), id="topo-body")
 
+    def on_mount(self) -> None:
+        self.app.feed(self)
+
     def show_report(self, report: Report | None) -> None:
         nodes = topology_by_node(report)
         if not nodes:
