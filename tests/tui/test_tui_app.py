@@ -247,3 +247,45 @@ async def test_lint_mode_crash_is_shown():
     app = DoctorApp(lint=lint)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: "lint failed: RuntimeError: parser exploded" in screen_text(app))
+
+
+async def test_large_run_keeps_the_rank_column_narrow_and_lists_ranks_in_details():
+    from ddpdoctor.report.model import CheckResult, Finding
+
+    ranks = [
+        {"rank": r, "local_rank": r % 8, "node_rank": r // 8, "hostname": f"node{r // 8:02d}"}
+        for r in range(64)
+    ]
+    slow = Finding("P2P001", "error", "slow", where={"ranks": [42]})
+    report = Report(
+        run={"backend": "nccl", "world_size": 64},
+        ranks=ranks,
+        checks=[CheckResult("P2P001", "P2P", status="failed", findings=[slow])],
+    )
+    app = DoctorApp(report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "64 ranks on 8 node(s)" in text
+        row = next(line for line in text.splitlines() if "P2P001" in line)
+        assert len(row) <= 80
+        # the details show every rank: node 5 holds ranks 40-47, rank 42 failed
+        assert "ranks: " + " ".join(["✓" * 8] * 5 + ["✓✓✗✓✓✓✓✓"] + ["✓" * 8] * 2) in text.replace("\n ", "")
+
+
+async def test_topology_next_node_key_cycles_hosts():
+    from ddpdoctor.report.model import CheckResult
+
+    nodes = {
+        "hostA": {"gdr": {"verdict": "enabled"}},
+        "hostB": {"gdr": {"verdict": "disabled", "reason": "no peermem"}},
+    }
+    app = DoctorApp(report=Report(checks=[CheckResult("GDR001", "GDR", data={"nodes": nodes})]))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        assert "Topology of hostA  (node 1/2, n: next)" in screen_text(app)
+        await pilot.press("n")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Topology of hostB" in text and "DISABLED  no peermem" in text

@@ -66,6 +66,7 @@ class OverviewView(Vertical):
             yield Static("", id="ov-details-text")
 
     def on_mount(self) -> None:
+        self.shown: dict[str, dict] = {}  # the cells on screen, per check code
         self.app.feed(self)
 
     def show_state(self, state: RunState, mode: str = "") -> None:
@@ -91,11 +92,14 @@ class OverviewView(Vertical):
                 "time": "" if row.duration_s is None else f"{row.duration_s:.1f}s",
                 "summary": row.progress or row.summary,
             }
-            if row.code in table.rows:
-                for key, value in cells.items():
-                    table.update_cell(row.code, key, value)
-            else:
+            shown = self.shown.get(row.code)
+            if shown is None:
                 table.add_row(*cells.values(), key=row.code)
+            else:  # only what changed: progress events arrive many times a second
+                for key, value in cells.items():
+                    if shown[key] != value:
+                        table.update_cell(row.code, key, value)
+            self.shown[row.code] = cells
         self._show_details()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
