@@ -14,6 +14,13 @@ from .helpers import DATA, SIZE, fake_command, screen_text
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 
 
+async def show(pilot, *keys: str) -> str:
+    """Press ``keys``, let the app settle, return the screen."""
+    await pilot.press(*keys)
+    await pilot.pause()
+    return screen_text(pilot.app)
+
+
 async def test_overview_shows_checks_and_rank_glyphs_per_node(gloo_report):
     app = DoctorApp(report=gloo_report, report_dir=DATA)
     async with app.run_test(size=SIZE) as pilot:
@@ -52,17 +59,13 @@ async def test_number_keys_switch_views_and_footer_lists_them(gloo_report):
 async def test_heatmap_cursor_moves_and_details_follow(gloo_report):
     app = DoctorApp(report=gloo_report)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("2")
-        await pilot.pause()
-        text = screen_text(app)
+        text = await show(pilot, "2")
         # it opens on the worst outlier
         assert "r3@ddpd-node1 → r1@ddpd-node0: 0.025 GB/s" in text and "OUTLIER" in text
         assert "0.03! 0.03!" in text
         await pilot.press("right", "right")  # (3,1) → (3,3): the diagonal
         assert "r3@ddpd-node1: diagonal" in screen_text(app)
-        await pilot.press("up")  # (2,3)
-        await pilot.pause()
-        text = screen_text(app)
+        text = await show(pilot, "up")  # (2,3)
         assert "r2@ddpd-node1 → r3@ddpd-node1: 2.03 GB/s" in text and "OUTLIER" not in text
         assert "2.03◂" in text
 
@@ -70,9 +73,7 @@ async def test_heatmap_cursor_moves_and_details_follow(gloo_report):
 async def test_curve_view_plots_and_lists_points(gloo_report):
     app = DoctorApp(report=gloo_report)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
-        await pilot.pause()
-        text = screen_text(app)
+        text = await show(pilot, "3")
         assert "━ all_reduce" in text and "┄ expected 1.10" in text
         assert "BW001: peak 0.78 GB/s at 64MiB" in text
         assert any(0x2800 < ord(c) <= 0x28FF for c in text)
@@ -81,9 +82,7 @@ async def test_curve_view_plots_and_lists_points(gloo_report):
 async def test_topology_view_of_a_gpu_node(gpu_report):
     app = DoctorApp(report=gpu_report)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("4")
-        await pilot.pause()
-        text = screen_text(app)
+        text = await show(pilot, "4")
         assert "Topology of gpu-h100-07" in text and "ENABLED" in text
         assert "GPU0     ·  NV18  NV18" in text
         pane = app.query_one("#view-topo")
@@ -117,9 +116,7 @@ async def test_copy_on_a_view_without_snippets_says_so(gpu_report):
 async def test_lint_view_shows_source_around_the_finding(gloo_report):
     app = DoctorApp(report=gloo_report, report_dir=DATA)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("6", "down", "down")
-        await pilot.pause()
-        text = screen_text(app)
+        text = await show(pilot, "6", "down", "down")
         assert "train_bad.py:25:17: DDP301" in text
         assert "❱ 25                 dist.all_reduce(loss.detach())" in text
         assert "24             if rank == 0:" in text
@@ -285,7 +282,5 @@ async def test_topology_next_node_key_cycles_hosts():
         await pilot.press("4")
         await pilot.pause()
         assert "Topology of hostA  (node 1/2, n: next)" in screen_text(app)
-        await pilot.press("n")
-        await pilot.pause()
-        text = screen_text(app)
+        text = await show(pilot, "n")
         assert "Topology of hostB" in text and "DISABLED  no peermem" in text

@@ -36,6 +36,10 @@ def check(code, title, status, summary, dur, findings=(), data=None, kind="clust
     }
 
 
+def header() -> dict:
+    return {"schema_version": 1, "tool": {"name": "ddpdoctor", "version": "0.1.0"}, "created": T0}
+
+
 def busbw_curve(n, alpha_s, algbw_Bps, sizes):
     times = [[s, round(alpha_s + s / algbw_Bps, 9)] for s in sizes]
     factor = 2 * (n - 1) / n  # all_reduce busbw factor (nccl-tests PERFORMANCE.md)
@@ -64,9 +68,7 @@ def gloo_2x2():
     bw = busbw_curve(4, 180e-6, 0.52e9, sizes)
     bw["expected_busbw_GBps"] = 1.1
     return {
-        "schema_version": 1,
-        "tool": {"name": "ddpdoctor", "version": "0.1.0"},
-        "created": T0,
+        **header(),
         "run": {
             "backend": "gloo",
             "world_size": 4,
@@ -247,9 +249,7 @@ def gpu_node():
     vals = [[None if i == j else round(389.0 - (i * 7 + j) % 5 * 0.8, 1) for j in range(n)] for i in range(n)]
     vals[5][2] = 121.4
     return {
-        "schema_version": 1,
-        "tool": {"name": "ddpdoctor", "version": "0.1.0"},
-        "created": T0,
+        **header(),
         "run": {
             "backend": "nccl",
             "world_size": 8,
