@@ -115,11 +115,11 @@ class DoctorApp(App[int]):
             pane.bases = tuple(b for b in (self.report_dir, Path.cwd()) if b)
             pane.set_items(lint_findings(self.report))
 
-    def show_report(self, report: Report) -> None:
+    def show_report(self, report: Report, saved: Path | None = None) -> None:
         self.report = report
         self.state = state_from_report(report)
         if self.live_cfg:
-            self.mode = f"live run finished · exit {report.exit_code()}"
+            self.mode = f"live run finished · exit {report.exit_code()} · report: {saved}"
         else:
             self.mode = f"saved report · {report.run.get('endpoint', '')}".rstrip(" ·")
         for pane in self.query(".view"):  # the views mounted so far; the rest pull on mount
@@ -129,7 +129,7 @@ class DoctorApp(App[int]):
         counts = f"{len(report.checks)} checks · {len(report.recommendations)} recs · {len(report.lint)} lint"
         self.set_status(Text.assemble(("verdict: ", "bold"), verdict, f" · {counts}"))
 
-    def set_status(self, text: Text | str) -> None:
+    def set_status(self, text: Text) -> None:
         self.query_one("#status", Static).update(text)
 
     def apply_events(self, events: list[dict[str, Any]]) -> None:
@@ -174,7 +174,7 @@ class DoctorApp(App[int]):
                 self.exit_code = 2
                 return
             self.report_dir = path.parent
-            self.show_report(report)
+            self.show_report(report, saved=path)
             return
         why = "stopped" if run.stopped else f"exited with {run.returncode}"
         if run.timed_out:
@@ -210,7 +210,7 @@ class DoctorApp(App[int]):
             self.call_after_refresh(self.focus_view, tab)
             return
         scrollers = [pane] if pane.can_focus else []
-        candidates = [*pane.query("Heatmap, DataTable"), *scrollers, *pane.query("VerticalScroll")]
+        candidates = [*pane.query("Heatmap, DataTable"), *scrollers, *pane.query("ScrollableContainer")]
         if candidates:
             candidates[0].focus()
 

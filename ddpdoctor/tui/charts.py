@@ -49,6 +49,29 @@ def heat_style(v: float, lo: float, hi: float) -> str:
     return f"bold white on {HEAT[idx]}"
 
 
+HEATMAP_TOP = 2  # lines above the first row: "to→" and the column numbers
+
+
+def heatmap_layout(n: int, width: int) -> tuple[int, int]:
+    """(row label width, cell width) for an n×n heatmap in ``width`` columns."""
+    label_w = len(f"r{n - 1}") + 1
+    return label_w, next((w for w in (6, 3) if label_w + w * n <= width), 2)
+
+
+def column_ruler(n: int, cell_w: int) -> str:
+    """Column numbers over the cells: every column when they fit, else every 5th."""
+    if cell_w >= 3:
+        return "".join(f"{j:>{cell_w - 1}} " for j in range(n))
+    ruler = [" "] * (n * cell_w)
+    for j in range(0, n, 5):
+        s = str(j)
+        if j * cell_w + len(s) <= len(ruler) and all(
+            c == " " for c in ruler[max(0, j * cell_w - 1) : j * cell_w + len(s)]
+        ):
+            ruler[j * cell_w : j * cell_w + len(s)] = s
+    return "".join(ruler)
+
+
 # -- heatmap -----------------------------------------------------------------------------------------
 def heatmap_text(
     m: Matrix,
@@ -56,22 +79,21 @@ def heatmap_text(
     cursor: tuple[int, int] | None = None,
     width: int = 80,
 ) -> Text:
-    """The matrix as coloured cells; rows are senders. Numbers when they fit, blocks otherwise.
+    """The matrix as coloured cells; rows are senders. Numbers when they fit, blocks otherwise
+    (2 or 1 characters a cell); wider than ``width`` only when even 1 character does not fit.
 
-    Outliers carry a ``!``; the cursor cell is shown reversed with brackets.
+    Outliers carry a ``!``; the cursor cell is shown reversed with a ``◂``.
     """
     outl = set(outliers)
     nums = m.numbers()
     lo, hi = (min(nums), max(nums)) if nums else (0.0, 0.0)
     n = m.size
-    label_w = len(f"r{n - 1}") + 1
-    cell_w = 6 if label_w + 6 * n <= width else 3
-    out = Text()
+    label_w, cell_w = heatmap_layout(n, width)
+    out = Text(no_wrap=True, overflow="ignore")  # a wrapped row would no longer line up
     out.append(" " * label_w + "to→ ", "dim")
     out.append("\n")
     out.append(" " * label_w)
-    for j in range(n):
-        out.append(f"{j:>{cell_w - 1}} ", "dim")
+    out.append(column_ruler(n, cell_w), "dim")
     out.append("\n")
     for i in range(n):
         out.append(f"{'r' + str(i):<{label_w}}", "bold")
@@ -82,7 +104,7 @@ def heatmap_text(
                 body = "·" if i == j else "?"
                 style = "dim"
             else:
-                body = fmt_value(v) if cell_w == 6 else "██"
+                body = fmt_value(v) if cell_w == 6 else "█" * (cell_w - 1)
                 style = heat_style(v, lo, hi)
                 if (i, j) in outl:
                     style += " underline"

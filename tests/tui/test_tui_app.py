@@ -187,6 +187,7 @@ async def test_live_mode_streams_then_loads_the_report(tmp_path):
         await pilot.press("1")
         await pilot.pause()
         assert "live run finished · exit 1" in screen_text(app)
+        assert "report:" in screen_text(app) and "/report.json" in screen_text(app)  # where it was saved
         assert app.exit_code == 1
 
 
@@ -284,3 +285,20 @@ async def test_topology_next_node_key_cycles_hosts():
         assert "Topology of hostA  (node 1/2, n: next)" in screen_text(app)
         text = await show(pilot, "n")
         assert "Topology of hostB" in text and "DISABLED  no peermem" in text
+
+
+async def test_large_heatmap_uses_blocks_and_scrolls_to_the_cursor():
+    from ddpdoctor.report.model import CheckResult
+
+    n = 100
+    vals = [[None if i == j else 1.5 for j in range(n)] for i in range(n)]
+    vals[90][95] = 0.01
+    data = {"matrix": {"unit": "GB/s", "values": vals}, "outliers": [[90, 95]]}
+    app = DoctorApp(report=Report(checks=[CheckResult("P2P001", "P2P", data=data)]))
+    async with app.run_test(size=SIZE) as pilot:
+        text = await show(pilot, "2")
+        assert "r90 → r95: 0.01 GB/s" in text  # the cursor starts on the outlier
+        # the outlier's cell comes on screen: the pane scrolls right and down to it
+        await wait_for(pilot, lambda: "█!" in screen_text(app))
+        assert " r0 " not in screen_text(app)
+        assert all(len(line) <= 80 for line in text.splitlines())

@@ -7,7 +7,8 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical
+from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -15,12 +16,12 @@ from textual.widgets import Static
 
 from ddpdoctor.report.model import Report
 from ddpdoctor.tui.adapt import P2PView, cell_details, p2p_view
-from ddpdoctor.tui.charts import heatmap_text
+from ddpdoctor.tui.charts import HEATMAP_TOP, heatmap_layout, heatmap_text
 from ddpdoctor.tui.views.common import no_data
 
 
 class Heatmap(Widget, can_focus=True):
-    DEFAULT_CSS = "Heatmap { height: auto; }"
+    DEFAULT_CSS = "Heatmap { height: auto; width: auto; }"
     BINDINGS: ClassVar = [
         Binding("up", "move(-1, 0)", show=False),
         Binding("down", "move(1, 0)", show=False),
@@ -45,10 +46,16 @@ class Heatmap(Widget, can_focus=True):
             self.set_reactive(Heatmap.cursor, (0, 0))
 
     def render(self) -> Text:
-        return heatmap_text(self.p2p.matrix, self.p2p.outliers, self.cursor, self.size.width or 80)
+        width = self.parent.size.width if self.parent is not None else 80
+        return heatmap_text(self.p2p.matrix, self.p2p.outliers, self.cursor, width or 80)
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return len(self.render().wrap(self.app.console, width or 80))
+        return len(self.render().plain.splitlines())
+
+    def get_content_width(self, container, viewport) -> int:
+        # as wide as the matrix needs: the pane scrolls sideways for very large runs
+        text = heatmap_text(self.p2p.matrix, self.p2p.outliers, self.cursor, container.width or 80)
+        return max(len(line) for line in text.plain.splitlines())
 
     def action_move(self, di: int, dj: int) -> None:
         n = self.p2p.matrix.size
@@ -57,6 +64,21 @@ class Heatmap(Widget, can_focus=True):
 
     def watch_cursor(self, cursor: tuple[int, int]) -> None:
         self.post_message(self.CellSelected(*cursor))
+        self.scroll_to_cursor()
+
+    def on_show(self) -> None:
+        # shown at last (it may have mounted in a hidden tab): bring the cursor, maybe an outlier far
+        # off screen, into view once the layout has sizes
+        self.call_after_refresh(self.scroll_to_cursor)
+
+    def scroll_to_cursor(self) -> None:
+        """Keep the cursor in view when the matrix is larger than the pane."""
+        if self.parent is None:
+            return
+        label_w, cell_w = heatmap_layout(self.p2p.matrix.size, self.parent.size.width or 80)
+        i, j = self.cursor
+        region = Region(label_w + j * cell_w, HEATMAP_TOP + i, cell_w, 1)
+        self.parent.scroll_to_region(region, animate=False)
 
 
 def _num(view: P2PView, cell: tuple[int, int]) -> float:
@@ -73,7 +95,7 @@ class P2PPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(Text("P2P bandwidth heatmap", "bold"), id="p2p-title")
-        yield VerticalScroll(
+        yield ScrollableContainer(
             Static(no_data("point-to-point matrix", "The P2P check has not reported."), id="p2p-empty"),
             id="p2p-scroll",
         )
@@ -84,7 +106,7 @@ class P2PPane(Vertical):
 
     def show_report(self, report: Report | None) -> None:
         view = p2p_view(report)
-        scroll = self.query_one("#p2p-scroll", VerticalScroll)
+        scroll = self.query_one("#p2p-scroll", ScrollableContainer)
         if view is None:
             return
         self.p2p = view
