@@ -69,6 +69,7 @@ class DoctorApp(App[int]):
         self.exit_code = 0
         self.mode = ""
         self.started = False  # views that mount before the app's on_mount wait for it
+        self.bad_lines_seen = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -159,10 +160,20 @@ class DoctorApp(App[int]):
             return
         try:
             async for batch in run.batches():
+                self.note_bad_lines(run)
                 self.apply_events(batch)
+            self.note_bad_lines(run)
             await self.finish_live(run)
         except NoMatches:  # the app is closing under us: end the child with it
             await run.stop()
+
+    def note_bad_lines(self, run: LiveRun) -> None:
+        """Say so, once per new count, when the event file holds lines that are not events."""
+        if run.tail.bad_lines > self.bad_lines_seen:
+            self.bad_lines_seen = run.tail.bad_lines
+            self.state.logs.append(
+                ("warning", f"{run.tail.bad_lines} unreadable line(s) in {run.events_path}")
+            )
 
     async def finish_live(self, run: LiveRun) -> None:
         path = Path(self.state.report_path) if self.state.report_path else run.report_path

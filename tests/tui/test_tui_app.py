@@ -302,3 +302,19 @@ async def test_large_heatmap_uses_blocks_and_scrolls_to_the_cursor():
         await wait_for(pilot, lambda: "█!" in screen_text(app))
         assert " r0 " not in screen_text(app)
         assert all(len(line) <= 80 for line in text.splitlines())
+
+
+async def test_live_mode_reports_unreadable_event_lines(tmp_path):
+    import sys
+
+    script = (
+        "import sys, json\n"
+        "path = sys.argv[sys.argv.index('--events') + 1]\n"
+        "open(path, 'w').write('not an event\\n' + json.dumps({'event': 'run_end', 'exit_code': 2}) + '\\n')\n"
+    )
+    app = DoctorApp(
+        live=LiveConfig(command=[sys.executable, "-c", script], workdir=str(tmp_path), poll_s=0.05)
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: "without a report" in screen_text(app))
+        assert "1 unreadable line(s)" in " ".join(msg for _, msg in app.state.logs)
