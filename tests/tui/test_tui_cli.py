@@ -74,3 +74,20 @@ def test_pure_modules_import_neither_textual_nor_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_lint_engine_is_called_with_the_paths_when_present(monkeypatch):
+    import ddpdoctor.lint
+    from ddpdoctor.report.model import Finding
+
+    seen = []
+
+    def fake_lint_paths(paths):
+        seen.append(paths)
+        return [Finding("DDP101", "error", "m", location={"path": "t.py", "line": 3}).to_dict()]
+
+    monkeypatch.setattr(ddpdoctor.lint, "lint_paths", fake_lint_paths, raising=False)
+    run_lint = tui_cmd._lint_callable(["t.py"])
+    report = run_lint()  # the app calls it in a worker thread
+    assert seen == [["t.py"]]
+    assert [(f.code, f.location.line) for f in report.lint] == [("DDP101", 3)]
