@@ -1,15 +1,132 @@
-"""`ddpdoctor tui` (not built yet)."""
+"""`ddpdoctor tui`: the interactive terminal app.
+
+ddpdoctor tui [--nodes N --nproc-per-node K --backend B --select C --skip C] [-- CHECK_OPTIONS]
+    run the checks on this machine live (`ddpdoctor check --events … --json …` in a child process)
+ddpdoctor tui REPORT.json      open a saved report (from any cluster)
+ddpdoctor tui --lint PATH      lint PATH and show the findings with their source
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
+
+DESCRIPTION = "The interactive terminal app: run the checks live, or open a saved report or lint results."
+LIVE_OPTIONS = ("nodes", "nproc_per_node", "backend")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("report", nargs="?", metavar="REPORT.json", help="open a saved report instead of running")
+    p.add_argument("--lint", action="append", metavar="PATH", help="lint PATH (file or folder; repeatable)")
+    g = p.add_argument_group("live run (passed on to `ddpdoctor check`)")
+    g.add_argument("--nodes", help="number of nodes (or MIN:MAX)")
+    g.add_argument("--nproc-per-node", help="ranks per node")
+    g.add_argument("--backend", choices=("gloo", "nccl"), help="process-group backend")
+    g.add_argument("--select", action="append", metavar="CODE", help="only these checks (code or prefix)")
+    g.add_argument("--skip", action="append", metavar="CODE", help="skip these checks (code or prefix)")
+    g.add_argument(
+        "--run-timeout",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="stop the whole run after S seconds (default 3600)",
+    )
+    # nargs="*" rather than REMAINDER: REMAINDER would swallow options given after REPORT.json.
+    p.add_argument(
+        "passthrough", nargs="*", metavar="-- CHECK_OPTION", help="after --: more options for `check`"
+    )
+    # Internal: replace `python -m ddpdoctor check` (tests and benchmarks point it at a fake check).
+    p.add_argument("--check-cmd", help=argparse.SUPPRESS)
+    p.add_argument("--workdir", help=argparse.SUPPRESS)
+
+
+def check_args(args: argparse.Namespace) -> list[str]:
+    out: list[str] = []
+    for name in LIVE_OPTIONS:
+        value = getattr(args, name)
+        if value is not None:
+            out += [f"--{name.replace('_', '-')}", str(value)]
+    for name in ("select", "skip"):
+        for code in getattr(args, name) or []:
+            out += [f"--{name}", code]
+    return out + list(args.passthrough)
+
+
+def _fail(msg: str) -> int:
+    print(f"ddpdoctor tui: {msg}", file=sys.stderr)
+    return 2
+
+
+def fix_passthrough(args: argparse.Namespace) -> None:
+    """argparse hands `tui -- --opt v` the first word after -- as REPORT.json: give it back."""
+    if args.report is not None and args.report.startswith("-"):
+        args.passthrough = [args.report, *args.passthrough]
+        args.report = None
+    if args.passthrough[:1] == ["--"]:
+        args.passthrough = args.passthrough[1:]
 
 
 def run(args: argparse.Namespace) -> int:
-    print("ddpdoctor tui: not available yet in this version", file=sys.stderr)
-    return 2
+    fix_passthrough(args)
+    live_given = any(getattr(args, n) is not None for n in (*LIVE_OPTIONS, "select", "skip", "check_cmd"))
+    if args.report and args.lint:
+        return _fail("give either REPORT.json or --lint PATH, not both")
+    if (args.report or args.lint) and (live_given or args.passthrough):
+        return _fail("live-run options (--nodes, --backend, --select, ...) need no REPORT.json or --lint")
+    if args.run_timeout <= 0:
+        return _fail("--run-timeout must be positive")
+
+    app_kwargs: dict = {}
+    if args.report:
+        from ddpdoctor.report.io import ReportError, load_report
+
+        try:
+            app_kwargs = {
+                "report": load_report(args.report),
+                "report_dir": Path(args.report).resolve().parent,
+            }
+        except ReportError as e:
+            return _fail(str(e))
+    elif args.lint:
+        missing = [p for p in args.lint if not Path(p).exists()]
+        if missing:
+            return _fail(f"{missing[0]}: no such file or folder")
+        lint_fn = _lint_callable(args.lint)
+        if isinstance(lint_fn, str):
+            return _fail(lint_fn)
+        app_kwargs = {"lint": lint_fn}
+    else:
+        from ddpdoctor.tui.live import LiveConfig
+
+        command = shlex.split(args.check_cmd) if args.check_cmd else None
+        app_kwargs = {
+            "live": LiveConfig(
+                check_args=check_args(args), command=command, workdir=args.workdir, timeout_s=args.run_timeout
+            )
+        }
+
+    from ddpdoctor.tui.app import DoctorApp
+
+    app = DoctorApp(**app_kwargs)
+    result = app.run()
+    return app.exit_code if result is None else int(result)
+
+
+def _lint_callable(paths: list[str]):
+    """A function that lints ``paths`` into a Report, or a message saying why there is none."""
+    try:
+        from ddpdoctor.lint import lint_paths
+    except ImportError:
+        return (
+            "the lint engine (ddpdoctor.lint.lint_paths) is not part of this build yet; "
+            "open a saved report that holds lint findings instead: ddpdoctor tui REPORT.json"
+        )
+
+    def run_lint():
+        from ddpdoctor.tui.adapt import lint_result_to_report
+
+        return lint_result_to_report(lint_paths(paths))
+
+    return run_lint

@@ -1,0 +1,156 @@
+"""Live mode's data side: start `ddpdoctor check --events … --json …` and tail its event file.
+
+asyncio only (no textual), so the app's event loop never blocks on the check: the child runs in its
+own process group with its output in a log file (it must not write on the app's terminal), and the
+event file is read in small increments between polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class LiveConfig:
+    check_args: list[str] = field(default_factory=list)  # options passed on to `ddpdoctor check`
+    command: list[str] | None = None  # replaces `python -m ddpdoctor check` (tests, benchmarks)
+    workdir: str | None = None  # where events/report/log go; a fresh temp dir by default
+    poll_s: float = 0.1
+    timeout_s: float = 3600.0  # the whole run; the check has its own per-check watchdog
+    stop_grace_s: float = 5.0
+
+
+def check_command(cfg: LiveConfig, events: Path, report: Path) -> list[str]:
+    prefix = cfg.command or [sys.executable, "-m", "ddpdoctor", "check"]
+    return [*prefix, "--events", str(events), "--json", str(report), *cfg.check_args]
+
+
+class EventTail:
+    """Incremental reader of a JSON-lines file that another process is still writing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pos = 0
+        self.partial = b""
+        self.bad_lines = 0
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < self.pos:  # rewritten from scratch
+                    self.pos, self.partial = 0, b""
+                f.seek(self.pos)
+                chunk = f.read(1 << 20)  # bounded, so one poll never stalls the UI
+        except FileNotFoundError:
+            return []
+        self.pos += len(chunk)
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()  # an unfinished line waits for the next read
+        out = []
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                ev = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                self.bad_lines += 1
+                continue
+            if isinstance(ev, dict):
+                out.append(ev)
+            else:
+                self.bad_lines += 1
+        return out
+
+
+class LiveRun:
+    """One run of the check as a child process; ``batches()`` yields its events as they arrive."""
+
+    def __init__(self, cfg: LiveConfig) -> None:
+        self.cfg = cfg
+        self.dir = Path(cfg.workdir or tempfile.mkdtemp(prefix="ddpdoctor-tui-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.events_path = self.dir / "events.jsonl"
+        self.report_path = self.dir / "report.json"
+        self.log_path = self.dir / "check.log"
+        self.command = check_command(cfg, self.events_path, self.report_path)
+        self.tail = EventTail(self.events_path)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.timed_out = False
+        self.stopped = False
+
+    async def start(self) -> None:
+        for p in (self.events_path, self.report_path):
+            p.unlink(missing_ok=True)  # never show a previous run's data
+        with open(self.log_path, "wb") as log:  # noqa: ASYNC230 -- creating a local file is instant
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() ends torchrun's ranks too
+            )
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.returncode
+
+    async def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
+        assert self.proc is not None, "start() first"
+        deadline = time.monotonic() + self.cfg.timeout_s
+        while True:
+            batch = self.tail.read()
+            if batch:
+                yield batch
+            if self.proc.returncode is not None:
+                rest = self.tail.read()  # what it wrote just before exiting
+                if rest:
+                    yield rest
+                return
+            if time.monotonic() > deadline and not self.timed_out:
+                self.timed_out = True
+                await self.stop()
+            try:
+                await asyncio.wait_for(self.proc.wait(), self.cfg.poll_s)
+            except asyncio.TimeoutError:
+                pass
+
+    async def stop(self) -> None:
+        """SIGTERM to the child's process group, SIGKILL after the grace period."""
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        self.stopped = True
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                await asyncio.wait_for(self.proc.wait(), self.cfg.stop_grace_s)
+                return
+            except asyncio.TimeoutError:
+                continue
+
+    def kill_now(self) -> None:
+        """Last resort when the app exits without an event loop to wait in."""
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])

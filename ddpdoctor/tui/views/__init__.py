@@ -1,0 +1,1 @@
+"""One module per view; each shows "no data yet" until its data arrives."""
