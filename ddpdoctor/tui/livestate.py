@@ -79,7 +79,8 @@ class RunState:
 
     def _on_run_start(self, ev: dict[str, Any]) -> None:
         self.world_size = _int(ev.get("world_size"), self.world_size)
-        self.nodes = _int(ev.get("nodes"), self.nodes)
+        nodes = ev.get("nodes")
+        self.nodes = len(nodes) if isinstance(nodes, list) else _int(nodes, self.nodes)
         self.backend = str(ev.get("backend") or self.backend)
         self.endpoint = str(ev.get("endpoint") or self.endpoint)
         for c in ev.get("checks") or []:
@@ -127,6 +128,14 @@ class RunState:
         rank = ev.get("rank")
         if isinstance(rank, int):
             row.ranks[rank] = RUNNING
+
+    def _on_rank_check_end(self, ev: dict[str, Any]) -> None:
+        """One rank finished its part (ok / error / timed_out) while the others may still run."""
+        row = self._row(ev)
+        rank = ev.get("rank")
+        if row is None or not isinstance(rank, int) or row.status not in (PENDING, RUNNING):
+            return
+        row.ranks[rank] = {"ok": "passed", "error": "error", "timed_out": "timed_out"}.get(str(ev.get("status")), RUNNING)
 
     def _on_check_end(self, ev: dict[str, Any]) -> None:
         row = self._row(ev)
