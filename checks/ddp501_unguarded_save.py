@@ -1,0 +1,60 @@
+"""DDP501: torch.save not guarded by rank.
+
+## What it does
+Finds `torch.save` that every rank reaches (per the per-rank interpreter, or syntactically when the
+code is not reached from the script's entry point) in a distributed script, writing to a path that
+does not depend on the rank.
+
+## Why is this bad?
+All N ranks write the same file at the same time: N times the I/O, and on shared file systems
+interleaved writes produce a truncated or corrupt checkpoint that fails only when you load it.
+
+## Example
+```python
+torch.save(model.module.state_dict(), "ckpt.pt")
+```
+
+## Use instead
+```python
+if dist.get_rank() == 0:
+    torch.save(model.module.state_dict(), "ckpt.pt")
+dist.barrier()
+```
+"""
+
+from __future__ import annotations
+
+CODE = "DDP501"
+TITLE = "torch.save not guarded by rank"
+KIND = "script"
+SEVERITY = "warning"
+
+
+def _rank_in_path(m, call) -> bool:
+    arg = call.args[1] if len(call.args) > 1 else m.keyword(call, "f")
+    import ast
+
+    text = ast.unparse(arg).lower() if arg is not None else ""
+    return "rank" in text or "shard" in text
+
+
+def check(m):
+    if not m.is_training_script and not m.dist_calls("get_rank"):
+        return
+    for call in m.calls_named("torch.save"):
+        if _rank_in_path(m, call):
+            continue  # per-rank files are meant to be written by every rank
+        reach = m.reach(call)
+        if reach:
+            if not any(len(ranks) == run.world_size for run, ranks in reach):
+                continue  # only some ranks get here
+            if all(run.entry != "<module>" for run, _ in reach):
+                fn = m.enclosing_function(call)
+                if fn is not None and m.callers_all_guarded(fn):
+                    continue
+        else:
+            fn = m.enclosing_function(call)
+            if m.guarded_by_rank(call) or (fn is not None and m.callers_all_guarded(fn)):
+                continue
+        yield m.finding(CODE, call, "`torch.save` runs on every rank: all ranks write the same file at once",
+                        SEVERITY, hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`")
