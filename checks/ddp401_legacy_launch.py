@@ -34,7 +34,9 @@ SEVERITY = "warning"
 
 
 def check(m):
-    for node in ast.walk(m.tree):
+    if not m.mentions("torch.distributed.launch", "local_rank", "local-rank"):
+        return
+    for node in m.nodes(ast.Import, ast.ImportFrom, ast.Constant):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [f"{node.module}.{a.name}" for a in node.names]
             if any(n == "torch.distributed.launch" or n.startswith("torch.distributed.launch.") for n in names):

@@ -55,8 +55,8 @@ def _scope(m, node) -> int:
 
 def _global_names(m) -> set:
     out = set()
-    for node in ast.walk(m.tree):
-        if isinstance(node, ast.Assign) and _is_global_source(m, node.value):
+    for node in m.nodes(ast.Assign):
+        if _is_global_source(m, node.value):
             for t in node.targets:
                 name = dotted(t)
                 if name:
@@ -87,8 +87,8 @@ def _device_exprs(m):
                 yield call, k.value.elts[0]
             elif k.arg in ("output_device", "device_id"):
                 yield call, k.value
-    for node in ast.walk(m.tree):
-        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant) \
+    for node in m.nodes(ast.JoinedStr):
+        if node.values and isinstance(node.values[0], ast.Constant) \
                 and str(node.values[0].value).endswith("cuda:") and len(node.values) == 2:
             yield node, node.values[1].value
 

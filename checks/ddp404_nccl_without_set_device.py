@@ -38,8 +38,8 @@ def _nccl(m, call: ast.Call) -> bool:
         return False
     texts = [n.value for n in ast.walk(expr) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     if isinstance(expr, ast.Name):  # backend = "nccl" assigned somewhere in the file
-        for node in ast.walk(m.tree):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
+        for node in m.nodes(ast.Assign):
+            if any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
                 texts += [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     return any("nccl" in t.lower() for t in texts) and not any("gloo" in t.lower() for t in texts)
 

@@ -52,11 +52,11 @@ def check(m):
             if any(e.node is save.node for t in run.traces[1:] for e in t.events):
                 continue  # not a rank-0-only save
             c0 = _syncs_before(r0, i)
-            for t in run.traces[1:]:
+            for rank, t in enumerate(run.traces[1:], 1):
                 for j, load in enumerate(t.events):
                     if load.kind == "load" and load.arg == save.arg and _syncs_before(t.events, j) == c0:
                         if id(load.node) not in reported:
                             reported.add(id(load.node))
-                            yield m.finding(CODE, load.node, f"rank {t.rank} loads `{load.arg}` while rank 0 may still "
+                            yield m.finding(CODE, load.node, f"rank {rank} loads `{load.arg}` while rank 0 may still "
                                             f"be saving it (line {save.node.lineno}): no barrier between them",
                                             SEVERITY, hint="call `dist.barrier()` after the rank-0 save")

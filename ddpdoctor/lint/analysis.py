@@ -17,6 +17,7 @@ from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, is_torch_name
 from ddpdoctor.report.model import Finding, Location, Severity
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
+MAX_FILE_STEPS = 300_000  # interpreter statements per file; beyond it, later entry points are skipped
 _WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes", "n_procs", "num_procs"}
 RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
 
@@ -40,14 +41,37 @@ class ModuleAnalysis:
         self.source = source
         self.tree = tree
         self.configured_world_sizes = tuple(world_sizes)
-        self.aliases = collect_aliases(tree)
-        self.calls: list[tuple[ast.Call, str | None]] = []
-        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                self.calls.append((node, qualify(dotted(node.func), self.aliases)))
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.append(node)
+        # one walk over the tree: parents and the nodes rules look for, by type
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.by_type: dict[type, list[ast.AST]] = {}
+        stack: list[ast.AST] = [tree]
+        parents, by_type = self.parents, self.by_type
+        while stack:
+            node = stack.pop()
+            by_type.setdefault(type(node), []).append(node)
+            for name in node._fields:
+                v = getattr(node, name, None)
+                if isinstance(v, list):
+                    for c in v:
+                        if isinstance(c, ast.AST):
+                            parents[c] = node
+                            stack.append(c)
+                elif isinstance(v, ast.AST):
+                    parents[v] = node
+                    stack.append(v)
+        for nodes in by_type.values():
+            nodes.reverse()  # the stack walk pops the last child first; restore source order within a type
+        self.aliases = collect_aliases(self.nodes(ast.Import, ast.ImportFrom))
+        self.calls: list[tuple[ast.Call, str | None]] = [
+            (n, qualify(dotted(n.func), self.aliases)) for n in by_type.get(ast.Call, [])
+        ]
+        self.functions = self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def nodes(self, *types: type) -> list:
+        out: list = []
+        for t in types:
+            out.extend(self.by_type.get(t, ()))
+        return out
 
     # -- names and places ---------------------------------------------------------------------
     def qualname(self, expr: ast.AST) -> str | None:
@@ -56,14 +80,6 @@ class ModuleAnalysis:
     @cached_property
     def lines(self) -> list[str]:
         return self.source.splitlines()
-
-    @cached_property
-    def parents(self) -> dict[ast.AST, ast.AST]:
-        out: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                out[child] = node
-        return out
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         p = self.parents.get(node)
@@ -157,8 +173,8 @@ class ModuleAnalysis:
     def env_writes(self) -> list[tuple[str, ast.AST | None, ast.AST, str]]:
         """(variable, value node, where, how) for ``os.environ[K] = v``, ``.setdefault``, ``.update``, ``putenv``."""
         out = []
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Assign):
+        for node in self.nodes(ast.Assign):
+            if True:
                 for t in node.targets:
                     if (isinstance(t, ast.Subscript) and self.qualname(t.value) == "os.environ"
                             and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str)):
@@ -186,7 +202,7 @@ class ModuleAnalysis:
         for run in self.runs:
             if not run.complete:
                 continue
-            ranks = {t.rank for t in run.traces if any(e.node is node for e in t.events)}
+            ranks = {r for r, t in enumerate(run.traces) if any(e.node is node for e in t.events)}
             if ranks:
                 out.append((run, ranks))
         return out
@@ -267,8 +283,8 @@ class ModuleAnalysis:
     def world_sizes(self) -> tuple[int, ...]:
         """The configured sizes, or the one the script hard-codes (``nprocs=2``, ``world_size = 4``)."""
         consts: dict[str, set[int]] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+        for node in self.nodes(ast.Assign):
+            if isinstance(node.value, ast.Constant):
                 for t in node.targets:
                     if isinstance(t, ast.Name) and isinstance(node.value.value, int):
                         consts.setdefault(t.id, set()).add(node.value.value)
@@ -299,21 +315,45 @@ class ModuleAnalysis:
 
     @cached_property
     def runs(self) -> list[Run]:
-        out: list[Run] = []
         classes = {
             id(m): ClassRef(c, {s.name: s for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))})
-            for c in ast.walk(self.tree) if isinstance(c, ast.ClassDef)
+            for c in self.nodes(ast.ClassDef)
             for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
-        for w in self.world_sizes:
-            traces = [Interpreter(self.tree, self.aliases, w, r).run_module() for r in range(w)]
-            out.append(Run("<module>", w, traces))
-            entered = set().union(*(t.entered for t in traces))
-            for fn in self.functions:
-                if id(fn) in self.interesting_functions and id(fn) not in entered:
-                    cls = classes.get(id(fn))
-                    ft = [Interpreter(self.tree, self.aliases, w, r).run_function(fn, cls) for r in range(w)]
-                    out.append(Run(fn.name, w, ft))
-                    for t in ft:
+        sizes = self.world_sizes
+        out = self._runs_for("<module>", lambda it: it.run_module(), sizes)
+        entered = set().union(*(t.entered for r in out for t in r.traces))
+        for fn in self.functions:
+            if self.steps > MAX_FILE_STEPS:
+                self.runs_truncated = True
+                break
+            if id(fn) in self.interesting_functions and id(fn) not in entered:
+                cls = classes.get(id(fn))
+                runs = self._runs_for(fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes)
+                out.extend(runs)
+                for r in runs:
+                    for t in r.traces:
                         entered |= t.entered
+        return out
+
+    steps = 0
+    runs_truncated = False
+
+    def _runs_for(self, entry: str, walk, sizes) -> list[Run]:
+        def go(w: int, r: int) -> Trace:
+            it = Interpreter(self.tree, self.aliases, w, r)
+            trace = walk(it)
+            self.steps += it.steps
+            self._last = it
+            return trace
+
+        t0 = go(sizes[0], 0)
+        first = self._last
+        if not first.touched_rank:
+            # nothing depended on the rank: every rank of every size does exactly this
+            return [Run(entry, w, [t0] * w) for w in sizes]
+        out = []
+        for w in sizes:
+            traces = [t0 if w == sizes[0] and r == 0 else go(w, r) for r in range(w)]
+            out.append(Run(entry, w, traces))
         return out

@@ -13,15 +13,23 @@ class LintInputError(Exception):
     """A path given on the command line that cannot be linted (missing, unreadable)."""
 
 
-# A file that contains none of these never reaches the parser: no rule can fire on it.
-TRIGGERS = (
-    b"distributed", b"DataParallel", b"local_rank", b"LOCAL_RANK", b"NCCL_", b"MASTER_PORT",
-    b"DistributedSampler", b"get_rank", b"set_epoch",
+# The cheap pre-filter. A file reaches the parser if it names something only DDP code names ...
+STRONG = (
+    b"init_process_group", b"DistributedDataParallel", b"DistributedSampler", b"set_epoch", b"MASTER_PORT",
+    b"NCCL_ALGO", b"NCCL_PROTO", b"local_rank", b"local-rank", b"distributed.launch", b"isend", b"irecv",
+)
+# ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
+_DIST = (b"torch.distributed", b"import distributed")
+_COMM = (
+    b"all_reduce", b"barrier", b"broadcast", b"all_gather", b"reduce_scatter", b"all_to_all", b"send(",
+    b"recv(", b"gather(", b"scatter(", b"reduce(", b"new_group", b"torch.save",
 )
 
 
 def worth_parsing(data: bytes) -> bool:
-    return any(t in data for t in TRIGGERS)
+    if any(t in data for t in STRONG):
+        return True
+    return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 
 def _excluded(path: Path, patterns: tuple[str, ...]) -> bool:

@@ -24,6 +24,12 @@ from dataclasses import dataclass, field
 from ddpdoctor.lint.names import dist_op, dotted, is_torch_name, qualify
 
 
+_RANK_ENV = frozenset(
+    "RANK SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK LOCAL_RANK SLURM_LOCALID OMPI_COMM_WORLD_LOCAL_RANK "
+    "MPI_LOCALRANKID WORLD_SIZE SLURM_NTASKS OMPI_COMM_WORLD_SIZE LOCAL_WORLD_SIZE PMI_SIZE".split()
+)
+
+
 class _Unknown:
     __slots__ = ()
 
@@ -151,6 +157,7 @@ class Interpreter:
         self.stack: list[ast.AST] = []  # FunctionDefs being walked (recursion guard)
         self.chain: list[int] = []
         self.next_req = 0
+        self.touched_rank = False  # did any value depend on the rank or world size?
 
     # -- entry points ------------------------------------------------------------------------
     def run_module(self) -> Trace:
@@ -309,6 +316,7 @@ class Interpreter:
         return value
 
     def _named_value(self, name: str) -> object:
+        self.touched_rank = True
         kind = RANK_NAMES[name]
         return self.rank if kind == "rank" else self.local if kind == "local" else self.W
 
@@ -460,6 +468,8 @@ class Interpreter:
         return UNKNOWN
 
     def _env(self, key: object) -> object:
+        if key in _RANK_ENV:
+            self.touched_rank = True
         if key in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
             return str(self.rank)
         if key in ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"):
@@ -482,6 +492,8 @@ class Interpreter:
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
                 return FuncRef(cls.methods[e.attr], cls, bound_self=True)
         if base is UNKNOWN:
+            if e.attr in MAIN_PROCESS_NAMES:
+                self.touched_rank = True
             if e.attr in RANK_NAMES:
                 return self._named_value(e.attr)
             if e.attr in MAIN_PROCESS_NAMES:
@@ -574,6 +586,8 @@ class Interpreter:
         if last in ("spawn", "start_processes") and ("multiprocessing" in q or q.startswith("torch.")):
             return self._spawn(node, frame)
         if "." not in q or q.startswith("utils") or "." in q and q.rsplit(".", 1)[0] not in ("os", "sys"):
+            if last in MAIN_PROCESS_NAMES or last in ("get_rank", "get_global_rank", "get_local_rank", "get_world_size"):
+                self.touched_rank = True
             if last in MAIN_PROCESS_NAMES:
                 return self.rank == 0 if last != "is_local_main_process" else self.local == 0
             if last in ("get_rank", "get_global_rank"):
@@ -586,6 +600,8 @@ class Interpreter:
 
     def _dist_call(self, op: str, node: ast.Call, frame: dict) -> object:
         args, kwargs = self._args(node, frame)
+        if op in ("get_rank", "get_global_rank", "get_world_size", "get_node_local_rank"):
+            self.touched_rank = True
         if op == "get_rank" or op == "get_global_rank":
             return self.rank if not node.args and "group" not in kwargs else UNKNOWN
         if op == "get_world_size":
@@ -623,6 +639,7 @@ class Interpreter:
             if k.arg == "args":
                 v = self.ev(k.value, frame)
                 extra = list(v) if isinstance(v, tuple) else [UNKNOWN] * len(getattr(k.value, "elts", []))
+        self.touched_rank = True
         return self._invoke(fn, node, [self.local, *extra], {})
 
     def _bind(self, ref: FuncRef, args: list, kwargs: dict, node: ast.Call | None) -> dict:

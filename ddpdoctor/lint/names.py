@@ -8,11 +8,11 @@ from __future__ import annotations
 import ast
 
 
-def collect_aliases(tree: ast.AST) -> dict[str, str]:
-    """Local name -> fully qualified name, from every import anywhere in the file (scripts often
-    import inside ``main()`` or ``try:``)."""
+def collect_aliases(imports) -> dict[str, str]:
+    """Local name -> fully qualified name, from the file's Import/ImportFrom nodes wherever they are
+    (scripts often import inside ``main()`` or ``try:``)."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in imports:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
