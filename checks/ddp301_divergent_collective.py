@@ -59,8 +59,8 @@ def check(m):
                 break
             i, ranks, groups = found
             ev = seqs[ranks[0]][i]
-            for r in ranks:
-                del seqs[r][i]
+            # drop this call everywhere (loops repeat it) and compare what is left
+            seqs = [[e for e in s if e.node is not ev.node] for s in seqs]
             if id(ev.node) in reported:
                 continue
             reported.add(id(ev.node))

@@ -99,8 +99,8 @@ def check(m):
     names = _global_names(m)
     seen = set()
     for where, expr in _device_exprs(m):
-        if _uses_global(m, expr, names) and id(where) not in seen:
-            seen.add(id(where))
+        if _uses_global(m, expr, names) and where.lineno not in seen:
+            seen.add(where.lineno)
             yield m.finding(CODE, where, f"`{ast.unparse(expr)}` is the global rank, used as a CUDA device index: "
                             "on a second node it names a GPU that does not exist", SEVERITY,
                             hint="use the local rank (LOCAL_RANK from torchrun) for devices")

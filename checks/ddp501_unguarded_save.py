@@ -38,6 +38,21 @@ def _rank_in_path(m, call) -> bool:
     return "rank" in text or "shard" in text
 
 
+_ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
+
+
+def _unguarded_entry(m, call) -> bool:
+    """Code the script's own entry point does not reach: report it only if the file calls its function
+    without a rank guard, or the function looks like an entry point itself (a library helper's caller
+    decides who saves)."""
+    fn = m.enclosing_function(call)
+    if fn is None:
+        return True
+    if m.call_sites(fn):
+        return not m.callers_all_guarded(fn)
+    return any(fn.name.lower().startswith(n) or fn.name.lower().endswith(n) for n in _ENTRY_NAMES)
+
+
 def check(m):
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
@@ -48,13 +63,9 @@ def check(m):
         if reach:
             if not any(len(ranks) == run.world_size for run, ranks in reach):
                 continue  # only some ranks get here
-            if all(run.entry != "<module>" for run, _ in reach):
-                fn = m.enclosing_function(call)
-                if fn is not None and m.callers_all_guarded(fn):
-                    continue
-        else:
-            fn = m.enclosing_function(call)
-            if m.guarded_by_rank(call) or (fn is not None and m.callers_all_guarded(fn)):
+            if all(run.entry != "<module>" for run, _ in reach) and not _unguarded_entry(m, call):
                 continue
+        elif m.guarded_by_rank(call) or not _unguarded_entry(m, call):
+            continue
         yield m.finding(CODE, call, "`torch.save` runs on every rank: all ranks write the same file at once",
                         SEVERITY, hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`")

@@ -190,10 +190,13 @@ class ModuleAnalysis:
                         out.append((k.value, v, call, "assign"))
         return out
 
+    def call_sites(self, fn: ast.AST) -> list[ast.Call]:
+        name = getattr(fn, "name", None)
+        return [c for c, _ in self.calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == name]
+
     def callers_all_guarded(self, fn: ast.AST) -> bool:
         """Every call of this file's function ``fn`` sits under a rank guard (and there is at least one)."""
-        name = getattr(fn, "name", None)
-        sites = [c for c, _ in self.calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == name]
+        sites = self.call_sites(fn)
         return bool(sites) and all(self.guarded_by_rank(c) for c in sites)
 
     def reach(self, node: ast.AST) -> list[tuple[Run, set[int]]]:

@@ -53,7 +53,7 @@ MAIN_PROCESS_NAMES = frozenset(
 )
 MAX_STEPS = 20000
 MAX_DEPTH = 12
-MAX_UNROLL = 16
+MAX_UNROLL = 8  # enough for p2p loops over the world; epoch loops run once
 
 
 @dataclass
