@@ -37,17 +37,9 @@ KIND = "script"
 SEVERITY = "warning"
 
 
-def _has_epoch_loop(tree: ast.AST) -> bool:
-    loops = (ast.For, ast.AsyncFor, ast.While)
-    return any(
-        isinstance(n, loops) and any(isinstance(c, loops) or isinstance(c, ast.Call) for s in n.body for c in ast.walk(s))
-        for n in ast.walk(tree)
-    )
-
-
 def check(m):
     samplers = m.calls_named("DistributedSampler")
-    if not samplers or m.method_calls("set_epoch") or not _has_epoch_loop(m.tree):
+    if not samplers or m.method_calls("set_epoch") or not m.nodes(ast.For, ast.AsyncFor, ast.While):
         return
     for call in samplers:
         if m.keyword_is(call, "shuffle", False) or m.looks_like_eval(call):

@@ -54,8 +54,13 @@ def _scope(m, node) -> int:
 
 
 def _global_names(m) -> set:
+    # only assignments that span a line with a rank source are worth a closer look
+    lines = {c.lineno for c in m.dist_calls("get_rank", "get_global_rank")}
+    lines |= {c.lineno for c in m.nodes(ast.Constant) if c.value in _GLOBAL_ENV}
     out = set()
     for node in m.nodes(ast.Assign):
+        if not any(ln in lines for ln in range(node.lineno, (node.end_lineno or node.lineno) + 1)):
+            continue
         if _is_global_source(m, node.value):
             for t in node.targets:
                 name = dotted(t)

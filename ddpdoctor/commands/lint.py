@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.ddpdoctor] from")
     p.add_argument("--isolated", action="store_true", help="ignore pyproject.toml settings")
     p.add_argument("--jobs", "-j", type=int, help="worker processes (default: one per core)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    p.add_argument("--cache-dir", default=".ddpdoctor_cache", help="result cache folder (default: .ddpdoctor_cache)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     p.add_argument("--rules", action="append", default=[], metavar="PATH",
                    help="extra rule files or folders (script checks)")
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError("--jobs must be at least 1")
-        findings = lint_paths(paths, config, jobs=args.jobs, extra_rules=extra)
+        findings = lint_paths(paths, config, jobs=args.jobs, extra_rules=extra,
+                              cache_dir=None if args.no_cache else args.cache_dir)
         fmt = args.output_format or "text"
         sys.stdout.write(render(findings, fmt, script_rules(extra)))
     except (ConfigError, LintInputError, RegistryError) as e:

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
 
-from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace
+from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace, module_defs
 from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, is_torch_name, qualify
 from ddpdoctor.report.model import Finding, Location, Severity
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
-MAX_FILE_STEPS = 300_000  # interpreter statements per file; beyond it, later entry points are skipped
+MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
+ENTRY_SIZES = 3  # functions walked as their own entry point use the first 3 world sizes
 _WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes", "n_procs", "num_procs"}
 RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
 
@@ -41,23 +42,21 @@ class ModuleAnalysis:
         self.source = source
         self.tree = tree
         self.configured_world_sizes = tuple(world_sizes)
-        # one walk over the tree: parents and the nodes rules look for, by type
-        self.parents: dict[ast.AST, ast.AST] = {}
+        # one walk over the tree: the nodes rules look for, by type (parents only when a rule asks)
         self.by_type: dict[type, list[ast.AST]] = {}
+        by_type = self.by_type
         stack: list[ast.AST] = [tree]
-        parents, by_type = self.parents, self.by_type
+        AST = ast.AST
         while stack:
             node = stack.pop()
+            if not isinstance(node, AST):
+                continue  # Global/Nonlocal names (str), the None keys of {**d}
             by_type.setdefault(type(node), []).append(node)
             for name in node._fields:
                 v = getattr(node, name, None)
                 if isinstance(v, list):
-                    for c in v:
-                        if isinstance(c, ast.AST):
-                            parents[c] = node
-                            stack.append(c)
+                    stack.extend(v)
                 elif isinstance(v, ast.AST):
-                    parents[v] = node
                     stack.append(v)
         for nodes in by_type.values():
             nodes.reverse()  # the stack walk pops the last child first; restore source order within a type
@@ -78,6 +77,18 @@ class ModuleAnalysis:
         return qualify(dotted(expr), self.aliases)
 
     @cached_property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        out: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                out[child] = node
+        return out
+
+    @cached_property
+    def _functions_by_body(self) -> list:
+        return sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
+
+    @cached_property
     def lines(self) -> list[str]:
         return self.source.splitlines()
 
@@ -88,9 +99,17 @@ class ModuleAnalysis:
             p = self.parents.get(p)
 
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        return next(
-            (a for a in self.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None
-        )
+        """The innermost def whose body holds the node, by position (no parent map needed)."""
+        start = (node.lineno, node.col_offset)
+        end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
+        best = None
+        for fn in self._functions_by_body:
+            b = fn.body[0]
+            if (b.lineno, b.col_offset) > start:
+                break  # sorted by where bodies start: no later def can hold the node
+            if fn is not node and (fn.end_lineno, fn.end_col_offset) >= end:
+                best = fn
+        return best
 
     def finding(self, code: str, node: ast.AST, message: str, severity: str = "error",
                 hint: str | None = None, **evidence) -> Finding:
@@ -201,13 +220,20 @@ class ModuleAnalysis:
 
     def reach(self, node: ast.AST) -> list[tuple[Run, set[int]]]:
         """For each complete run that reaches ``node``: the ranks that reach it."""
-        out = []
+        return self._reach_index.get(id(node), [])
+
+    @cached_property
+    def _reach_index(self) -> dict[int, list[tuple[Run, set[int]]]]:
+        out: dict[int, list[tuple[Run, set[int]]]] = {}
         for run in self.runs:
             if not run.complete:
                 continue
-            ranks = {r for r, t in enumerate(run.traces) if any(e.node is node for e in t.events)}
-            if ranks:
-                out.append((run, ranks))
+            per_node: dict[int, set[int]] = {}
+            for r, t in enumerate(run.traces):
+                for e in t.events:
+                    per_node.setdefault(id(e.node), set()).add(r)
+            for key, ranks in per_node.items():
+                out.setdefault(key, []).append((run, ranks))
         return out
 
     # -- facts rules share --------------------------------------------------------------------
@@ -332,7 +358,7 @@ class ModuleAnalysis:
                 break
             if id(fn) in self.interesting_functions and id(fn) not in entered:
                 cls = classes.get(id(fn))
-                runs = self._runs_for(fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes)
+                runs = self._runs_for(fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes[:ENTRY_SIZES])
                 out.extend(runs)
                 for r in runs:
                     for t in r.traces:
@@ -342,9 +368,13 @@ class ModuleAnalysis:
     steps = 0
     runs_truncated = False
 
+    @cached_property
+    def _defs(self) -> dict:
+        return module_defs(self.tree)
+
     def _runs_for(self, entry: str, walk, sizes) -> list[Run]:
         def go(w: int, r: int) -> Trace:
-            it = Interpreter(self.tree, self.aliases, w, r)
+            it = Interpreter(self.tree, self.aliases, w, r, self._defs)
             trace = walk(it)
             self.steps += it.steps
             self._last = it
@@ -359,4 +389,8 @@ class ModuleAnalysis:
         for w in sizes:
             traces = [t0 if w == sizes[0] and r == 0 else go(w, r) for r in range(w)]
             out.append(Run(entry, w, traces))
+            if w == sizes[0] and not any(t.events for t in traces):
+                # nothing distributed happens at the smallest size: assume none at larger ones either
+                out.extend(Run(entry, w2, [t0] * w2) for w2 in sizes[1:])
+                break
         return out

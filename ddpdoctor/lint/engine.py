@@ -70,19 +70,32 @@ def lint_source(path: str, data: bytes | str, config: LintConfig | None = None,
     return out
 
 
-def lint_file(path: Path, config: LintConfig, rules=None) -> list[Finding]:
+def lint_file(path: Path, config: LintConfig, rules=None, cache=None) -> list[Finding]:
     try:
         data = path.read_bytes()
     except OSError as e:
         return [_problem(str(path), "io", f"cannot read: {e.strerror or e}")]
-    return lint_source(str(path), data, config, rules)
+    if cache is None or not worth_parsing(data):
+        return lint_source(str(path), data, config, rules)
+    hit = cache.get(str(path), data)
+    if hit is not None:
+        return hit
+    found = lint_source(str(path), data, config, rules)
+    cache.put(str(path), data, found)
+    return found
 
 
-def _lint_chunk(paths: list[str], config: LintConfig, extra_rules: tuple[str, ...] = ()) -> list[Finding]:
+def _lint_chunk(paths: list[str], config: LintConfig, extra_rules: tuple[str, ...] = (),
+                cache_dir: str | None = None) -> list[Finding]:
     rules = script_rules(extra_rules)
+    cache = None
+    if cache_dir is not None:
+        from ddpdoctor.lint.cache import ResultCache
+
+        cache = ResultCache(cache_dir, repr((config, config.root, extra_rules)))
     out: list[Finding] = []
     for p in paths:
-        out.extend(lint_file(Path(p), config, rules))
+        out.extend(lint_file(Path(p), config, rules, cache))
     return out
 
 
@@ -92,21 +105,25 @@ def _sort_key(f: Finding):
 
 
 def lint_paths(paths: list[str] | list[Path], config: LintConfig | None = None,
-               jobs: int | None = None, extra_rules: tuple[str, ...] = ()) -> list[Finding]:
+               jobs: int | None = None, extra_rules: tuple[str, ...] = (),
+               cache_dir: str | Path | None = None) -> list[Finding]:
     """Every finding under ``paths`` (files or folders), sorted by place. Raises LintInputError for a
-    path that does not exist. This is what ``check --script`` and the TUI call."""
+    path that does not exist. This is what ``check --script`` and the TUI call. ``cache_dir``: keep
+    results per file content there (the CLI uses .ddpdoctor_cache)."""
+    cache_dir = str(cache_dir) if cache_dir is not None else None
     config = config or LintConfig()
     files = discover([str(p) for p in paths], config.exclude + config.extend_exclude)
     jobs = jobs or config.jobs or os.cpu_count() or 1
     script_rules(extra_rules)  # load once in the parent, so forked workers inherit the modules
     if jobs <= 1 or len(files) < _PARALLEL_MIN_FILES:
-        out = _lint_chunk([str(f) for f in files], config, extra_rules)
+        out = _lint_chunk([str(f) for f in files], config, extra_rules, cache_dir)
     else:
         # interleave by size so workers finish together
         ordered = sorted(files, key=lambda f: f.stat().st_size if f.exists() else 0, reverse=True)
         chunks = [[str(f) for f in ordered[i::jobs * 4]] for i in range(jobs * 4)]
         out = []
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
-            for part in pool.map(_lint_chunk, chunks, [config] * len(chunks), [extra_rules] * len(chunks)):
+            for part in pool.map(_lint_chunk, chunks, [config] * len(chunks), [extra_rules] * len(chunks),
+                                 [cache_dir] * len(chunks)):
                 out.extend(part)
     return sorted(out, key=_sort_key)

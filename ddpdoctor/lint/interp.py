@@ -144,7 +144,8 @@ def _small(v) -> bool:
 class Interpreter:
     """Walks one module for one (world_size, rank). Create one per run; it is cheap."""
 
-    def __init__(self, tree: ast.Module, aliases: dict[str, str], world_size: int, rank: int):
+    def __init__(self, tree: ast.Module, aliases: dict[str, str], world_size: int, rank: int,
+                 defs: dict | None = None):
         self.tree = tree
         self.aliases = aliases
         self.W = world_size
@@ -152,6 +153,7 @@ class Interpreter:
         self.local = rank  # one node: local rank == global rank
         self.trace = Trace(world_size, rank)
         self.globals: dict[str, object] = {"__name__": "__main__"}
+        self.defs = defs  # the module's top-level functions and classes, shared between walks
         self.attrs: dict[str, object] = {}  # "self.model", "args.rank" -> value
         self.steps = 0
         self.stack: list[ast.AST] = []  # FunctionDefs being walked (recursion guard)
@@ -166,8 +168,7 @@ class Interpreter:
 
     def run_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassRef | None) -> Trace:
         """Walk one function as if called with unknown arguments (rank-named ones get the rank)."""
-        if not self.globals.get("__defs_done__"):
-            self._define_module_names()
+        self.globals.update(self.defs if self.defs is not None else module_defs(self.tree))
         frame = self._bind(FuncRef(fn, cls, bound_self=cls is not None), [], {}, None)
         self._guarded(lambda: self._walk_function(fn, frame))
         return self.trace
@@ -181,12 +182,6 @@ class Interpreter:
             pass
         except RecursionError:
             self.trace.truncated = True
-
-    def _define_module_names(self) -> None:
-        self.globals["__defs_done__"] = True
-        for st in self.tree.body:
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.exec_stmt(st, self.globals)
 
     # -- statements ---------------------------------------------------------------------------
     def exec_block(self, body: list[ast.stmt], frame: dict) -> None:
@@ -693,6 +688,17 @@ class Interpreter:
         finally:
             self.stack.pop()
         return None
+
+
+def module_defs(tree: ast.Module) -> dict[str, object]:
+    """Top-level functions and classes by name, as walking the module's definitions would bind them."""
+    out: dict[str, object] = {}
+    for st in tree.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[st.name] = FuncRef(st)
+        elif isinstance(st, ast.ClassDef):
+            out[st.name] = ClassRef(st, {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))})
+    return out
 
 
 def _src(node: ast.AST) -> str | None:

@@ -179,3 +179,21 @@ def test_pre_commit_hook_file():
 
     hooks = yaml.safe_load((Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text())
     assert hooks[0]["id"] == "ddpdoctor-lint" and hooks[0]["entry"] == "ddpdoctor lint"
+
+
+def test_result_cache_hits_and_invalidates(tmp_path, monkeypatch):
+    from ddpdoctor.lint import engine
+
+    p = write(tmp_path, "train.py", BAD)
+    cache = tmp_path / "cache"
+    first = lint_paths([p], jobs=1, cache_dir=cache)
+    assert list(cache.rglob("*.json"))
+    calls = []
+    real = engine.lint_source
+    monkeypatch.setattr(engine, "lint_source", lambda *a, **k: calls.append(a) or real(*a, **k))
+    again = lint_paths([p], jobs=1, cache_dir=cache)
+    assert [f.to_dict() for f in again] == [f.to_dict() for f in first] and calls == []
+    p.write_text(BAD.replace("dist.barrier()", "dist.barrier()  # noqa"))  # new content: linted again
+    assert lint_paths([p], jobs=1, cache_dir=cache) == [] and len(calls) == 1
+    # other settings do not reuse the entry
+    assert lint_paths([p], LintConfig(world_sizes=(2,)), jobs=1, cache_dir=cache) == [] and len(calls) == 2
