@@ -98,6 +98,13 @@ class ClassRef:
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
 
 
+@dataclass
+class Instance:
+    """An object of a class defined in this file: its methods resolve to FuncRefs."""
+
+    cls: ClassRef
+
+
 class _Return(Exception):
     def __init__(self, value):
         self.value = value
@@ -317,7 +324,7 @@ class Interpreter:
 
     # -- expressions -------------------------------------------------------------------------
     def _truth(self, v: object) -> object:
-        if v is UNKNOWN or isinstance(v, (FuncRef, ClassRef, DDPModel, Request)):
+        if v is UNKNOWN or isinstance(v, (FuncRef, ClassRef, DDPModel, Request, Instance)):
             return UNKNOWN if v is UNKNOWN else True
         try:
             return bool(v)
@@ -482,6 +489,8 @@ class Interpreter:
             return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
         if isinstance(base, ClassRef) and e.attr in base.methods:
             return FuncRef(base.methods[e.attr], base)
+        if isinstance(base, Instance) and e.attr in base.cls.methods:
+            return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True)
         if isinstance(e.value, ast.Name) and e.value.id == "self":
             cls = frame.get("__class__")
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
@@ -526,7 +535,7 @@ class Interpreter:
             init = local.methods.get("__init__")
             if init is not None:
                 self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs)
-            return UNKNOWN
+            return Instance(local)
         if isinstance(local, DDPModel):
             self._record("ddp_forward", "forward", node)
             return UNKNOWN
