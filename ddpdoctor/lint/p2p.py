@@ -72,6 +72,15 @@ def simulate(ops_by_rank: list[list[P2POp]]) -> Outcome:
                 return p, None
         return None
 
+    def consume(hit) -> None:
+        """The partner found for an op completes too: a posted request is matched, a head op advances."""
+        p, entry = hit
+        if entry is not None:
+            entry[1] = True
+            matched_reqs.add((p, entry[0].req))
+        else:
+            pc[p] += 1
+
     progress = True
     while progress:
         progress = False
@@ -81,12 +90,7 @@ def simulate(ops_by_rank: list[list[P2POp]]) -> Outcome:
                 if o.op in ("isend", "irecv"):
                     hit = first_partner(r, o)
                     if hit is not None:
-                        p, entry = hit
-                        if entry is not None:
-                            entry[1] = True
-                            matched_reqs.add((p, entry[0].req))
-                        else:
-                            pc[p] += 1
+                        consume(hit)
                         matched_reqs.add((r, o.req))
                         posted[r].append([o, True])
                     else:
@@ -101,12 +105,7 @@ def simulate(ops_by_rank: list[list[P2POp]]) -> Outcome:
                     hit = first_partner(r, o)
                     if hit is None:
                         break
-                    p, entry = hit
-                    if entry is not None:
-                        entry[1] = True
-                        matched_reqs.add((p, entry[0].req))
-                    else:
-                        pc[p] += 1
+                    consume(hit)
                     pc[r] += 1
                 progress = True
             # a rank's later posts may match earlier posts of others
