@@ -62,8 +62,20 @@ def main() -> int:
     print(f"ddpdoctor lint: {t_ddp:.2f} s wall, {len(findings)} findings, {len(crashes)} internal errors")
     ruff = shutil.which("ruff")
     if ruff:
-        t_ruff, _ = _wall([ruff, "check", "--no-cache", "--isolated", "--select", "E,F", "--exit-zero", "--quiet",
-                           str(tree)], args.repeat)
+        t_ruff, _ = _wall(
+            [
+                ruff,
+                "check",
+                "--no-cache",
+                "--isolated",
+                "--select",
+                "E,F",
+                "--exit-zero",
+                "--quiet",
+                str(tree),
+            ],
+            args.repeat,
+        )
         print(f"ruff check --select E,F --no-cache: {t_ruff:.2f} s wall")
         print(f"ratio ddpdoctor/ruff: {t_ddp / t_ruff:.2f}x (target <= 1.5x)")
     else:
@@ -77,7 +89,10 @@ def main() -> int:
             t, proc = _wall([*ddp, "--select", "DDP", str(root)], 1)
             out = json.loads(proc.stdout) if proc.returncode == 0 else []
             internal = [f for f in out if f["code"] == "DDP000" and f["evidence"].get("kind") == "internal"]
-            print(f"sweep {root}: rc {proc.returncode}, {len(out)} findings, {len(internal)} internal errors, {t:.1f} s")
+            print(
+                f"sweep {root}: rc {proc.returncode}, {len(out)} findings, "
+                f"{len(internal)} internal errors, {t:.1f} s"
+            )
             for f in internal[:10]:
                 print("   ", f["location"]["path"], f["message"])
     return 0

@@ -45,8 +45,10 @@ def check(m):
         if m.keyword_is(call, "shuffle", False) or m.looks_like_eval(call):
             continue  # an unshuffled or evaluation sampler does not need set_epoch
         yield m.finding(
-            CODE, call,
+            CODE,
+            call,
             "DistributedSampler is never given the epoch: `set_epoch` is not called, so every epoch "
             "shuffles the same way",
-            SEVERITY, hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
+            SEVERITY,
+            hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
         )

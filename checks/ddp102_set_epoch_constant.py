@@ -34,8 +34,10 @@ def check(m):
     for call in m.method_calls("set_epoch"):
         if call.args and isinstance(call.args[0], ast.Constant) and m.enclosing_loop(call) is not None:
             yield m.finding(
-                CODE, call,
+                CODE,
+                call,
                 f"`set_epoch({call.args[0].value!r})` inside a loop passes the same epoch every time: the "
                 "shuffle order never changes",
-                SEVERITY, hint="pass the loop's epoch counter",
+                SEVERITY,
+                hint="pass the loop's epoch counter",
             )

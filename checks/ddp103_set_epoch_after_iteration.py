@@ -38,21 +38,43 @@ SEVERITY = "warning"
 def check(m):
     loaders = m.loader_names()
     for call in m.method_calls("set_epoch"):
-        inner = next((a for a in m.ancestors(call) if isinstance(a, (ast.For, ast.AsyncFor))
-                      and m.iterates_loader(a.iter, loaders)), None)
+        inner = next(
+            (
+                a
+                for a in m.ancestors(call)
+                if isinstance(a, (ast.For, ast.AsyncFor)) and m.iterates_loader(a.iter, loaders)
+            ),
+            None,
+        )
         if inner is not None:
-            yield m.finding(CODE, call, f"`set_epoch` is called inside the loop over the loader (line "
-                            f"{inner.lineno}): its indices were already drawn for this epoch", SEVERITY,
-                            hint="move `set_epoch(epoch)` before the loop over the DataLoader")
+            yield m.finding(
+                CODE,
+                call,
+                f"`set_epoch` is called inside the loop over the loader (line "
+                f"{inner.lineno}): its indices were already drawn for this epoch",
+                SEVERITY,
+                hint="move `set_epoch(epoch)` before the loop over the DataLoader",
+            )
             continue
         stmt, body = m.statement_in_block(call)
         if body is None:
             continue
         for earlier in body[: body.index(stmt)]:
-            loop = next((n for n in ast.walk(earlier) if isinstance(n, (ast.For, ast.AsyncFor))
-                         and m.iterates_loader(n.iter, loaders)), None)
+            loop = next(
+                (
+                    n
+                    for n in ast.walk(earlier)
+                    if isinstance(n, (ast.For, ast.AsyncFor)) and m.iterates_loader(n.iter, loaders)
+                ),
+                None,
+            )
             if loop is not None and m.enclosing_loop(call) is not None:
-                yield m.finding(CODE, call, f"`set_epoch` is called after the loader was iterated (line "
-                                f"{loop.lineno}) in this epoch: it only takes effect one epoch late", SEVERITY,
-                                hint="call `set_epoch(epoch)` before iterating the DataLoader")
+                yield m.finding(
+                    CODE,
+                    call,
+                    f"`set_epoch` is called after the loader was iterated (line "
+                    f"{loop.lineno}) in this epoch: it only takes effect one epoch late",
+                    SEVERITY,
+                    hint="call `set_epoch(epoch)` before iterating the DataLoader",
+                )
                 break

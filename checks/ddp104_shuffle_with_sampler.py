@@ -30,6 +30,11 @@ def check(m):
     for call in m.calls_named("DataLoader"):
         sampler = m.keyword(call, "sampler")
         if sampler is not None and not m.is_none(sampler) and m.keyword_is(call, "shuffle", True):
-            yield m.finding(CODE, call, "DataLoader gets both `sampler=` and `shuffle=True`: they are "
-                            "mutually exclusive and DataLoader raises ValueError", SEVERITY,
-                            hint="drop `shuffle=True`; DistributedSampler shuffles (and set_epoch reseeds it)")
+            yield m.finding(
+                CODE,
+                call,
+                "DataLoader gets both `sampler=` and `shuffle=True`: they are "
+                "mutually exclusive and DataLoader raises ValueError",
+                SEVERITY,
+                hint="drop `shuffle=True`; DistributedSampler shuffles (and set_epoch reseeds it)",
+            )

@@ -28,8 +28,18 @@ TITLE = "DataLoader without DistributedSampler in a DDP script"
 KIND = "script"
 SEVERITY = "warning"
 # other ways a script shards its data across ranks
-_SHARDING = ("DistributedSampler", "split_dataset_by_node", "split_by_node", ".shard(", "IterableDataset",
-             "num_replicas", "Subset(", "accelerator.prepare", "DistributedBatchSampler", "sampler=")
+_SHARDING = (
+    "DistributedSampler",
+    "split_dataset_by_node",
+    "split_by_node",
+    ".shard(",
+    "IterableDataset",
+    "num_replicas",
+    "Subset(",
+    "accelerator.prepare",
+    "DistributedBatchSampler",
+    "sampler=",
+)
 
 
 def check(m):
@@ -38,7 +48,12 @@ def check(m):
     for call in m.calls_named("DataLoader"):
         if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3 or m.looks_like_eval(call):
             continue
-        yield m.finding(CODE, call, "this DataLoader has no DistributedSampler in a DDP script: every rank "
-                        "iterates the whole dataset", SEVERITY,
-                        hint="pass `sampler=DistributedSampler(dataset)` (and call set_epoch each epoch)")
+        yield m.finding(
+            CODE,
+            call,
+            "this DataLoader has no DistributedSampler in a DDP script: every rank "
+            "iterates the whole dataset",
+            SEVERITY,
+            hint="pass `sampler=DistributedSampler(dataset)` (and call set_epoch each epoch)",
+        )
         return

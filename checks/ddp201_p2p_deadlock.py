@@ -38,6 +38,10 @@ KIND = "script"
 SEVERITY = "error"
 
 
+def _verb(op) -> str:
+    return "sends to" if "send" in op.op else "receives from"
+
+
 def _describe(rank, op) -> str:
     ev = op.ref
     where = f"line {ev.node.lineno}"
@@ -69,9 +73,15 @@ def check(m):
             node = b.op.ref.node
             if id(node) not in reported:
                 reported.add(id(node))
-                yield m.finding(CODE, node, f"with world size {W}, rank {b.rank} {'sends to' if 'send' in b.op.op else 'receives from'} "
-                                f"rank {b.op.peer}, which is {'itself' if b.op.peer == b.rank else 'not in the world'}",
-                                SEVERITY, world_size=W, ranks=[b.rank])
+                yield m.finding(
+                    CODE,
+                    node,
+                    f"with world size {W}, rank {b.rank} {_verb(b.op)} "
+                    f"rank {b.op.peer}, which is {'itself' if b.op.peer == b.rank else 'not in the world'}",
+                    SEVERITY,
+                    world_size=W,
+                    ranks=[b.rank],
+                )
             continue
         first = out.stuck[0]
         node = first.op.ref.node
@@ -83,12 +93,22 @@ def check(m):
         all_recv = all("recv" in s.op.op for s in out.stuck)
         if all_send or all_recv:
             kind = "every blocked rank is " + ("sending" if all_send else "receiving") + " first"
-            hint = "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first and odd ranks receive first"
+            hint = (
+                "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
+                "and odd ranks receive first"
+            )
         else:
             kind = "the sends and receives do not pair up"
             if out.finished:
                 kind += f" (ranks {out.finished} have no matching operation left)"
             hint = "make every send on one rank match a recv on its peer, in the same order"
-        yield m.finding(CODE, node, f"p2p deadlock with world size {W}: {kind}: {parts}", SEVERITY, hint=hint,
-                        world_size=W, ranks=[s.rank for s in out.stuck],
-                        lines=sorted({s.op.ref.node.lineno for s in out.stuck}))
+        yield m.finding(
+            CODE,
+            node,
+            f"p2p deadlock with world size {W}: {kind}: {parts}",
+            SEVERITY,
+            hint=hint,
+            world_size=W,
+            ranks=[s.rank for s in out.stuck],
+            lines=sorted({s.op.ref.node.lineno for s in out.stuck}),
+        )

@@ -35,15 +35,26 @@ def check(m):
         parent = m.parents.get(call)
         op = call.func.attr if isinstance(call.func, ast.Attribute) else "isend/irecv"
         if isinstance(parent, ast.Expr):
-            yield m.finding(CODE, call, f"the request returned by `{op}` is discarded: nothing waits for it",
-                            SEVERITY, hint="keep the request and call `.wait()` before using the buffer")
+            yield m.finding(
+                CODE,
+                call,
+                f"the request returned by `{op}` is discarded: nothing waits for it",
+                SEVERITY,
+                hint="keep the request and call `.wait()` before using the buffer",
+            )
             continue
         name = m.assigned_to(call)
         if name is None or "." in name:
             continue
         scope = m.enclosing_function(call) or m.tree
-        used = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-                   for n in ast.walk(scope))
+        used = any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(scope)
+        )
         if not used:
-            yield m.finding(CODE, call, f"request `{name}` from `{op}` is never waited", SEVERITY,
-                            hint=f"call `{name}.wait()` before using the buffer")
+            yield m.finding(
+                CODE,
+                call,
+                f"request `{name}` from `{op}` is never waited",
+                SEVERITY,
+                hint=f"call `{name}.wait()` before using the buffer",
+            )

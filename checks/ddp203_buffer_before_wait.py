@@ -40,7 +40,9 @@ def _waits(stmt: ast.AST, req: str) -> bool:
             f = n.func
             if isinstance(f, ast.Attribute) and f.attr == "wait":
                 return True  # req.wait(), work.wait(), or waiting on a list that holds it
-            if isinstance(f, (ast.Name, ast.Attribute)) and "wait" in (f.id if isinstance(f, ast.Name) else f.attr):
+            if isinstance(f, (ast.Name, ast.Attribute)) and "wait" in (
+                f.id if isinstance(f, ast.Name) else f.attr
+            ):
                 return True
     return False
 
@@ -50,10 +52,20 @@ def _touches(stmt: ast.AST, buf: str, write: bool) -> ast.AST | None:
         if write:
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == buf:
                 return n
-            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) and n.value.id == buf:
+            if (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == buf
+            ):
                 return n
-            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
-                    and n.func.value.id == buf and (n.func.attr.endswith("_") and not n.func.attr.startswith("_"))):
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id == buf
+                and (n.func.attr.endswith("_") and not n.func.attr.startswith("_"))
+            ):
                 return n
         elif isinstance(n, ast.Name) and n.id == buf and isinstance(n.ctx, ast.Load):
             return n
@@ -69,15 +81,23 @@ def check(m):
         stmt, block = m.statement_in_block(call)
         if block is None:
             continue
-        is_send = isinstance(call.func, ast.Attribute) and call.func.attr == "isend" or (
-            isinstance(call.func, ast.Name) and "isend" in call.func.id)
-        for later in block[block.index(stmt) + 1:]:
+        is_send = (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr == "isend"
+            or (isinstance(call.func, ast.Name) and "isend" in call.func.id)
+        )
+        for later in block[block.index(stmt) + 1 :]:
             if _waits(later, req):
                 break
             hit = _touches(later, buf.id, write=is_send)
             if hit is not None:
                 what = "modified" if is_send else "read"
-                yield m.finding(CODE, hit, f"`{buf.id}` is {what} before the {'isend' if is_send else 'irecv'} on line "
-                                f"{call.lineno} is waited: the transfer may still be running", SEVERITY,
-                                hint=f"call `{req}.wait()` first")
+                yield m.finding(
+                    CODE,
+                    hit,
+                    f"`{buf.id}` is {what} before the {'isend' if is_send else 'irecv'} on line "
+                    f"{call.lineno} is waited: the transfer may still be running",
+                    SEVERITY,
+                    hint=f"call `{req}.wait()` first",
+                )
                 break

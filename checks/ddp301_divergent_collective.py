@@ -85,17 +85,22 @@ def _first_divergence(seqs):
 
 def _finding(m, run, ev, ranks, alt, i):
     instead = "; ".join(
-        f"{_ranks(rs)} " + ("reach" if len(rs) > 1 else "reaches") + (
-            " no further collective" if other is None else f" {_label(other)} instead")
+        f"{_ranks(rs)} "
+        + ("reach" if len(rs) > 1 else "reaches")
+        + (" no further collective" if other is None else f" {_label(other)} instead")
         for rs, other in alt
     )
     others = [r for r in range(run.world_size) if r not in ranks]
     sev = "warning" if ev.kind == "ddp_forward" else SEVERITY
     return m.finding(
-        CODE, ev.node,
+        CODE,
+        ev.node,
         f"{_label(ev)} is reached by {_ranks(ranks)} only (world size {run.world_size}); {instead}: "
         f"{'they' if len(ranks) > 1 else 'it'} will wait forever",
-        sev, hint="make every rank reach the same collectives in the same order (move it out of the "
+        sev,
+        hint="make every rank reach the same collectives in the same order (move it out of the "
         "rank-dependent branch, or use the unwrapped `model.module` for rank-0-only evaluation)",
-        world_size=run.world_size, ranks=ranks, other_ranks=others,
+        world_size=run.world_size,
+        ranks=ranks,
+        other_ranks=others,
     )

@@ -38,18 +38,43 @@ def check(m):
         return
     for node in m.nodes(ast.Import, ast.ImportFrom, ast.Constant):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [f"{node.module}.{a.name}" for a in node.names]
-            if any(n == "torch.distributed.launch" or n.startswith("torch.distributed.launch.") for n in names):
-                yield m.finding(CODE, node, "`torch.distributed.launch` is deprecated", SEVERITY,
-                                hint="launch with `torchrun` and read LOCAL_RANK from the environment")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "torch.distributed.launch" in node.value:
-            yield m.finding(CODE, node, "launches with the deprecated `torch.distributed.launch`", SEVERITY,
-                            hint="use `torchrun` (same options, minus --use_env)")
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [f"{node.module}.{a.name}" for a in node.names]
+            )
+            if any(
+                n == "torch.distributed.launch" or n.startswith("torch.distributed.launch.") for n in names
+            ):
+                yield m.finding(
+                    CODE,
+                    node,
+                    "`torch.distributed.launch` is deprecated",
+                    SEVERITY,
+                    hint="launch with `torchrun` and read LOCAL_RANK from the environment",
+                )
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "torch.distributed.launch" in node.value
+        ):
+            yield m.finding(
+                CODE,
+                node,
+                "launches with the deprecated `torch.distributed.launch`",
+                SEVERITY,
+                hint="use `torchrun` (same options, minus --use_env)",
+            )
     if m.mentions("LOCAL_RANK"):
         return  # the argument falls back to the environment torchrun sets
     for call in m.method_calls("add_argument"):
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         if any(f in ("--local_rank", "--local-rank") for f in flags):
-            yield m.finding(CODE, call, "`--local_rank` is only passed by the deprecated torch.distributed.launch; "
-                            "torchrun sets the LOCAL_RANK environment variable instead, so every rank gets the default",
-                            SEVERITY, hint="use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly")
+            yield m.finding(
+                CODE,
+                call,
+                "`--local_rank` is only passed by the deprecated torch.distributed.launch; "
+                "torchrun sets the LOCAL_RANK environment variable instead, so every rank gets the default",
+                SEVERITY,
+                hint="use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly",
+            )

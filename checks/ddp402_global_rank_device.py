@@ -88,13 +88,21 @@ def _device_exprs(m):
         elif isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and len(call.args) == 1:
             yield call, call.args[0]
         for k in call.keywords:
-            if k.arg in ("device_ids",) and isinstance(k.value, (ast.List, ast.Tuple)) and len(k.value.elts) == 1:
+            if (
+                k.arg in ("device_ids",)
+                and isinstance(k.value, (ast.List, ast.Tuple))
+                and len(k.value.elts) == 1
+            ):
                 yield call, k.value.elts[0]
             elif k.arg in ("output_device", "device_id"):
                 yield call, k.value
     for node in m.nodes(ast.JoinedStr):
-        if node.values and isinstance(node.values[0], ast.Constant) \
-                and str(node.values[0].value).endswith("cuda:") and len(node.values) == 2:
+        if (
+            node.values
+            and isinstance(node.values[0], ast.Constant)
+            and str(node.values[0].value).endswith("cuda:")
+            and len(node.values) == 2
+        ):
             yield node, node.values[1].value
 
 
@@ -106,6 +114,11 @@ def check(m):
     for where, expr in _device_exprs(m):
         if _uses_global(m, expr, names) and where.lineno not in seen:
             seen.add(where.lineno)
-            yield m.finding(CODE, where, f"`{ast.unparse(expr)}` is the global rank, used as a CUDA device index: "
-                            "on a second node it names a GPU that does not exist", SEVERITY,
-                            hint="use the local rank (LOCAL_RANK from torchrun) for devices")
+            yield m.finding(
+                CODE,
+                where,
+                f"`{ast.unparse(expr)}` is the global rank, used as a CUDA device index: "
+                "on a second node it names a GPU that does not exist",
+                SEVERITY,
+                hint="use the local rank (LOCAL_RANK from torchrun) for devices",
+            )

@@ -35,5 +35,10 @@ SEVERITY = "warning"
 def check(m):
     inits = m.dist_calls("init_process_group")
     if inits and not m.dist_calls("destroy_process_group") and not m.mentions("destroy_process_group"):
-        yield m.finding(CODE, inits[0], "the process group is created here but `destroy_process_group()` is never "
-                        "called", SEVERITY, hint="call `dist.destroy_process_group()` at the end (in a finally:)")
+        yield m.finding(
+            CODE,
+            inits[0],
+            "the process group is created here but `destroy_process_group()` is never called",
+            SEVERITY,
+            hint="call `dist.destroy_process_group()` at the end (in a finally:)",
+        )

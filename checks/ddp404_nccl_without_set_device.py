@@ -40,7 +40,11 @@ def _nccl(m, call: ast.Call) -> bool:
     if isinstance(expr, ast.Name):  # backend = "nccl" assigned somewhere in the file
         for node in m.nodes(ast.Assign):
             if any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
-                texts += [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+                texts += [
+                    n.value
+                    for n in ast.walk(node.value)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                ]
     return any("nccl" in t.lower() for t in texts) and not any("gloo" in t.lower() for t in texts)
 
 
@@ -49,6 +53,11 @@ def check(m):
         return
     for call in m.dist_calls("init_process_group"):
         if _nccl(m, call) and m.keyword(call, "device_id") is None:
-            yield m.finding(CODE, call, "NCCL process group, but the script never calls `torch.cuda.set_device`: every "
-                            "rank's current device is GPU 0", SEVERITY,
-                            hint="call `torch.cuda.set_device(local_rank)` before init_process_group")
+            yield m.finding(
+                CODE,
+                call,
+                "NCCL process group, but the script never calls `torch.cuda.set_device`: every "
+                "rank's current device is GPU 0",
+                SEVERITY,
+                hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
+            )

@@ -34,6 +34,11 @@ def check(m):
     for call in m.calls_named("DataParallel"):
         if m.conditional(call):
             continue  # the single-process fallback of a script that also supports DDP
-        yield m.finding(CODE, call, "`DataParallel` in a torch.distributed script: each rank would spread over "
-                        "every GPU and gradients are not synchronised across ranks", SEVERITY,
-                        hint="wrap with DistributedDataParallel only, one process per GPU")
+        yield m.finding(
+            CODE,
+            call,
+            "`DataParallel` in a torch.distributed script: each rank would spread over "
+            "every GPU and gradients are not synchronised across ranks",
+            SEVERITY,
+            hint="wrap with DistributedDataParallel only, one process per GPU",
+        )

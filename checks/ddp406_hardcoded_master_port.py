@@ -32,13 +32,23 @@ SEVERITY = "warning"
 def _literal(value: ast.AST) -> bool:
     if isinstance(value, ast.Constant):
         return True
-    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("str", "int")
-            and len(value.args) == 1 and isinstance(value.args[0], ast.Constant))
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in ("str", "int")
+        and len(value.args) == 1
+        and isinstance(value.args[0], ast.Constant)
+    )
 
 
 def check(m):
     for key, value, node, how in m.env_writes:
         if key == "MASTER_PORT" and how == "assign" and value is not None and _literal(value):
-            yield m.finding(CODE, node, "MASTER_PORT is hard-coded: it overrides the launcher's port and collides "
-                            "with other jobs on the node", SEVERITY,
-                            hint="use os.environ.setdefault('MASTER_PORT', ...) or a free port")
+            yield m.finding(
+                CODE,
+                node,
+                "MASTER_PORT is hard-coded: it overrides the launcher's port and collides "
+                "with other jobs on the node",
+                SEVERITY,
+                hint="use os.environ.setdefault('MASTER_PORT', ...) or a free port",
+            )

@@ -67,5 +67,10 @@ def check(m):
                 continue
         elif m.guarded_by_rank(call) or not _unguarded_entry(m, call):
             continue
-        yield m.finding(CODE, call, "`torch.save` runs on every rank: all ranks write the same file at once",
-                        SEVERITY, hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`")
+        yield m.finding(
+            CODE,
+            call,
+            "`torch.save` runs on every rank: all ranks write the same file at once",
+            SEVERITY,
+            hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+        )

@@ -27,7 +27,13 @@ CODE = "DDP502"
 TITLE = "Saving a DDP-wrapped state_dict"
 KIND = "script"
 SEVERITY = "warning"
-_PREFIX_HANDLING = ("consume_prefix_in_state_dict_if_present", '"module."', "'module.'", "[7:]", "len(\"module.\")")
+_PREFIX_HANDLING = (
+    "consume_prefix_in_state_dict_if_present",
+    '"module."',
+    "'module.'",
+    "[7:]",
+    'len("module.")',
+)
 
 
 def check(m):
@@ -39,6 +45,11 @@ def check(m):
             for e in t.events:
                 if e.kind == "state_dict" and id(e.node) not in seen:
                     seen.add(id(e.node))
-                    yield m.finding(CODE, e.node, "`state_dict()` of the DDP wrapper: every key gets a `module.` prefix "
-                                    "and the checkpoint will not load into the plain model", SEVERITY,
-                                    hint="save `model.module.state_dict()`")
+                    yield m.finding(
+                        CODE,
+                        e.node,
+                        "`state_dict()` of the DDP wrapper: every key gets a `module.` prefix "
+                        "and the checkpoint will not load into the plain model",
+                        SEVERITY,
+                        hint="save `model.module.state_dict()`",
+                    )

@@ -31,7 +31,16 @@ def check(m):
     if not m.is_training_script:
         return
     for call in m.calls_named("torch.load"):
-        if len(call.args) < 2 and m.keyword(call, "map_location") is None and not any(k.arg is None for k in call.keywords):
-            yield m.finding(CODE, call, "`torch.load` without `map_location` in a distributed script: every rank "
-                            "loads the tensors onto the GPU they were saved from (usually cuda:0)", SEVERITY,
-                            hint="pass map_location='cpu' or the rank's own device")
+        if (
+            len(call.args) < 2
+            and m.keyword(call, "map_location") is None
+            and not any(k.arg is None for k in call.keywords)
+        ):
+            yield m.finding(
+                CODE,
+                call,
+                "`torch.load` without `map_location` in a distributed script: every rank "
+                "loads the tensors onto the GPU they were saved from (usually cuda:0)",
+                SEVERITY,
+                hint="pass map_location='cpu' or the rank's own device",
+            )

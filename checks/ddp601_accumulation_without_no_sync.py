@@ -40,11 +40,15 @@ SEVERITY = "warning"
 
 
 def _is_accum_test(test: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)) or "accum" in ast.unparse(test)
+    return any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)
+    ) or "accum" in ast.unparse(test)
 
 
 def check(m):
-    if not m.ddp_constructors or m.mentions("no_sync", "require_backward_grad_sync", ".accumulate(", "static_graph"):
+    if not m.ddp_constructors or m.mentions(
+        "no_sync", "require_backward_grad_sync", ".accumulate(", "static_graph"
+    ):
         return
     for call in m.method_calls("step"):
         if_node = next((a for a in m.ancestors(call) if isinstance(a, ast.If)), None)
@@ -53,10 +57,25 @@ def check(m):
             continue
         if not any(a is loop for a in m.ancestors(if_node)):
             continue
-        backward = next((c for c in ast.walk(loop) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                         and c.func.attr == "backward" and not any(a is if_node for a in m.ancestors(c))), None)
+        backward = next(
+            (
+                c
+                for c in ast.walk(loop)
+                if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and c.func.attr == "backward"
+                and not any(a is if_node for a in m.ancestors(c))
+            ),
+            None,
+        )
         if backward is not None:
-            yield m.finding(CODE, backward, f"gradients are accumulated (optimizer steps under the condition on line "
-                            f"{if_node.lineno}) but every backward all-reduces: use `model.no_sync()` on the "
-                            "accumulation steps", SEVERITY, hint="wrap non-final accumulation steps in `with model.no_sync():`")
+            yield m.finding(
+                CODE,
+                backward,
+                f"gradients are accumulated (optimizer steps under the condition on line "
+                f"{if_node.lineno}) but every backward all-reduces: use `model.no_sync()` on the "
+                "accumulation steps",
+                SEVERITY,
+                hint="wrap non-final accumulation steps in `with model.no_sync():`",
+            )
             return

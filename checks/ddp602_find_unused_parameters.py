@@ -30,7 +30,14 @@ SEVERITY = "info"
 
 def check(m):
     for call in m.ddp_constructors:
-        if m.keyword_is(call, "find_unused_parameters", True) and not m.keyword_is(call, "static_graph", True):
-            yield m.finding(CODE, call, "`find_unused_parameters=True` walks the autograd graph every iteration and "
-                            "keeps DDP's bucket order from adapting", SEVERITY,
-                            hint="drop it unless DDP reports unused parameters; prefer static_graph=True")
+        if m.keyword_is(call, "find_unused_parameters", True) and not m.keyword_is(
+            call, "static_graph", True
+        ):
+            yield m.finding(
+                CODE,
+                call,
+                "`find_unused_parameters=True` walks the autograd graph every iteration and "
+                "keeps DDP's bucket order from adapting",
+                SEVERITY,
+                hint="drop it unless DDP reports unused parameters; prefer static_graph=True",
+            )

@@ -29,5 +29,11 @@ SEVERITY = "warning"
 def check(m):
     for key, _value, node, _how in m.env_writes:
         if key in ("NCCL_ALGO", "NCCL_PROTO"):
-            yield m.finding(CODE, node, f"`{key}` is set in code: it overrides NCCL's per-call tuning on every cluster "
-                            "this script runs on", SEVERITY, hint="remove it; set it per cluster in the launch environment if measured")
+            yield m.finding(
+                CODE,
+                node,
+                f"`{key}` is set in code: it overrides NCCL's per-call tuning on every cluster "
+                "this script runs on",
+                SEVERITY,
+                hint="remove it; set it per cluster in the launch environment if measured",
+            )

@@ -18,21 +18,34 @@ def _codes(value: str) -> list[str]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", help="files or folders to lint (default: .)")
-    p.add_argument("--select", type=_codes, help="only these codes or prefixes, comma-separated (DDP3,DDP101)")
+    p.add_argument(
+        "--select", type=_codes, help="only these codes or prefixes, comma-separated (DDP3,DDP101)"
+    )
     p.add_argument("--ignore", type=_codes, help="skip these codes or prefixes")
     p.add_argument("--extend-select", type=_codes, help="add these codes to the selection")
-    p.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default=None,
-                   help="text (default), json, sarif or github (workflow annotations)")
+    p.add_argument(
+        "--output-format",
+        choices=("text", "json", "sarif", "github"),
+        default=None,
+        help="text (default), json, sarif or github (workflow annotations)",
+    )
     p.add_argument("--world-sizes", help="world sizes the per-rank interpreter simulates, e.g. 2-8 or 2,4,8")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
     p.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.ddpdoctor] from")
     p.add_argument("--isolated", action="store_true", help="ignore pyproject.toml settings")
     p.add_argument("--jobs", "-j", type=int, help="worker processes (default: one per core)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
-    p.add_argument("--cache-dir", default=".ddpdoctor_cache", help="result cache folder (default: .ddpdoctor_cache)")
+    p.add_argument(
+        "--cache-dir", default=".ddpdoctor_cache", help="result cache folder (default: .ddpdoctor_cache)"
+    )
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
-    p.add_argument("--rules", action="append", default=[], metavar="PATH",
-                   help="extra rule files or folders (script checks)")
+    p.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra rule files or folders (script checks)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
         for flag in ("select", "ignore", "extend_select"):
             for code in getattr(args, flag) or []:
                 if not any(k.startswith(code) for k in known):
-                    raise ConfigError(f"--{flag.replace('_', '-')}: unknown rule code {code!r}; see --explain")
+                    raise ConfigError(
+                        f"--{flag.replace('_', '-')}: unknown rule code {code!r}; see --explain"
+                    )
         config = config.with_overrides(
             select=tuple(args.select) if args.select else None,
             ignore=tuple(args.ignore) if args.ignore else None,
@@ -77,8 +92,13 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError("--jobs must be at least 1")
-        findings = lint_paths(paths, config, jobs=args.jobs, extra_rules=extra,
-                              cache_dir=None if args.no_cache else args.cache_dir)
+        findings = lint_paths(
+            paths,
+            config,
+            jobs=args.jobs,
+            extra_rules=extra,
+            cache_dir=None if args.no_cache else args.cache_dir,
+        )
         fmt = args.output_format or "text"
         sys.stdout.write(render(findings, fmt, script_rules(extra)))
     except (ConfigError, LintInputError, RegistryError) as e:

@@ -11,4 +11,12 @@ from ddpdoctor.lint.config import ConfigError, LintConfig, load_config
 from ddpdoctor.lint.engine import lint_paths, lint_source
 from ddpdoctor.lint.files import LintInputError
 
-__all__ = ["ConfigError", "LintConfig", "LintInputError", "ModuleAnalysis", "lint_paths", "lint_source", "load_config"]
+__all__ = [
+    "ConfigError",
+    "LintConfig",
+    "LintInputError",
+    "ModuleAnalysis",
+    "lint_paths",
+    "lint_source",
+    "load_config",
+]

@@ -111,8 +111,15 @@ class ModuleAnalysis:
                 best = fn
         return best
 
-    def finding(self, code: str, node: ast.AST, message: str, severity: str = "error",
-                hint: str | None = None, **evidence) -> Finding:
+    def finding(
+        self,
+        code: str,
+        node: ast.AST,
+        message: str,
+        severity: str = "error",
+        hint: str | None = None,
+        **evidence,
+    ) -> Finding:
         return Finding(
             code=code,
             severity=Severity.parse(severity),
@@ -124,7 +131,9 @@ class ModuleAnalysis:
                 line=getattr(node, "lineno", 1),
                 col=getattr(node, "col_offset", 0) + 1,
                 end_line=getattr(node, "end_lineno", None),
-                end_col=(node.end_col_offset + 1) if getattr(node, "end_col_offset", None) is not None else None,
+                end_col=(node.end_col_offset + 1)
+                if getattr(node, "end_col_offset", None) is not None
+                else None,
             ),
         )
 
@@ -151,7 +160,9 @@ class ModuleAnalysis:
     def looks_like_eval(self, call: ast.Call) -> bool:
         """A validation/test loader or sampler, by the names it is built from."""
         words = (self.assigned_to(call) or "") + " " + (ast.unparse(call.args[0]) if call.args else "")
-        words += " " + " ".join(ast.unparse(k.value) for k in call.keywords if k.arg in ("dataset", "data_source"))
+        words += " " + " ".join(
+            ast.unparse(k.value) for k in call.keywords if k.arg in ("dataset", "data_source")
+        )
         return any(w in words.lower() for w in ("val", "test", "eval", "dev_"))
 
     def enclosing_loop(self, node: ast.AST) -> ast.AST | None:
@@ -190,19 +201,31 @@ class ModuleAnalysis:
 
     @cached_property
     def env_writes(self) -> list[tuple[str, ast.AST | None, ast.AST, str]]:
-        """(variable, value node, where, how) for ``os.environ[K] = v``, ``.setdefault``, ``.update``, ``putenv``."""
+        """(variable, value node, where, how) for ``os.environ[K] = v``, ``.setdefault``, ``.update``,
+        ``putenv``."""
         out = []
         for node in self.nodes(ast.Assign):
             if True:
                 for t in node.targets:
-                    if (isinstance(t, ast.Subscript) and self.qualname(t.value) == "os.environ"
-                            and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str)):
+                    if (
+                        isinstance(t, ast.Subscript)
+                        and self.qualname(t.value) == "os.environ"
+                        and isinstance(t.slice, ast.Constant)
+                        and isinstance(t.slice.value, str)
+                    ):
                         out.append((t.slice.value, node.value, node, "assign"))
         for call, q in self.calls:
             if q in ("os.environ.setdefault", "os.putenv") and len(call.args) == 2:
                 key = call.args[0]
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    out.append((key.value, call.args[1], call, "setdefault" if q.endswith("setdefault") else "assign"))
+                    out.append(
+                        (
+                            key.value,
+                            call.args[1],
+                            call,
+                            "setdefault" if q.endswith("setdefault") else "assign",
+                        )
+                    )
             elif q == "os.environ.update" and call.args and isinstance(call.args[0], ast.Dict):
                 for k, v in zip(call.args[0].keys, call.args[0].values):
                     if isinstance(k, ast.Constant) and isinstance(k.value, str):
@@ -293,13 +316,17 @@ class ModuleAnalysis:
             if isinstance(a, (ast.If, ast.IfExp, ast.While)) and self.is_rank_guard(a.test):
                 return True
             if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(k in a.name.lower() for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")):
+                if any(
+                    k in a.name.lower() for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")
+                ):
                     return True
                 for st in a.body:
                     if st.lineno >= node.lineno:
                         break
-                    if isinstance(st, ast.If) and self.is_rank_guard(st.test) and any(
-                        isinstance(s, (ast.Return, ast.Raise)) for s in st.body
+                    if (
+                        isinstance(st, ast.If)
+                        and self.is_rank_guard(st.test)
+                        and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
                     ):
                         return True
                 for d in a.decorator_list:
@@ -345,9 +372,12 @@ class ModuleAnalysis:
     @cached_property
     def runs(self) -> list[Run]:
         classes = {
-            id(m): ClassRef(c, {s.name: s for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))})
+            id(m): ClassRef(
+                c, {s.name: s for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            )
             for c in self.nodes(ast.ClassDef)
-            for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for m in c.body
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
         sizes = self.world_sizes
         out = self._runs_for("<module>", lambda it: it.run_module(), sizes)
@@ -358,7 +388,9 @@ class ModuleAnalysis:
                 break
             if id(fn) in self.interesting_functions and id(fn) not in entered:
                 cls = classes.get(id(fn))
-                runs = self._runs_for(fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes[:ENTRY_SIZES])
+                runs = self._runs_for(
+                    fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes[:ENTRY_SIZES]
+                )
                 out.extend(runs)
                 for r in runs:
                     for t in r.traces:

@@ -4,17 +4,41 @@ extend-exclude, per-file-ignores, plus world-sizes (for the per-rank interpreter
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import tomllib
 
 from ddpdoctor.lint.analysis import DEFAULT_WORLD_SIZES
 
 DEFAULT_EXCLUDE = (
-    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__", "build", "dist",
-    "node_modules", ".mypy_cache", ".ruff_cache", ".pytest_cache", "site-packages",
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    "site-packages",
 )
-_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "world-sizes", "jobs"}
+_KEYS = {
+    "select",
+    "ignore",
+    "extend-select",
+    "exclude",
+    "extend-exclude",
+    "per-file-ignores",
+    "world-sizes",
+    "jobs",
+}
 
 
 class ConfigError(ValueError):

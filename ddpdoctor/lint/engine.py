@@ -29,8 +29,9 @@ def _problem(path: str, kind: str, message: str, line: int = 1, col: int = 1) ->
     )
 
 
-def lint_source(path: str, data: bytes | str, config: LintConfig | None = None,
-                rules=None, prefilter: bool = True) -> list[Finding]:
+def lint_source(
+    path: str, data: bytes | str, config: LintConfig | None = None, rules=None, prefilter: bool = True
+) -> list[Finding]:
     """Findings for one file's content. Never raises on bad input: it becomes a DDP000 finding."""
     config = config or LintConfig()
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
@@ -85,8 +86,9 @@ def lint_file(path: Path, config: LintConfig, rules=None, cache=None) -> list[Fi
     return found
 
 
-def _lint_chunk(paths: list[str], config: LintConfig, extra_rules: tuple[str, ...] = (),
-                cache_dir: str | None = None) -> list[Finding]:
+def _lint_chunk(
+    paths: list[str], config: LintConfig, extra_rules: tuple[str, ...] = (), cache_dir: str | None = None
+) -> list[Finding]:
     rules = script_rules(extra_rules)
     cache = None
     if cache_dir is not None:
@@ -104,9 +106,13 @@ def _sort_key(f: Finding):
     return (loc.path, loc.line, loc.col, f.code) if loc else ("", 0, 0, f.code)
 
 
-def lint_paths(paths: list[str] | list[Path], config: LintConfig | None = None,
-               jobs: int | None = None, extra_rules: tuple[str, ...] = (),
-               cache_dir: str | Path | None = None) -> list[Finding]:
+def lint_paths(
+    paths: list[str] | list[Path],
+    config: LintConfig | None = None,
+    jobs: int | None = None,
+    extra_rules: tuple[str, ...] = (),
+    cache_dir: str | Path | None = None,
+) -> list[Finding]:
     """Every finding under ``paths`` (files or folders), sorted by place. Raises LintInputError for a
     path that does not exist. This is what ``check --script`` and the TUI call. ``cache_dir``: keep
     results per file content there (the CLI uses .ddpdoctor_cache)."""
@@ -120,10 +126,15 @@ def lint_paths(paths: list[str] | list[Path], config: LintConfig | None = None,
     else:
         # interleave by size so workers finish together
         ordered = sorted(files, key=lambda f: f.stat().st_size if f.exists() else 0, reverse=True)
-        chunks = [[str(f) for f in ordered[i::jobs * 4]] for i in range(jobs * 4)]
+        chunks = [[str(f) for f in ordered[i :: jobs * 4]] for i in range(jobs * 4)]
         out = []
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
-            for part in pool.map(_lint_chunk, chunks, [config] * len(chunks), [extra_rules] * len(chunks),
-                                 [cache_dir] * len(chunks)):
+            for part in pool.map(
+                _lint_chunk,
+                chunks,
+                [config] * len(chunks),
+                [extra_rules] * len(chunks),
+                [cache_dir] * len(chunks),
+            ):
                 out.extend(part)
     return sorted(out, key=_sort_key)

@@ -15,14 +15,35 @@ class LintInputError(Exception):
 
 # The cheap pre-filter. A file reaches the parser if it names something only DDP code names ...
 STRONG = (
-    b"init_process_group", b"DistributedDataParallel", b"DistributedSampler", b"set_epoch", b"MASTER_PORT",
-    b"NCCL_ALGO", b"NCCL_PROTO", b"local_rank", b"local-rank", b"distributed.launch", b"isend", b"irecv",
+    b"init_process_group",
+    b"DistributedDataParallel",
+    b"DistributedSampler",
+    b"set_epoch",
+    b"MASTER_PORT",
+    b"NCCL_ALGO",
+    b"NCCL_PROTO",
+    b"local_rank",
+    b"local-rank",
+    b"distributed.launch",
+    b"isend",
+    b"irecv",
 )
 # ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
 _DIST = (b"torch.distributed", b"import distributed")
 _COMM = (
-    b"all_reduce", b"barrier", b"broadcast", b"all_gather", b"reduce_scatter", b"all_to_all", b"send(",
-    b"recv(", b"gather(", b"scatter(", b"reduce(", b"new_group", b"torch.save",
+    b"all_reduce",
+    b"barrier",
+    b"broadcast",
+    b"all_gather",
+    b"reduce_scatter",
+    b"all_to_all",
+    b"send(",
+    b"recv(",
+    b"gather(",
+    b"scatter(",
+    b"reduce(",
+    b"new_group",
+    b"torch.save",
 )
 
 
@@ -47,7 +68,11 @@ def discover(paths: list[str], exclude: tuple[str, ...] = ()) -> list[Path]:
             for root, dirs, files in os.walk(p):
                 rootp = Path(root)
                 dirs[:] = sorted(d for d in dirs if not _excluded(rootp / d, exclude))
-                out.extend(rootp / f for f in sorted(files) if f.endswith((".py", ".pyi")) and not _excluded(rootp / f, exclude))
+                out.extend(
+                    rootp / f
+                    for f in sorted(files)
+                    if f.endswith((".py", ".pyi")) and not _excluded(rootp / f, exclude)
+                )
         else:
             raise LintInputError(f"{raw}: no such file or directory")
     return out

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from ddpdoctor.lint.names import dist_op, dotted, is_torch_name, qualify
 
-
 _RANK_ENV = frozenset(
     "RANK SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK LOCAL_RANK SLURM_LOCALID OMPI_COMM_WORLD_LOCAL_RANK "
     "MPI_LOCALRANKID WORLD_SIZE SLURM_NTASKS OMPI_COMM_WORLD_SIZE LOCAL_WORLD_SIZE PMI_SIZE".split()
@@ -45,11 +44,27 @@ COLLECTIVES = frozenset(
     "scatter scatter_object_list monitored_barrier new_group _all_gather_base _reduce_scatter_base".split()
 )
 P2P = frozenset({"send", "recv", "isend", "irecv"})
-RANK_NAMES = {"rank": "rank", "global_rank": "rank", "world_rank": "rank", "local_rank": "local",
-              "world_size": "world", "local_world_size": "world"}
+RANK_NAMES = {
+    "rank": "rank",
+    "global_rank": "rank",
+    "world_rank": "rank",
+    "local_rank": "local",
+    "world_size": "world",
+    "local_world_size": "world",
+}
 MAIN_PROCESS_NAMES = frozenset(
-    {"is_main_process", "is_master", "is_rank_zero", "is_rank_0", "main_process", "is_global_zero",
-     "is_local_main_process", "is_main", "is_master_process", "is_local_master"}
+    {
+        "is_main_process",
+        "is_master",
+        "is_rank_zero",
+        "is_rank_0",
+        "main_process",
+        "is_global_zero",
+        "is_local_main_process",
+        "is_main",
+        "is_master_process",
+        "is_local_master",
+    }
 )
 MAX_STEPS = 20000
 MAX_DEPTH = 12
@@ -123,14 +138,27 @@ class _Exit(Exception):
 
 
 _BINOPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod, ast.Div: operator.truediv, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Div: operator.truediv,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
     ast.BitXor: operator.xor,
 }
 _CMPOPS = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
 }
 _CONCRETE = (int, float, str, bool, type(None), tuple, range)
 
@@ -151,8 +179,9 @@ def _small(v) -> bool:
 class Interpreter:
     """Walks one module for one (world_size, rank). Create one per run; it is cheap."""
 
-    def __init__(self, tree: ast.Module, aliases: dict[str, str], world_size: int, rank: int,
-                 defs: dict | None = None):
+    def __init__(
+        self, tree: ast.Module, aliases: dict[str, str], world_size: int, rank: int, defs: dict | None = None
+    ):
         self.tree = tree
         self.aliases = aliases
         self.W = world_size
@@ -247,9 +276,7 @@ class Interpreter:
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
             frame[st.name] = FuncRef(st)
         elif t is ast.ClassDef:
-            methods = {
-                s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-            }
+            methods = {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
             frame[st.name] = ClassRef(st, methods)
         elif t is ast.Match:
             self.ev(st.subject, frame)
@@ -523,8 +550,14 @@ class Interpreter:
         name = dotted(func)
         q = qualify(name, self.aliases) if name else None
         # names defined in this file win over the heuristics below
-        local = self.ev(func, frame) if name is None or name.split(".", 1)[0] in frame or (
-            name.split(".", 1)[0] in self.globals) or name.startswith("self.") else UNKNOWN
+        local = (
+            self.ev(func, frame)
+            if name is None
+            or name.split(".", 1)[0] in frame
+            or (name.split(".", 1)[0] in self.globals)
+            or name.startswith("self.")
+            else UNKNOWN
+        )
         op = dist_op(q)
         if op is not None and not isinstance(local, FuncRef):
             return self._dist_call(op, node, frame)
@@ -590,7 +623,12 @@ class Interpreter:
         if last in ("spawn", "start_processes") and ("multiprocessing" in q or q.startswith("torch.")):
             return self._spawn(node, frame)
         if "." not in q or q.startswith("utils") or "." in q and q.rsplit(".", 1)[0] not in ("os", "sys"):
-            if last in MAIN_PROCESS_NAMES or last in ("get_rank", "get_global_rank", "get_local_rank", "get_world_size"):
+            if last in MAIN_PROCESS_NAMES or last in (
+                "get_rank",
+                "get_global_rank",
+                "get_local_rank",
+                "get_world_size",
+            ):
                 self.touched_rank = True
             if last in MAIN_PROCESS_NAMES:
                 return self.rank == 0 if last != "is_local_main_process" else self.local == 0
@@ -706,7 +744,9 @@ def module_defs(tree: ast.Module) -> dict[str, object]:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
             out[st.name] = FuncRef(st)
         elif isinstance(st, ast.ClassDef):
-            out[st.name] = ClassRef(st, {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))})
+            out[st.name] = ClassRef(
+                st, {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            )
     return out
 
 

@@ -68,6 +68,6 @@ def dist_op(qualname: str | None) -> str | None:
 
 
 def is_torch_name(qualname: str | None, last: str) -> bool:
-    """True if ``qualname`` is a torch object whose final component is ``last``
-    (``torch.nn.parallel.DistributedDataParallel``, ``torch.nn.parallel.distributed.DistributedDataParallel``)."""
+    """True if ``qualname`` is a torch object whose final component is ``last`` (so both
+    ``torch.nn.parallel.DistributedDataParallel`` and ``...parallel.distributed.DistributedDataParallel``)."""
     return bool(qualname) and qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] == last

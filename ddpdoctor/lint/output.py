@@ -40,7 +40,8 @@ def render_github(findings: list[Finding]) -> str:
     for f in findings:
         path, line, col = _loc(f)
         level = {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(f.severity, "notice")
-        props = f"file={_github_escape(path, True)},line={line},col={col},title={_github_escape(f'ddpdoctor ({f.code})', True)}"
+        title = _github_escape(f"ddpdoctor ({f.code})", True)
+        props = f"file={_github_escape(path, True)},line={line},col={col},title={title}"
         out.append(f"::{level} {props}::{_github_escape(f'{f.code} {f.message}')}")
     return "\n".join(out) + ("\n" if out else "")
 
@@ -53,33 +54,45 @@ def render_sarif(findings: list[Finding], rules) -> str:
     rule_objs = []
     for code in used:
         spec = titles.get(code)
-        rule_objs.append({
-            "id": code,
-            "name": spec.name if spec else code,
-            "shortDescription": {"text": spec.title if spec else "file could not be linted"},
-            "fullDescription": {"text": spec.doc if spec else ""},
-        })
+        rule_objs.append(
+            {
+                "id": code,
+                "name": spec.name if spec else code,
+                "shortDescription": {"text": spec.title if spec else "file could not be linted"},
+                "fullDescription": {"text": spec.doc if spec else ""},
+            }
+        )
     results = []
     for f in findings:
         path, line, col = _loc(f)
         region = {"startLine": line, "startColumn": col}
         if f.location and f.location.end_line:
             region.update(endLine=f.location.end_line, endColumn=f.location.end_col or col)
-        results.append({
-            "ruleId": f.code,
-            "ruleIndex": used.index(f.code),
-            "level": {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(f.severity, "note"),
-            "message": {"text": f.message + (f" ({f.hint})" if f.hint else "")},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}, "region": region}}],
-        })
+        results.append(
+            {
+                "ruleId": f.code,
+                "ruleIndex": used.index(f.code),
+                "level": {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(f.severity, "note"),
+                "message": {"text": f.message + (f" ({f.hint})" if f.hint else "")},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}, "region": region}}],
+            }
+        )
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "ddpdoctor", "version": __version__,
-                                "informationUri": "https://github.com/ddpdoctor/ddpdoctor", "rules": rule_objs}},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "ddpdoctor",
+                        "version": __version__,
+                        "informationUri": "https://github.com/ddpdoctor/ddpdoctor",
+                        "rules": rule_objs,
+                    }
+                },
+                "results": results,
+            }
+        ],
     }
     return json.dumps(doc, indent=2) + "\n"
 

@@ -35,8 +35,12 @@ class Outcome:
 
 def simulate(ops_by_rank: list[list[P2POp]]) -> Outcome:
     W = len(ops_by_rank)
-    bad = [Stuck(r, o) for r, ops in enumerate(ops_by_rank) for o in ops
-           if o.op != "wait" and o.peer is not None and not (0 <= o.peer < W and o.peer != r)]
+    bad = [
+        Stuck(r, o)
+        for r, ops in enumerate(ops_by_rank)
+        for o in ops
+        if o.op != "wait" and o.peer is not None and not (0 <= o.peer < W and o.peer != r)
+    ]
     if bad:
         return Outcome(False, bad_peer=bad)
     pc = [0] * W
@@ -97,7 +101,11 @@ def simulate(ops_by_rank: list[list[P2POp]]) -> Outcome:
                         posted[r].append([o, False])
                     pc[r] += 1
                 elif o.op == "wait":
-                    if o.req is None or (r, o.req) in matched_reqs or not any(e[0].req == o.req for e in posted[r]):
+                    if (
+                        o.req is None
+                        or (r, o.req) in matched_reqs
+                        or not any(e[0].req == o.req for e in posted[r])
+                    ):
                         pc[r] += 1
                     else:
                         break
@@ -116,7 +124,9 @@ def simulate(ops_by_rank: list[list[P2POp]]) -> Outcome:
                     for pp in range(W):
                         if pp == rr:
                             continue
-                        other = next((e for e in posted[pp] if not e[1] and pairs(rr, entry[0], pp, e[0])), None)
+                        other = next(
+                            (e for e in posted[pp] if not e[1] and pairs(rr, entry[0], pp, e[0])), None
+                        )
                         if other is not None:
                             entry[1] = other[1] = True
                             matched_reqs.add((rr, entry[0].req))

@@ -122,7 +122,9 @@ def test_world_sizes_parse():
 
 
 def test_syntax_and_encoding_errors_are_diagnostics(tmp_path):
-    s = write(tmp_path, "broken.py", "import torch.distributed as dist\ndef f(:\n    dist.init_process_group()\n")
+    s = write(
+        tmp_path, "broken.py", "import torch.distributed as dist\ndef f(:\n    dist.init_process_group()\n"
+    )
     e = tmp_path / "latin.py"
     e.write_bytes(b"# -*- coding: ascii -*-\nimport torch.distributed\nx = '\xe9 init_process_group'\n")
     found = lint_paths([s, e], jobs=1)

@@ -107,7 +107,10 @@ def test_p2p_ordered_exchange_and_any_source():
 
 
 def test_p2p_nonblocking_and_wait():
-    ok = [[P("isend", 1, 1), P("recv", 1), P("wait", req=1)], [P("isend", 0, 1), P("recv", 0), P("wait", req=1)]]
+    ok = [
+        [P("isend", 1, 1), P("recv", 1), P("wait", req=1)],
+        [P("isend", 0, 1), P("recv", 0), P("wait", req=1)],
+    ]
     assert simulate(ok).ok
     stuck = simulate([[P("irecv", 1, 1), P("wait", req=1)], []])
     assert not stuck.ok and stuck.stuck[0].op.op == "wait" and stuck.finished == [1]

@@ -18,15 +18,47 @@ from ddpdoctor.lint import LintConfig, lint_paths, lint_source
 
 # Every token the pre-filter and the rules react to, so generated text reaches the deep analysis.
 WORDS = [
-    "import torch.distributed as dist\n", "dist.init_process_group('nccl')\n", "rank = dist.get_rank()\n",
-    "if rank == 0:\n", "if rank % 2:\n", "else:\n", "    dist.barrier()\n", "    dist.send(t, dst=1)\n",
-    "    dist.recv(t, src=rank - 1)\n", "    req = dist.irecv(t, src=0)\n", "    t.sum()\n", "    req.wait()\n",
-    "def f(rank, world_size):\n", "    return rank\n", "    f(rank + 1, 2)\n", "for epoch in range(3):\n",
-    "    sampler.set_epoch(0)\n", "model = DistributedDataParallel(m)\n", "    model(x)\n", "while True:\n",
-    "    torch.save(model.state_dict(), p)\n", "x = torch.load(p)\n", "os.environ['MASTER_PORT'] = '1'\n",
-    "class A:\n", "    def g(self):\n", "        self.g()\n", "        return self.rank\n", "    break\n",
-    "    raise ValueError\n", "mp.spawn(f, args=(4,), nprocs=4)\n", "f(*a, **k)\n", "x = 1 << 10**9\n",
-    "    pass\n", "  ", "(", ")", ":", "lambda: 0\n", "async def h():\n", "    await x\n", "match x:\n",
+    "import torch.distributed as dist\n",
+    "dist.init_process_group('nccl')\n",
+    "rank = dist.get_rank()\n",
+    "if rank == 0:\n",
+    "if rank % 2:\n",
+    "else:\n",
+    "    dist.barrier()\n",
+    "    dist.send(t, dst=1)\n",
+    "    dist.recv(t, src=rank - 1)\n",
+    "    req = dist.irecv(t, src=0)\n",
+    "    t.sum()\n",
+    "    req.wait()\n",
+    "def f(rank, world_size):\n",
+    "    return rank\n",
+    "    f(rank + 1, 2)\n",
+    "for epoch in range(3):\n",
+    "    sampler.set_epoch(0)\n",
+    "model = DistributedDataParallel(m)\n",
+    "    model(x)\n",
+    "while True:\n",
+    "    torch.save(model.state_dict(), p)\n",
+    "x = torch.load(p)\n",
+    "os.environ['MASTER_PORT'] = '1'\n",
+    "class A:\n",
+    "    def g(self):\n",
+    "        self.g()\n",
+    "        return self.rank\n",
+    "    break\n",
+    "    raise ValueError\n",
+    "mp.spawn(f, args=(4,), nprocs=4)\n",
+    "f(*a, **k)\n",
+    "x = 1 << 10**9\n",
+    "    pass\n",
+    "  ",
+    "(",
+    ")",
+    ":",
+    "lambda: 0\n",
+    "async def h():\n",
+    "    await x\n",
+    "match x:\n",
 ]
 
 
@@ -74,8 +106,10 @@ def test_torch_source_sample_never_crashes():
 
 def test_lint_never_imports_torch(tmp_path):
     script = tmp_path / "train.py"
-    script.write_text("import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
-                      "if dist.get_rank() == 0:\n    dist.barrier()\n")
+    script.write_text(
+        "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+        "if dist.get_rank() == 0:\n    dist.barrier()\n"
+    )
     code = (
         "import sys\nfrom ddpdoctor.cli import main\n"
         f"rc = main(['lint', '--isolated', {str(script)!r}])\n"
