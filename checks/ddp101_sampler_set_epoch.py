@@ -31,10 +31,41 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"
 KIND = "script"
 SEVERITY = "warning"
+
+
+def _loaders_of(m, sampler_call) -> set[str]:
+    """Names of the DataLoaders built on this sampler (``sampler=s`` or ``sampler=DistributedSampler(...)``)."""
+    name = m.assigned_to(sampler_call)
+    out = set()
+    for dl in m.calls_named("DataLoader"):
+        arg = m.keyword(dl, "sampler")
+        if arg is sampler_call or (name is not None and arg is not None and ast.unparse(arg) == name):
+            target = m.assigned_to(dl)
+            if target:
+                out.add(target)
+    return out
+
+
+def _epochs_run_here(m, sampler_call) -> bool:
+    """A loop in this file iterates the sampler's loader, or hands it to a function of this file."""
+    loaders = _loaders_of(m, sampler_call)
+    if not loaders:
+        return False
+    own = {f.name for f in m.functions}
+    for loop in m.nodes(ast.For, ast.AsyncFor):
+        if any(dotted(n) in loaders for n in ast.walk(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))):
+            return True
+    for call, _q in m.calls:
+        callee = (ast.unparse(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else "").split(".")[-1]
+        if callee in own and any(ast.unparse(a) in loaders for a in call.args):
+            return True
+    return False
 
 
 def check(m):
@@ -44,6 +75,8 @@ def check(m):
     for call in samplers:
         if m.keyword_is(call, "shuffle", False) or m.looks_like_eval(call):
             continue  # an unshuffled or evaluation sampler does not need set_epoch
+        if not _epochs_run_here(m, call):
+            continue  # the loader goes to code in another file, which may well call set_epoch
         yield m.finding(
             CODE,
             call,

@@ -48,7 +48,7 @@ def _describe(rank, op) -> str:
     if op.op == "wait":
         return f"rank {rank} waits for a request ({where})"
     peer = "any rank" if op.peer is None else f"rank {op.peer}"
-    return f"rank {rank} {'sends to' if 'send' in op.op else 'receives from'} {peer} ({where})"
+    return f"rank {rank} {_verb(op)} {peer} ({where})"
 
 
 def check(m):
