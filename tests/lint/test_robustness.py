@@ -65,7 +65,8 @@ WORDS = [
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=2000))
 def test_random_bytes_never_crash(data):
-    for f in lint_source("rand.py", b"import torch.distributed\n" + data, LintConfig(world_sizes=(2, 3))):
+    head = b"import torch.distributed as dist\ndist.init_process_group()\n"
+    for f in lint_source("rand.py", head + data, LintConfig(world_sizes=(2, 3))):
         assert f.evidence.get("kind") != "internal", f.message
 
 
@@ -74,6 +75,42 @@ def test_random_bytes_never_crash(data):
 def test_generated_sources_never_crash(parts):
     src = "".join(parts)
     for f in lint_source("gen.py", src, LintConfig(world_sizes=(2, 3))):
+        assert f.evidence.get("kind") != "internal", f"{f.message}\n---\n{src}"
+
+
+SIMPLE = [w.strip() for w in WORDS if w.strip() and not w.strip().endswith(":") and w.strip() not in "():"]
+HEADERS = ["if rank == 0:", "if rank % 2:", "for epoch in range(3):", "for p in range(world_size):",
+           "def f(rank, world_size):", "while flag:", "with model.no_sync():", "try:", "class A:",
+           "if args.x:", "def g(self):"]
+
+
+def _render(block, depth=0) -> str:
+    out = []
+    for item in block or ["pass"]:
+        if isinstance(item, tuple):
+            header, body = item
+            out.append("    " * depth + header)
+            out.append(_render(body, depth + 1))
+            if header == "try:":
+                out.append("    " * depth + "finally:\n" + "    " * (depth + 1) + "dist.barrier()")
+        else:
+            out.append("    " * depth + item)
+    return "\n".join(out)
+
+
+_blocks = st.recursive(
+    st.lists(st.sampled_from(SIMPLE), max_size=4),
+    lambda inner: st.lists(st.one_of(st.sampled_from(SIMPLE), st.tuples(st.sampled_from(HEADERS), inner)),
+                           max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_blocks)
+def test_generated_valid_programs_never_crash(block):
+    src = "import torch.distributed as dist\ndist.init_process_group()\n" + _render(block) + "\n"
+    for f in lint_source("prog.py", src, LintConfig(world_sizes=(2, 3))):
         assert f.evidence.get("kind") != "internal", f"{f.message}\n---\n{src}"
 
 
