@@ -62,8 +62,8 @@ def _epochs_run_here(m, sampler_call) -> bool:
         if any(dotted(n) in loaders for n in ast.walk(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))):
             return True
     for call, _q in m.calls:
-        callee = (ast.unparse(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else "").split(".")[-1]
-        if callee in own and any(ast.unparse(a) in loaders for a in call.args):
+        callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
+        if callee in own and any(dotted(a) in loaders for a in call.args):
             return True
     return False
 

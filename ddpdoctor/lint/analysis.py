@@ -23,6 +23,12 @@ _WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes",
 RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
 
 
+# fields that only hold operator/context singletons: no rule looks at them, and skipping them
+# makes the walk markedly cheaper
+_SKIP_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "type_ignores"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 @dataclass
 class Run:
     """Every rank's trace for one entry point (the module, or a function never reached from it)."""
@@ -51,8 +57,12 @@ class ModuleAnalysis:
             node = stack.pop()
             if not isinstance(node, AST):
                 continue  # Global/Nonlocal names (str), the None keys of {**d}
-            by_type.setdefault(type(node), []).append(node)
-            for name in node._fields:
+            cls = type(node)
+            by_type.setdefault(cls, []).append(node)
+            fields = _FIELDS.get(cls)
+            if fields is None:
+                fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)
+            for name in fields:
                 v = getattr(node, name, None)
                 if isinstance(v, list):
                     stack.extend(v)
