@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 import os
 import warnings
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 from ddpdoctor.lint.analysis import ModuleAnalysis
@@ -127,6 +125,9 @@ def lint_paths(
         # interleave by size so workers finish together
         ordered = sorted(files, key=lambda f: f.stat().st_size if f.exists() else 0, reverse=True)
         chunks = [[str(f) for f in ordered[i :: jobs * 4]] for i in range(jobs * 4)]
+        from concurrent.futures import ProcessPoolExecutor  # only when there is enough to share out
+        from multiprocessing import get_context
+
         out = []
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
             for part in pool.map(
