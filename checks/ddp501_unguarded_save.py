@@ -24,18 +24,47 @@ dist.barrier()
 
 from __future__ import annotations
 
+import ast
+
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP501"
 TITLE = "torch.save not guarded by rank"
 KIND = "script"
 SEVERITY = "warning"
 
 
-def _rank_in_path(m, call) -> bool:
-    arg = call.args[1] if len(call.args) > 1 else m.keyword(call, "f")
-    import ast
+_STREAMS = ("BytesIO", "open", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile")
 
+
+def _target(m, call):
+    return call.args[1] if len(call.args) > 1 else m.keyword(call, "f")
+
+
+def _rank_in_path(m, call) -> bool:
+    arg = _target(m, call)
     text = ast.unparse(arg).lower() if arg is not None else ""
     return "rank" in text or "shard" in text
+
+
+def _to_stream(m, call) -> bool:
+    """Saving into a buffer or a file object opened here (``with open(p, "wb") as f``): whoever opened it
+    chose the path; an in-memory BytesIO writes nothing."""
+    arg = _target(m, call)
+    if isinstance(arg, ast.Call):
+        return (dotted(arg.func) or "").rsplit(".", 1)[-1] in _STREAMS
+    if not isinstance(arg, ast.Name):
+        return False
+    scope = m.enclosing_function(call) or m.tree
+    for node in ast.walk(scope):
+        if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            if node.optional_vars.id == arg.id:
+                return True
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets):
+                if (dotted(node.value.func) or "").rsplit(".", 1)[-1] in _STREAMS:
+                    return True
+    return False
 
 
 _ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
@@ -57,7 +86,7 @@ def check(m):
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
     for call in m.calls_named("torch.save"):
-        if _rank_in_path(m, call):
+        if _rank_in_path(m, call) or _to_stream(m, call):
             continue  # per-rank files are meant to be written by every rank
         reach = m.reach(call)
         if reach:

@@ -125,6 +125,11 @@ class _Return(Exception):
         self.value = value
 
 
+class _Raise(_Return):
+    """A raise: inside an UNKNOWN branch it is ignored; on a path the walk is sure of, the rank
+    crashes there, and the trace is not judged (an error path, not a hang)."""
+
+
 class _Break(Exception):
     pass
 
@@ -205,7 +210,8 @@ class Interpreter:
     def run_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassRef | None) -> Trace:
         """Walk one function as if called with unknown arguments (rank-named ones get the rank)."""
         self.globals.update(self.defs if self.defs is not None else module_defs(self.tree))
-        frame = self._bind(FuncRef(fn, cls, bound_self=cls is not None), [], {}, None)
+        # an entry point's callers are unknown: its parameters are too, defaults included
+        frame = self._bind(FuncRef(fn, cls, bound_self=cls is not None), [], {}, use_defaults=False)
         self._guarded(lambda: self._walk_function(fn, frame))
         return self.trace
 
@@ -214,6 +220,8 @@ class Interpreter:
             fn()
         except _Exit:
             pass
+        except _Raise:
+            self.trace.truncated = True
         except (_Return, _Break, _Continue):
             pass
         except RecursionError:
@@ -253,6 +261,8 @@ class Interpreter:
                 self._loop_body(st.body, frame)
             self.exec_block(st.orelse, frame)
         elif t in (ast.With, ast.AsyncWith):
+            if any(_expects_error(item.context_expr) for item in st.items):
+                return  # a test that expects this block to fail (assertRaises, pytest.raises)
             for item in st.items:
                 v = self.ev(item.context_expr, frame)
                 if item.optional_vars is not None:
@@ -271,8 +281,8 @@ class Interpreter:
         elif t is ast.Continue:
             raise _Continue()
         elif t is ast.Raise:
-            # leaves the function; error paths behind UNKNOWN conditions are ignored like early returns
-            raise _Return(UNKNOWN)
+            # error paths behind UNKNOWN conditions are ignored like early returns (see _branch)
+            raise _Raise(UNKNOWN)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
             frame[st.name] = FuncRef(st)
         elif t is ast.ClassDef:
@@ -454,7 +464,28 @@ class Interpreter:
             return self.ev(e.value, frame)
         if t is ast.Await:
             return self.ev(e.value, frame)
-        # comprehensions, lambdas, generators: their calls run lazily or many times; skip
+        if t in (ast.ListComp, ast.GeneratorExp, ast.SetComp):
+            return self._comprehension(e, frame)
+        # lambdas and dict comprehensions: their calls run later or many times; skip
+        return UNKNOWN
+
+    def _comprehension(self, e: ast.ListComp | ast.GeneratorExp | ast.SetComp, frame: dict) -> object:
+        gen = e.generators[0]
+        it = self.ev(gen.iter, frame)
+        inner = dict(frame)
+        if len(e.generators) == 1 and isinstance(it, (range, tuple)) and len(it) <= MAX_UNROLL:
+            out = []
+            for v in it:
+                self.bind(gen.target, v, inner)
+                keep = [self._truth(self.ev(c, inner)) for c in gen.ifs]
+                if any(k is UNKNOWN for k in keep):
+                    return UNKNOWN
+                if all(keep):
+                    out.append(self.ev(e.elt, inner))
+            return tuple(out) if isinstance(e, ast.ListComp) else UNKNOWN
+        for g in e.generators:
+            self.bind(g.target, UNKNOWN, inner)
+        self.ev(e.elt, inner)  # once, so its calls are seen; its values are unknown
         return UNKNOWN
 
     def _boolop(self, e: ast.BoolOp, frame: dict) -> object:
@@ -537,6 +568,17 @@ class Interpreter:
         self.trace.events.append(ev)
         return ev
 
+    def _forget_mutables(self, node: ast.Call, frame: dict) -> None:
+        """Lists are modelled as tuples; a call may fill one in place (``broadcast_object_list(objs)``,
+        ``objs.append(x)``), so a list variable handed to a call is no longer known."""
+        names = [a for a in node.args if isinstance(a, ast.Name)]
+        names += [k.value for k in node.keywords if isinstance(k.value, ast.Name)]
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            names.append(node.func.value)
+        for n in names:
+            if isinstance(frame.get(n.id), tuple):
+                frame[n.id] = UNKNOWN
+
     def _args(self, node: ast.Call, frame: dict) -> tuple[list, dict]:
         args = [self.ev(a, frame) for a in node.args]
         kwargs = {k.arg: self.ev(k.value, frame) for k in node.keywords if k.arg}
@@ -546,6 +588,12 @@ class Interpreter:
         return args, kwargs
 
     def _call(self, node: ast.Call, frame: dict) -> object:
+        try:
+            return self._call_inner(node, frame)
+        finally:
+            self._forget_mutables(node, frame)
+
+    def _call_inner(self, node: ast.Call, frame: dict) -> object:
         func = node.func
         name = dotted(func)
         q = qualify(name, self.aliases) if name else None
@@ -684,7 +732,7 @@ class Interpreter:
         self.touched_rank = True
         return self._invoke(fn, node, [self.local, *extra], {})
 
-    def _bind(self, ref: FuncRef, args: list, kwargs: dict, node: ast.Call | None) -> dict:
+    def _bind(self, ref: FuncRef, args: list, kwargs: dict, use_defaults: bool = True) -> dict:
         fn = ref.node
         a = fn.args
         frame: dict = {"__class__": ref.cls} if ref.cls is not None else {}
@@ -698,13 +746,13 @@ class Interpreter:
                 v = args[i]
             elif p.arg in kwargs:
                 v = kwargs[p.arg]
-            elif defaults[i] is not None:
+            elif defaults[i] is not None and use_defaults:
                 v = self.ev(defaults[i], self.globals)
             else:
                 v = UNKNOWN
             frame[p.arg] = self._heuristic(p.arg, v)
         for p, d in zip(a.kwonlyargs, a.kw_defaults):
-            v = kwargs.get(p.arg, UNKNOWN if d is None else self.ev(d, self.globals))
+            v = kwargs.get(p.arg, UNKNOWN if d is None or not use_defaults else self.ev(d, self.globals))
             frame[p.arg] = self._heuristic(p.arg, v)
         if a.vararg:
             frame[a.vararg.arg] = UNKNOWN
@@ -716,7 +764,7 @@ class Interpreter:
         fn = ref.node
         if fn in self.stack or len(self.stack) >= MAX_DEPTH:
             return UNKNOWN
-        frame = self._bind(ref, args, kwargs, node)
+        frame = self._bind(ref, args, kwargs)
         self.chain.append(node.lineno)
         try:
             return self._walk_function(fn, frame)
@@ -728,6 +776,9 @@ class Interpreter:
         self.trace.entered.add(id(fn))
         try:
             self.exec_block(fn.body, frame)
+        except _Raise:
+            self.trace.truncated = True
+            raise _Exit() from None
         except _Return as r:
             return r.value
         except (_Break, _Continue):
@@ -735,6 +786,12 @@ class Interpreter:
         finally:
             self.stack.pop()
         return None
+
+
+def _expects_error(expr: ast.AST) -> bool:
+    func = expr.func if isinstance(expr, ast.Call) else expr
+    name = dotted(func) or ""
+    return name.rsplit(".", 1)[-1] in ("assertRaises", "assertRaisesRegex", "raises")
 
 
 def module_defs(tree: ast.Module) -> dict[str, object]:
