@@ -40,7 +40,7 @@ SEVERITY = "warning"
 
 
 def _loaders_of(m, sampler_call) -> set[str]:
-    """Names of the DataLoaders built on this sampler (``sampler=s`` or ``sampler=DistributedSampler(...)``)."""
+    """Names of the DataLoaders built on this sampler (`sampler=s` or `sampler=DistributedSampler(...)`)."""
     name = m.assigned_to(sampler_call)
     out = set()
     for dl in m.calls_named("DataLoader"):

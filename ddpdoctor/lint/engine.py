@@ -92,7 +92,9 @@ def _lint_chunk(
     if cache_dir is not None:
         from ddpdoctor.lint.cache import ResultCache
 
-        cache = ResultCache(cache_dir, repr((config, config.root, extra_rules)))
+        # user rule files are part of the key, by path and modification time
+        extra_key = [(p, os.stat(p).st_mtime_ns if os.path.exists(p) else 0) for p in extra_rules]
+        cache = ResultCache(cache_dir, repr((config, config.root, extra_key)))
     out: list[Finding] = []
     for p in paths:
         out.extend(lint_file(Path(p), config, rules, cache))

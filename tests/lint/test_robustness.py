@@ -79,9 +79,19 @@ def test_generated_sources_never_crash(parts):
 
 
 SIMPLE = [w.strip() for w in WORDS if w.strip() and not w.strip().endswith(":") and w.strip() not in "():"]
-HEADERS = ["if rank == 0:", "if rank % 2:", "for epoch in range(3):", "for p in range(world_size):",
-           "def f(rank, world_size):", "while flag:", "with model.no_sync():", "try:", "class A:",
-           "if args.x:", "def g(self):"]
+HEADERS = [
+    "if rank == 0:",
+    "if rank % 2:",
+    "for epoch in range(3):",
+    "for p in range(world_size):",
+    "def f(rank, world_size):",
+    "while flag:",
+    "with model.no_sync():",
+    "try:",
+    "class A:",
+    "if args.x:",
+    "def g(self):",
+]
 
 
 def _render(block, depth=0) -> str:
@@ -100,8 +110,9 @@ def _render(block, depth=0) -> str:
 
 _blocks = st.recursive(
     st.lists(st.sampled_from(SIMPLE), max_size=4),
-    lambda inner: st.lists(st.one_of(st.sampled_from(SIMPLE), st.tuples(st.sampled_from(HEADERS), inner)),
-                           max_size=5),
+    lambda inner: st.lists(
+        st.one_of(st.sampled_from(SIMPLE), st.tuples(st.sampled_from(HEADERS), inner)), max_size=5
+    ),
     max_leaves=25,
 )
 
