@@ -82,12 +82,23 @@ def _unguarded_entry(m, call) -> bool:
     return any(fn.name.lower().startswith(n) or fn.name.lower().endswith(n) for n in _ENTRY_NAMES)
 
 
+def _guard_on_the_way(m, call) -> bool:
+    """A rank test the interpreter could not evaluate (``args.rank % ngpus_per_node == 0``) still reads
+    as a guard: on the save itself or on a call that led to it."""
+    if m.guarded_by_rank(call):
+        return True
+    lines = {ln for run in m.runs for t in run.traces for e in t.events if e.node is call for ln in e.chain}
+    return any(c.lineno in lines and m.guarded_by_rank(c) for c, _ in m.calls)
+
+
 def check(m):
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
     for call in m.calls_named("torch.save"):
         if _rank_in_path(m, call) or _to_stream(m, call):
             continue  # per-rank files are meant to be written by every rank
+        if _guard_on_the_way(m, call):
+            continue
         reach = m.reach(call)
         if reach:
             if not any(len(ranks) == run.world_size for run, ranks in reach):
