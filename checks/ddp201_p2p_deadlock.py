@@ -51,6 +51,30 @@ def _describe(rank, op) -> str:
     return f"rank {rank} {_verb(op)} {peer} ({where})"
 
 
+def _diagnose(out) -> tuple[str, str]:
+    """Why the ranks are stuck, and what to do about it."""
+    waits_on_finished = [s for s in out.stuck if s.op.peer in out.finished]
+    if waits_on_finished:
+        s = waits_on_finished[0]
+        other = "send" if "recv" in s.op.op else "recv"
+        return (
+            f"the sends and receives do not pair up (rank {s.op.peer} finished without the matching {other})",
+            "make every send on one rank match a recv on its peer, in the same order and number",
+        )
+    all_send = all("send" in s.op.op for s in out.stuck)
+    all_recv = all("recv" in s.op.op for s in out.stuck)
+    if len(out.stuck) > 1 and (all_send or all_recv):
+        return (
+            "every blocked rank is " + ("sending" if all_send else "receiving") + " first",
+            "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
+            "and odd ranks receive first",
+        )
+    return (
+        "the sends and receives do not pair up",
+        "make every send match a recv on its peer, in the same order",
+    )
+
+
 def check(m):
     if not m.dist_calls("send", "recv", "isend", "irecv"):
         return
@@ -89,19 +113,7 @@ def check(m):
             continue
         reported.add(id(node))
         parts = "; ".join(_describe(s.rank, s.op) for s in out.stuck)
-        all_send = all("send" in s.op.op for s in out.stuck)
-        all_recv = all("recv" in s.op.op for s in out.stuck)
-        if all_send or all_recv:
-            kind = "every blocked rank is " + ("sending" if all_send else "receiving") + " first"
-            hint = (
-                "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
-                "and odd ranks receive first"
-            )
-        else:
-            kind = "the sends and receives do not pair up"
-            if out.finished:
-                kind += f" (ranks {out.finished} have no matching operation left)"
-            hint = "make every send on one rank match a recv on its peer, in the same order"
+        kind, hint = _diagnose(out)
         yield m.finding(
             CODE,
             node,
