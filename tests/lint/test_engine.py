@@ -199,3 +199,19 @@ def test_result_cache_hits_and_invalidates(tmp_path, monkeypatch):
     assert lint_paths([p], jobs=1, cache_dir=cache) == [] and len(calls) == 1
     # other settings do not reuse the entry
     assert lint_paths([p], LintConfig(world_sizes=(2,)), jobs=1, cache_dir=cache) == [] and len(calls) == 2
+
+
+def test_user_rule_file(tmp_path, capsys):
+    rule = write(
+        tmp_path,
+        "my_rule.py",
+        '"""ABC001: every barrier.\n\n## What it does\n## Why is this bad?\n## Example\n## Use instead\n"""\n'
+        'CODE = "ABC001"\nTITLE = "barrier"\nKIND = "script"\n\n'
+        "def check(m):\n"
+        "    for call in m.dist_calls('barrier'):\n"
+        "        yield m.finding(CODE, call, 'a barrier', 'warning')\n",
+    )
+    p = write(tmp_path, "train.py", BAD)
+    assert main(["lint", "--isolated", "--no-cache", "--rules", str(rule), "--select", "ABC", str(p)]) == 1
+    assert f"{p}:5:5: ABC001 a barrier" in capsys.readouterr().out
+    assert main(["lint", "--explain", "ABC001", "--rules", str(rule)]) == 0
