@@ -10,18 +10,18 @@ persistent workers the change may never be seen by the epoch it was meant for.
 
 ## Example
 ```python
-for epoch in range(epochs):
-    for batch in loader:
-        ...
-    sampler.set_epoch(epoch)
+for epoch in range(start_epoch, epochs):
+    for step, (x, y) in enumerate(train_loader):
+        train_step(x, y)
+    train_loader.sampler.set_epoch(epoch)     # too late: this epoch's order is already drawn
 ```
 
 ## Use instead
 ```python
-for epoch in range(epochs):
-    sampler.set_epoch(epoch)
-    for batch in loader:
-        ...
+for epoch in range(start_epoch, epochs):
+    train_loader.sampler.set_epoch(epoch)     # before iter(train_loader)
+    for step, (x, y) in enumerate(train_loader):
+        train_step(x, y)
 ```
 """
 
