@@ -1,0 +1,99 @@
+"""Lint the installed torch package's source with ``ddpdoctor lint`` and with ``ruff check --select E,F``
+(ruff's default rules) on the same tree; print both wall times, the ratio (target <= 1.5x ruff), the
+one-file wall time (target <= 0.3 s) and, with --sweep, the full zero-crash sweep over torch and the
+CPython standard library.
+
+    python benchmarks/lint_bench.py [--tree PATH] [--file PATH] [--sweep] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+
+def _torch_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")  # locate only; torch is not imported
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("torch is not installed")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _wall(cmd: list[str], repeat: int) -> tuple[float, subprocess.CompletedProcess]:
+    best, proc = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        best = min(best, time.perf_counter() - t)
+    return best, proc
+
+
+def _lines(tree: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in tree.rglob("*.py"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", type=Path, default=None, help="tree to lint (default: the installed torch)")
+    ap.add_argument("--file", type=Path, default=None, help="one file for the single-file timing")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is reported")
+    ap.add_argument("--sweep", action="store_true", help="also lint torch + stdlib and count crashes")
+    args = ap.parse_args()
+    tree = args.tree or _torch_dir()
+    one = args.file or Path(__file__).resolve().parents[1] / "tests" / "lint" / "corpus" / "good_hf_style.py"
+    ddp = [sys.executable, "-m", "ddpdoctor", "lint", "--isolated", "--exit-zero", "--output-format", "json",
+           "--no-cache"]
+    print(f"tree: {tree} ({_lines(tree):,} lines of .py), cores: {os.cpu_count()}")
+
+    t_ddp, proc = _wall([*ddp, str(tree)], args.repeat)
+    if proc.returncode != 0:
+        print(proc.stderr)
+        return 2
+    findings = json.loads(proc.stdout)
+    crashes = [f for f in findings if f["code"] == "DDP000" and f["evidence"].get("kind") == "internal"]
+    print(f"ddpdoctor lint, no cache: {t_ddp:.2f} s wall, {len(findings)} findings, "
+          f"{len(crashes)} internal errors")
+    with tempfile.TemporaryDirectory() as cache:
+        warm = [*ddp[:-1], "--cache-dir", cache, str(tree)]
+        subprocess.run(warm, capture_output=True, timeout=1800)  # fill the cache
+        t_warm, _ = _wall(warm, args.repeat)
+    print(f"ddpdoctor lint, warm result cache: {t_warm:.2f} s wall")
+    ruff = shutil.which("ruff")
+    if ruff:
+        cmd = [ruff, "check", "--isolated", "--select", "E,F", "--exit-zero", "--quiet", str(tree)]
+        t_ruff, _ = _wall([*cmd[:2], "--no-cache", *cmd[2:]], args.repeat)
+        print(f"ruff check --select E,F --no-cache: {t_ruff:.2f} s wall")
+        print(f"ratio ddpdoctor/ruff, both without cache: {t_ddp / t_ruff:.2f}x (target <= 1.5x)")
+        print(f"ratio ddpdoctor warm cache / ruff without cache: {t_warm / t_ruff:.2f}x")
+    else:
+        print("ruff not found: no comparison")
+    t_one, _ = _wall([*ddp, str(one)], args.repeat)
+    print(f"one file ({one.name}), whole CLI process: {t_one:.3f} s wall (target <= 0.3 s)")
+
+    if args.sweep:
+        stdlib = Path(sysconfig.get_paths()["stdlib"])
+        for root in (tree, stdlib):
+            t, proc = _wall([*ddp, "--select", "DDP", str(root)], 1)
+            out = json.loads(proc.stdout) if proc.returncode == 0 else []
+            internal = [f for f in out if f["code"] == "DDP000" and f["evidence"].get("kind") == "internal"]
+            print(
+                f"sweep {root}: rc {proc.returncode}, {len(out)} findings, "
+                f"{len(internal)} internal errors, {t:.1f} s"
+            )
+            for f in internal[:10]:
+                print("   ", f["location"]["path"], f["message"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""DDP201: point-to-point operations that deadlock.
+
+## What it does
+Simulates each rank's blocking `send`/`recv` (and `isend`/`irecv` + `wait`) sequence, as the per-rank
+interpreter computes it for world sizes 2..8, and reports when the ranks cannot all finish: two ranks
+both sending (or both receiving) first, a `recv` whose peer never sends, counts that do not pair up,
+or a peer rank outside the world. The message names the ranks and lines.
+
+## Why is this bad?
+Blocking p2p is a rendezvous: NCCL's `send` returns only once the peer's `recv` is running (gloo
+too, beyond tiny messages). A cycle of ranks each waiting for the other hangs the job until the
+collective timeout — typically 10 to 30 minutes of a whole cluster.
+
+## Example
+```python
+peer = 1 - rank
+dist.send(t, dst=peer)   # both ranks send first
+dist.recv(t, src=peer)
+```
+
+## Use instead
+```python
+ops = [dist.P2POp(dist.isend, t, peer), dist.P2POp(dist.irecv, buf, peer)]
+for req in dist.batch_isend_irecv(ops):
+    req.wait()
+```
+or order by rank: even ranks send first, odd ranks receive first.
+"""
+
+from __future__ import annotations
+
+from ddpdoctor.lint.interp import UNKNOWN
+from ddpdoctor.lint.p2p import P2POp, simulate
+
+CODE = "DDP201"
+TITLE = "Point-to-point deadlock"
+KIND = "script"
+SEVERITY = "error"
+
+
+def _verb(op) -> str:
+    return "sends to" if "send" in op.op else "receives from"
+
+
+def _describe(rank, op) -> str:
+    ev = op.ref
+    where = f"line {ev.node.lineno}"
+    if op.op == "wait":
+        return f"rank {rank} waits for a request ({where})"
+    peer = "any rank" if op.peer is None else f"rank {op.peer}"
+    return f"rank {rank} {_verb(op)} {peer} ({where})"
+
+
+def _diagnose(out) -> tuple[str, str]:
+    """Why the ranks are stuck, and what to do about it."""
+    waits_on_finished = [s for s in out.stuck if s.op.peer in out.finished]
+    if waits_on_finished:
+        s = waits_on_finished[0]
+        other = "send" if "recv" in s.op.op else "recv"
+        return (
+            f"the sends and receives do not pair up (rank {s.op.peer} finished without the matching {other})",
+            "make every send on one rank match a recv on its peer, in the same order and number",
+        )
+    all_send = all("send" in s.op.op for s in out.stuck)
+    all_recv = all("recv" in s.op.op for s in out.stuck)
+    if len(out.stuck) > 1 and (all_send or all_recv):
+        return (
+            "every blocked rank is " + ("sending" if all_send else "receiving") + " first",
+            "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
+            "and odd ranks receive first",
+        )
+    return (
+        "the sends and receives do not pair up",
+        "make every send match a recv on its peer, in the same order",
+    )
+
+
+def check(m):
+    if not m.dist_calls("send", "recv", "isend", "irecv"):
+        return
+    reported: set[int] = set()
+    for run in m.runs:
+        if not run.complete:
+            continue
+        seqs = []
+        for t in run.traces:
+            ops = [P2POp(e.op, e.peer, e.req, e) for e in t.events if e.kind in ("p2p", "wait")]
+            seqs.append(ops)
+        if any(o.peer is UNKNOWN for ops in seqs for o in ops) or not any(seqs):
+            continue  # a peer we cannot compute: no verdict
+        out = simulate(seqs)
+        if out.ok:
+            continue
+        W = run.world_size
+        if out.bad_peer:
+            b = out.bad_peer[0]
+            node = b.op.ref.node
+            if id(node) not in reported:
+                reported.add(id(node))
+                yield m.finding(
+                    CODE,
+                    node,
+                    f"with world size {W}, rank {b.rank} {_verb(b.op)} "
+                    f"rank {b.op.peer}, which is {'itself' if b.op.peer == b.rank else 'not in the world'}",
+                    SEVERITY,
+                    world_size=W,
+                    ranks=[b.rank],
+                )
+            continue
+        first = out.stuck[0]
+        node = first.op.ref.node
+        if id(node) in reported:
+            continue
+        reported.add(id(node))
+        parts = "; ".join(_describe(s.rank, s.op) for s in out.stuck)
+        kind, hint = _diagnose(out)
+        yield m.finding(
+            CODE,
+            node,
+            f"p2p deadlock with world size {W}: {kind}: {parts}",
+            SEVERITY,
+            hint=hint,
+            world_size=W,
+            ranks=[s.rank for s in out.stuck],
+            lines=sorted({s.op.ref.node.lineno for s in out.stuck}),
+        )

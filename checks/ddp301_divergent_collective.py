@@ -1,0 +1,106 @@
+"""DDP301: a collective reached by some ranks only.
+
+## What it does
+Compares every rank's sequence of collectives (all_reduce, broadcast, barrier, all_gather, ...,
+new_group) and DistributedDataParallel forwards, as the per-rank interpreter computes them for world
+sizes 2..8 through rank-dependent branches (`rank == 0`, `rank % 2`, `local_rank`, `get_rank()`,
+`RANK`), early returns and calls to the file's own functions. Reports the first call where the ranks
+part ways. Branches where every rank reaches a matching call are fine.
+
+## Why is this bad?
+A collective completes only when every rank of the group calls it. If rank 0 alone calls
+`dist.barrier()` (or runs the DDP model, whose forward/backward synchronise), it waits forever and the
+job hangs until the timeout, with no error pointing at the cause.
+
+## Example
+```python
+if rank == 0:
+    dist.barrier()         # only rank 0 waits
+    evaluate(ddp_model)    # DDP forward on rank 0 only
+```
+
+## Use instead
+```python
+if rank == 0:
+    evaluate(ddp_model.module)   # the unwrapped model does no communication
+dist.barrier()                   # every rank reaches it
+```
+"""
+
+from __future__ import annotations
+
+CODE = "DDP301"
+TITLE = "Collective reached by some ranks only"
+KIND = "script"
+SEVERITY = "error"
+
+
+def _label(ev) -> str:
+    name = "the DDP model's forward" if ev.kind == "ddp_forward" else f"`{ev.op}`"
+    via = f" (reached through the call on line {ev.chain[-1]})" if ev.chain else ""
+    return f"{name} on line {ev.node.lineno}{via}"
+
+
+def _ranks(rs: list[int]) -> str:
+    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
+
+
+def check(m):
+    if not (m.uses_distributed):
+        return
+    reported: set[int] = set()
+    for run in m.runs:
+        if not run.complete:
+            continue
+        seqs = [[e for e in t.events if e.kind in ("collective", "ddp_forward")] for t in run.traces]
+        for _ in range(10):  # after each divergence, drop the odd call out and compare the rest
+            found = _first_divergence(seqs)
+            if found is None:
+                break
+            i, ranks, groups = found
+            ev = seqs[ranks[0]][i]
+            # drop this call everywhere (loops repeat it) and compare what is left
+            seqs = [[e for e in s if e.node is not ev.node] for s in seqs]
+            if id(ev.node) in reported:
+                continue
+            reported.add(id(ev.node))
+            yield _finding(m, run, ev, ranks, groups, i)
+
+
+def _first_divergence(seqs):
+    keys = [[e.op for e in s] for s in seqs]
+    if all(k == keys[0] for k in keys):
+        return None
+    i = 0
+    while all(len(k) > i for k in keys) and len({k[i] for k in keys}) == 1:
+        i += 1
+    groups: dict[object, list[int]] = {}
+    for r, k in enumerate(keys):
+        groups.setdefault(k[i] if i < len(k) else None, []).append(r)
+    # the op taken by the fewest ranks is the branch that parts from the others
+    _op, ranks = min(((o, rs) for o, rs in groups.items() if o is not None), key=lambda x: (len(x[1]), x[1]))
+    alt = [(rs, seqs[rs[0]][i] if o is not None else None) for o, rs in groups.items() if rs != ranks]
+    return i, ranks, alt
+
+
+def _finding(m, run, ev, ranks, alt, i):
+    instead = "; ".join(
+        f"{_ranks(rs)} "
+        + ("reach" if len(rs) > 1 else "reaches")
+        + (" no further collective" if other is None else f" {_label(other)} instead")
+        for rs, other in alt
+    )
+    others = [r for r in range(run.world_size) if r not in ranks]
+    sev = "warning" if ev.kind == "ddp_forward" else SEVERITY
+    return m.finding(
+        CODE,
+        ev.node,
+        f"{_label(ev)} is reached by {_ranks(ranks)} only (world size {run.world_size}); {instead}: "
+        f"{'they' if len(ranks) > 1 else 'it'} will wait forever",
+        sev,
+        hint="make every rank reach the same collectives in the same order (move it out of the "
+        "rank-dependent branch, or use the unwrapped `model.module` for rank-0-only evaluation)",
+        world_size=run.world_size,
+        ranks=ranks,
+        other_ranks=others,
+    )

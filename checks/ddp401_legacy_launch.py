@@ -1,0 +1,81 @@
+"""DDP401: torch.distributed.launch and a --local_rank argument.
+
+## What it does
+Finds uses of the deprecated `torch.distributed.launch` launcher and an argparse `--local_rank`
+option that is not backed by the `LOCAL_RANK` environment variable.
+
+## Why is this bad?
+`torch.distributed.launch` is deprecated in favour of `torchrun`, which does not pass
+`--local_rank`/`--local-rank` to the script (it sets `LOCAL_RANK`). A script that reads the rank only
+from the argument gets its default (often -1 or 0) on every rank, so all ranks pick GPU 0 or
+silently skip distributed setup.
+
+## Example
+```python
+parser.add_argument("--local_rank", type=int, default=-1)
+torch.cuda.set_device(args.local_rank)
+```
+
+## Use instead
+```python
+local_rank = int(os.environ["LOCAL_RANK"])   # set by torchrun
+torch.cuda.set_device(local_rank)
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+CODE = "DDP401"
+TITLE = "torch.distributed.launch / --local_rank argument"
+KIND = "script"
+SEVERITY = "warning"
+
+
+def check(m):
+    if not m.mentions("torch.distributed.launch", "local_rank", "local-rank"):
+        return
+    for node in m.nodes(ast.Import, ast.ImportFrom, ast.Constant):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [f"{node.module}.{a.name}" for a in node.names]
+            )
+            if any(
+                n == "torch.distributed.launch" or n.startswith("torch.distributed.launch.") for n in names
+            ):
+                yield m.finding(
+                    CODE,
+                    node,
+                    "`torch.distributed.launch` is deprecated",
+                    SEVERITY,
+                    hint="launch with `torchrun` and read LOCAL_RANK from the environment",
+                )
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "torch.distributed.launch" in node.value
+            and not isinstance(m.parents.get(node), ast.Expr)  # a docstring or comment-like string
+        ):
+            yield m.finding(
+                CODE,
+                node,
+                "launches with the deprecated `torch.distributed.launch`",
+                SEVERITY,
+                hint="use `torchrun` (same options, minus --use_env)",
+            )
+    if m.mentions("LOCAL_RANK"):
+        return  # the argument falls back to the environment torchrun sets
+    for call in m.method_calls("add_argument"):
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if any(f in ("--local_rank", "--local-rank") for f in flags):
+            yield m.finding(
+                CODE,
+                call,
+                "`--local_rank` is only passed by the deprecated torch.distributed.launch; "
+                "torchrun sets the LOCAL_RANK environment variable instead, so every rank gets the default",
+                SEVERITY,
+                hint="use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly",
+            )

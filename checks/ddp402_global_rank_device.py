@@ -1,0 +1,124 @@
+"""DDP402: the global rank used as a CUDA device index.
+
+## What it does
+Finds `torch.cuda.set_device`, `torch.device("cuda", i)`, `f"cuda:{i}"`, `.to(i)`, `.cuda(i)` and
+`device_ids=[i]` where `i` comes from `dist.get_rank()` or the `RANK` environment variable.
+
+## Why is this bad?
+The global rank counts GPUs across all nodes; each node only has devices 0..7. On the second node
+rank 8 asks for `cuda:8` and crashes ("invalid device ordinal"), or ranks of one node share a GPU. It
+works on one node, so it is found only when the job scales out.
+
+## Example
+```python
+rank = dist.get_rank()
+torch.cuda.set_device(rank)
+```
+
+## Use instead
+```python
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.lint.names import dist_op, dotted
+
+CODE = "DDP402"
+TITLE = "Global rank used as CUDA device index"
+KIND = "script"
+SEVERITY = "warning"
+_GLOBAL_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+def _is_global_source(m, expr: ast.AST) -> bool:
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
+        return False  # rank % gpus_per_node is a local index
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call) and dist_op(m.qualname(n.func)) in ("get_rank", "get_global_rank"):
+            return True
+        if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
+            p = m.parents.get(n)
+            if isinstance(p, ast.Subscript) or isinstance(p, ast.Call):
+                return True
+    return False
+
+
+def _scope(m, node) -> int:
+    fn = m.enclosing_function(node)
+    return id(fn) if fn is not None else 0
+
+
+def _global_names(m) -> set:
+    # only assignments that span a line with a rank source are worth a closer look
+    lines = {c.lineno for c in m.dist_calls("get_rank", "get_global_rank")}
+    lines |= {c.lineno for c in m.nodes(ast.Constant) if c.value in _GLOBAL_ENV}
+    out = set()
+    for node in m.nodes(ast.Assign):
+        if not any(ln in lines for ln in range(node.lineno, (node.end_lineno or node.lineno) + 1)):
+            continue
+        if _is_global_source(m, node.value):
+            for t in node.targets:
+                name = dotted(t)
+                if name:
+                    out.add(name if "." in name else (_scope(m, node), name))
+    return out
+
+
+def _uses_global(m, expr: ast.AST, names: set) -> bool:
+    if _is_global_source(m, expr):
+        return True
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
+        return False
+    name = dotted(expr)
+    return bool(name) and (name in names or (_scope(m, expr), name) in names)
+
+
+def _device_exprs(m):
+    for call, q in m.calls:
+        f = call.func
+        if q in ("torch.cuda.set_device", "torch.cuda.device") and call.args:
+            yield call, call.args[0]
+        elif q == "torch.device" and len(call.args) == 2:
+            yield call, call.args[1]
+        elif isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and len(call.args) == 1:
+            yield call, call.args[0]
+        for k in call.keywords:
+            if (
+                k.arg in ("device_ids",)
+                and isinstance(k.value, (ast.List, ast.Tuple))
+                and len(k.value.elts) == 1
+            ):
+                yield call, k.value.elts[0]
+            elif k.arg in ("output_device", "device_id"):
+                yield call, k.value
+    for node in m.nodes(ast.JoinedStr):
+        if (
+            node.values
+            and isinstance(node.values[0], ast.Constant)
+            and str(node.values[0].value).endswith("cuda:")
+            and len(node.values) == 2
+        ):
+            yield node, node.values[1].value
+
+
+def check(m):
+    if not m.uses_distributed:
+        return
+    names = _global_names(m)
+    seen = set()
+    for where, expr in _device_exprs(m):
+        if _uses_global(m, expr, names) and where.lineno not in seen:
+            seen.add(where.lineno)
+            yield m.finding(
+                CODE,
+                where,
+                f"`{ast.unparse(expr)}` is the global rank, used as a CUDA device index: "
+                "on a second node it names a GPU that does not exist",
+                SEVERITY,
+                hint="use the local rank (LOCAL_RANK from torchrun) for devices",
+            )

@@ -1,0 +1,44 @@
+"""DDP405: DataParallel in a distributed script.
+
+## What it does
+Finds `torch.nn.DataParallel` in a script that uses torch.distributed.
+
+## Why is this bad?
+DataParallel is single-process multi-GPU: inside a DDP job each rank would replicate the model over
+every visible GPU, fighting the other ranks for them, and gradients are not synchronised across
+ranks. PyTorch recommends DistributedDataParallel instead, one process per GPU.
+
+## Example
+```python
+dist.init_process_group("nccl")
+model = nn.DataParallel(model)
+```
+
+## Use instead
+```python
+model = DDP(model.to(local_rank), device_ids=[local_rank])
+```
+"""
+
+from __future__ import annotations
+
+CODE = "DDP405"
+TITLE = "DataParallel in a distributed script"
+KIND = "script"
+SEVERITY = "error"
+
+
+def check(m):
+    if not m.uses_distributed:
+        return
+    for call in m.calls_named("DataParallel"):
+        if m.conditional(call):
+            continue  # the single-process fallback of a script that also supports DDP
+        yield m.finding(
+            CODE,
+            call,
+            "`DataParallel` in a torch.distributed script: each rank would spread over "
+            "every GPU and gradients are not synchronised across ranks",
+            SEVERITY,
+            hint="wrap with DistributedDataParallel only, one process per GPU",
+        )

@@ -1,0 +1,46 @@
+"""DDP503: torch.load without map_location in distributed code.
+
+## What it does
+Finds `torch.load(path)` with no `map_location` in a script that sets up torch.distributed or DDP.
+
+## Why is this bad?
+Tensors are restored onto the device they were saved from — usually `cuda:0`. Every rank then
+allocates the whole checkpoint on GPU 0: memory spikes on one GPU, out-of-memory errors, and a
+slow start while it all funnels through one device.
+
+## Example
+```python
+ckpt = torch.load("ckpt.pt")
+```
+
+## Use instead
+```python
+ckpt = torch.load("ckpt.pt", map_location="cpu")   # or {"cuda:0": f"cuda:{local_rank}"}
+```
+"""
+
+from __future__ import annotations
+
+CODE = "DDP503"
+TITLE = "torch.load without map_location"
+KIND = "script"
+SEVERITY = "warning"
+
+
+def check(m):
+    if not m.is_training_script:
+        return
+    for call in m.calls_named("torch.load"):
+        if (
+            len(call.args) < 2
+            and m.keyword(call, "map_location") is None
+            and not any(k.arg is None for k in call.keywords)
+        ):
+            yield m.finding(
+                CODE,
+                call,
+                "`torch.load` without `map_location` in a distributed script: every rank "
+                "loads the tensors onto the GPU they were saved from (usually cuda:0)",
+                SEVERITY,
+                hint="pass map_location='cpu' or the rank's own device",
+            )

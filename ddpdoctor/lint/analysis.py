@@ -1,0 +1,438 @@
+"""ModuleAnalysis: one parsed file and everything rules ask of it, computed once and lazily.
+
+Rules get a ModuleAnalysis and return Findings. Cheap facts (aliases, the list of calls with their
+qualified names, parents) come from one walk; the per-rank traces (ddpdoctor.lint.interp) are only
+computed when a rule asks for ``runs``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Iterator
+
+from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace, module_defs
+from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, is_torch_name, qualify
+from ddpdoctor.report.model import Finding, Location, Severity
+
+DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
+MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
+ENTRY_SIZES = 3  # functions walked as their own entry point use the first 3 world sizes
+_WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes", "n_procs", "num_procs"}
+RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
+
+
+# fields that only hold operator/context singletons: no rule looks at them, and skipping them
+# makes the walk markedly cheaper
+_SKIP_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "type_ignores"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+@dataclass
+class Run:
+    """Every rank's trace for one entry point (the module, or a function never reached from it)."""
+
+    entry: str
+    world_size: int
+    traces: list[Trace]
+
+    @property
+    def complete(self) -> bool:
+        return not any(t.truncated for t in self.traces)
+
+
+class ModuleAnalysis:
+    def __init__(self, path: str, source: str, tree: ast.Module, world_sizes=DEFAULT_WORLD_SIZES):
+        self.path = path
+        self.source = source
+        self.tree = tree
+        self.configured_world_sizes = tuple(world_sizes)
+        # one walk over the tree: the nodes rules look for, by type (parents only when a rule asks)
+        self.by_type: dict[type, list[ast.AST]] = {}
+        by_type = self.by_type
+        stack: list[ast.AST] = [tree]
+        AST = ast.AST
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, AST):
+                continue  # Global/Nonlocal names (str), the None keys of {**d}
+            cls = type(node)
+            by_type.setdefault(cls, []).append(node)
+            fields = _FIELDS.get(cls)
+            if fields is None:
+                fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)
+            for name in fields:
+                v = getattr(node, name, None)
+                if isinstance(v, list):
+                    stack.extend(v)
+                elif isinstance(v, ast.AST):
+                    stack.append(v)
+        for nodes in by_type.values():
+            nodes.reverse()  # the stack walk pops the last child first; restore source order within a type
+        self.aliases = collect_aliases(self.nodes(ast.Import, ast.ImportFrom))
+        self.calls: list[tuple[ast.Call, str | None]] = [
+            (n, qualify(dotted(n.func), self.aliases)) for n in by_type.get(ast.Call, [])
+        ]
+        self.functions = self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def nodes(self, *types: type) -> list:
+        out: list = []
+        for t in types:
+            out.extend(self.by_type.get(t, ()))
+        return out
+
+    # -- names and places ---------------------------------------------------------------------
+    def qualname(self, expr: ast.AST) -> str | None:
+        return qualify(dotted(expr), self.aliases)
+
+    @cached_property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        out: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                out[child] = node
+        return out
+
+    @cached_property
+    def _functions_by_body(self) -> list:
+        return sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.source.splitlines()
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        p = self.parents.get(node)
+        while p is not None:
+            yield p
+            p = self.parents.get(p)
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The innermost def whose body holds the node, by position (no parent map needed)."""
+        start = (node.lineno, node.col_offset)
+        end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
+        best = None
+        for fn in self._functions_by_body:
+            b = fn.body[0]
+            if (b.lineno, b.col_offset) > start:
+                break  # sorted by where bodies start: no later def can hold the node
+            if fn is not node and (fn.end_lineno, fn.end_col_offset) >= end:
+                best = fn
+        return best
+
+    def finding(
+        self,
+        code: str,
+        node: ast.AST,
+        message: str,
+        severity: str = "error",
+        hint: str | None = None,
+        **evidence,
+    ) -> Finding:
+        return Finding(
+            code=code,
+            severity=Severity.parse(severity),
+            message=message,
+            hint=hint,
+            evidence=evidence,
+            location=Location(
+                path=self.path,
+                line=getattr(node, "lineno", 1),
+                col=getattr(node, "col_offset", 0) + 1,
+                end_line=getattr(node, "end_lineno", None),
+                end_col=(node.end_col_offset + 1)
+                if getattr(node, "end_col_offset", None) is not None
+                else None,
+            ),
+        )
+
+    def keyword(self, call: ast.Call, name: str) -> ast.AST | None:
+        return next((k.value for k in call.keywords if k.arg == name), None)
+
+    def keyword_is(self, call: ast.Call, name: str, value: object) -> bool:
+        v = self.keyword(call, name)
+        return isinstance(v, ast.Constant) and v.value is value
+
+    @staticmethod
+    def is_none(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value is None
+
+    def assigned_to(self, node: ast.AST) -> str | None:
+        """``loader`` for ``loader = DataLoader(...)`` (also ``self.loader``)."""
+        p = self.parents.get(node)
+        if isinstance(p, ast.Assign) and len(p.targets) == 1:
+            return dotted(p.targets[0])
+        if isinstance(p, ast.AnnAssign):
+            return dotted(p.target)
+        return None
+
+    def looks_like_eval(self, call: ast.Call) -> bool:
+        """A validation/test loader or sampler, by the names it is built from."""
+        words = (self.assigned_to(call) or "") + " " + (ast.unparse(call.args[0]) if call.args else "")
+        words += " " + " ".join(
+            ast.unparse(k.value) for k in call.keywords if k.arg in ("dataset", "data_source")
+        )
+        return any(w in words.lower() for w in ("val", "test", "eval", "dev_"))
+
+    def enclosing_loop(self, node: ast.AST) -> ast.AST | None:
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+                return a
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return None
+        return None
+
+    def statement_in_block(self, node: ast.AST) -> tuple[ast.stmt | None, list | None]:
+        """The statement holding ``node`` and the statement list it sits in."""
+        child = node
+        for a in self.ancestors(node):
+            for field_name in ("body", "orelse", "finalbody"):
+                block = getattr(a, field_name, None)
+                if isinstance(block, list) and child in block:
+                    return child, block
+            child = a
+        return None, None
+
+    def loader_names(self) -> set[str]:
+        out = set()
+        for call in self.calls_named("DataLoader"):
+            name = self.assigned_to(call)
+            if name:
+                out.add(name)
+        return out
+
+    def iterates_loader(self, it: ast.AST, loaders: set[str]) -> bool:
+        for n in ast.walk(it):
+            name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            if name and (name in loaders or "loader" in name.rsplit(".", 1)[-1].lower()):
+                return True
+        return False
+
+    @cached_property
+    def env_writes(self) -> list[tuple[str, ast.AST | None, ast.AST, str]]:
+        """(variable, value node, where, how) for ``os.environ[K] = v``, ``.setdefault``, ``.update``,
+        ``putenv``."""
+        out = []
+        for node in self.nodes(ast.Assign):
+            if True:
+                for t in node.targets:
+                    if (
+                        isinstance(t, ast.Subscript)
+                        and self.qualname(t.value) == "os.environ"
+                        and isinstance(t.slice, ast.Constant)
+                        and isinstance(t.slice.value, str)
+                    ):
+                        out.append((t.slice.value, node.value, node, "assign"))
+        for call, q in self.calls:
+            if q in ("os.environ.setdefault", "os.putenv") and len(call.args) == 2:
+                key = call.args[0]
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    out.append(
+                        (
+                            key.value,
+                            call.args[1],
+                            call,
+                            "setdefault" if q.endswith("setdefault") else "assign",
+                        )
+                    )
+            elif q == "os.environ.update" and call.args and isinstance(call.args[0], ast.Dict):
+                for k, v in zip(call.args[0].keys, call.args[0].values):
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        out.append((k.value, v, call, "assign"))
+        return out
+
+    def call_sites(self, fn: ast.AST) -> list[ast.Call]:
+        name = getattr(fn, "name", None)
+        return [c for c, _ in self.calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == name]
+
+    def callers_all_guarded(self, fn: ast.AST) -> bool:
+        """Every call of this file's function ``fn`` sits under a rank guard (and there is at least one)."""
+        sites = self.call_sites(fn)
+        return bool(sites) and all(self.guarded_by_rank(c) for c in sites)
+
+    def reach(self, node: ast.AST) -> list[tuple[Run, set[int]]]:
+        """For each complete run that reaches ``node``: the ranks that reach it."""
+        return self._reach_index.get(id(node), [])
+
+    @cached_property
+    def _reach_index(self) -> dict[int, list[tuple[Run, set[int]]]]:
+        out: dict[int, list[tuple[Run, set[int]]]] = {}
+        for run in self.runs:
+            if not run.complete:
+                continue
+            per_node: dict[int, set[int]] = {}
+            for r, t in enumerate(run.traces):
+                for e in t.events:
+                    per_node.setdefault(id(e.node), set()).add(r)
+            for key, ranks in per_node.items():
+                out.setdefault(key, []).append((run, ranks))
+        return out
+
+    # -- facts rules share --------------------------------------------------------------------
+    def calls_named(self, *names: str) -> list[ast.Call]:
+        """Calls whose qualified name is one of ``names`` or a torch name ending in one of them."""
+        out = []
+        for node, q in self.calls:
+            if q is None:
+                continue
+            if q in names or any(is_torch_name(q, n) for n in names if "." not in n):
+                out.append(node)
+        return out
+
+    def dist_calls(self, *ops: str) -> list[ast.Call]:
+        return [node for node, q in self.calls if dist_op(q) in ops]
+
+    def method_calls(self, attr: str) -> list[ast.Call]:
+        return [n for n, _ in self.calls if isinstance(n.func, ast.Attribute) and n.func.attr == attr]
+
+    @cached_property
+    def ddp_constructors(self) -> list[ast.Call]:
+        return self.calls_named("DistributedDataParallel")
+
+    @cached_property
+    def uses_distributed(self) -> bool:
+        """The file sets up or uses torch.distributed (a training script or library doing DDP)."""
+        return bool(
+            self.dist_calls("init_process_group", *COLLECTIVES, *P2P, "get_rank", "get_world_size")
+            or self.ddp_constructors
+        )
+
+    @cached_property
+    def is_training_script(self) -> bool:
+        """It creates the process group or the DDP model itself."""
+        return bool(self.dist_calls("init_process_group") or self.ddp_constructors)
+
+    def mentions(self, *words: str) -> bool:
+        return any(w in self.source for w in words)
+
+    def is_rank_guard(self, test: ast.AST) -> bool:
+        """Syntactically: does this condition look at the rank (``rank == 0``, ``is_main_process()``)?"""
+        text = ast.unparse(test).lower() if test is not None else ""
+        return any(k in text for k in RANKISH)
+
+    def conditional(self, node: ast.AST) -> bool:
+        """Inside an ``if``/``else`` or conditional expression of its function."""
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.If, ast.IfExp)):
+                return True
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return False
+        return False
+
+    def guarded_by_rank(self, node: ast.AST) -> bool:
+        """Inside an ``if`` on the rank, or after an early ``return`` on a rank test in its function."""
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.If, ast.IfExp, ast.While)) and self.is_rank_guard(a.test):
+                return True
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(
+                    k in a.name.lower() for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")
+                ):
+                    return True
+                for st in a.body:
+                    if st.lineno >= node.lineno:
+                        break
+                    if (
+                        isinstance(st, ast.If)
+                        and self.is_rank_guard(st.test)
+                        and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
+                    ):
+                        return True
+                for d in a.decorator_list:
+                    if self.is_rank_guard(d):
+                        return True
+        return False
+
+    # -- the per-rank interpreter -------------------------------------------------------------
+    @cached_property
+    def world_sizes(self) -> tuple[int, ...]:
+        """The configured sizes, or the one the script hard-codes (``nprocs=2``, ``world_size = 4``)."""
+        consts: dict[str, set[int]] = {}
+        for node in self.nodes(ast.Assign):
+            if isinstance(node.value, ast.Constant):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and isinstance(node.value.value, int):
+                        consts.setdefault(t.id, set()).add(node.value.value)
+        fixed: set[int] = set()
+        for name in _WORLD_NAMES:
+            fixed |= consts.get(name, set())
+        for node, _q in self.calls:
+            for k in node.keywords:
+                if k.arg in ("world_size", "nprocs", "nproc_per_node"):
+                    if isinstance(k.value, ast.Constant) and isinstance(k.value.value, int):
+                        fixed.add(k.value.value)
+                    elif isinstance(k.value, ast.Name):
+                        fixed |= consts.get(k.value.id, set())
+        fixed = {w for w in fixed if 2 <= w <= 64 and not isinstance(w, bool)}
+        return tuple(sorted(fixed)) if fixed else self.configured_world_sizes
+
+    @cached_property
+    def interesting_functions(self) -> set[int]:
+        """ids of functions whose own body makes a distributed call or calls a DDP model."""
+        out: set[int] = set()
+        for node, q in self.calls:
+            op = dist_op(q)
+            if op in COLLECTIVES or op in P2P or q in ("torch.save", "torch.load"):
+                fn = self.enclosing_function(node)
+                if fn is not None:
+                    out.add(id(fn))
+        return out
+
+    @cached_property
+    def runs(self) -> list[Run]:
+        classes = {
+            id(m): ClassRef(
+                c, {s.name: s for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            )
+            for c in self.nodes(ast.ClassDef)
+            for m in c.body
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        sizes = self.world_sizes
+        out = self._runs_for("<module>", lambda it: it.run_module(), sizes)
+        entered = set().union(*(t.entered for r in out for t in r.traces))
+        for fn in self.functions:
+            if self.steps > MAX_FILE_STEPS:
+                self.runs_truncated = True
+                break
+            if id(fn) in self.interesting_functions and id(fn) not in entered:
+                cls = classes.get(id(fn))
+                runs = self._runs_for(
+                    fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes[:ENTRY_SIZES]
+                )
+                out.extend(runs)
+                for r in runs:
+                    for t in r.traces:
+                        entered |= t.entered
+        return out
+
+    steps = 0
+    runs_truncated = False
+
+    @cached_property
+    def _defs(self) -> dict:
+        return module_defs(self.tree)
+
+    def _runs_for(self, entry: str, walk, sizes) -> list[Run]:
+        def go(w: int, r: int) -> Trace:
+            it = Interpreter(self.tree, self.aliases, w, r, self._defs)
+            trace = walk(it)
+            self.steps += it.steps
+            self._last = it
+            return trace
+
+        t0 = go(sizes[0], 0)
+        first = self._last
+        if not first.touched_rank:
+            # nothing depended on the rank: every rank of every size does exactly this
+            return [Run(entry, w, [t0] * w) for w in sizes]
+        out = []
+        for w in sizes:
+            traces = [t0 if w == sizes[0] and r == 0 else go(w, r) for r in range(w)]
+            out.append(Run(entry, w, traces))
+            if w == sizes[0] and not any(t.events for t in traces):
+                # nothing distributed happens at the smallest size: assume none at larger ones either
+                out.extend(Run(entry, w2, [t0] * w2) for w2 in sizes[1:])
+                break
+        return out

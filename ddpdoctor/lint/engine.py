@@ -1,0 +1,143 @@
+"""Run the rules over files: pre-filter, decode, parse, analyse, rules, noqa; parallel over cores."""
+
+from __future__ import annotations
+
+import ast
+import os
+import warnings
+from pathlib import Path
+
+from ddpdoctor.lint.analysis import ModuleAnalysis
+from ddpdoctor.lint.config import LintConfig
+from ddpdoctor.lint.files import decode, discover, worth_parsing
+from ddpdoctor.lint.noqa import suppressed
+from ddpdoctor.lint.rules import PARSE_CODE, script_rules
+from ddpdoctor.report.model import Finding, Location, Severity
+
+_PARALLEL_MIN_FILES = 24  # below this a worker pool costs more than it saves
+
+
+def _problem(path: str, kind: str, message: str, line: int = 1, col: int = 1) -> Finding:
+    return Finding(
+        code=PARSE_CODE,
+        severity=Severity.ERROR,
+        message=message,
+        evidence={"kind": kind},
+        location=Location(path=path, line=max(1, line), col=max(1, col)),
+    )
+
+
+def lint_source(
+    path: str, data: bytes | str, config: LintConfig | None = None, rules=None, prefilter: bool = True
+) -> list[Finding]:
+    """Findings for one file's content. Never raises on bad input: it becomes a DDP000 finding."""
+    config = config or LintConfig()
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if prefilter and not worth_parsing(raw):
+        return []
+    try:
+        text = data if isinstance(data, str) else decode(raw)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as e:
+        return [_problem(path, "encoding", f"cannot decode: {e}")]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
+            tree = ast.parse(text, filename=path)
+    except SyntaxError as e:
+        return [_problem(path, "syntax", f"SyntaxError: {e.msg}", e.lineno or 1, e.offset or 1)]
+    except (ValueError, MemoryError, RecursionError) as e:  # null bytes, absurd nesting
+        return [_problem(path, "syntax", f"cannot parse: {type(e).__name__}: {e}")]
+    module = ModuleAnalysis(path, text, tree, config.world_sizes)
+    ignored = config.ignored_for(path)
+    out: list[Finding] = []
+    for spec in rules if rules is not None else script_rules():
+        if not config.enabled(spec.code) or any(spec.code.startswith(c) for c in ignored):
+            continue
+        try:
+            found = list(spec.module.check(module))
+        except RecursionError:
+            continue  # pathologically deep code: skip the rule rather than crash
+        except Exception as e:  # a rule bug must not take the whole run down; report it
+            out.append(_problem(path, "internal", f"internal error in {spec.code}: {type(e).__name__}: {e}"))
+            continue
+        lines = module.lines
+        for f in found:
+            line = f.location.line if f.location else 1
+            if 0 < line <= len(lines) and suppressed(lines[line - 1], f.code):
+                continue
+            out.append(f)
+    return out
+
+
+def lint_file(path: Path, config: LintConfig, rules=None, cache=None) -> list[Finding]:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return [_problem(str(path), "io", f"cannot read: {e.strerror or e}")]
+    if cache is None or not worth_parsing(data):
+        return lint_source(str(path), data, config, rules)
+    hit = cache.get(str(path), data)
+    if hit is not None:
+        return hit
+    found = lint_source(str(path), data, config, rules)
+    cache.put(str(path), data, found)
+    return found
+
+
+def _lint_chunk(
+    paths: list[str], config: LintConfig, extra_rules: tuple[str, ...] = (), cache_dir: str | None = None
+) -> list[Finding]:
+    rules = script_rules(extra_rules)
+    cache = None
+    if cache_dir is not None:
+        from ddpdoctor.lint.cache import ResultCache
+
+        # user rule files are part of the key, by path and modification time
+        extra_key = [(p, os.stat(p).st_mtime_ns if os.path.exists(p) else 0) for p in extra_rules]
+        cache = ResultCache(cache_dir, repr((config, config.root, extra_key)))
+    out: list[Finding] = []
+    for p in paths:
+        out.extend(lint_file(Path(p), config, rules, cache))
+    return out
+
+
+def _sort_key(f: Finding):
+    loc = f.location
+    return (loc.path, loc.line, loc.col, f.code) if loc else ("", 0, 0, f.code)
+
+
+def lint_paths(
+    paths: list[str] | list[Path],
+    config: LintConfig | None = None,
+    jobs: int | None = None,
+    extra_rules: tuple[str, ...] = (),
+    cache_dir: str | Path | None = None,
+) -> list[Finding]:
+    """Every finding under ``paths`` (files or folders), sorted by place. Raises LintInputError for a
+    path that does not exist. This is what ``check --script`` and the TUI call. ``cache_dir``: keep
+    results per file content there (the CLI uses .ddpdoctor_cache)."""
+    cache_dir = str(cache_dir) if cache_dir is not None else None
+    config = config or LintConfig()
+    files = discover([str(p) for p in paths], config.exclude + config.extend_exclude)
+    jobs = jobs or config.jobs or os.cpu_count() or 1
+    script_rules(extra_rules)  # load once in the parent, so forked workers inherit the modules
+    if jobs <= 1 or len(files) < _PARALLEL_MIN_FILES:
+        out = _lint_chunk([str(f) for f in files], config, extra_rules, cache_dir)
+    else:
+        # interleave by size so workers finish together
+        ordered = sorted(files, key=lambda f: f.stat().st_size if f.exists() else 0, reverse=True)
+        chunks = [[str(f) for f in ordered[i :: jobs * 4]] for i in range(jobs * 4)]
+        from concurrent.futures import ProcessPoolExecutor  # only when there is enough to share out
+        from multiprocessing import get_context
+
+        out = []
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
+            for part in pool.map(
+                _lint_chunk,
+                chunks,
+                [config] * len(chunks),
+                [extra_rules] * len(chunks),
+                [cache_dir] * len(chunks),
+            ):
+                out.extend(part)
+    return sorted(out, key=_sort_key)

@@ -1,0 +1,73 @@
+"""Import aliases and dotted names: turn ``dist.all_reduce`` into ``torch.distributed.all_reduce``.
+
+Pure ast; the module being read is never imported.
+"""
+
+from __future__ import annotations
+
+import ast
+
+
+def collect_aliases(imports) -> dict[str, str]:
+    """Local name -> fully qualified name, from the file's Import/ImportFrom nodes wherever they are
+    (scripts often import inside ``main()`` or ``try:``)."""
+    out: dict[str, str] = {}
+    for node in imports:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    out[a.asname] = a.name
+                else:
+                    top = a.name.split(".", 1)[0]
+                    out.setdefault(top, top)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                if a.name != "*":
+                    out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def dotted(expr: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None (no alias resolution)."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+def qualify(name: str | None, aliases: dict[str, str]) -> str | None:
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    full = aliases.get(head)
+    if full is None:
+        return name
+    return f"{full}.{rest}" if rest else full
+
+
+# torch.distributed sub-modules re-export the same functions; strip them so rules see one name.
+_DIST_PREFIXES = (
+    "torch.distributed.distributed_c10d.",
+    "torch.distributed.",
+)
+
+
+def dist_op(qualname: str | None) -> str | None:
+    """``all_reduce`` for ``torch.distributed[.distributed_c10d].all_reduce``, else None."""
+    if not qualname:
+        return None
+    for p in _DIST_PREFIXES:
+        if qualname.startswith(p):
+            rest = qualname[len(p) :]
+            return rest if "." not in rest else None
+    return None
+
+
+def is_torch_name(qualname: str | None, last: str) -> bool:
+    """True if ``qualname`` is a torch object whose final component is ``last`` (so both
+    ``torch.nn.parallel.DistributedDataParallel`` and ``...parallel.distributed.DistributedDataParallel``)."""
+    return bool(qualname) and qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] == last

@@ -1,0 +1,60 @@
+"""The lint rules: script checks from ``checks/`` (ddpdoctor.checks) and user rule files.
+
+A rule module declares CODE, TITLE, KIND = "script", a docstring with the sections
+"What it does", "Why is this bad?", "Example", "Use instead", and
+
+    def check(module: ModuleAnalysis) -> Iterable[Finding]
+
+Optionally ``SEVERITY`` ("error" default, "warning", "info") for documentation and SARIF.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ddpdoctor.registry import CheckSpec, RegistryError, discover
+
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")
+# Diagnostics of the engine itself (not a rule module): a file it could not read or parse.
+PARSE_CODE = "DDP000"
+PARSE_DOC = """DDP000: file could not be linted
+
+## What it does
+Reports a file that cannot be decoded (bad bytes for its declared encoding) or parsed (a syntax
+error), and an internal error of a rule on a file.
+
+## Why is this bad?
+Python would fail to run it too; and a file that cannot be parsed cannot be checked for DDP bugs.
+
+## Example
+```python
+def main(:
+```
+
+## Use instead
+Fix the syntax or the encoding declaration.
+"""
+
+
+@lru_cache(maxsize=8)
+def script_rules(extra: tuple[str, ...] = ()) -> tuple[CheckSpec, ...]:
+    specs = discover(list(extra), kind="script")
+    for s in specs:
+        if not callable(getattr(s.module, "check", None)):
+            raise RegistryError(f"{s.module.__name__}: a script check needs check(module)")
+    return tuple(specs)
+
+
+def known_codes(extra: tuple[str, ...] = ()) -> set[str]:
+    return {s.code for s in script_rules(extra)} | {PARSE_CODE}
+
+
+def explain(code: str, extra: tuple[str, ...] = ()) -> str | None:
+    code = code.strip().upper()
+    if code == PARSE_CODE:
+        return PARSE_DOC
+    for s in script_rules(extra):
+        if s.code == code:
+            sev = getattr(s.module, "SEVERITY", "error")
+            return f"{s.code}: {s.title}  (severity: {sev})\n\n{s.doc}\n"
+    return None

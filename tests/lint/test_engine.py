@@ -1,0 +1,217 @@
+"""The engine: CLI, exit codes, noqa, config, output formats, bad input as diagnostics."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ddpdoctor.cli import main
+from ddpdoctor.lint import ConfigError, LintConfig, LintInputError, lint_paths, lint_source, load_config
+from ddpdoctor.lint.config import parse_world_sizes
+
+BAD = textwrap.dedent(
+    """
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 0:
+        dist.barrier()
+    dist.destroy_process_group()
+    """
+)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_text_output_and_exit_one(tmp_path, capsys):
+    p = write(tmp_path, "train.py", BAD)
+    assert main(["lint", "--isolated", str(p)]) == 1
+    out = capsys.readouterr().out
+    assert f"{p}:5:5: DDP301 " in out
+    assert "rank 0 only" in out
+
+
+def test_clean_file_exits_zero(tmp_path, capsys):
+    p = write(tmp_path, "ok.py", "import torch.distributed as dist\ndist.barrier()\n")
+    assert main(["lint", "--isolated", str(p)]) == 0
+    assert "All checks passed" in capsys.readouterr().out
+
+
+def test_missing_path_exits_two(tmp_path, capsys):
+    assert main(["lint", "--isolated", str(tmp_path / "nope.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_unknown_code_exits_two(tmp_path, capsys):
+    p = write(tmp_path, "train.py", BAD)
+    assert main(["lint", "--isolated", "--select", "XYZ999", str(p)]) == 2
+    assert "unknown rule code" in capsys.readouterr().err
+
+
+def test_bad_world_sizes_exit_two(tmp_path, capsys):
+    p = write(tmp_path, "train.py", BAD)
+    assert main(["lint", "--isolated", "--world-sizes", "1-99", str(p)]) == 2
+    assert "between 2 and 64" in capsys.readouterr().err
+
+
+def test_explain(capsys):
+    assert main(["lint", "--explain", "ddp301"]) == 0
+    out = capsys.readouterr().out
+    assert "DDP301" in out and "## Why is this bad?" in out
+    assert main(["lint", "--explain", "DDP999"]) == 2
+
+
+def test_select_ignore_extend_select(tmp_path):
+    p = write(tmp_path, "train.py", BAD.replace("dist.destroy_process_group()", ""))
+    codes = lambda cfg: {f.code for f in lint_paths([p], cfg, jobs=1)}  # noqa: E731
+    assert codes(LintConfig()) == {"DDP301", "DDP403"}
+    assert codes(LintConfig(select=("DDP4",))) == {"DDP403"}
+    assert codes(LintConfig(ignore=("DDP3",))) == {"DDP403"}
+    assert codes(LintConfig(select=("DDP4",), extend_select=("DDP301",))) == {"DDP301", "DDP403"}
+    # the most specific pattern wins
+    assert codes(LintConfig(ignore=("DDP",), extend_select=("DDP301",))) == {"DDP301"}
+
+
+def test_noqa(tmp_path):
+    src = BAD.replace("dist.barrier()", "dist.barrier()  # noqa: DDP301")
+    assert lint_source("t.py", src) == []
+    assert lint_source("t.py", BAD.replace("dist.barrier()", "dist.barrier()  # noqa")) == []
+    other = lint_source("t.py", BAD.replace("dist.barrier()", "dist.barrier()  # noqa: DDP5"))
+    assert [f.code for f in other] == ["DDP301"]
+
+
+def test_pyproject_config(tmp_path, capsys):
+    write(tmp_path, "pyproject.toml", '[tool.ddpdoctor.lint]\nignore = ["DDP301"]\nworld-sizes = "2-4"\n')
+    p = write(tmp_path, "train.py", BAD)
+    cfg = load_config(tmp_path / "pyproject.toml")
+    assert cfg.world_sizes == (2, 3, 4) and cfg.ignore == ("DDP301",)
+    assert main(["lint", str(p)]) == 0  # found by walking up from the path
+    assert main(["lint", "--isolated", str(p)]) == 1
+
+
+def test_pyproject_errors(tmp_path):
+    write(tmp_path, "pyproject.toml", "[tool.ddpdoctor]\nselect = 'DDP'\n")
+    with pytest.raises(ConfigError, match="list of rule codes"):
+        load_config(tmp_path / "pyproject.toml")
+    write(tmp_path, "pyproject.toml", "[tool.ddpdoctor]\nbogus = 1\n")
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(tmp_path / "pyproject.toml")
+    write(tmp_path, "pyproject.toml", "[tool.ddpdoctor\n")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "pyproject.toml")
+
+
+def test_per_file_ignores(tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.ddpdoctor]\nper-file-ignores = { "legacy_*.py" = ["DDP3"] }\n')
+    p = write(tmp_path, "legacy_train.py", BAD)
+    assert {f.code for f in lint_paths([p], load_config(tmp_path / "pyproject.toml"), jobs=1)} == set()
+
+
+def test_world_sizes_parse():
+    assert parse_world_sizes("2-4,8") == (2, 3, 4, 8)
+    assert parse_world_sizes([4, 2]) == (2, 4)
+    for bad in ("x", "1", [2, "3"], "9-70"):
+        with pytest.raises(ConfigError):
+            parse_world_sizes(bad)
+
+
+def test_syntax_and_encoding_errors_are_diagnostics(tmp_path):
+    s = write(
+        tmp_path, "broken.py", "import torch.distributed as dist\ndef f(:\n    dist.init_process_group()\n"
+    )
+    e = tmp_path / "latin.py"
+    e.write_bytes(b"# -*- coding: ascii -*-\nimport torch.distributed\nx = '\xe9 init_process_group'\n")
+    found = lint_paths([s, e], jobs=1)
+    kinds = {(Path(f.location.path).name, f.code, f.evidence["kind"]) for f in found}
+    assert kinds == {("broken.py", "DDP000", "syntax"), ("latin.py", "DDP000", "encoding")}
+    assert next(f for f in found if f.evidence["kind"] == "syntax").location.line == 2
+
+
+def test_missing_path_raises():
+    with pytest.raises(LintInputError):
+        lint_paths(["/definitely/not/here.py"])
+
+
+def test_directory_discovery_excludes_and_parallel_matches_serial(tmp_path):
+    for i in range(30):
+        write(tmp_path, f"t{i}.py", BAD)
+    (tmp_path / ".venv").mkdir()
+    write(tmp_path / ".venv", "skip.py", BAD)
+    serial = lint_paths([tmp_path], jobs=1)
+    parallel = lint_paths([tmp_path], jobs=2)
+    assert [f.to_dict() for f in serial] == [f.to_dict() for f in parallel]
+    assert len({f.location.path for f in serial}) == 30
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif", "github"])
+def test_output_formats(tmp_path, capsys, fmt):
+    p = write(tmp_path, "train.py", BAD)
+    assert main(["lint", "--isolated", "--output-format", fmt, str(p)]) == 1
+    out = capsys.readouterr().out
+    if fmt == "json":
+        data = json.loads(out)
+        assert data[0]["code"] == "DDP301" and data[0]["location"]["line"] == 5
+    elif fmt == "sarif":
+        data = json.loads(out)
+        assert data["version"] == "2.1.0"
+        res = data["runs"][0]["results"][0]
+        assert res["ruleId"] == "DDP301"
+        assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 5
+        assert data["runs"][0]["tool"]["driver"]["rules"][0]["id"] == "DDP301"
+    else:
+        assert out.startswith(f"::error file={p},line=5,col=5,title=ddpdoctor (DDP301)::DDP301 ")
+
+
+def test_findings_merge_into_a_report(tmp_path):
+    from ddpdoctor.report.model import Report
+
+    findings = lint_paths([write(tmp_path, "train.py", BAD)], jobs=1)
+    rep = Report.from_dict(Report(lint=findings).to_dict())
+    assert rep.lint[0].location.line == 5 and rep.exit_code() == 1
+
+
+def test_pre_commit_hook_file():
+    import yaml
+
+    hooks = yaml.safe_load((Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text())
+    assert hooks[0]["id"] == "ddpdoctor-lint" and hooks[0]["entry"] == "ddpdoctor lint"
+
+
+def test_result_cache_hits_and_invalidates(tmp_path, monkeypatch):
+    from ddpdoctor.lint import engine
+
+    p = write(tmp_path, "train.py", BAD)
+    cache = tmp_path / "cache"
+    first = lint_paths([p], jobs=1, cache_dir=cache)
+    assert list(cache.rglob("*.json"))
+    calls = []
+    real = engine.lint_source
+    monkeypatch.setattr(engine, "lint_source", lambda *a, **k: calls.append(a) or real(*a, **k))
+    again = lint_paths([p], jobs=1, cache_dir=cache)
+    assert [f.to_dict() for f in again] == [f.to_dict() for f in first] and calls == []
+    p.write_text(BAD.replace("dist.barrier()", "dist.barrier()  # noqa"))  # new content: linted again
+    assert lint_paths([p], jobs=1, cache_dir=cache) == [] and len(calls) == 1
+    # other settings do not reuse the entry
+    assert lint_paths([p], LintConfig(world_sizes=(2,)), jobs=1, cache_dir=cache) == [] and len(calls) == 2
+
+
+def test_user_rule_file(tmp_path, capsys):
+    rule = write(
+        tmp_path,
+        "my_rule.py",
+        '"""ABC001: every barrier.\n\n## What it does\n## Why is this bad?\n## Example\n## Use instead\n"""\n'
+        'CODE = "ABC001"\nTITLE = "barrier"\nKIND = "script"\n\n'
+        "def check(m):\n"
+        "    for call in m.dist_calls('barrier'):\n"
+        "        yield m.finding(CODE, call, 'a barrier', 'warning')\n",
+    )
+    p = write(tmp_path, "train.py", BAD)
+    assert main(["lint", "--isolated", "--no-cache", "--rules", str(rule), "--select", "ABC", str(p)]) == 1
+    assert f"{p}:5:5: ABC001 a barrier" in capsys.readouterr().out
+    assert main(["lint", "--explain", "ABC001", "--rules", str(rule)]) == 0
