@@ -28,12 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ddpdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (modname, help_text) in COMMANDS.items():
-        try:
-            mod = importlib.import_module(f"ddpdoctor.commands.{modname}")
-        except ModuleNotFoundError as e:
-            if e.name != f"ddpdoctor.commands.{modname}":
-                raise
-            continue  # a command not built in this branch yet
+        mod = importlib.import_module(f"ddpdoctor.commands.{modname}")
         p = sub.add_parser(name, help=help_text, description=getattr(mod, "DESCRIPTION", help_text))
         mod.add_arguments(p)
         p.set_defaults(_command_module=mod)
