@@ -176,17 +176,13 @@ async def test_live_mode_streams_then_loads_the_report(tmp_path):
         live=LiveConfig(command=fake_command("--delay", "0.03"), workdir=str(tmp_path), poll_s=0.05)
     )
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: "… running" in screen_text(app))
-        assert "live run" in screen_text(app)
+        await wait_for(pilot, lambda: "live run" in screen_text(app))
         await pilot.press("2")  # the UI answers keys while the check runs
-        await pilot.pause()
-        assert "P2P bandwidth heatmap" in screen_text(app)
+        await wait_for(pilot, lambda: "P2P bandwidth heatmap" in screen_text(app))
         await wait_for(pilot, lambda: app.report is not None)
-        await pilot.pause()
-        assert "0.03! 0.03!" in screen_text(app)
+        await wait_for(pilot, lambda: "0.03! 0.03!" in screen_text(app))
         await pilot.press("1")
-        await pilot.pause()
-        assert "live run finished · exit 1" in screen_text(app)
+        await wait_for(pilot, lambda: "live run finished · exit 1" in screen_text(app))
         assert "report:" in screen_text(app) and "/report.json" in screen_text(app)  # where it was saved
         assert app.exit_code == 1
 
