@@ -76,3 +76,18 @@ def test_a_crashing_rank_still_gives_a_partial_report(tmp_path):
     assert "rank 1 (local rank 1)" in rep["run"]["aborted_reason"] and "exit code 3" in rep["run"]["aborted_reason"]
     assert check(rep, "COL001")["status"] == "failed"
     assert check(rep, "ENV001")["status"] == "passed"
+
+
+def test_script_findings_join_the_report(tmp_path):
+    from helpers import REPO
+
+    rj = tmp_path / "r.json"
+    script = REPO / "tests" / "lint" / "corpus" / "bad_realistic.py"
+    p = run_cli("check", "--select", "COL", "--script", str(script), "--json", str(rj), "-q")
+    assert p.returncode == 1, p.stdout + p.stderr
+    rep = load(rj)
+    assert check(rep, "COL001")["status"] == "passed"
+    assert rep["lint"] and all(f["location"]["path"].endswith("bad_realistic.py") for f in rep["lint"])
+    assert any(f["code"].startswith("DDP") for f in rep["lint"])
+    p = run_cli("check", "--script", str(tmp_path / "nope.py"))
+    assert p.returncode == 2 and "no such file" in p.stderr

@@ -35,7 +35,12 @@ from ddpdoctor.report.model import Report
 from ddpdoctor.runtime.progress import ProgressView
 
 GRACE_S = 4.0
-err = Console(stderr=True)
+
+
+def _error(msg: str) -> None:
+    """Plain text on stderr: no wrapping, no rich markup (messages contain brackets and paths)."""
+    print(msg, file=sys.stderr, flush=True)
+
 
 
 class PreflightError(Exception):
@@ -233,18 +238,21 @@ def run_check(args: argparse.Namespace) -> int:
             specs = [s for s in specs if args.suite in s.suites]
         specs = select(specs, args.select, args.skip)
     except RegistryError as e:
-        err.print(f"ddpdoctor check: {e}")
+        _error(f"ddpdoctor check: {e}")
         return 2
     if not specs:
-        err.print("ddpdoctor check: no checks selected")
+        _error("ddpdoctor check: no checks selected")
+        return 2
+    if args.script and not Path(args.script).exists():
+        _error(f"ddpdoctor check: --script {args.script}: no such file or folder")
         return 2
     if args.budget_scale <= 0:
-        err.print("ddpdoctor check: --budget-scale must be positive")
+        _error("ddpdoctor check: --budget-scale must be positive")
         return 2
     gpus = visible_gpus() if args.backend in ("auto", "nccl") else 0
     backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
     if backend == "nccl" and gpus == 0:
-        err.print("ddpdoctor check: --backend nccl but no NVIDIA GPU is visible (NVML found none)")
+        _error("ddpdoctor check: --backend nccl but no NVIDIA GPU is visible (NVML found none)")
         return 2
     nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     try:
@@ -254,7 +262,7 @@ def run_check(args: argparse.Namespace) -> int:
         options_ok = parse_options(args.option)
         del options_ok
     except LaunchError as e:
-        err.print(f"ddpdoctor check: {e}")
+        _error(f"ddpdoctor check: {e}")
         return 2
     codes = [s.code for s in specs]
 
@@ -283,7 +291,7 @@ def run_check(args: argparse.Namespace) -> int:
         preflight(plan)
         plan.local_addr = args.local_addr or source_address_towards(plan.endpoint_host)
     except PreflightError as e:
-        err.print(f"ddpdoctor check: {e}")
+        _error(f"ddpdoctor check: {e}")
         return 2
 
     env = dict(os.environ)
@@ -335,7 +343,7 @@ def run_check(args: argparse.Namespace) -> int:
         try:
             report = load_report(report_path)
         except ReportError as e:
-            err.print(f"ddpdoctor check: {e}")
+            _error(f"ddpdoctor check: {e}")
     if report is None and run_ended_at is None:
         from ddpdoctor.runtime.partial import partial_report, root_cause
 
@@ -344,9 +352,9 @@ def run_check(args: argparse.Namespace) -> int:
         if report is not None and args.json:
             save_report(report, report_path)
     if report is None:
-        err.print(f"ddpdoctor check: {diagnose_failure(plan, log_path, proc.returncode, timed_out, watcher, progress)}")
+        _error(f"ddpdoctor check: {diagnose_failure(plan, log_path, proc.returncode, timed_out, watcher, progress)}")
         if args.verbose:
-            err.print(log_path.read_text(errors="replace")[-4000:])
+            _error(log_path.read_text(errors="replace")[-4000:])
         return 2
 
     if args.script:
