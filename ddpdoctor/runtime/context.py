@@ -30,6 +30,9 @@ class ClusterContext:
     budget_s: float = 30.0
     started: float = field(default_factory=time.monotonic)
     store: Any = None  # a torch PrefixStore private to this check on this run
+    # Where that store lives: (host, port, key prefix). A check that starts processes of its own (a
+    # fresh NCCL communicator per NCCL_ALGO, say) hands them this so they meet through the same store.
+    store_endpoint: tuple[str, int, str] | None = None
     group: Any = None  # the default process group (torch.distributed.group.WORLD)
     emit_fn: Callable[[dict], None] | None = None
     check_code: str = ""

@@ -211,6 +211,7 @@ class Worker:
         import torch.distributed as dist
 
         ctx.store = dist.PrefixStore(f"chk/{i}/", self.control.client())
+        ctx.store_endpoint = (self.control.host, self.control.port, f"{self.control.prefix}chk/{i}/")
         ctx.group = dist.group.WORLD
         done = threading.Event()
         posted = {"v": False}
