@@ -18,7 +18,10 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 from typing import Sequence
 
 _counter = itertools.count()
@@ -215,3 +218,33 @@ class NetBed:
         full_env = dict(os.environ if env is None else env)
         full_env.setdefault("GLOO_SOCKET_IFNAME", self.ifname(i))
         return subprocess.run(self.command(i, argv), env=full_env, timeout=timeout, **kw)
+
+    def run_check(
+        self, args: Sequence[str], out_dir: str | Path, timeout: float = 300, env: dict | None = None,
+        port: int = 29400,
+    ) -> list[tuple[int, str]]:
+        """``ddpdoctor check ARGS`` on every node at once, one rank per node, node 0 hosting the
+        rendezvous; node i's report goes to ``out_dir/r{i}.json``. Returns (exit code, output) per node.
+        Whatever still runs after ``timeout`` seconds is killed and TimeoutExpired raised."""
+        ep = f"{self.addr(0)}:{port}"
+        procs = []
+        for i in range(self.nodes):
+            report = Path(out_dir) / f"r{i}.json"
+            argv = [sys.executable, "-m", "ddpdoctor", "check", "--nodes", str(self.nodes),
+                    "--node-rank", str(i), "--nproc-per-node", "1", "--rdzv-endpoint", ep,
+                    "-q", "--json", str(report), *args]
+            procs.append(
+                self.popen(i, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            )
+        deadline = time.monotonic() + timeout
+        results = []
+        try:
+            for p in procs:
+                out = p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+                results.append((p.returncode, out))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+        return results
