@@ -38,43 +38,44 @@ _COUNT_RE = re.compile(r"^\s*([0-9][0-9_,]*\.?[0-9]*(?:e[+-]?[0-9]+)?)\s*([KMBGT
 _BYTES_RE = re.compile(r"^\s*([0-9][0-9_,]*\.?[0-9]*(?:e[+-]?[0-9]+)?)\s*([KMGT]?)(I?)B?\s*$", re.IGNORECASE)
 
 
+def _positive(text: str | float, what: str, expected: str, read) -> int:
+    """A positive integer from a number, or from a string ``read`` turns into one (None: unreadable)."""
+    if isinstance(text, bool):
+        raise ValueError(f"{what} must be a number, got {text!r}")  # noqa: TRY004
+    value = float(text) if isinstance(text, (int, float)) else read(str(text))
+    if value is None:
+        raise ValueError(f"cannot read {what} {text!r}: expected {expected}")
+    if not math.isfinite(value) or value < 1:
+        raise ValueError(f"{what} must be at least 1, got {text!r}")
+    return round(value)
+
+
+def _digits(s: str) -> float:
+    return float(s.replace("_", "").replace(",", ""))
+
+
+def _read_count(text: str) -> float | None:
+    m = _COUNT_RE.match(text)
+    return _digits(m.group(1)) * _SUFFIX[m.group(2).upper()] if m else None
+
+
+def _read_bytes(text: str) -> float | None:
+    m = _BYTES_RE.match(text)
+    if not m:
+        return None
+    base = 1024 if m.group(3) else 1000
+    return _digits(m.group(1)) * base ** "_KMGT".index(m.group(2).upper() or "_")
+
+
 def parse_count(text: str | float) -> int:
     """'124M', '1.3B', '7e9', '350_000', 1_000_000 -> a positive count (K=1e3, M=1e6, B/G=1e9, T=1e12)."""
-    if isinstance(text, bool):
-        raise ValueError(f"parameter count must be a number, got {text!r}")  # noqa: TRY004
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        m = _COUNT_RE.match(str(text))
-        if not m:
-            raise ValueError(
-                f"cannot read parameter count {text!r}: expected a number with an optional K, M, B or T "
-                "suffix, e.g. 124M, 1.3B, 7e9"
-            )
-        value = float(m.group(1).replace("_", "").replace(",", "")) * _SUFFIX[m.group(2).upper()]
-    if not math.isfinite(value) or value < 1:
-        raise ValueError(f"parameter count must be at least 1, got {text!r}")
-    return round(value)
+    expected = "a number with an optional K, M, B or T suffix, e.g. 124M, 1.3B, 7e9"
+    return _positive(text, "parameter count", expected, _read_count)
 
 
 def parse_bytes(text: str | float) -> int:
     """'500MB', '1.5GiB', '2e9', 4096 -> bytes (K/M/G/T: powers of 1000; with 'i': powers of 1024)."""
-    if isinstance(text, bool):
-        raise ValueError(f"gradient size must be a number of bytes, got {text!r}")  # noqa: TRY004
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        m = _BYTES_RE.match(str(text))
-        if not m:
-            raise ValueError(
-                f"cannot read gradient size {text!r}: expected bytes such as 500MB, 1.5GiB or 2e9"
-            )
-        unit = m.group(2).upper()
-        base = 1024 if m.group(3) else 1000
-        value = float(m.group(1).replace("_", "").replace(",", "")) * base ** "_KMGT".index(unit or "_")
-    if not math.isfinite(value) or value < 1:
-        raise ValueError(f"gradient size must be at least 1 byte, got {text!r}")
-    return round(value)
+    return _positive(text, "gradient size", "bytes such as 500MB, 1.5GiB or 2e9", _read_bytes)
 
 
 def split_count(count: int, dtype: str = "fp32") -> list[GradTensor]:

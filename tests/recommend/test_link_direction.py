@@ -1,19 +1,19 @@
 """The recommended bucket_cap_mb moves the way theory says when the link gets faster or slower.
 
-The regime tested: compute-bound (the all-reduce of all gradients, S/β, is shorter than the backward B).
-Buckets then go out as they fill and communication keeps pace, so what a step pays on top of forward F
-and backward B is the last bucket's all-reduce, about α + s_last/β. A cap is within the margin m of the
-best when that tail is small against the step: s_last/β ≲ m·(F + B), i.e. s_last ≲ m·(F + B)·β. The
-largest acceptable cap grows linearly with the link's bandwidth β. DDP's default (25 MiB, whose last
-bucket here holds 14 MiB) is therefore acceptable on a fast link ("keep the default") and not on a slow
-one, where the recommender takes the smallest acceptable cap (1 MiB: its all-reduce keeps pace with the
-backward). So a slower link must give a smaller cap, a faster one a larger (or equal) cap. The same
-direction holds when communication-bound, where the smallest acceptable cap is about α·β/m (the
-bandwidth–delay product over the margin); the recommender's rule of keeping an acceptable default makes
-the value move less there, so the test stays in the compute-bound regime and checks that it did.
+Regime tested: compute-bound (the all-reduce of all S bytes, S/β, is shorter than the backward B), gloo,
+caps from 1 MiB. Buckets go out as they fill; a cap s is fine when two things hold:
+- its all-reduces keep pace with the gradients: α + s/β ≤ s·B/S, i.e. s ≥ s_min = α / (B/S − 1/β);
+- the last bucket's all-reduce, left after backward, is small against the step (forward F + B):
+  s_last/β ≲ m·(F + B), i.e. s_last ≲ m·(F + B)·β, with m the margin (3 %).
+Both edges widen the window as the bandwidth β grows. Here α·S/B is far below 1 MiB, so s_min stays under
+the smallest swept cap; the recommendation is then the default when the default's last bucket (14 MiB
+for this model) fits under the upper edge, and the smallest cap (1 MiB) when it does not. A faster link
+can only move it from 1 MiB to the default, a slower one from the default to 1 MiB: the cap grows with β.
+(Communication-bound, the window narrows from both sides as β grows, the smallest acceptable cap rising
+as about α·β/m and the largest falling, so the value has no single direction there; not tested.)
 
 The slow test measures the all-reduce curve for real with BW001 on a 2-node NetBed at two link rates
-(the veth unshaped, ~1 GB/s for gloo here, and tbf 200 Mbit/s) and asserts the strict move.
+(the veth unshaped, ~0.25 GB/s for gloo on this machine, and tbf 200 Mbit/s) and asserts the strict move.
 """
 
 from __future__ import annotations
