@@ -205,20 +205,22 @@ def p2p_classes(report: Report, data: dict) -> dict[str, dict[str, Any]]:
         }
     n = len(values)
     hosts = _hosts(report, data, n)
-    cells: dict[str, list[tuple[int, int, float]]] = {"intra_node": [], "inter_node": []}
+    vals: dict[str, list[float]] = {"intra_node": [], "inter_node": []}
+    slowest: dict[str, tuple[int, int, float]] = {}
     for i, row in enumerate(values):
-        for j, v in enumerate(row if isinstance(row, list) else []):
-            if i == j or not _num(v) or hosts[i] is None or j >= n or hosts[j] is None:
+        if hosts[i] is None or not isinstance(row, list):
+            continue
+        for j, v in enumerate(row[:n]):  # a 512-rank matrix has 262k cells: keep this loop lean
+            if v is None or i == j or type(v) not in (int, float) or hosts[j] is None:
                 continue
-            cells["intra_node" if hosts[i] == hosts[j] else "inter_node"].append((i, j, float(v)))
+            cls = "intra_node" if hosts[i] == hosts[j] else "inter_node"
+            vals[cls].append(v)
+            if cls not in slowest or v < slowest[cls][2]:
+                slowest[cls] = (i, j, float(v))
     return {
-        k: {
-            "median_GBps": statistics.median(v for _, _, v in cs),
-            "pairs": len(cs),
-            "slowest": min(cs, key=lambda c: c[2]),
-        }
-        for k, cs in cells.items()
-        if cs
+        k: {"median_GBps": statistics.median(vs), "pairs": len(vs), "slowest": slowest[k]}
+        for k, vs in vals.items()
+        if vs
     }
 
 
@@ -284,12 +286,32 @@ def _worse(status: Status, findings: list[Finding]) -> Status:
     return max(status, status_from_findings(findings), key=order.index)
 
 
+def _forget_previous(report: Report) -> None:
+    """Undo an earlier apply_profile (a saved report judged again, maybe against another profile). Its
+    findings are the ones whose evidence names a profile; the status is re-derived from what is left,
+    as a check's own summary derives it."""
+    for code in ("BW001", "P2P001"):
+        c = report.check(code)
+        if c is None:
+            continue
+        kept = [f for f in c.findings if "profile" not in f.evidence]
+        if len(kept) != len(c.findings):
+            c.findings = kept
+            if c.status in (Status.PASSED, Status.WARNING, Status.FAILED):
+                c.status = status_from_findings(kept)
+        if code == "BW001" and "profile" in c.data:
+            c.data.pop("profile")
+            c.data.pop("expected_busbw_GBps", None)
+
+
 def apply_profile(
     report: Report, profile: Profile, how: str = "chosen", detection: MatchResult | None = None
 ) -> list[tuple[str, Finding]]:
     """Judge ``report`` against ``profile`` and write the outcome into it: the findings into their
     checks (statuses follow), BW001's ``expected_busbw_GBps`` (and ``profile`` figures) for the TUI, and
-    ``report.run["profile"]``. Returns what judge returned."""
+    ``report.run["profile"]``. Applying again replaces what an earlier call wrote. Returns what judge
+    returned."""
+    _forget_previous(report)
     comp, findings = _judgement(report, profile)
     judged = [(f.code, f) for f in findings]
     for code, finding in judged:

@@ -54,6 +54,8 @@ NIC_KINDS = ("InfiniBand", "RoCE", "EFA", "none")
 BACKENDS = ("nccl", "gloo")
 DEFAULT_LARGE_MESSAGE_B = 64 * 2**20
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# libyaml's parser where PyYAML has it (its nodes carry line marks too), else the pure-Python one
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ProfileError(ValueError):
@@ -383,7 +385,7 @@ def profile_from_node(node: Node | None, source: str = "<string>") -> Profile:
 def parse_profile(text: str, source: str = "<string>") -> Profile:
     """A profile from YAML text. Syntax errors, too, come back as ProfileError with their line."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1

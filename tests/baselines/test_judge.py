@@ -188,6 +188,19 @@ def test_apply_profile_never_improves_a_status_and_sets_the_line_when_quiet(h100
     assert rep.check("BW001").data["expected_busbw_GBps"] == 370
 
 
+def test_applying_again_replaces_the_earlier_judgement(h100):
+    rep = bw_report(0.4 * 370)
+    apply_profile(rep, h100)
+    apply_profile(rep, h100)
+    assert len(rep.check("BW001").findings) == 1 and rep.check("BW001").status is Status.FAILED
+    lenient = parse_profile(
+        VALID.replace("all_reduce_busbw_intra_node: 200", "all_reduce_busbw_intra_node: 150")
+    )
+    apply_profile(rep, lenient)  # 148 GB/s is 99 % of 150
+    assert rep.check("BW001").findings == [] and rep.check("BW001").status is Status.PASSED
+    assert rep.check("BW001").data["expected_busbw_GBps"] == 150 and rep.run["profile"]["name"] == "test-box"
+
+
 def test_the_gloo_sample_report_against_the_cpu_profile():
     rep = Report.from_dict(json.loads((REPO / "tests/tui/data/report_2x2_gloo.json").read_text()))
     cpu = load_profile("cpu-gloo")

@@ -122,6 +122,21 @@ def test_each_mistake_names_file_line_and_what_was_expected(tmp_path, old, new, 
     assert words in msg, msg
 
 
+def test_the_pure_python_parser_gives_the_same_lines(tmp_path, monkeypatch):
+    import yaml
+
+    import ddpdoctor.model.profile_schema as schema
+
+    text = VALID.replace("backend: nccl", "backend: mpi").replace(
+        "description: a test system", "description: ["
+    )
+    fast = _error(VALID.replace("backend: nccl", "backend: mpi"), tmp_path)
+    broken = _error(text, tmp_path)
+    monkeypatch.setattr(schema, "_LOADER", yaml.SafeLoader)
+    assert _error(VALID.replace("backend: nccl", "backend: mpi"), tmp_path) == fast
+    assert _error(text, tmp_path).split(": not valid YAML")[0] == broken.split(": not valid YAML")[0]
+
+
 def test_several_mistakes_are_all_reported(tmp_path):
     text = VALID.replace("backend: nccl", "backend: mpi").replace("p2p_intra_node: 100", "p2p_intra_node: -1")
     msg = _error(text, tmp_path)
