@@ -3,7 +3,8 @@
 Facts per node come from, in this order of trust: GPU001's topology snapshots (NVML + sysfs: GPU
 names and count, NVLinks, PCIe generation, RDMA NICs), ENV001's per-rank ``gpu`` (torch's device
 name; the GPUs the ranks used, so only a lower bound on the count), and the per-node ``gpus`` /
-``nvlink`` / ``nics`` shapes the TUI reads (tui/adapt.py). The backend comes from the run.
+``nvlink`` / ``nics`` lists of the other checks (NUMA001's GPUs, NVL001's ``matrix``, IB001's NICs) or
+of the flat shapes the TUI reads (tui/adapt.py). The backend comes from the run.
 
 Each criterion of a profile's ``match`` is satisfied, violated or unknown (the report does not say).
 A profile qualifies when nothing is violated and something besides the backend is satisfied (a profile
@@ -153,8 +154,11 @@ def _nics_in(items: Any) -> list[NicFact] | None:
         return None
     out = []
     for n in items:
-        layer = str(n.get("kind") or n.get("link_layer") or "")
-        kind = {"infiniband": "InfiniBand", "ethernet": "RoCE"}.get(layer.lower(), layer or "RDMA")
+        if n.get("kind"):  # IB001 says it in our words already
+            kind = str(n["kind"])
+        else:  # the TUI's port link layer: Ethernet on an RDMA device is RoCE
+            layer = str(n.get("link_layer") or "")
+            kind = {"infiniband": "InfiniBand", "ethernet": "RoCE"}.get(layer.lower(), layer or "RDMA")
         rate = n.get("rate_Gbps", n.get("rate_gbps"))
         name = str(n.get("name") or "")
         out.append(

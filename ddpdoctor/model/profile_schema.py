@@ -22,8 +22,8 @@ Schema 1 (also in docs/architecture.md, "Recommendations and profiles"):
              name: regex}                # at least min_count NICs of that kind, rate and name
     large_message_B: 67108864      # optional: smallest size the all_reduce reference applies to
     expected_GBps:                 # GB/s = 1e9 B/s, unidirectional, nccl-tests busbw; null: no reference
-      p2p_intra_node: ...          # one send/recv pair inside a node, large messages
-      p2p_inter_node: ...          # one pair across two nodes
+      p2p_intra_node: ...          # one send/recv pair inside a node, large messages, its share while
+      p2p_inter_node: ...          # every GPU sends at once (P2P001's rounds); across two nodes
       all_reduce_busbw_intra_node: ...   # every GPU of one node
       all_reduce_busbw_inter_node: ...   # full nodes, two or more
       per_nic: ...                 # optional: what one NIC carries (informational)

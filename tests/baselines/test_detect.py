@@ -125,6 +125,18 @@ def test_mixed_nodes_match_no_single_profile():
     assert any("on box" in v for v in h100.violated)
 
 
+def test_without_gpu001_the_nvl001_and_ib001_payloads_still_tell():
+    rep = snapshot_report([snapshot("hgx-h100-a.json")])
+    rep.checks = [c for c in rep.checks if c.code != "GPU001"]
+    rep.checks += env_report(["NVIDIA H100 80GB HBM3"] * 8, host="hgx-a").checks
+    facts = report_facts(rep).nodes["hgx-a"]
+    assert facts.nvlink is True  # NVL001's matrix
+    assert facts.gpu_count == 8  # NUMA001 lists the node's GPUs
+    assert set(facts.gpu_names) == {"NVIDIA H100 80GB HBM3"}  # ENV001's torch names
+    assert [n.kind for n in facts.nics].count("InfiniBand") == 8
+    assert _name(rep) == "dgx-h100"
+
+
 # -- thinner reports ---------------------------------------------------------------------------------------
 def env_report(names: list[str], host="n0", backend="nccl") -> Report:
     per_rank = {

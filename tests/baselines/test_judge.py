@@ -204,9 +204,9 @@ def test_applying_again_replaces_the_earlier_judgement(h100):
 def test_the_gloo_sample_report_against_the_cpu_profile():
     rep = Report.from_dict(json.loads((REPO / "tests/tui/data/report_2x2_gloo.json").read_text()))
     cpu = load_profile("cpu-gloo")
-    assert judge(rep, cpu) == []  # intra 2.05 of 1.8, inter median 1.12 of 1.2, busbw 0.78 of 0.7
+    assert judge(rep, cpu) == []  # intra 2.05 of 1.8, inter median 1.12 of 1.2, busbw 0.78 of 0.6
     apply_profile(rep, cpu)
-    assert rep.check("BW001").data["expected_busbw_GBps"] == 0.7
+    assert rep.check("BW001").data["expected_busbw_GBps"] == 0.6
     # the shaped direction node1 -> node0 (0.025 GB/s) fails once it is the typical inter-node figure
     for row in rep.check("P2P001").data["matrix"]["values"]:
         row[:] = [v if v is None or v > 1.5 else 0.025 for v in row]
