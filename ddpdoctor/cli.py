@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tui": ("tui", "the interactive terminal app: live checks, heatmaps, recommendations"),
     "report": ("report", "re-render or convert a saved report"),
     "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
+    "profiles": ("profiles", "list, show or validate hardware profiles (expected bandwidth per link class)"),
 }
 
 
