@@ -145,7 +145,7 @@ def run(ctx) -> dict:
     plan = AbPlan(**opts["plan"])
     on_gpu = plan.backend == "nccl"
     runner = AbRunner(ctx, plan)
-    nvls_here = on_gpu and multicast_supported(ctx.local_rank)
+    nvls_here = on_gpu and multicast_supported(runner.device_index)
     arms = runner.agree_arms(nvls_here)
     out = runner.run(arms)
     return {
@@ -158,7 +158,7 @@ def run(ctx) -> dict:
         "reps": plan.reps,
         "iters": plan.iters,
         "nccl_version": nccl_version() if on_gpu else None,
-        "gpu": gpu_facts(ctx.local_rank) if on_gpu else None,
+        "gpu": gpu_facts(runner.device_index) if on_gpu else None,
         "nvls_capable": nvls_here if on_gpu else None,
         "inherited_nccl_algo": os.environ.get("NCCL_ALGO"),
         "local_world_size": ctx.local_world_size,

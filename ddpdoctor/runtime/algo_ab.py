@@ -12,6 +12,7 @@ overruns is killed with its process group. Nothing here waits without a deadline
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,11 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 POLL_S = 0.1
+PEER_SLACK_S = 30.0  # beyond one launch's timeout, how long a rank waits for word from the others
+ABORT_KEY = "alg/abort"  # a rank that cannot go on says so; the others stop instead of timing out
 MARGIN_S = 5.0  # kept back from the check's budget for posting the result
 LOG_TAIL_CHARS = 2000
 # NCCL logs the variable it read at communicator creation (tuning.cc: INFO(NCCL_ENV, ...)).
@@ -49,7 +53,7 @@ def nccl_read_algo(log: str) -> str | None:
     return found[-1] if found else None
 
 
-def multicast_supported(local_rank: int) -> bool:
+def multicast_supported(device_index: int) -> bool:
     """Whether this GPU can do NVLink SHARP: the CUDA driver's CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
     (132 in cuda.h), which NCCL itself asks in ncclNvlsInit. False when the driver cannot say."""
     import ctypes
@@ -57,7 +61,7 @@ def multicast_supported(local_rank: int) -> bool:
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
         dev, val = ctypes.c_int(), ctypes.c_int()
-        if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), local_rank) != 0:
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), device_index) != 0:
             return False
         if cuda.cuDeviceGetAttribute(ctypes.byref(val), 132, dev) != 0:
             return False
@@ -66,17 +70,20 @@ def multicast_supported(local_rank: int) -> bool:
         return False
 
 
-def gpu_facts(local_rank: int) -> dict[str, Any]:
+def gpu_facts(device_index: int) -> dict[str, Any]:
     """Name, compute capability (×10, as NCCL writes it) and active NVLinks of this rank's GPU."""
     import torch
 
-    props = torch.cuda.get_device_properties(local_rank)
+    props = torch.cuda.get_device_properties(device_index)
     facts: dict[str, Any] = {"name": props.name, "sm": props.major * 10 + props.minor, "nvlinks": None}
     try:
         import pynvml
     except ImportError:  # NVML is a nicety here: the model then assumes PCIe
         return facts
-    busid = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    try:
+        busid = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except AttributeError:  # an older torch without PCI ids in the device properties
+        return facts
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError:
@@ -115,15 +122,22 @@ class AbRunner:
         if ctx.store is None or ctx.store_endpoint is None:
             raise RuntimeError("ALG001 needs the check store and its endpoint (ctx.store_endpoint)")
         self.host, self.port, self.prefix = ctx.store_endpoint
-        self.tmp = tempfile.mkdtemp(prefix=f"ddpdoctor-alg-r{ctx.rank}-")
+        self.tmp = ""  # the children's result and log files, for the length of run()
+        # The worker's own GPU (it picked local_rank modulo the visible devices).
+        index = getattr(ctx.device, "index", None)
+        self.device_index = index if index is not None else ctx.local_rank
         self.durations: list[float] = []
 
     # -- agreement through the store ---------------------------------------------------------------
     def _wait_key(self, key: str) -> str:
-        left = self.ctx.time_left() - 1.0
-        if left <= 0:
-            raise TimeoutError(f"no time left to wait for {key!r} from rank 0")
-        self.ctx.store.wait([key], timedelta(seconds=left))
+        """A key another rank posts; it comes within one launch's time or something is wrong."""
+        wait_s = min(self.ctx.time_left() - 1.0, self.plan.launch_timeout_s + PEER_SLACK_S)
+        if wait_s <= 0:
+            raise TimeoutError(f"no time left to wait for {key!r}")
+        try:
+            self.ctx.store.wait([key], timedelta(seconds=wait_s))
+        except RuntimeError as e:  # torch's DistStoreError on timeout
+            raise TimeoutError(f"no {key!r} from the other ranks within {wait_s:.0f} s: {e}") from None
         return self.ctx.store.get(key).decode()
 
     def _decide(self, key: str, decide) -> str:
@@ -150,8 +164,17 @@ class AbRunner:
                     arms.append(extra)
             return json.dumps(arms)
 
-        with ctx.op("agreeing on the NCCL_ALGO arms"):
+        with self._abort_on_error(), ctx.op("agreeing on the NCCL_ALGO arms"):
             return json.loads(self._decide("alg/arms", decide))
+
+    @contextlib.contextmanager
+    def _abort_on_error(self) -> Iterator[None]:
+        """A rank that cannot go on tells the others, who then stop instead of waiting out timeouts."""
+        try:
+            yield
+        except Exception as e:
+            self.ctx.store.set(ABORT_KEY, f"rank {self.ctx.rank} gave up ({type(e).__name__}: {e})"[:500])
+            raise
 
     # -- one launch ---------------------------------------------------------------------------------
     def _env(self, arm: str) -> dict[str, str]:
@@ -176,7 +199,7 @@ class AbRunner:
             sys.executable, "-m", "ddpdoctor.runtime.algo_probe",
             "--host", str(self.host), "--port", str(self.port),
             "--prefix", f"{self.prefix}alg/{k}/{arm}/rep{rep}/",
-            "--rank", str(ctx.rank), "--world-size", str(ctx.world_size), "--local-rank", str(ctx.local_rank),
+            "--rank", str(ctx.rank), "--world-size", str(ctx.world_size), "--local-rank", str(self.device_index),
             "--backend", plan.backend, "--sizes", ",".join(map(str, plan.sizes)),
             "--iters", str(plan.iters), "--warmup", str(plan.warmup),
             "--timeout", f"{max(deadline - time.monotonic() - 2.0, 2.0):.1f}",
@@ -195,6 +218,8 @@ class AbRunner:
                     ctx.store.set(fail_key, str(ctx.rank))
                 elif ctx.store.check([fail_key]):
                     why = f"stopped: the child of rank {ctx.store.get(fail_key).decode()} failed"
+                elif ctx.store.check([ABORT_KEY]):
+                    why = f"stopped: {ctx.store.get(ABORT_KEY).decode()}"
                 if why:
                     _kill(proc)
                     break
@@ -203,41 +228,50 @@ class AbRunner:
         self.durations.append(entry["seconds"])
         log_text = _read(log_path)
         entry["nccl_read_algo"] = nccl_read_algo(log_text)
-        if why is None and proc.returncode == 0 and os.path.exists(out_path):
-            with open(out_path, encoding="utf-8") as f:
-                got = json.load(f)
+        got = _load_json(out_path) if why is None and proc.returncode == 0 else None
+        if got is not None:
             entry.update(
-                ok=True, **{k2: got.get(k2) for k2 in ("nccl_algo_env", "nccl_version", "init_s", "sizes", "pid")}
+                ok=True,
+                **{k2: got.get(k2) for k2 in ("nccl_algo_env", "nccl_version", "init_s", "sizes", "pid")},
             )
             return entry
         if why is None:
-            why = f"exit code {proc.returncode}"
+            why = f"exit code {proc.returncode}" if proc.returncode else "no readable result file"
             ctx.store.set(fail_key, str(ctx.rank))
         entry.update(error=why, log_tail=log_text[-LOG_TAIL_CHARS:])
         return entry
 
     # -- the whole A/B ------------------------------------------------------------------------------
     def run(self, arms: list[str]) -> dict[str, Any]:
-        ctx, plan = self.ctx, self.plan
-        order = [(arm, rep) for rep in range(plan.reps) for arm in arms]  # A B C A B C ...
-        launches: list[dict] = []
-        stopped = None
+        order = [(arm, rep) for rep in range(self.plan.reps) for arm in arms]  # A B C A B C ...
+        self.tmp = tempfile.mkdtemp(prefix=f"ddpdoctor-alg-r{self.ctx.rank}-")
         try:
-            for k, (arm, rep) in enumerate(order):
-
-                def go() -> str:
-                    # The next launch must fit what is left, judged by the slowest one so far.
-                    need = (max(self.durations) if self.durations else 0.0) + MARGIN_S
-                    return "go" if ctx.time_left() > need + MARGIN_S else "stop"
-
-                if self._decide(f"alg/go/{k}", go) != "go":
-                    stopped = f"the check's time budget ran out after {k} of {len(order)} launches"
-                    break
-                launches.append(self.launch(k, arm, rep))
-                ctx.emit("progress", done=k + 1, total=len(order), message=f"NCCL_ALGO={arm} rep {rep + 1}")
+            with self._abort_on_error():
+                launches, stopped = self._launch_all(order)
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
         return {"order": [list(x) for x in order], "launches": launches, "stopped_early": stopped}
+
+    def _launch_all(self, order: list[tuple[str, int]]) -> tuple[list[dict], str | None]:
+        ctx = self.ctx
+        launches: list[dict] = []
+
+        def go() -> str:
+            if ctx.store.check([ABORT_KEY]):
+                return "abort"
+            # The next launch must fit what is left, judged by the slowest one so far.
+            need = (max(self.durations) if self.durations else 0.0) + MARGIN_S
+            return "go" if ctx.time_left() > need + MARGIN_S else "stop"
+
+        for k, (arm, rep) in enumerate(order):
+            word = self._decide(f"alg/go/{k}", go)
+            if word == "stop":
+                return launches, f"the check's time budget ran out after {k} of {len(order)} launches"
+            if word != "go":
+                return launches, f"after {k} of {len(order)} launches: {ctx.store.get(ABORT_KEY).decode()}"
+            launches.append(self.launch(k, arm, rep))
+            ctx.emit("progress", done=k + 1, total=len(order), message=f"NCCL_ALGO={arm} rep {rep + 1}")
+        return launches, None
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -250,6 +284,15 @@ def _kill(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
+
+
+def _load_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            got = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
 
 
 def _read(path: str) -> str:
