@@ -65,23 +65,23 @@ _SIZE_RE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$")
 _UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
+def _one_size(item) -> int:
+    if isinstance(item, int) and not isinstance(item, bool):
+        size = item
+    else:
+        m = _SIZE_RE.match(str(item))
+        size = int(m.group(1)) * _UNITS[m.group(2)] if m else -1
+    if size < 4:
+        raise ValueError(f"algo_sizes: {item!r} is not a size of at least 4 bytes (e.g. 1048576 or 25MiB)")
+    return size - size % 4  # whole float32 elements
+
+
 def parse_sizes(value) -> list[int]:
     """``[1048576, 26214400]``, ``1048576`` or ``"1MiB,25MiB"`` -> sorted unique byte counts."""
-    items = value if isinstance(value, list) else str(value).split(",") if isinstance(value, str) else [value]
-    out = set()
-    for item in items:
-        if isinstance(item, bool):
-            raise TypeError(f"algo_sizes: {item!r} is not a size")
-        m = _SIZE_RE.match(str(item)) if not isinstance(item, int) else None
-        size = item if isinstance(item, int) else int(m.group(1)) * _UNITS[m.group(2)] if m else None
-        if size is None or size < 4:
-            raise ValueError(
-                f"algo_sizes: {item!r} is not a size of at least 4 bytes (e.g. 1048576 or 25MiB)"
-            )
-        out.add(size - size % 4)  # whole float32 elements
-    if not out:
+    items = value if isinstance(value, list) else str(value).split(",")
+    if not items:
         raise ValueError("algo_sizes: no sizes given")
-    return sorted(out)
+    return sorted({_one_size(item) for item in items})
 
 
 def _int_option(options: dict, key: str, default: int, lo: int, hi: int) -> int:
@@ -130,9 +130,8 @@ def plan_options(options: dict, backend: str) -> dict | None:
         "warmup": _int_option(options, "algo_warmup", 5 if nccl else 1, 0, 100_000),
         "launch_timeout_s": float(timeout),
     }
-    job = sizes if given is not None else list(DDP_BUCKETS_B)
-    if given is None and nccl:
-        job = [s for s in DDP_BUCKETS_B if s in sizes]
+    # The job's sizes: the ones asked for, else DDP's default buckets where the sweep has them.
+    job = sizes if given is not None else [s for s in DDP_BUCKETS_B if s in sizes] or sizes
     return {"plan": plan, "job_sizes_B": job}
 
 
@@ -175,6 +174,23 @@ def _root_cause(entries: dict[int, dict]) -> tuple[int, dict]:
     pool = own or entries
     r = min(pool)
     return r, pool[r]
+
+
+def _nccl_log_findings(read_algo: dict[str, str | None]) -> list[Finding]:
+    """NCCL's own word on what it read: another value means the arm did not run what it says (NCCL
+    also reads NCCL_ALGO from /etc/nccl.conf and ~/.nccl.conf)."""
+    out = []
+    for arm, read in read_algo.items():
+        if read is None or (arm != "default" and read.lower() == arm.lower()):
+            continue
+        what = "the default arm (no NCCL_ALGO)" if arm == "default" else f"the NCCL_ALGO={arm} arm"
+        out.append(Finding(
+            CODE, Severity.ERROR if arm != "default" else Severity.WARNING,
+            f"NCCL reports NCCL_ALGO={read} for {what}: that arm did not measure what it says",
+            evidence={"arm": arm, "nccl_read": read},
+            hint="look for NCCL_ALGO in /etc/nccl.conf, ~/.nccl.conf or NCCL_CONF_FILE",
+        ))  # fmt: skip
+    return out
 
 
 def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
@@ -273,6 +289,7 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
                 evidence={"arm": arm},
             )
         )
+    findings += _nccl_log_findings(read_algo)
     for arm, ranks in inexact.items():
         findings.append(
             Finding(

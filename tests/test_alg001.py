@@ -48,6 +48,8 @@ def test_sizes_parse():
         ({"algo_sizes": "lots"}, "nccl", "algo_sizes: 'lots' is not a size"),
         ({"algo_sizes": [2]}, "nccl", "at least 4 bytes"),
         ({"algo_sizes": ""}, "nccl", "is not a size"),
+        ({"algo_sizes": []}, "nccl", "algo_sizes: no sizes given"),
+        ({"algo_sizes": True}, "nccl", "algo_sizes: 'True' is not a size"),
         ({"algo_reps": 1}, "nccl", "algo_reps=1: expected a whole number from 2"),
         ({"algo_iters": "many"}, "nccl", "algo_iters='many'"),
         ({"algo_candidates": "Ring,Butterfly"}, "nccl", "unknown algorithm 'Butterfly'"),
@@ -121,6 +123,21 @@ def test_children_that_miss_their_nccl_algo_invalidate_the_ab():
     assert any("did not see NCCL_ALGO=Ring" in f.message and f.severity is Severity.ERROR for f in s.findings)
 
 
+def test_nccl_reading_another_value_is_reported():
+    payloads = rank_payloads(alpha_beta(50, 100))
+    for p in payloads.values():
+        for launch in p["launches"]:
+            launch["nccl_read_algo"] = {"default": "Ring", "Ring": "ring", "Tree": "Ring"}[launch["arm"]]
+    s = alg.summarize(payloads, world())
+    msgs = {f.message: f.severity for f in s.findings}
+    assert msgs == {
+        "NCCL reports NCCL_ALGO=Ring for the default arm (no NCCL_ALGO): that arm did not measure what it says":
+        Severity.WARNING,
+        "NCCL reports NCCL_ALGO=Ring for the NCCL_ALGO=Tree arm: that arm did not measure what it says":
+        Severity.ERROR,
+    }  # fmt: skip
+
+
 def test_nothing_measured_is_an_error():
     fail = {(arm, rep, r): "timed out after 90 s" for arm in ("default", "Ring", "Tree") for rep in (0, 1)
             for r in range(16)}  # fmt: skip
@@ -140,3 +157,23 @@ def test_nccls_own_log_line():
     log = "node0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\nother\n"
     assert nccl_read_algo(log) == "Tree"
     assert nccl_read_algo("NCCL INFO NCCL_PROTO set by environment to Simple") is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sizes", "1MiB"], "argument --sizes: '1MiB': expected comma-separated byte counts"),
+        (["--sizes", "2"], "every size must be at least 4 bytes"),
+        (["--sizes", "1024", "--rank", "3"], "--rank 3 is outside 0..1"),
+        (["--sizes", "1024", "--iters", "0"], "--iters must be >= 1"),
+    ],
+)
+def test_the_probe_refuses_bad_arguments(args, message):
+    import subprocess
+    import sys
+
+    base = ["--host", "127.0.0.1", "--port", "1", "--prefix", "p/", "--rank", "0", "--world-size", "2",
+            "--backend", "gloo", "--out", "/nonexistent/x.json"]  # fmt: skip
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor.runtime.algo_probe", *base, *args],
+                       check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 2 and message in p.stderr, p.stderr

@@ -90,6 +90,13 @@ def test_job_sizes_between_measured_points_are_interpolated():
     assert rec.evidence["per_size"][0]["default_time_us"][0] == pytest.approx(108.0)
 
 
+def test_an_invalid_ab_never_overrides():
+    payloads = rank_payloads(scaled({"Tree": 0.5}), env_override={("Tree", 3): None})
+    rec = only(recommend(report_from(payloads)))
+    assert rec.value == "keep the default" and rec.confidence == "low"
+    assert "not valid" in rec.rationale and "did not see NCCL_ALGO=Tree" in rec.rationale
+
+
 def test_gloo_is_not_applicable():
     payloads = {0: {"applies": False, "backend": "gloo"}, 1: {"applies": False, "backend": "gloo"}}
     rec = only(recommend(report_from(payloads, world(2, 2, "gloo"), backend="gloo")))

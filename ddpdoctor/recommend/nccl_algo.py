@@ -23,7 +23,7 @@ from typing import Any
 
 from ddpdoctor.model.curve import TimeCurve
 from ddpdoctor.model.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
-from ddpdoctor.report.model import Recommendation, Report
+from ddpdoctor.report.model import Recommendation, Report, Severity
 
 ID = "nccl_algo"
 TITLE = "NCCL_ALGO (all_reduce algorithm)"
@@ -251,7 +251,8 @@ def recommend(report: Report, options: dict | None = None) -> list[Recommendatio
     data = alg.data if alg is not None else {}
     if backend != "nccl" or data.get("applies") is False or data.get("backend") not in (None, "nccl"):
         used = backend if backend != "nccl" else data.get("backend")
-        return [_rec("not applicable", "high", f"NCCL_ALGO only changes NCCL; this run used {used}.",
+        where = f"this run used {used}" if backend != "nccl" else f"ALG001 ran its A/B on {used} (test mode)"
+        return [_rec("not applicable", "high", f"NCCL_ALGO only changes NCCL; {where}.",
                      evidence={"backend": used})]  # fmt: skip
     if not data.get("results"):
         why = (
@@ -261,6 +262,11 @@ def recommend(report: Report, options: dict | None = None) -> list[Recommendatio
         )
         return [_rec("keep the default", "low", f"{why}; without an A/B measurement at the job's sizes NCCL's "
                      "own choice stands.", evidence={"measured": False})]  # fmt: skip
+
+    errors = [f.message for f in alg.findings if f.severity is Severity.ERROR] if alg is not None else []
+    if errors:
+        return [_rec("keep the default", "low", "ALG001's A/B is not valid, so it cannot support an override: "
+                     + "; ".join(errors) + ".", evidence={"measured": True, "alg001_errors": errors})]  # fmt: skip
 
     cmp = compare_arms(data, _job_sizes(options, data), margin)
     fabric, source = fabric_for(report, data, options)

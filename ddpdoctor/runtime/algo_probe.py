@@ -41,9 +41,9 @@ def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise SystemExit(f"algo_probe: --sizes {text!r}: expected comma-separated byte counts") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated byte counts") from None
     if not sizes or any(s < 4 for s in sizes):
-        raise SystemExit(f"algo_probe: --sizes {text!r}: every size must be at least 4 bytes (one float32)")
+        raise argparse.ArgumentTypeError(f"{text!r}: every size must be at least 4 bytes (one float32)")
     return sizes
 
 
