@@ -28,6 +28,9 @@ from datetime import timedelta
 from typing import Any
 
 POLL_S = 0.1
+# A child's own timeouts end a little after its parent's deadline, so an overrun is always the parent's
+# "timed out" (it kills the child), never a peer's child giving up first and looking like the culprit.
+CHILD_SLACK_S = 5.0
 PEER_SLACK_S = 30.0  # beyond one launch's timeout, how long a rank waits for word from the others
 ABORT_KEY = "alg/abort"  # a rank that cannot go on says so; the others stop instead of timing out
 MARGIN_S = 5.0  # kept back from the check's budget for posting the result
@@ -202,7 +205,7 @@ class AbRunner:
             "--rank", str(ctx.rank), "--world-size", str(ctx.world_size), "--local-rank", str(self.device_index),
             "--backend", plan.backend, "--sizes", ",".join(map(str, plan.sizes)),
             "--iters", str(plan.iters), "--warmup", str(plan.warmup),
-            "--timeout", f"{max(deadline - time.monotonic() - 2.0, 2.0):.1f}",
+            "--timeout", f"{deadline - time.monotonic() + CHILD_SLACK_S:.1f}",
             "--parent-pid", str(os.getpid()), "--out", out_path,
         ]  # fmt: skip
         entry: dict[str, Any] = {"arm": arm, "rep": rep, "ok": False}

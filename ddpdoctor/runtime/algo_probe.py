@@ -37,6 +37,11 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=loop, name="algo-probe-parent-watch", daemon=True).start()
 
 
+def _say(message: str) -> None:
+    """Progress in the log the parent keeps: where a child stopped is where its tail ends."""
+    print(f"algo_probe: {message}", file=sys.stderr, flush=True)
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
@@ -89,6 +94,8 @@ def measure(args: argparse.Namespace) -> dict:
         out["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
     t0 = time.monotonic()
+    _say(f"rank {args.rank}: joining the group at {args.host}:{args.port} ({args.backend}, NCCL_ALGO="
+         f"{out['nccl_algo_env'] or '(unset)'})")  # fmt: skip
     raw = dist.TCPStore(args.host, args.port, is_master=False, timeout=timeout, wait_for_workers=False)
     store = dist.PrefixStore(args.prefix, raw)
     kwargs = {"device_id": device} if nccl else {}
@@ -105,6 +112,7 @@ def measure(args: argparse.Namespace) -> dict:
     dist.all_reduce(probe)
     sync()
     out["init_s"] = round(time.monotonic() - t0, 4)
+    _say(f"rank {args.rank}: group of {args.world_size} formed in {out['init_s']:.2f} s")
     n = args.world_size
     results = []
     for size in args.sizes:
@@ -114,6 +122,7 @@ def measure(args: argparse.Namespace) -> dict:
         dist.all_reduce(t)
         sync()
         exact = bool((t == n * (n + 1) / 2).all().item())
+        t.zero_()  # the timed calls sum in place: zeros stay finite however many calls
         for _ in range(args.warmup):
             dist.all_reduce(t)
         sync()
@@ -127,6 +136,7 @@ def measure(args: argparse.Namespace) -> dict:
             dist.all_reduce(t)
         sync()
         elapsed = time.perf_counter() - start
+        _say(f"rank {args.rank}: {size} B done, {elapsed / args.iters * 1e6:.1f} us per call")
         results.append(
             {
                 "size_B": size,
