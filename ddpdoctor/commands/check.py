@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ddpdoctor.commands import recommend_args
+
 DESCRIPTION = """Run the cluster checks on every rank through torchrun (torch.distributed.run, c10d
 rendezvous). With no arguments: this machine, one rank per visible GPU on NCCL, or 2 CPU ranks on gloo.
 Across nodes run the same command on every node (torchrun semantics) or under `srun`."""
@@ -50,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "only; auto (default): full up to 64 ranks")
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the checks (e.g. max_size=16777216, p2p_mode=sequential)")
+    recommend_args.add_arguments(p)
     o = p.add_argument_group("output")
     o.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     o.add_argument("--junit", default=None, metavar="PATH", help="write JUnit XML here (CI gating)")

@@ -22,6 +22,7 @@ from typing import Any
 
 from ddpdoctor.model.profile_detect import MatchResult, as_report
 from ddpdoctor.model.profile_schema import Profile
+from ddpdoctor.model.sizes import format_size
 from ddpdoctor.report.model import CheckResult, Finding, Report, Severity, Status, status_from_findings
 
 _HINTS = {
@@ -101,13 +102,6 @@ def _verdict(profile: Profile, pct: float) -> Severity | None:
     return None
 
 
-def _size(b: int) -> str:
-    for unit, n in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= n:
-            return f"{b / n:g} {unit}"
-    return f"{b} B"
-
-
 def _evidence(profile: Profile, cls: str, measured: float, expected: float, pct: float) -> dict[str, Any]:
     return {
         "profile": profile.name,
@@ -143,8 +137,8 @@ def compare_bw(report: Report, profile: Profile) -> tuple[BwComparison | None, l
     large = [(s, b) for s, b in pts if s >= profile.large_message_B]
     if not large:
         msg = (
-            f"the sweep's largest all_reduce ({_size(pts[-1][0])}) is below "
-            f"{_size(profile.large_message_B)}, "
+            f"the sweep's largest all_reduce ({format_size(pts[-1][0])}) is below "
+            f"{format_size(profile.large_message_B)}, "
             f"where profile {profile.name}'s {exp:g} GB/s applies: busbw not compared"
         )
         return comp, [
@@ -163,7 +157,7 @@ def compare_bw(report: Report, profile: Profile) -> tuple[BwComparison | None, l
         return comp, []
     where = "one node" if shape.nnodes <= 1 else f"{shape.nnodes} nodes"
     msg = (
-        f"all_reduce busbw {best:.3g} GB/s at {_size(size)} is {comp.pct:.0f}% of the {exp:.3g} GB/s "
+        f"all_reduce busbw {best:.3g} GB/s at {format_size(size)} is {comp.pct:.0f}% of the {exp:.3g} GB/s "
         f"expected on {where} of {profile.name}"
     )
     ev = {
@@ -171,7 +165,7 @@ def compare_bw(report: Report, profile: Profile) -> tuple[BwComparison | None, l
         "size_B": size,
         "world_size": shape.world_size,
         "nnodes": shape.nnodes,
-        "rule": f"best busbw at sizes >= {_size(profile.large_message_B)}",
+        "rule": f"best busbw at sizes >= {format_size(profile.large_message_B)}",
     }
     if note:
         ev["scaling"] = note

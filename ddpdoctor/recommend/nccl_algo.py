@@ -23,6 +23,7 @@ from typing import Any
 
 from ddpdoctor.model.curve import TimeCurve
 from ddpdoctor.model.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
+from ddpdoctor.model.sizes import format_size
 from ddpdoctor.report.model import Recommendation, Report, Severity
 
 ID = "nccl_algo"
@@ -51,13 +52,6 @@ def override_value(arm: str, nccl_version: str | None) -> str:
     if v is not None and v[:2] <= PLAIN_SYNTAX_UP_TO:
         return f"NCCL_ALGO={arm}"
     return f"NCCL_ALGO=allreduce:{arm.lower()}"
-
-
-def _fmt_size(n: float) -> str:
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div:
-            return f"{n / div:g} {unit}"
-    return f"{n:g} B"
 
 
 def _margin(options: dict) -> float:
@@ -137,7 +131,7 @@ def _why_not(per_size: list[dict], reps: int, margin: float) -> str:
         return f"only {reps} repetition(s) paired with the default (need {MIN_REPS})"
     worst = min(per_size, key=lambda p: min(p["gain_pct"]))
     gains = "/".join(f"{g:+.1f} %" for g in worst["gain_pct"])
-    size = _fmt_size(worst["size_B"])
+    size = format_size(worst["size_B"])
     if max(worst["gain_pct"]) >= margin * 100:
         return f"won by {margin * 100:g} % only in some repetitions at {size} ({gains} per repetition)"
     if min(worst["gain_pct"]) < 0:
@@ -281,7 +275,7 @@ def recommend(report: Report, options: dict | None = None) -> list[Recommendatio
     facts = {
         "version": data.get("nccl_version"),
         "shape": f"{nodes} node(s) × {data.get('gpus_per_node')} GPU(s)",
-        "sizes": ", ".join(_fmt_size(s) for s in cmp["job_sizes_B"]) or "none",
+        "sizes": ", ".join(format_size(s) for s in cmp["job_sizes_B"]) or "none",
         "predicted": _prediction_text(rows, source),
     }
     evidence: dict[str, Any] = {
@@ -353,6 +347,6 @@ def _prediction_text(rows: list[dict], source: dict) -> str:
         return f" No predictions for other node counts: {source.get('reason') or source.get('inter_GBps')}."
     by_nodes: dict[int, list[str]] = {}
     for r in rows:
-        by_nodes.setdefault(r["nnodes"], []).append(f"{r['algo']}/{r['proto']} at {_fmt_size(r['size_B'])}")
+        by_nodes.setdefault(r["nnodes"], []).append(f"{r['algo']}/{r['proto']} at {format_size(r['size_B'])}")
     parts = "; ".join(f"{nn} nodes: {', '.join(v)}" for nn, v in by_nodes.items())
     return f" {PREDICTION_LABEL[0].upper()}{PREDICTION_LABEL[1:]}, what NCCL would pick by default — {parts}."

@@ -27,6 +27,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ddpdoctor.commands import recommend_args
 from ddpdoctor.events import EventTail
 from ddpdoctor.launch import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.registry import RegistryError, discover, select
@@ -223,6 +224,8 @@ def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[
         "check_paths": [str(Path(p).resolve()) for p in args.checks_path],
         "budget_scale": args.budget_scale,
         "options": check_options(args),
+        "profile": recommend_args.profile_option(args),
+        "recommend": recommend_args.recommend_options(args),
         "events": events,
         "report": report,
         "backend": backend,
@@ -279,7 +282,9 @@ def run_check(args: argparse.Namespace) -> int:
                            rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                            rdzv_timeout_s=args.rdzv_timeout, env=os.environ)
         check_options(args)
-    except LaunchError as e:
+        recommend_args.profile_option(args)
+        recommend_args.recommend_options(args)
+    except (LaunchError, recommend_args.OptionError) as e:
         _error(f"ddpdoctor check: {e}")
         return 2
     codes = [s.code for s in specs]
