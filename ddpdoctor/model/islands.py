@@ -17,6 +17,7 @@ Then the islands are cross-checked with the node map (hostnames) and, where know
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import operator
@@ -30,6 +31,8 @@ from ddpdoctor.model.p2p_links import Links
 # Smallest ratio between the slowest fast link and the fastest slow one that counts as a clear gap
 # (our choice: above run-to-run noise of one link, below the 2x+ steps between link classes).
 GAP_MIN = 1.5
+EXACT_GAP_LIMIT = 32768  # figures sorted whole: all links of up to 256 ranks
+_CANDIDATES = 2  # sample gaps checked against all figures
 
 
 @dataclass
@@ -81,21 +84,38 @@ class Islands:
 
 
 def find_gap(values: list[float]) -> Gap | None:
-    """The widest ratio between consecutive link figures, if it is a clear gap."""
-    positive = sorted(filter((0.0).__lt__, values))
+    """The widest ratio between consecutive link figures, if it is a clear gap.
+
+    Up to ``EXACT_GAP_LIMIT`` figures are sorted whole. Beyond (a 1024-rank matrix has half a million
+    links, and sorting them costs more than everything else), the widest gaps of an even sample are
+    the candidates, and each candidate's edges are then found exactly among all figures: the result is
+    a true gap with exact edges, though a class of fewer links than the sample's stride may go unseen."""
+    if not values:
+        return None
+    positive = values if min(values) > 0 else list(filter((0.0).__lt__, values))
     if not positive:
         return None
     if len(positive) < len(values):  # a dead link (0 GB/s) against working ones: the widest gap
-        return Gap(0.0, positive[0], positive[0] / 2)
-    if len(positive) < 2:
+        low = min(positive)
+        return Gap(0.0, low, low / 2)
+    stride = -(-len(positive) // EXACT_GAP_LIMIT)
+    s = sorted(positive[::stride])
+    if len(s) < 2:
         return None
-    ratios = list(map(operator.truediv, itertools.islice(positive, 1, None), positive))
-    widest = max(ratios)
-    if widest < GAP_MIN:
-        return None
-    k = ratios.index(widest)
-    below, above = positive[k], positive[k + 1]
-    return Gap(below, above, math.sqrt(below * above))
+    ratios = list(map(operator.truediv, itertools.islice(s, 1, None), s))
+    if stride == 1:
+        k = ratios.index(max(ratios))
+        gap = Gap(s[k], s[k + 1], math.sqrt(s[k] * s[k + 1]))
+        return gap if gap.ratio >= GAP_MIN else None
+    best = None
+    for k in heapq.nlargest(_CANDIDATES, range(len(ratios)), key=ratios.__getitem__):
+        if ratios[k] < GAP_MIN:
+            break
+        t = math.sqrt(s[k] * s[k + 1])
+        below, above = max(filter(t.__gt__, positive)), min(filter(t.__le__, positive))
+        if above / below >= GAP_MIN and (best is None or above / below > best.ratio):
+            best = Gap(below, above, math.sqrt(below * above))
+    return best
 
 
 def find_islands(links: Links, world: WorldInfo, nvlink: dict[str, list[list[int]]] | None = None) -> Islands:

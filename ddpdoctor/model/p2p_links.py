@@ -64,6 +64,7 @@ class Links:
     """Undirected link bandwidth (GB/s) between every pair of ranks; None = not measured."""
 
     def __init__(self, values: Sequence[Sequence[Any]] | None, n: int | None = None):
+        self._known: list[float] | None = None
         if values is None:
             if n is None:
                 raise LinkMatrixError("no matrix and no world size")
@@ -118,9 +119,12 @@ class Links:
                 yield i, i + 1 + k
 
     def known_values(self) -> list[float]:
-        return [v for row in self._up for v in row if v is not None]
+        """Every link figure (one per measured pair), computed once."""
+        if self._known is None:
+            self._known = [v for row in self._up for v in row if v is not None]
+        return self._known
 
     def coverage(self) -> float:
         """Share of unordered pairs with a link figure (1.0 for a world of one)."""
         pairs = self.n * (self.n - 1) // 2
-        return sum(1 for row in self._up for v in row if v is not None) / pairs if pairs else 1.0
+        return len(self.known_values()) / pairs if pairs else 1.0

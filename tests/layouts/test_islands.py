@@ -1,12 +1,13 @@
 """Islands from the measured matrix: gaps, noise, missing cells, stray links, the node map and NVLink."""
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.islands import GAP_MIN, find_gap, find_islands, nvlink_domains
+from ddpdoctor.model.islands import EXACT_GAP_LIMIT, GAP_MIN, find_gap, find_islands, nvlink_domains
 from ddpdoctor.model.p2p_links import LinkMatrixError, Links
 from ddpdoctor.model.topo_analysis import nvlink_matrix
 from ddpdoctor.model.topology import NodeTopology
@@ -103,6 +104,21 @@ def test_gap_rules():
     assert (g.below_GBps, g.above_GBps) == (0.025, 0.5)
     dead = find_gap([0.0, 2.0, 2.1])
     assert dead.below_GBps == 0.0 and dead.above_GBps == 2.0 and dead.ratio == float("inf")
+
+
+def test_gap_in_a_sample_of_many_links_has_the_exact_edges():
+    """Beyond EXACT_GAP_LIMIT figures the gap is sought in a sample; its edges are exact all the same."""
+    rnd = random.Random(5)
+    slow = [rnd.uniform(40, 50) for _ in range(EXACT_GAP_LIMIT * 3)]
+    fast = [rnd.uniform(300, 380) for _ in range(2000)]
+    values = slow + fast
+    rnd.shuffle(values)
+    g = find_gap(values)
+    assert (g.below_GBps, g.above_GBps) == (max(slow), min(fast))
+    values.append(120.0)  # one odd link inside the gap: the edges move to it
+    g = find_gap(values)
+    assert (g.below_GBps, g.above_GBps) == (120.0, min(fast))
+    assert find_gap([45.0 + k * 1e-6 for k in range(EXACT_GAP_LIMIT * 2)]) is None
 
 
 def test_pcie_box_with_nvlink_bridge_pairs_gives_pair_islands_that_agree_with_nvlink():
