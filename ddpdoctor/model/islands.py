@@ -203,9 +203,9 @@ def _ordered_groups(comp: list[int], world: WorldInfo) -> list[list[int]]:
     return sorted((sorted(g, key=key) for g in groups.values()), key=min)
 
 
-def _median_between(links: Links, a: list[int], b: list[int]) -> float | None:
-    vals = [v for x in a[:32] for y in b[:32] if x != y and (v := links.get(x, y)) is not None]
-    return statistics.median(vals) if vals else None
+def _ranks_of_host(world: WorldInfo, host: str) -> list[int]:
+    # by name, not by node_rank: a lost rank's entry carries node_rank -1
+    return [r.rank for r in world.ranks if r.hostname == host]
 
 
 def _fmt(v: float | None) -> str:
@@ -227,15 +227,15 @@ def _cross_check_nodes(isl: Islands, links: Links, world: WorldInfo) -> None:
                 f"island {_ranks(g)} spans nodes {', '.join(hosts)}: links between them measure as fast "
                 "as inside a node (a multi-node NVLink domain, or intra-node links as slow as the network)"
             )
-    for node, host in enumerate(world.nodes):
-        mine = world.ranks_on_node(node)
+    for host in world.nodes:
+        mine = _ranks_of_host(world, host)
         parts = [g for g in isl.groups if set(g) & set(mine)]
         if len(parts) > 1 and isl.source == "matrix":
             isl.agrees_with_nodes = False
             inside = statistics.median(
-                [v for g in parts for v in [_median_between(links, g, g)] if v is not None] or [0.0]
+                [v for g in parts for v in [links.median_between(g, g)] if v is not None] or [0.0]
             )
-            across = _median_between(links, parts[0], [r for g in parts[1:] for r in g])
+            across = links.median_between(parts[0], [r for g in parts[1:] for r in g])
             isl.notes.append(
                 f"node {host} holds {len(parts)} islands {', '.join(_ranks(g) for g in parts)}: links "
                 f"between them {_fmt(across)} vs {_fmt(inside)} inside (a link down, or GPUs in "
@@ -245,11 +245,11 @@ def _cross_check_nodes(isl: Islands, links: Links, world: WorldInfo) -> None:
 
 def _cross_check_nvlink(isl: Islands, world: WorldInfo, nvlink: dict[str, list[list[int]]]) -> None:
     isl.agrees_with_nvlink = True
-    for node, host in enumerate(world.nodes):
+    for host in world.nodes:
         domains = nvlink.get(host)
         if not domains or all(len(d) < 2 for d in domains):
             continue  # no NVLink on this node: nothing to compare
-        mine = world.ranks_on_node(node)
+        mine = _ranks_of_host(world, host)
         by_gpu = {world.ranks[r].local_rank: r for r in mine}
         expected = sorted(sorted(by_gpu[g] for g in d if g in by_gpu) for d in domains)
         expected = [e for e in expected if e]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -60,22 +59,17 @@ class LinkModel:
         v = self._links.get(i, j)
         if v is not None or i == j:
             return v
-        a, b = sorted((self.island_of[i], self.island_of[j]))
-        if (a, b) not in self._estimates:
-            self._estimates[(a, b)] = self._median(self._groups[a], self._groups[b])
-        return self._estimates[(a, b)]
+        return self.typical(self.island_of[i], self.island_of[j])
 
-    def measured(self, i: int, j: int) -> float | None:
-        return self._links.get(i, j)
+    def typical(self, a: int, b: int) -> float | None:
+        """Typical link between islands a and b (between mates of one island when a == b)."""
+        key = (a, b) if a <= b else (b, a)
+        if key not in self._estimates:
+            self._estimates[key] = self._links.median_between(self._groups[key[0]], self._groups[key[1]])
+        return self._estimates[key]
 
     def estimated(self, i: int, j: int) -> bool:
         return i != j and self._links.get(i, j) is None and self.bw(i, j) is not None
-
-    def _median(self, a: list[int], b: list[int]) -> float | None:
-        vals = [v for x, y in zip(a, b) if x != y and (v := self._links.get(x, y)) is not None]
-        if len(vals) < 3:  # few rail-aligned pairs: widen to a bounded sample of all pairs
-            vals += [v for x in a[:32] for y in b[:32] if x != y and (v := self._links.get(x, y)) is not None]
-        return statistics.median(vals) if vals else None
 
 
 # -- rails -----------------------------------------------------------------------------------------

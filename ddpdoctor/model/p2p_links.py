@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import operator
+import statistics
 from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -117,6 +118,15 @@ class Links:
                 hits = [k for k, v in enumerate(row) if v is not None and v >= at_least]
             for k in hits:
                 yield i, i + 1 + k
+
+    def median_between(self, a: Sequence[int], b: Sequence[int]) -> float | None:
+        """Typical link between two groups of ranks: the median over pairs at the same position in each
+        list (rail-aligned when the lists are in local-rank order), widened to a bounded sample of all
+        pairs when fewer than three of those were measured; None when none was."""
+        vals = [v for x, y in zip(a, b) if x != y and (v := self.get(x, y)) is not None]
+        if len(vals) < 3:
+            vals += [v for x in a[:32] for y in b[:32] if x != y and (v := self.get(x, y)) is not None]
+        return statistics.median(vals) if vals else None
 
     def known_values(self) -> list[float]:
         """Every link figure (one per measured pair), computed once."""

@@ -5,14 +5,17 @@ order: its bottleneck (higher is better), its island crossings (fewer is better:
 network hop, and the P2P matrix measured links one pair at a time, so hops that share a NIC are slower
 together than their figures say), then its other links, slowest first.
 
-* Exact for up to ``EXACT_LIMIT`` ranks: the best bottleneck by a threshold search whose feasibility
-  test is a Held–Karp style bitmask dynamic program, then the fewest crossings at that bottleneck.
+* Exact for up to ``EXACT_LIMIT`` ranks: the best bottleneck t* by a threshold search whose
+  feasibility test is a Held–Karp style bitmask dynamic program; then, among rings whose bottleneck
+  is within the noise of t* (``SIGNIFICANT``), the fewest crossings (t* itself when that costs none).
 * Beyond: islands kept contiguous, visited in a "snake" (every other island walked backwards) so that
   each crossing joins ranks at the same position in their islands — the same local rank, so the same
   rail when nodes are alike — then 2-opt moves that replace slow links without adding crossings.
+  Both finish with 2-opt moves that replace two links by two links faster, beyond the noise, than
+  the slower of the two they replace.
 
-Links come from a *link source*: ``bw(i, j)`` (GB/s, measured or estimated, None when unknown) and
-``estimated(i, j)``; ``island_of[rank]`` says which island a rank belongs to.
+Links come from a *link source*: ``bw(i, j)`` (GB/s, measured or estimated, None when unknown),
+``estimated(i, j)``, ``typical(a, b)`` between islands a and b, and ``island_of[rank]``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class LinkSource(Protocol):
     def bw(self, i: int, j: int) -> float | None: ...
 
     def estimated(self, i: int, j: int) -> bool: ...
+
+    def typical(self, a: int, b: int) -> float | None: ...  # between islands a and b
 
 
 @dataclass
@@ -135,18 +140,11 @@ def _groups(members: list[int], island: Sequence[int]) -> list[list[int]]:
     return list(out.values())
 
 
-def _island_bw(a: list[int], b: list[int], links: LinkSource) -> float:
-    """Typical link between two islands: rail-aligned pairs (same position) first, else any pair."""
-    vals = [f for x, y in zip(a, b) if (f := links.bw(x, y)) is not None]
-    if not vals:
-        vals = [f for x in a[:16] for y in b[:16] if (f := links.bw(x, y)) is not None]
-    return statistics.median(vals) if vals else 0.0
-
-
 def _snake(members: list[int], links: LinkSource) -> list[int]:
     groups = _groups(members, links.island_of)
     if 3 <= len(groups) <= EXACT_LIMIT:
-        w = [[_island_bw(a, b, links) if a is not b else 0.0 for b in groups] for a in groups]
+        isl = [links.island_of[g[0]] for g in groups]
+        w = [[(links.typical(a, b) or 0.0) if a != b else 0.0 for b in isl] for a in isl]
         groups = [groups[k] for k in _exact_order(len(groups), lambda i, j: w[i][j])]
     out: list[int] = []
     for k, g in enumerate(groups):

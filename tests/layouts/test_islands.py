@@ -79,6 +79,17 @@ def test_a_rank_without_any_measured_link_joins_its_node():
     assert isl.groups == [[0, 1, 2, 3], [4, 5, 6, 7]] and isl.placed_by_node_map == [5]
 
 
+def test_a_lost_rank_stands_alone_and_the_cross_check_still_reads_the_nodes():
+    ranks = ranks_for(2, 4)
+    ranks[5] = {"rank": 5, "hostname": "?", "node_rank": -1, "missing": True}  # as the worker records it
+    values = matrix(ranks_for(2, 4))
+    for j in range(8):
+        set_link(values, 5, j, None)
+    isl = islands_of(values, ranks)
+    assert isl.groups == [[0, 1, 2, 3], [4, 6, 7], [5]] and isl.placed_by_node_map == [5]
+    assert isl.agrees_with_nodes and not isl.notes
+
+
 def test_nothing_measured_falls_back_to_the_node_map():
     ranks = ranks_for(3, 2, interleave=True)
     isl = find_islands(Links(None, n=6), WorldInfo.from_dicts(ranks))

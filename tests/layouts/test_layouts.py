@@ -1,6 +1,8 @@
 """The whole analysis: DDP ring, HSDP and TP×DP meshes, rails, and the cost of a proposed layout."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,16 @@ def test_bad_rank_lists_are_refused():
         analyze([[None, 1.0], [1.0, None]], [{"rank": 0, "hostname": "a"}, {"rank": 2, "hostname": "a"}])
     with pytest.raises(ValueError, match="3 rows but the run has 2 ranks"):
         analyze([[None, 1, 1], [1, None, 1], [1, 1, None]], ranks_for(1, 2))
+
+
+def test_layout_modules_never_import_torch():
+    code = (
+        "import sys, json\n"
+        "import ddpdoctor.model.layouts, ddpdoctor.model.layout_code, ddpdoctor.recommend.layouts\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'textual'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
