@@ -213,18 +213,20 @@ def rail_aligned(
 @dataclass
 class DdpPlan:
     default: Ring  # ranks 0..n-1
-    best: Ring
-    reorder: bool  # the best ring is clearly better (rings.better)
-    nodes_default: list[str]  # node order along each ring: what NCCL follows between nodes
-    nodes_best: list[str]
+    best: Ring  # the best ring the search found
+    reorder: bool  # it is clearly better than the default (rings.better)
+    nodes: list[str]  # node order along the recommended ring: what NCCL follows between nodes
+
+    @property
+    def recommended(self) -> Ring:
+        return self.best if self.reorder else self.default
 
     def to_dict(self) -> dict:
         return {
             "default": self.default.to_dict(),
             "best": self.best.to_dict(),
             "reorder": self.reorder,
-            "nodes_default": self.nodes_default,
-            "nodes_best": self.nodes_best,
+            "nodes": self.nodes,
         }
 
 
@@ -303,9 +305,7 @@ def analyze(
     default = ring_of(range(world.world_size), model)
     best = best_ring(order, model)
     reorder = better(best, default)
-    if not reorder:
-        best = default
-    ddp = DdpPlan(default, best, reorder, _node_order(default.order, world), _node_order(best.order, world))
+    ddp = DdpPlan(default, best, reorder, _node_order((best if reorder else default).order, world))
     return ClusterLayouts(
         world,
         links,
@@ -424,13 +424,15 @@ def _compare(dim: str, p: DimCost, r: DimCost, cl: ClusterLayouts, rec: MeshLayo
     word = cl.island_word
     w, rw = p.worst, r.worst
     name = dim.upper()
-    head = f"{name} ({len(p.groups)} groups of {len(p.groups[0].ranks)})"
+    count = len(p.groups)
+    head = f"{name} ({count} group{'s' if count > 1 else ''} of {len(p.groups[0].ranks)})"
     link = f" {w.slowest_link[0]}↔{w.slowest_link[1]}" if w.slowest_link else ""
     span = p.spanning
     if span:
-        where = f"{len(span)} span {word}s, e.g. {span[0].ranks[:8]}{'…' if len(span[0].ranks) > 8 else ''}"
+        more = "…" if len(span[0].ranks) > 8 else ""
+        where = f"{len(span)} of {count} span {word}s, e.g. {span[0].ranks[:8]}{more}"
     else:
-        where = f"each inside one {word}"
+        where = "inside one " + word if count == 1 else f"each inside one {word}"
     text = f"{head}: {where}; {p.measure}{link} {_gbps(w.slowest_GBps, w.estimated)}"
     ref = f"{_gbps(rw.slowest_GBps, rw.estimated)} with {rec.spec}" + (
         "" if rec.is_default else " (ranks reordered)"

@@ -171,7 +171,7 @@ def _ddp(cl: ClusterLayouts) -> Recommendation:
     ev.update(_ring_evidence("rank_order_ring", d))
     ev.update(_ring_evidence("best_ring", b))
     ev["best_ring_exact"] = b.exact
-    ev["node_order"] = plan.nodes_best
+    ev["node_order"] = plan.nodes
     data = {"rank_order_ring": d.to_dict(), "best_ring": b.to_dict(), "islands": cl.islands.to_dict()}
     data["rank_order_ring"]["links_GBps"] = d.links_GBps
     data["best_ring"]["links_GBps"] = b.links_GBps
@@ -185,7 +185,8 @@ def _ddp(cl: ClusterLayouts) -> Recommendation:
         else:
             search = "an exhaustive search" if b.exact else "the search (islands kept together)"
             why = (
-                f"{said}; {search} found nothing clearly better (a faster bottleneck by more than "
+                f"{said}; the ring found by {search} runs at {_fmt(b.bottleneck_GBps)} with "
+                f"{b.crossings} crossing(s): no clear gain (that takes a bottleneck faster by more than "
                 f"{SIGNIFICANT:.1f}×, or fewer crossings)"
             )
         return Recommendation(
@@ -201,7 +202,7 @@ def _ddp(cl: ClusterLayouts) -> Recommendation:
         f"{said[0].upper()}{said[1:]}; ring {compact_ranks(b.order)} runs at {_fmt(b.bottleneck_GBps)} "
         f"(slowest link {_link(b)}) with {b.crossings} crossing(s). A ring runs at the speed of its slowest "
         f"link, and each crossing is a network hop that shares its NIC with the others (the matrix "
-        f"measured links one pair at a time). {_GLOO}; {_NCCL} ({' → '.join(plan.nodes_best)}). "
+        f"measured links one pair at a time). {_GLOO}; {_NCCL} ({' → '.join(plan.nodes)}). "
         "The snippet renumbers the ranks at init_process_group."
     )
     return Recommendation(
@@ -342,7 +343,7 @@ def _check(cl: ClusterLayouts, layout: str) -> Recommendation:
         value=value,
         evidence=ev,
         confidence=_confidence(cl, estimated=est),
-        rationale=head + ". " + "; ".join(chk.messages) + ".",
+        rationale=". ".join([head, *(["; ".join(chk.messages)] if chk.messages else [])]) + ".",
         snippet=mesh_snippet(mesh, []),
         data={"check": chk.to_dict()},
     )

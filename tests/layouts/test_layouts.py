@@ -23,7 +23,7 @@ def hgx_pair():
 def test_contiguous_nodes_keep_the_defaults_and_get_init_device_mesh():
     ranks = ranks_for(2, 4)
     cl = analyze(matrix(ranks), ranks)
-    assert not cl.ddp.reorder and cl.ddp.best.order == list(range(8))
+    assert not cl.ddp.reorder and cl.ddp.recommended.order == list(range(8))
     assert cl.hsdp.mesh.dims == ("replicate", "shard") and cl.hsdp.mesh.sizes == (2, 4)
     assert cl.hsdp.mesh.is_default and cl.tp_dp.mesh.is_default
     assert cl.tp_dp.mesh.groups("tp") == [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -37,7 +37,7 @@ def test_interleaved_ranks_get_a_reordered_mesh_and_ring():
     ranks = ranks_for(2, 4, interleave=True)
     cl = analyze(matrix(ranks), ranks)
     assert cl.ddp.reorder and cl.ddp.best.crossings == 2 and cl.ddp.default.crossings == 8
-    assert cl.ddp.nodes_best == ["node0", "node1"]
+    assert cl.ddp.nodes == ["node0", "node1"] and cl.ddp.recommended is cl.ddp.best
     mesh = cl.tp_dp.mesh
     assert not mesh.is_default and mesh.nested() == [[0, 2, 4, 6], [1, 3, 5, 7]]
     assert mesh.groups("dp") == [[0, 1], [2, 3], [4, 5], [6, 7]]
@@ -79,7 +79,7 @@ def test_hgx_pair_from_real_topology():
     assert 40 < cl.tp_dp.costs["dp"].worst.slowest_GBps < 46  # 400 Gb/s NDR at 90%
     chk = check_layout(cl, "tp=8,dp=2")
     assert chk.worse and chk.recommended.spec.dims == ("dp", "tp")
-    assert chk.messages[0].startswith("TP (2 groups of 8): 2 span nodes")
+    assert chk.messages[0].startswith("TP (2 groups of 8): 2 of 2 span nodes")
     assert "vs 3" in chk.messages[0] and "with dp=2,tp=8" in chk.messages[0]
     assert not check_layout(cl, "dp=2,tp=8").worse
 
@@ -125,7 +125,7 @@ def test_no_matrix_still_says_which_groups_span_nodes():
     assert cl.islands.source == "node map" and cl.ddp.default.bottleneck_GBps is None
     chk = check_layout(cl, "tp=4,dp=2")
     assert len(chk.proposed_costs["tp"].spanning) == 2 and not chk.worse
-    assert "2 span nodes" in chk.messages[0] and "unmeasured" in chk.messages[0]
+    assert "2 of 2 span nodes" in chk.messages[0] and "unmeasured" in chk.messages[0]
 
 
 def test_bad_rank_lists_are_refused():

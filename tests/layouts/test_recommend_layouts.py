@@ -131,3 +131,14 @@ def test_topology_from_the_report_feeds_rails_and_nvlink(source):
     assert "NOT rail-aligned" in tp.rationale
     assert tp.data["plan"]["mesh"]["init_device_mesh"] is True
     assert recs["layout_ddp"].value == "keep the default"
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_tiny_worlds_keep_the_defaults(n):
+    ranks = ranks_for(1, n)
+    recs = by_id(recommend(report_with(matrix(ranks), ranks), layout=f"dp={n}"))
+    assert [recs[i].value for i in IDS] == ["keep the default"] * 3
+    assert recs["layout_check"].value == "as good as the recommended layout"
+    for r in recs.values():
+        if r.snippet:
+            ast.parse(r.snippet)
