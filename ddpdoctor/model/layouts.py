@@ -94,7 +94,9 @@ def rank_rails(world: WorldInfo, rails: dict[str, list[dict]] | None) -> list[st
     out: list[str | None] = []
     for r in world.ranks:
         host = (rails or {}).get(r.hostname) or []
-        out.append(next((x.get("nic") for x in host if x.get("gpu") == r.local_rank), None))
+        out.append(
+            next((x.get("nic") for x in host if isinstance(x, dict) and x.get("gpu") == r.local_rank), None)
+        )
     return out
 
 
@@ -336,12 +338,8 @@ def _mesh_plan(
     n = world.world_size
     what = "HSDP" if kind == "hsdp" else "TP×DP"
     if len(islands.groups) == 1:
-        why = (
-            "no measured link"
-            if islands.source == "node map"
-            else "links are uniform"
-            if (islands.source == "uniform")
-            else "one island"
+        why = {"node map": "no measured link", "uniform": "links are uniform"}.get(
+            islands.source, "one island"
         )
         default = (
             "FSDP over all ranks: there is no slower level to replicate across"

@@ -55,7 +55,7 @@ def recommend(report: Report, layout: str | None = None) -> list[Recommendation]
     try:
         cl = analyze(matrix["values"], ranks, nvlink=nvlink, rails=rails)
     except ValueError as e:
-        why = f"P2P001's matrix could not be used: {e}"
+        why = f"the report's P2P001/topology data could not be used: {e}"
         ids = ("layout_ddp", "layout_hsdp", "layout_tp_dp") + (
             ("layout_check",) if layout is not None else ()
         )
@@ -88,8 +88,12 @@ def _node_data(report: Report, code: str) -> dict[str, dict]:
 
 def _topology(report: Report) -> tuple[dict[str, dict], dict[str, list[dict]]]:
     """hostname -> NVLink matrix, hostname -> rails: NVL001 and IB001 first, GPU001's snapshots else."""
-    nvlink = {h: d["matrix"] for h, d in _node_data(report, "NVL001").items() if "matrix" in d}
-    rails = {h: d["rails"] for h, d in _node_data(report, "IB001").items() if "rails" in d}
+    nvlink = {
+        h: d["matrix"] for h, d in _node_data(report, "NVL001").items() if isinstance(d.get("matrix"), dict)
+    }
+    rails = {
+        h: d["rails"] for h, d in _node_data(report, "IB001").items() if isinstance(d.get("rails"), list)
+    }
     for host, d in _node_data(report, "GPU001").items():
         if "topology" not in d or (host in nvlink and host in rails):
             continue

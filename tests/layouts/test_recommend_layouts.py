@@ -100,6 +100,9 @@ def test_bad_inputs_become_clear_recommendations_not_exceptions():
     bad = report_with([[None, "x", 1, 1], [1, None, 1, 1], [1, 1, None, 1], [1, 1, 1, None]], ranks)
     recs = recommend(bad, layout="dp=2,tp=2")
     assert all("cell [0][1] is 'x'" in r.evidence["missing"] for r in recs) and len(recs) == 4
+    junk = [CheckResult(code="IB001", title="ib", data={"nodes": {"node0": {"data": {"rails": [1, None]}}}}),
+            CheckResult(code="NVL001", title="nvl", data={"nodes": {"node0": {"data": {"matrix": "?"}}}})]  # fmt: skip
+    assert by_id(recommend(report_with(matrix(ranks), ranks, junk)))["layout_tp_dp"].value == "dp=2,tp=2"
     invalid = by_id(recommend(report_with(matrix(ranks), ranks), layout="dp=3,tp=2"))["layout_check"]
     assert invalid.value == "invalid layout" and "6 ranks, but the world has 4" in invalid.rationale
     typo = by_id(recommend(Report(ranks=ranks), layout="tpp=4"))["layout_check"]
