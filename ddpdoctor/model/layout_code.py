@@ -96,15 +96,16 @@ def device_mesh_code(mesh: MeshLayout, device_type: str = "cuda") -> str:
                 f'mesh = init_device_mesh("{device_type}", {shape}, mesh_dim_names={names})',
             ]
         )
-    prefix = f'mesh = DeviceMesh(\n    "{device_type}",\n    torch.tensor('
+    prefix = f'mesh = DeviceMesh(\n    "{device_type}",\n    mesh=torch.tensor('
     return "\n".join(
         [
             "import torch",
             "from torch.distributed.device_mesh import DeviceMesh",
             "",
             "# init_device_mesh would place ranks 0..n-1 in order; here the ranks are reordered so that",
-            "# each group lies where the measurements say it should (mesh[i][j] is the rank at (i, j)).",
-            prefix + _literal(mesh.nested(), 17) + "),",
+            "# each group lies where the measurements say it should (the tensor holds the rank at each",
+            "# mesh coordinate).",
+            prefix + _literal(mesh.nested(), 22) + "),",
             f"    mesh_dim_names={names},",
             ")",
         ]

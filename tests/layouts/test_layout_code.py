@@ -57,7 +57,8 @@ def test_reordered_mesh_prints_an_explicit_device_mesh():
     tree = ast.parse(device_mesh_code(mesh, device_type="cpu"))
     c = call(tree, "DeviceMesh")
     assert ast.literal_eval(c.args[0]) == "cpu"
-    assert ast.literal_eval(call(c, "tensor").args[0]) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    tensor = next(k.value for k in c.keywords if k.arg == "mesh")
+    assert ast.literal_eval(call(tensor, "tensor").args[0]) == [[0, 2, 4, 6], [1, 3, 5, 7]]
 
 
 def test_new_group_code_lists_every_group_of_every_dimension():
