@@ -37,6 +37,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="extra check file or folder (repeatable)")
     s.add_argument("--budget-scale", type=float, default=1.0, help="multiply every check's time budget")
     s.add_argument("--script", default=None, metavar="PATH", help="also lint this training script")
+    b = p.add_argument_group("bandwidth (BW001, P2P001)")
+    b.add_argument("--max-size", default=None, metavar="SIZE",
+                   help="largest collective size in the sweep, e.g. 64M (default 16M on gloo, 256M on NCCL)")
+    b.add_argument("--p2p-size", default=None, metavar="SIZE",
+                   help="point-to-point message size (default 8M on gloo, 256M on NCCL)")
+    b.add_argument("--p2p-mode", choices=("pairs", "sequential"), default=None,
+                   help="pairs: disjoint pairs measured at once, n-1 rounds (default); sequential: one pair at "
+                   "a time, contention-free")
+    b.add_argument("--p2p-plan", choices=("auto", "full", "rails"), default=None,
+                   help="full: every ordered pair; rails: full within nodes, across nodes same local rank "
+                   "only; auto (default): full up to 64 ranks")
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the checks (e.g. max_size=16777216, p2p_mode=sequential)")
     o = p.add_argument_group("output")
