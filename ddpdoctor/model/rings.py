@@ -52,6 +52,7 @@ class Ring:
     unknown_links: int = 0  # links with no figure at all
     exact: bool = False  # proven best (small worlds) rather than found by the heuristic
     links_GBps: list[float | None] = field(default_factory=list)  # link k joins order[k] and order[k+1]
+    bound_GBps: float | None = None  # exact searches: the fastest bottleneck any ring reaches
 
     def to_dict(self) -> dict:
         return {
@@ -62,6 +63,7 @@ class Ring:
             "estimated_links": self.estimated_links,
             "unknown_links": self.unknown_links,
             "exact": self.exact,
+            "bound_GBps": _round(self.bound_GBps),
         }
 
 
@@ -69,7 +71,7 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
 
-def ring_of(order: Sequence[int], links: LinkSource, exact: bool = False) -> Ring:
+def ring_of(order: Sequence[int], links: LinkSource, exact: bool = False, bound: float | None = None) -> Ring:
     """Judge a given ring order (the last rank links back to the first)."""
     n = len(order)
     order = list(order)
@@ -89,6 +91,7 @@ def ring_of(order: Sequence[int], links: LinkSource, exact: bool = False) -> Rin
         unknown_links=len(figures) - len(known),
         exact=exact,
         links_GBps=figures,
+        bound_GBps=bound,
     )
 
 
@@ -111,9 +114,10 @@ def best_ring(members: Sequence[int], links: LinkSource, exact_limit: int = EXAC
         found = heuristic
     elif len(members) <= 3:  # every order of three or fewer is the same ring
         found = ring_of(members, links, exact=True)
+        found.bound_GBps = found.bottleneck_GBps
     else:
         found = _exact(members, links, heuristic)
-    return ring_of(_canonical(found.order, links.island_of), links, exact=found.exact)
+    return ring_of(_canonical(found.order, links.island_of), links, exact=found.exact, bound=found.bound_GBps)
 
 
 def _canonical(order: list[int], island: Sequence[int]) -> list[int]:
@@ -226,12 +230,12 @@ def _exact(members: list[int], links: LinkSource, heuristic: Ring) -> Ring:
     n_islands = len({island[r] for r in members})
     fewest = n_islands if n_islands > 1 else 0
     if lower >= tolerated and heuristic.crossings == fewest:
-        return ring_of(heuristic.order, links, exact=True)
+        return ring_of(heuristic.order, links, exact=True, bound=best_t or None)
     cross = [[int(island[members[i]] != island[members[j]]) for j in range(m)] for i in range(m)]
     at_best, c_best = _fewest_crossings(_adjacency(weights, best_t), cross)
     within, c_within = _fewest_crossings(_adjacency(weights, tolerated), cross)
     local = at_best if c_best <= c_within else within
-    return ring_of(_improve([members[i] for i in local], links), links, exact=True)
+    return ring_of(_improve([members[i] for i in local], links), links, exact=True, bound=best_t or None)
 
 
 def _adjacency(weights: list[list[float]], t: float) -> list[int]:

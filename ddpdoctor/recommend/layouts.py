@@ -112,7 +112,7 @@ def _topology(report: Report) -> tuple[dict[str, dict], dict[str, list[dict]]]:
 
 
 def _gbps(v: float | None) -> float | None:
-    return None if v is None else round(v, 3)
+    return None if v is None else float(f"{v:.4g}")  # 4 significant digits: gloo links are 0.01 GB/s
 
 
 def _fmt(v: float | None) -> str:
@@ -175,6 +175,8 @@ def _ddp(cl: ClusterLayouts) -> Recommendation:
     ev.update(_ring_evidence("rank_order_ring", d))
     ev.update(_ring_evidence("best_ring", b))
     ev["best_ring_exact"] = b.exact
+    if b.bound_GBps is not None:
+        ev["fastest_possible_bottleneck_GBps"] = _gbps(b.bound_GBps)
     ev["node_order"] = plan.nodes
     data = {"rank_order_ring": d.to_dict(), "best_ring": b.to_dict(), "islands": cl.islands.to_dict()}
     data["rank_order_ring"]["links_GBps"] = d.links_GBps
@@ -187,12 +189,18 @@ def _ddp(cl: ClusterLayouts) -> Recommendation:
         if cl.world.world_size < 3:
             why = f"with {cl.world.world_size} rank(s) every ring is the same"
         else:
-            search = "an exhaustive search" if b.exact else "the search (islands kept together)"
-            why = (
-                f"{said}; the ring found by {search} runs at {_fmt(b.bottleneck_GBps)} with "
-                f"{b.crossings} crossing(s): no clear gain (that takes a bottleneck faster by more than "
-                f"{SIGNIFICANT:.1f}×, or fewer crossings)"
-            )
+            if b.exact:
+                why = (
+                    f"{said}; an exhaustive search finds no clear gain: the fastest bottleneck any ring "
+                    f"reaches is {_fmt(b.bound_GBps)} (a gain needs more than {SIGNIFICANT:.1f}×), and no "
+                    f"ring within {SIGNIFICANT:.1f}× of it crosses fewer than {b.crossings} time(s)"
+                )
+            else:
+                why = (
+                    f"{said}; the search (islands kept together, crossings on equal local ranks) found "
+                    f"a ring at {_fmt(b.bottleneck_GBps)} with {b.crossings} crossing(s): no clear gain "
+                    f"(that takes a bottleneck faster by more than {SIGNIFICANT:.1f}×, or fewer crossings)"
+                )
         return Recommendation(
             id="layout_ddp",
             title=TITLES["layout_ddp"],
