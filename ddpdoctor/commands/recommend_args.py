@@ -20,6 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--profile", default=None, metavar="NAME|FILE",
                    help="judge bandwidth against this hardware profile (default: detected; "
                    "see `ddpdoctor profiles list`)")
+    g.add_argument("--layout", default=None, metavar="pp=..,dp=..,tp=..",
+                   help="a process-group layout to validate and cost: NAME=SIZE items (pp, dp, tp), outermost "
+                   "first, innermost last, as init_device_mesh's mesh_shape (dp=4,tp=8: TP groups of 8 "
+                   "consecutive ranks)")
 
 
 def profile_option(args: argparse.Namespace) -> str | None:
@@ -39,4 +43,14 @@ def profile_option(args: argparse.Namespace) -> str | None:
 
 def recommend_options(args: argparse.Namespace) -> dict[str, Any]:
     """What the recommendation builders read (docs/architecture.md, "Recommendations and profiles")."""
-    return {}
+    out: dict[str, Any] = {}
+    layout = getattr(args, "layout", None)
+    if layout:
+        from ddpdoctor.model.meshes import LayoutError, parse_layout
+
+        try:
+            parse_layout(layout)  # the world size is checked against the run's, in the recommendation
+        except LayoutError as e:
+            raise OptionError(f"--layout: {e}") from None
+        out["layout"] = layout
+    return out

@@ -14,9 +14,10 @@ from ddpdoctor.report.model import Recommendation, Report
 
 
 def recommend_from_report(report: Report, options: dict[str, Any] | None = None) -> list[Recommendation]:
-    from ddpdoctor.recommend import nccl_algo
+    from ddpdoctor.recommend import layouts, nccl_algo
 
     options = dict(options or {})
     recs: list[Recommendation] = []
     recs += nccl_algo.recommend(report, options)
+    recs += layouts.recommend(report, options.get("layout"))
     return recs
