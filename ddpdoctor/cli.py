@@ -15,7 +15,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lint": ("lint", "statically check a training script for DDP bugs"),
     "tui": ("tui", "the interactive terminal app: live checks, heatmaps, recommendations"),
     "report": ("report", "re-render or convert a saved report"),
+    "recommend": ("recommend", "recompute recommendations from a saved report (another model, layout, profile)"),
     "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
+    "profiles": ("profiles", "list, show or validate hardware profiles (expected bandwidth per link class)"),
 }
 
 

@@ -3,7 +3,7 @@ user check files given by path.
 
 A check module declares, at module level and without importing torch:
 
-    CODE = "COL001"            stable, unique, [A-Z]+[0-9]{3}
+    CODE = "COL001"            stable, unique: letters (digits allowed after the first, P2P) + 3 digits
     TITLE = "Collective correctness"
     KIND = "cluster"           "cluster" (runs on every rank under torchrun) or "script" (a lint rule)
     __doc__                    its documentation (lint rules: fixed sections, see ddpdoctor/lint)
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-CODE_RE = re.compile(r"^[A-Z]{2,5}[0-9]{3}$")
+CODE_RE = re.compile(r"^[A-Z][A-Z0-9]{1,4}[0-9]{3}$")  # ENV001, DDP301, P2P001
 KINDS = ("cluster", "script")
 
 

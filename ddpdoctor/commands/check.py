@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ddpdoctor.commands import recommend_args
+
 DESCRIPTION = """Run the cluster checks on every rank through torchrun (torch.distributed.run, c10d
 rendezvous). With no arguments: this machine, one rank per visible GPU on NCCL, or 2 CPU ranks on gloo.
 Across nodes run the same command on every node (torchrun semantics) or under `srun`."""
@@ -37,8 +39,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="extra check file or folder (repeatable)")
     s.add_argument("--budget-scale", type=float, default=1.0, help="multiply every check's time budget")
     s.add_argument("--script", default=None, metavar="PATH", help="also lint this training script")
+    b = p.add_argument_group("bandwidth (BW001, P2P001)")
+    b.add_argument("--max-size", default=None, metavar="SIZE",
+                   help="largest collective size in the sweep, e.g. 64M (default 16M on gloo, 256M on NCCL)")
+    b.add_argument("--p2p-size", default=None, metavar="SIZE",
+                   help="point-to-point message size (default 8M on gloo, 256M on NCCL)")
+    b.add_argument("--p2p-mode", choices=("pairs", "sequential"), default=None,
+                   help="pairs: disjoint pairs measured at once, n-1 rounds (default); sequential: one pair at "
+                   "a time, contention-free")
+    b.add_argument("--p2p-plan", choices=("auto", "full", "rails"), default=None,
+                   help="full: every ordered pair; rails: full within nodes, across nodes same local rank "
+                   "only; auto (default): full up to 64 ranks")
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the checks (e.g. max_size=16777216, p2p_mode=sequential)")
+    recommend_args.add_arguments(p)
     o = p.add_argument_group("output")
     o.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     o.add_argument("--junit", default=None, metavar="PATH", help="write JUnit XML here (CI gating)")

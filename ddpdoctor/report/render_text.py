@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ddpdoctor.report.model import Finding, Report, Severity, Status
+from ddpdoctor.report.model import Finding, Recommendation, Report, Severity, Status
 
 STATUS_STYLE = {
     Status.PASSED: ("✔", "green"),
@@ -36,6 +36,20 @@ def finding_text(f: Finding) -> Text:
     if f.hint:
         t.append(f"\n        hint: {f.hint}", style="dim")
     return t
+
+
+def recommendation_panel(rec: Recommendation, evidence: bool = False) -> Panel:
+    """One recommendation: value, confidence, why, the evidence (optional) and the snippet to paste."""
+    body = Text(f"{rec.value}", style="bold")
+    body.append(f"  (confidence: {rec.confidence})", style="dim")
+    if rec.rationale:
+        body.append(f"\n{rec.rationale}")
+    if evidence and rec.evidence:
+        for k, v in rec.evidence.items():
+            body.append(f"\n  {k}: {v}", style="dim")
+    if rec.snippet:
+        body.append(f"\n{rec.snippet}", style="cyan")
+    return Panel(body, title=rec.title, title_align="left", expand=False)
 
 
 class ReportView:
@@ -100,13 +114,7 @@ class ReportView:
         if self.report.recommendations:
             yield Text("")
             for rec in self.report.recommendations:
-                body = Text(f"{rec.value}", style="bold")
-                body.append(f"  (confidence: {rec.confidence})", style="dim")
-                if rec.rationale:
-                    body.append(f"\n{rec.rationale}")
-                if rec.snippet:
-                    body.append(f"\n{rec.snippet}", style="cyan")
-                yield Panel(body, title=rec.title, title_align="left", expand=False)
+                yield recommendation_panel(rec, evidence=self.verbose)
         yield Text("")
         yield self.verdict()
 

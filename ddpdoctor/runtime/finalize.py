@@ -67,17 +67,28 @@ def build_report(
         versions=runtime_versions(backend),
         checks=results,
     )
-    attach_recommendations(report, cfg)
+    attach_profile(report, cfg.get("profile"))
+    attach_recommendations(report, cfg.get("recommend") or {})
     return report
 
 
-def attach_recommendations(report: Report, cfg: dict) -> None:
-    """Recommendations are computed from the report itself (pure), when that module is present."""
+def attach_profile(report: Report, wanted: str | None) -> None:
+    """Judge the measured bandwidth against the chosen or detected hardware profile ("% of expected")."""
+    from ddpdoctor.baselines import ProfileError, apply_profile, resolve_profile
+
     try:
-        from ddpdoctor.recommend import recommend_from_report  # type: ignore[attr-defined]
-    except ImportError:
-        return
+        profile, how, found = resolve_profile(report, wanted)
+        if profile is not None:
+            apply_profile(report, profile, how, found)
+    except ProfileError as e:  # checked before launch; a file changed since then must not cost the report
+        report.run.setdefault("warnings", []).append(f"profile: {e}")
+
+
+def attach_recommendations(report: Report, options: dict) -> None:
+    """Recommendations are computed from the report itself (pure)."""
+    from ddpdoctor.recommend import recommend_from_report
+
     try:
-        report.recommendations = list(recommend_from_report(report, cfg.get("model") or {}))
+        report.recommendations = list(recommend_from_report(report, options))
     except Exception as e:  # a recommendation bug must not cost the user the report
         report.run.setdefault("warnings", []).append(f"recommendations failed: {type(e).__name__}: {e}")

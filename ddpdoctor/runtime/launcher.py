@@ -27,6 +27,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ddpdoctor.commands import recommend_args
 from ddpdoctor.events import EventTail
 from ddpdoctor.launch import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.registry import RegistryError, discover, select
@@ -197,13 +198,34 @@ def visible_gpus() -> int:
     return n
 
 
+def check_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The checks' options: --option KEY=VALUE pairs, then the dedicated flags (validated here, so a
+    bad value ends the run before anything is launched)."""
+    from ddpdoctor.model.sizes import parse_size
+
+    out = parse_options(args.option)
+    for flag, key in (("max_size", "max_size"), ("p2p_size", "p2p_size")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            try:
+                out[key] = parse_size(value)
+            except ValueError as e:
+                raise LaunchError(f"--{flag.replace('_', '-')}: {e}") from None
+    for flag in ("p2p_mode", "p2p_plan"):
+        if getattr(args, flag, None):
+            out[flag] = getattr(args, flag)
+    return out
+
+
 def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[str], backend: str,
                  events: str | None, report: str | None) -> dict[str, Any]:
     return {
         "checks": codes,
         "check_paths": [str(Path(p).resolve()) for p in args.checks_path],
         "budget_scale": args.budget_scale,
-        "options": parse_options(args.option),
+        "options": check_options(args),
+        "profile": recommend_args.profile_option(args),
+        "recommend": recommend_args.recommend_options(args),
         "events": events,
         "report": report,
         "backend": backend,
@@ -259,9 +281,10 @@ def run_check(args: argparse.Namespace) -> int:
         plan = plan_launch(nodes=args.nodes, nproc_per_node=nproc, node_rank=args.node_rank,
                            rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                            rdzv_timeout_s=args.rdzv_timeout, env=os.environ)
-        options_ok = parse_options(args.option)
-        del options_ok
-    except LaunchError as e:
+        check_options(args)
+        recommend_args.profile_option(args)
+        recommend_args.recommend_options(args)
+    except (LaunchError, recommend_args.OptionError) as e:
         _error(f"ddpdoctor check: {e}")
         return 2
     codes = [s.code for s in specs]

@@ -1,0 +1,53 @@
+"""`ddpdoctor recommend REPORT.json`: recommendations again, from a saved report, with other inputs.
+
+The measurements stay as they were; the profile they are judged against, the model whose buckets are
+simulated and a proposed layout can change. `--json OUT` saves the updated report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ddpdoctor.commands import recommend_args
+
+DESCRIPTION = """Recompute the recommendations (bucket_cap_mb, NCCL_ALGO, process-group layouts) and the
+profile verdicts from a saved `ddpdoctor check --json` report, e.g. for another model or layout."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("report", metavar="REPORT.json", help="a report written by `ddpdoctor check --json`")
+    recommend_args.add_arguments(p)
+    p.add_argument("--json", default=None, metavar="OUT", help="write the updated report here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ddpdoctor.report.io import ReportError, load_report, save_report
+    from ddpdoctor.report.render_text import recommendation_panel
+    from ddpdoctor.runtime.finalize import attach_profile, attach_recommendations
+
+    try:
+        report = load_report(args.report)
+        profile = recommend_args.profile_option(args)
+        options = recommend_args.recommend_options(args)
+    except (ReportError, recommend_args.OptionError) as e:
+        print(f"ddpdoctor recommend: {e}", file=sys.stderr)
+        return 2
+    attach_profile(report, profile)
+    attach_recommendations(report, options)
+    out = Console()
+    prof = report.run.get("profile") or {}
+    if prof:
+        out.print(f"[dim]profile: {prof.get('name')} ({prof.get('how')})[/dim]")
+    for warning in report.run.get("warnings") or []:
+        out.print(f"[yellow]warning:[/yellow] {warning}")
+    for rec in report.recommendations:
+        out.print(recommendation_panel(rec, evidence=True))
+    if not report.recommendations:
+        out.print("no recommendations: the report holds no bandwidth measurements")
+    if args.json:
+        save_report(report, args.json)
+        out.print(f"[dim]report: {args.json}[/dim]")
+    return 0

@@ -1,0 +1,48 @@
+"""Layouts from a matrix measured for real: `ddpdoctor check --select P2P001` on two emulated nodes
+(network namespaces, 2 ranks each, a 200 Mbit/s link between them), then recommend() on its report."""
+
+import subprocess
+
+import pytest
+
+from ddpdoctor.recommend.layouts import recommend
+from ddpdoctor.report.model import Report
+from ddpdoctor.testbed import NetBed, netns_available
+from tests.helpers import cli, load
+
+NETNS_OK, NETNS_WHY = netns_available()
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.slow,
+    pytest.mark.skipif(not NETNS_OK, reason=NETNS_WHY or "network namespaces unavailable"),
+]
+
+
+def test_layouts_from_a_measured_p2p_matrix(tmp_path):
+    with NetBed(2) as bed:
+        for node in (0, 1):
+            bed.shape(node, rate_mbit=200)  # 25 MB/s between nodes; loopback inside a node is GB/s
+        ep = f"{bed.addr(0)}:29400"
+        procs = [
+            bed.popen(node, cli("check", "--nodes", "2", "--node-rank", str(node), "--rdzv-endpoint", ep,
+                                "--nproc-per-node", "2", "--rdzv-timeout", "60", "-q", "--select", "P2P001",
+                                "--p2p-size", "1M", "--json", str(tmp_path / f"r{node}.json")),
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for node in (0, 1)
+        ]  # fmt: skip
+        try:
+            outs = [p.communicate(timeout=240)[0] for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    report = Report.from_dict(load(tmp_path / "r0.json"))
+    recs = {r.id: r for r in recommend(report, layout="tp=2,dp=2")}
+    ev = recs["layout_tp_dp"].evidence
+    assert ev["islands"] == ["0,1", "2,3"] and ev["island_source"] == "matrix"
+    assert ev["gap_below_GBps"] < 0.03 and ev["gap_above_GBps"] > 0.3  # the shaped link against loopback
+    assert recs["layout_tp_dp"].value == "dp=2,tp=2" and "init_device_mesh" in recs["layout_tp_dp"].snippet
+    assert recs["layout_ddp"].value == "keep the default"  # torchrun numbers ranks node after node
+    check = recs["layout_check"]
+    assert check.value == "use dp=2,tp=2"  # as written, TP pairs (0,2) and (1,3) cross nodes
+    assert check.evidence["tp_groups_spanning_islands"] == 2

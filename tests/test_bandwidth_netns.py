@@ -1,0 +1,96 @@
+"""Bandwidth measured on real links: nodes in network namespaces, shaped with tc (DESIGN.md §6).
+
+tbf shapes what an interface sends, so shaping node i's uplink "out" slows every message node i sends
+and "in" (the hub side) every message it receives. The figures the checks report must match the
+shaped rates, and the analysis must name the slow node or direction without flagging healthy pairs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from ddpdoctor.testbed import NetBed, netns_available
+from helpers import check, cli, load
+
+NETNS_OK, NETNS_WHY = netns_available()
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.slow,
+    pytest.mark.skipif(not NETNS_OK, reason=NETNS_WHY or "network namespaces unavailable"),
+]
+
+RATE_MBIT = 200
+RATE_GBPS = RATE_MBIT * 1e6 / 8 / 1e9  # tbf counts bytes on the wire: 200 Mbit/s = 0.025 GB/s
+
+
+def run_nodes(bed: NetBed, out, nproc: int, select: str, extra=()) -> dict:
+    """`ddpdoctor check` on every node of the bed; returns rank 0's report."""
+    ep = f"{bed.addr(0)}:29400"
+    procs = []
+    for i in range(bed.nodes):
+        argv = cli(
+            "check",
+            "--nodes",
+            str(bed.nodes),
+            "--node-rank",
+            str(i),
+            "--rdzv-endpoint",
+            ep,
+            "--nproc-per-node",
+            str(nproc),
+            "--rdzv-timeout",
+            "60",
+            "--select",
+            select,
+            "-q",
+            "--json",
+            str(out / f"r{i}.json"),
+            *extra,
+        )
+        procs.append(bed.popen(i, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert all(p.returncode in (0, 1) for p in procs), outs
+    return load(out / "r0.json")
+
+
+def test_shaped_direction_measures_the_shaped_rate_and_is_asymmetric(tmp_path):
+    with NetBed(2) as bed:
+        bed.shape(1, rate_mbit=RATE_MBIT, direction="out")  # node 1 -> node 0 only
+        rep = run_nodes(bed, tmp_path, 1, "P2P001")
+    p2p = check(rep, "P2P001")
+    m = p2p["data"]["matrix"]["values"]
+    ratio = m[1][0] / RATE_GBPS
+    assert 0.90 <= ratio <= 1.05, f"node1 -> node0 measured {m[1][0]} GB/s, {ratio:.3f} x the shaped rate"
+    assert m[0][1] > 5 * RATE_GBPS, m  # the other direction is not shaped
+    # reported as a slow direction and as asymmetric, naming both nodes
+    slow = [f for f in p2p["findings"] if f["severity"] in ("warning", "error")]
+    assert slow, p2p["findings"]
+    f = slow[0]
+    assert f["evidence"].get("asymmetric") is True
+    assert "ddpd-node1 → ddpd-node0" in f["message"]
+    assert p2p["data"]["outliers"] == [[1, 0]]
+
+
+def test_slow_node_is_named_and_healthy_pairs_are_not_flagged(tmp_path):
+    with NetBed(3) as bed:
+        bed.shape(2, rate_mbit=RATE_MBIT, direction="both")
+        rep = run_nodes(bed, tmp_path, 1, "P2P001")
+    p2p = check(rep, "P2P001")
+    slow_nodes = p2p["data"]["localization"]["slow_nodes"]
+    assert [s["node"] for s in slow_nodes] == ["ddpd-node2"], p2p["findings"]
+    assert set(slow_nodes[0]["directions"]) == {"sending", "receiving"}
+    # every flagged pair touches node 2 (rank 2); the healthy pair 0 <-> 1 is never flagged
+    assert p2p["data"]["outliers"] and all(2 in pair for pair in p2p["data"]["outliers"])
+    for f in p2p["findings"]:
+        if f["severity"] != "info":
+            assert "ddpd-node2" in f["message"], f
+    m = p2p["data"]["matrix"]["values"]
+    for a, b in ((0, 2), (2, 0), (1, 2), (2, 1)):
+        assert 0.90 <= m[a][b] / RATE_GBPS <= 1.05, (a, b, m)

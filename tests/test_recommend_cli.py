@@ -1,0 +1,58 @@
+"""`ddpdoctor recommend REPORT.json` and the recommendation options of `ddpdoctor check`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import REPO, load, run_cli
+
+SAMPLE = REPO / "tests" / "tui" / "data" / "report_2x2_gloo.json"
+
+
+def test_recommend_on_a_saved_report(tmp_path):
+    out = tmp_path / "again.json"
+    p = run_cli("recommend", str(SAMPLE), "--layout", "dp=2,tp=2", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    for title in ("NCCL_ALGO", "DDP ring order", "HSDP mesh", "Proposed layout"):
+        assert title in p.stdout
+    assert "profile: cpu-gloo (detected)" in p.stdout
+    rep = load(out)
+    ids = [r["id"] for r in rep["recommendations"]]
+    assert "nccl_algo" in ids and "layout_check" in ids
+    assert rep["run"]["profile"]["name"] == "cpu-gloo"
+    # the measurements are unchanged: the same checks, the same matrix
+    assert [c["code"] for c in rep["checks"]] == [c["code"] for c in load(SAMPLE)["checks"]]
+
+
+def test_recommend_bad_inputs_exit_2(tmp_path):
+    p = run_cli("recommend", str(tmp_path / "missing.json"))
+    assert p.returncode == 2 and "cannot read" in p.stderr
+    p = run_cli("recommend", str(SAMPLE), "--profile", "no-such-box")
+    assert p.returncode == 2 and "--profile" in p.stderr and "cpu-gloo" in p.stderr  # lists the known ones
+    p = run_cli("recommend", str(SAMPLE), "--layout", "tp=two")
+    assert p.returncode == 2 and "--layout" in p.stderr and "tp=two" in p.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema: 1\nname: x\n")
+    p = run_cli("recommend", str(SAMPLE), "--profile", str(bad))
+    assert p.returncode == 2 and f"{bad}:" in p.stderr
+
+
+def test_check_rejects_bad_recommendation_options_before_launching():
+    for args, needle in ((["--profile", "nope"], "--profile"), (["--layout", "tp=0"], "--layout")):
+        p = run_cli("check", *args, timeout=60)
+        assert p.returncode == 2 and needle in p.stderr, p.stderr
+        assert "rendezvous" not in p.stderr
+
+
+def test_recommend_command_does_not_import_torch():
+    code = (
+        "import contextlib, io, sys, json\nfrom ddpdoctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['recommend', {str(SAMPLE)!r}])\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'textual'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
