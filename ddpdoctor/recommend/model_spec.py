@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpdoctor.model.ddp_buckets import DTYPE_BYTES, GradTensor, canonical_dtype
+from ddpdoctor.model.sizes import parse_size
 
 SPLIT_MIN_NUMEL = 1 << 18  # 256 Ki elements: 1 MiB of fp32, the smallest bucket DDP makes by default
 SPLIT_MAX_TENSORS = 4096
@@ -35,47 +36,25 @@ SPEC_VERSION = 1
 
 _SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _COUNT_RE = re.compile(r"^\s*([0-9][0-9_,]*\.?[0-9]*(?:e[+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
-_BYTES_RE = re.compile(r"^\s*([0-9][0-9_,]*\.?[0-9]*(?:e[+-]?[0-9]+)?)\s*([KMGT]?)(I?)B?\s*$", re.IGNORECASE)
-
-
-def _positive(text: str | float, what: str, expected: str, read) -> int:
-    """A positive integer from a number, or from a string ``read`` turns into one (None: unreadable)."""
-    if isinstance(text, bool):
-        raise ValueError(f"{what} must be a number, got {text!r}")  # noqa: TRY004
-    value = float(text) if isinstance(text, (int, float)) else read(str(text))
-    if value is None:
-        raise ValueError(f"cannot read {what} {text!r}: expected {expected}")
-    if not math.isfinite(value) or value < 1:
-        raise ValueError(f"{what} must be at least 1, got {text!r}")
-    return round(value)
-
-
-def _digits(s: str) -> float:
-    return float(s.replace("_", "").replace(",", ""))
-
-
-def _read_count(text: str) -> float | None:
-    m = _COUNT_RE.match(text)
-    return _digits(m.group(1)) * _SUFFIX[m.group(2).upper()] if m else None
-
-
-def _read_bytes(text: str) -> float | None:
-    m = _BYTES_RE.match(text)
-    if not m:
-        return None
-    base = 1024 if m.group(3) else 1000
-    return _digits(m.group(1)) * base ** "_KMGT".index(m.group(2).upper() or "_")
 
 
 def parse_count(text: str | float) -> int:
     """'124M', '1.3B', '7e9', '350_000', 1_000_000 -> a positive count (K=1e3, M=1e6, B/G=1e9, T=1e12)."""
-    expected = "a number with an optional K, M, B or T suffix, e.g. 124M, 1.3B, 7e9"
-    return _positive(text, "parameter count", expected, _read_count)
-
-
-def parse_bytes(text: str | float) -> int:
-    """'500MB', '1.5GiB', '2e9', 4096 -> bytes (K/M/G/T: powers of 1000; with 'i': powers of 1024)."""
-    return _positive(text, "gradient size", "bytes such as 500MB, 1.5GiB or 2e9", _read_bytes)
+    if isinstance(text, bool):
+        raise ValueError(f"parameter count must be a number, got {text!r}")  # noqa: TRY004
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        m = _COUNT_RE.match(str(text))
+        if not m:
+            raise ValueError(
+                f"cannot read parameter count {text!r}: expected a number with an optional K, M, B or T "
+                "suffix, e.g. 124M, 1.3B, 7e9"
+            )
+        value = float(m.group(1).replace("_", "").replace(",", "")) * _SUFFIX[m.group(2).upper()]
+    if not math.isfinite(value) or value < 1:
+        raise ValueError(f"parameter count must be at least 1, got {text!r}")
+    return round(value)
 
 
 def split_count(count: int, dtype: str = "fp32") -> list[GradTensor]:
@@ -89,12 +68,8 @@ def split_count(count: int, dtype: str = "fp32") -> list[GradTensor]:
 def _opt_ms(value: Any, label: str) -> float | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and value >= 0):
         raise ValueError(f"{label} must be a number of milliseconds >= 0, got {value!r}")
     return float(value)
 
@@ -166,11 +141,12 @@ class ModelSpec:
         grad_bytes: int | str | None = None,
         **kw: Any,
     ) -> ModelSpec:
-        """From a parameter count ("124M") or the gradients' total size (``grad_bytes="500MB"``)."""
+        """From a parameter count ("124M") or the gradients' total size (``grad_bytes="500MiB"``, binary
+        suffixes as ``ddpdoctor.model.sizes.parse_size`` reads them)."""
         if (count is None) == (grad_bytes is None):
             raise ValueError("give either a parameter count or grad_bytes, not both or neither")
         dt = canonical_dtype(dtype)
-        n = parse_count(count) if count is not None else max(1, parse_bytes(grad_bytes) // DTYPE_BYTES[dt])
+        n = parse_count(count) if count is not None else max(1, parse_size(grad_bytes) // DTYPE_BYTES[dt])
         return cls(tuple(split_count(n, dt)), source="count", count=n, **kw)
 
     @classmethod
