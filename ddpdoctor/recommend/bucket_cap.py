@@ -44,8 +44,10 @@ FORWARD_PER_BACKWARD = 0.5
 FIRST_BUCKET_FOLLOWS_CAP_SINCE = (2, 4)
 HOW_TO_MEASURE = "run `ddpdoctor check --select BW001` on the cluster (same nodes and ranks as the job)"
 HOW_TO_GIVE_MODEL = (
-    "give the model: options['model'] = ModelSpec.from_params('124M').to_dict() (a parameter count) or "
-    "ModelSpec.from_module(model, backward_ms=...).to_dict() (exact tensors; ddpdoctor.recommend.model_spec)"
+    "pass it as options['model'] (ddpdoctor.recommend.model_spec: ModelSpec.from_params('124M', "
+    "backward_ms=...).to_dict() for a parameter count, "
+    "ModelSpec.from_module(model, sample_input=x).to_dict() "
+    "for its exact tensors)"
 )
 
 
@@ -79,7 +81,7 @@ def recommend(
             problems.append(f"the model spec is invalid ({e}); {HOW_TO_GIVE_MODEL}")
             spec = None
     elif spec is None:
-        problems.append(f"no model was given; {HOW_TO_GIVE_MODEL}")
+        problems.append(f"no model was given: {HOW_TO_GIVE_MODEL}")
     if problems or curve is None or spec is None:
         return [_cannot_tell(problems)]
     return [_recommend(report, spec, curve, data, caps, margin)]
