@@ -26,6 +26,11 @@ NCCL runs every collective of a process group on one stream per device, so they 
 default), so two all-reduces are in flight at once over the same connections (``channels=2``). We
 model a call as a fixed latency part (α, overlaps freely) plus a bandwidth part that calls in flight
 share equally; with one channel that is exactly "one after the other".
+
+Not modelled: what overlap costs the compute. The curve is measured with nothing else running; gloo
+training on CPU shares cores between backward and all-reduces (on this 2-core machine a 1 MiB gloo
+all_reduce took 1.0 ms alone and 3.5 ms next to a matmul on the same core), so on a fast link with many
+small buckets the simulation is optimistic about small caps (benchmarks/bucket_cap_regret.py, unshaped).
 """
 
 from __future__ import annotations

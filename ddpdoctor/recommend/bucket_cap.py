@@ -386,6 +386,12 @@ def _rationale(sw: _Sweep) -> str:
             f"Buckets reach {largest / MIB:.0f} MiB, beyond the largest measured size "
             f"({sw.curve.sizes[-1] / MIB:.0f} MiB): their times are extrapolated."
         )
+    if sw.backend == "gloo":
+        out.append(
+            "gloo: if training runs on CPU, all-reduces compete with the backward for cores, which the "
+            "curve (measured alone) does not show; on a fast link prefer the larger end of the caps within "
+            "the margin."
+        )
     if spec.find_unused_parameters and not spec.static_graph:
         out.append(
             "find_unused_parameters=True: DDP never rebuilds the buckets in gradient-ready order and walks "
