@@ -15,12 +15,12 @@ def test_recommend_on_a_saved_report(tmp_path):
     out = tmp_path / "again.json"
     p = run_cli("recommend", str(SAMPLE), "--layout", "dp=2,tp=2", "--json", str(out))
     assert p.returncode == 0, p.stderr
-    for title in ("NCCL_ALGO", "DDP ring order", "HSDP mesh", "Proposed layout"):
+    for title in ("bucket_cap_mb", "NCCL_ALGO", "DDP ring order", "HSDP mesh", "Proposed layout"):
         assert title in p.stdout
     assert "profile: cpu-gloo (detected)" in p.stdout
     rep = load(out)
     ids = [r["id"] for r in rep["recommendations"]]
-    assert "nccl_algo" in ids and "layout_check" in ids
+    assert "nccl_algo" in ids and "layout_check" in ids and "bucket_cap_mb" in ids
     assert rep["run"]["profile"]["name"] == "cpu-gloo"
     # the measurements are unchanged: the same checks, the same matrix
     assert [c["code"] for c in rep["checks"]] == [c["code"] for c in load(SAMPLE)["checks"]]
@@ -56,3 +56,37 @@ def test_recommend_command_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_recommend_with_a_model_simulates_the_buckets(tmp_path):
+    out = tmp_path / "r.json"
+    p = run_cli(
+        "recommend",
+        str(SAMPLE),
+        "--model-params",
+        "124M",
+        "--model-dtype",
+        "bf16",
+        "--backward-ms",
+        "200",
+        "--json",
+        str(out),
+    )
+    assert p.returncode == 0, p.stderr
+    (rec,) = [r for r in load(out)["recommendations"] if r["id"] == "bucket_cap_mb"]
+    assert (
+        rec["data"]["unit_x"] == "MiB" and rec["data"]["unit_y"] == "ms" and len(rec["data"]["points"]) >= 7
+    )
+    assert rec["evidence"]["backward_ms"] == 200.0
+    assert "bucket_cap_mb" in (rec["snippet"] or "")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"tensors": "not a list"}))
+    for args, needle in (
+        (["--model-params", "12x"], "12x"),
+        (["--model-params", "1M", "--model-dtype", "fp8"], "fp8"),
+        (["--model-spec", str(spec)], "model"),
+        (["--model-spec", str(tmp_path / "no.json")], "cannot read"),
+        (["--model-params", "1M", "--model-spec", str(spec)], "one of them"),
+    ):
+        p = run_cli("recommend", str(SAMPLE), *args)
+        assert p.returncode == 2 and needle in p.stderr, (args, p.stderr)

@@ -17,13 +17,48 @@ class OptionError(ValueError):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("hardware profile and recommendations")
-    g.add_argument("--profile", default=None, metavar="NAME|FILE",
-                   help="judge bandwidth against this hardware profile (default: detected; "
-                   "see `ddpdoctor profiles list`)")
-    g.add_argument("--layout", default=None, metavar="pp=..,dp=..,tp=..",
-                   help="a process-group layout to validate and cost: NAME=SIZE items (pp, dp, tp), outermost "
-                   "first, innermost last, as init_device_mesh's mesh_shape (dp=4,tp=8: TP groups of 8 "
-                   "consecutive ranks)")
+    g.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME|FILE",
+        help="judge bandwidth against this hardware profile (default: detected; "
+        "see `ddpdoctor profiles list`)",
+    )
+    g.add_argument(
+        "--model-params",
+        default=None,
+        metavar="COUNT",
+        help="the model's trainable parameters for the bucket_cap_mb simulation, e.g. 124M, 1.3B",
+    )
+    g.add_argument(
+        "--model-dtype", default="fp32", metavar="DTYPE", help="gradient dtype: fp32 (default), bf16, fp16"
+    )
+    g.add_argument(
+        "--model-spec",
+        default=None,
+        metavar="FILE.json",
+        help="exact gradient tensors instead of a count: ModelSpec JSON, e.g. from "
+        "ddpdoctor.recommend.model_spec.ModelSpec.from_module(model).to_dict()",
+    )
+    g.add_argument(
+        "--backward-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="the model's backward time per step on one GPU (default: unknown, several assumed)",
+    )
+    g.add_argument(
+        "--find-unused-parameters", action="store_true", help="the job sets find_unused_parameters=True"
+    )
+    g.add_argument("--static-graph", action="store_true", help="the job sets static_graph=True")
+    g.add_argument(
+        "--layout",
+        default=None,
+        metavar="pp=..,dp=..,tp=..",
+        help="a process-group layout to validate and cost: NAME=SIZE items (pp, dp, tp), outermost "
+        "first, innermost last, as init_device_mesh's mesh_shape (dp=4,tp=8: TP groups of 8 "
+        "consecutive ranks)",
+    )
 
 
 def profile_option(args: argparse.Namespace) -> str | None:
@@ -44,6 +79,9 @@ def profile_option(args: argparse.Namespace) -> str | None:
 def recommend_options(args: argparse.Namespace) -> dict[str, Any]:
     """What the recommendation builders read (docs/architecture.md, "Recommendations and profiles")."""
     out: dict[str, Any] = {}
+    model = _model_spec(args)
+    if model is not None:
+        out["model"] = model
     layout = getattr(args, "layout", None)
     if layout:
         from ddpdoctor.model.meshes import LayoutError, parse_layout
@@ -54,3 +92,42 @@ def recommend_options(args: argparse.Namespace) -> dict[str, Any]:
             raise OptionError(f"--layout: {e}") from None
         out["layout"] = layout
     return out
+
+
+def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
+    """ModelSpec JSON from --model-spec or --model-params (with dtype, backward time and DDP flags)."""
+    count, spec_file = getattr(args, "model_params", None), getattr(args, "model_spec", None)
+    if count is None and spec_file is None:
+        return None
+    if count is not None and spec_file is not None:
+        raise OptionError("--model-params and --model-spec: give one of them")
+    import json
+
+    from ddpdoctor.recommend.model_spec import ModelSpec
+
+    flags = {
+        "find_unused_parameters": bool(getattr(args, "find_unused_parameters", False)),
+        "static_graph": bool(getattr(args, "static_graph", False)),
+    }
+    try:
+        if spec_file is not None:
+            try:
+                d = json.loads(Path(spec_file).read_text(encoding="utf-8"))
+            except OSError as e:
+                raise OptionError(f"--model-spec {spec_file}: cannot read: {e.strerror or e}") from None
+            except ValueError as e:
+                raise OptionError(f"--model-spec {spec_file}: not valid JSON: {e}") from None
+            spec = ModelSpec.from_dict(d)
+            if args.backward_ms is not None or any(flags.values()):
+                spec = ModelSpec.from_dict(
+                    {
+                        **spec.to_dict(),
+                        **{k: v for k, v in flags.items() if v},
+                        **({"backward_ms": args.backward_ms} if args.backward_ms else {}),
+                    }
+                )
+        else:
+            spec = ModelSpec.from_params(count, args.model_dtype, backward_ms=args.backward_ms, **flags)
+    except ValueError as e:
+        raise OptionError(f"model: {e}") from None
+    return spec.to_dict()

@@ -14,10 +14,11 @@ from ddpdoctor.report.model import Recommendation, Report
 
 
 def recommend_from_report(report: Report, options: dict[str, Any] | None = None) -> list[Recommendation]:
-    from ddpdoctor.recommend import layouts, nccl_algo
+    from ddpdoctor.recommend import bucket_cap, layouts, nccl_algo
 
     options = dict(options or {})
     recs: list[Recommendation] = []
+    recs += bucket_cap.recommend(report, options.get("model"))
     recs += nccl_algo.recommend(report, options)
     recs += layouts.recommend(report, options.get("layout"))
     return recs

@@ -348,7 +348,9 @@ def _rationale(sw: _Sweep) -> str:
         out.append(
             f"bucket_cap_mb={_cap_value(sw.choice)} is the smallest cap within {pct} of the best simulated "
             f"step ({best_ms:.1f} ms at {best}); the default takes {dflt_ms:.1f} ms "
-            f"(+{sw.worst[None] * 100:.1f} %)."
+            + (f"(+{sw.worst[None] * 100:.1f} %)." if len(sw.scenarios) == 1
+               else f"(+{dflt_ms / best_ms * 100 - 100:.1f} %; up to +{sw.worst[None] * 100:.1f} % over the "
+               "assumed backward times below).")
         )
     comm = f"{rec.comm_s * 1e3:.0f} ms of all-reduce"
     if sw.comm_bound:
