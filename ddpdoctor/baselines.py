@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from ddpdoctor.model.profile_detect import MatchResult, as_report, best_match, rank_profiles, report_facts
-from ddpdoctor.model.profile_judge import apply_profile, judge
+from ddpdoctor.model.profile_judge import apply_profile, forget_profile, judge
 from ddpdoctor.model.profile_schema import Profile, ProfileError, check_unique, parse_profile
 from ddpdoctor.report.model import Report
 
@@ -28,6 +28,7 @@ __all__ = [
     "Profile",
     "ProfileError",
     "apply_profile",
+    "forget_profile",
     "detect_profile",
     "detection",
     "judge",

@@ -90,3 +90,15 @@ def test_recommend_with_a_model_simulates_the_buckets(tmp_path):
     ):
         p = run_cli("recommend", str(SAMPLE), *args)
         assert p.returncode == 2 and needle in p.stderr, (args, p.stderr)
+
+
+def test_profile_none_turns_judging_off(tmp_path):
+    judged, off = tmp_path / "judged.json", tmp_path / "off.json"
+    assert run_cli("recommend", str(SAMPLE), "--profile", "cpu-gloo", "--json", str(judged)).returncode == 0
+    assert run_cli("recommend", str(judged), "--profile", "none", "--json", str(off)).returncode == 0
+    before, after = load(judged), load(off)
+    assert after["run"]["profile"] == {"name": None, "how": "off"}
+    bw = next(c for c in after["checks"] if c["code"] == "BW001")
+    assert "expected_busbw_GBps" not in bw["data"]
+    assert not any("profile" in f["evidence"] for c in after["checks"] for f in c["findings"])
+    assert "expected_busbw_GBps" in next(c for c in before["checks"] if c["code"] == "BW001")["data"]

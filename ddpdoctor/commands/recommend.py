@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     out = Console()
     prof = report.run.get("profile") or {}
     if prof:
-        out.print(f"[dim]profile: {prof.get('name')} ({prof.get('how')})[/dim]")
+        out.print(f"[dim]profile: {prof.get('name') or 'none'} ({prof.get('how')})[/dim]")
     for warning in report.run.get("warnings") or []:
         out.print(f"[yellow]warning:[/yellow] {warning}")
     for rec in report.recommendations:

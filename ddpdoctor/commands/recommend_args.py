@@ -66,6 +66,8 @@ def profile_option(args: argparse.Namespace) -> str | None:
     wanted = getattr(args, "profile", None)
     if not wanted:
         return None
+    if wanted == "none":
+        return wanted
     from ddpdoctor.baselines import ProfileError, load_profile
 
     try:

@@ -81,6 +81,28 @@ class Analysis:
         return out
 
 
+@dataclass
+class _World:
+    """What every verdict needs to know about the cluster, and the pairs already accounted for."""
+
+    node_of: list[int]
+    hosts: list[str]
+    th: Thresholds
+    explained: set[tuple[int, int]] = field(default_factory=set)
+
+
+@dataclass
+class _LinkClass:
+    """One link class: its measured links, each rank's best link out and in, and the references."""
+
+    name: str
+    links: dict[tuple[int, int], float]
+    best_out: dict[int, float]
+    best_in: dict[int, float]
+    ref_out: float
+    ref_in: float
+
+
 def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
@@ -101,10 +123,6 @@ def quantile(xs: list[float], q: float) -> float:
 
 def _fmt(gbps: float) -> str:
     return f"{gbps:.3g} GB/s"
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    return "rank " + str(ranks[0]) if len(ranks) == 1 else "ranks " + ",".join(map(str, ranks))
 
 
 def analyze(
@@ -130,7 +148,7 @@ def analyze(
 
     classes: dict[str, dict[str, Any]] = {}
     verdicts: list[Verdict] = []
-    explained: set[tuple[int, int]] = set()  # pairs a slow sender/receiver/path accounts for
+    w = _World(node_of, hosts, th)
     for cls, lk in links.items():
         if not lk:
             continue
@@ -139,36 +157,27 @@ def analyze(
         for (i, j), v in lk.items():
             best_out[i] = max(best_out.get(i, 0.0), v)
             best_in[j] = max(best_in.get(j, 0.0), v)
-        ref_out, ref_in = quantile(list(best_out.values()), 0.75), quantile(list(best_in.values()), 0.75)
+        c = _LinkClass(
+            cls,
+            lk,
+            best_out,
+            best_in,
+            quantile(list(best_out.values()), 0.75),
+            quantile(list(best_in.values()), 0.75),
+        )
         classes[cls] = {
             "median_GBps": round(median(list(lk.values())), 6),
-            "reference_GBps": round(min(ref_out, ref_in), 6),
+            "reference_GBps": round(min(c.ref_out, c.ref_in), 6),
             "pairs": len(lk),
         }
         parties = {node_of[r] for r in best_out} | {node_of[r] for r in best_in}
         two_party = (cls == INTER and len(parties) == 2) or (cls == INTRA and len(best_out | best_in) == 2)
         if two_party:
             classes[cls]["note"] = "two parties only: a slow sender and a slow receiver look the same"
-            verdicts += _two_party(lk, node_of, hosts, cls, th, explained)
-        slow_send = {r for r, b in best_out.items() if b < th.slow_frac * ref_out}
-        slow_recv = {r for r, b in best_in.items() if b < th.slow_frac * ref_in}
-        verdicts += _slow_parties(
-            lk,
-            node_of,
-            hosts,
-            cls,
-            th,
-            slow_send,
-            slow_recv,
-            best_out,
-            best_in,
-            ref_out,
-            ref_in,
-            explained,
-            node_level=not two_party,
-        )
-        verdicts += _bad_links(lk, node_of, hosts, cls, th, best_out, best_in, explained)
-    asym, asym_verdicts = _asymmetry(links, node_of, hosts, th, explained)
+            verdicts += _two_party(c, w)
+        verdicts += _slow_parties(c, w, node_level=not two_party)
+        verdicts += _bad_links(c, w)
+    asym, asym_verdicts = _asymmetry(links, w)
     verdicts += asym_verdicts
     return Analysis(classes=classes, verdicts=verdicts, asymmetric=asym)
 
@@ -177,21 +186,11 @@ def _sev(value: float, ref: float, th: Thresholds) -> str:
     return "error" if value < th.bad_frac * ref else "warning"
 
 
-def _slow_parties(
-    lk,
-    node_of,
-    hosts,
-    cls,
-    th,
-    slow_send,
-    slow_recv,
-    best_out,
-    best_in,
-    ref_out,
-    ref_in,
-    explained,
-    node_level: bool = True,
-) -> list[Verdict]:
+def _slow_parties(c: _LinkClass, w: _World, node_level: bool = True) -> list[Verdict]:
+    lk, cls, best_out, best_in, ref_out, ref_in = c.links, c.name, c.best_out, c.best_in, c.ref_out, c.ref_in
+    node_of, hosts, th, explained = w.node_of, w.hosts, w.th, w.explained
+    slow_send = {r for r, b in best_out.items() if b < th.slow_frac * ref_out}
+    slow_recv = {r for r, b in best_in.items() if b < th.slow_frac * ref_in}
     out: list[Verdict] = []
     ranks_of: dict[int, list[int]] = {}
     for r in set(best_out) | set(best_in):
@@ -270,7 +269,9 @@ def _slow_parties(
     return out
 
 
-def _bad_links(lk, node_of, hosts, cls, th, best_out, best_in, explained) -> list[Verdict]:
+def _bad_links(c: _LinkClass, w: _World) -> list[Verdict]:
+    lk, cls, best_out, best_in = c.links, c.name, c.best_out, c.best_in
+    node_of, hosts, th, explained = w.node_of, w.hosts, w.th, w.explained
     bad: dict[tuple[int, int], tuple[float, float]] = {}
     for (i, j), v in lk.items():
         if (i, j) in explained:
@@ -325,8 +326,10 @@ def _bad_links(lk, node_of, hosts, cls, th, best_out, best_in, explained) -> lis
     return out
 
 
-def _two_party(lk, node_of, hosts, cls, th, explained) -> list[Verdict]:
+def _two_party(c: _LinkClass, w: _World) -> list[Verdict]:
     """Two nodes (or two ranks): compare each direction with the other and with the class's best."""
+    lk, cls = c.links, c.name
+    node_of, hosts, th, explained = w.node_of, w.hosts, w.th, w.explained
     by_dir: dict[tuple[int, int], list[float]] = {}
     key = (lambda r: node_of[r]) if cls == INTER else (lambda r: r)
     for (i, j), v in lk.items():
@@ -362,7 +365,10 @@ def _two_party(lk, node_of, hosts, cls, th, explained) -> list[Verdict]:
     return out
 
 
-def _asymmetry(links, node_of, hosts, th, explained) -> tuple[list[dict[str, Any]], list[Verdict]]:
+def _asymmetry(
+    links: dict[str, dict[tuple[int, int], float]], w: _World
+) -> tuple[list[dict[str, Any]], list[Verdict]]:
+    node_of, hosts, th, explained = w.node_of, w.hosts, w.th, w.explained
     rows: list[dict[str, Any]] = []
     groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for lk in links.values():

@@ -7,7 +7,8 @@ Reads BW001 and P2P001 payloads (docs/architecture.md, "Bandwidth payloads"); pu
   at large sizes is what nccl-tests readers compare). Against ``all_reduce_busbw_intra_node`` on one
   node, ``all_reduce_busbw_inter_node`` on several. A run with k ranks per node on a profile of g GPUs
   per node expects k/g of the inter-node figure: each GPU brings its share of the node's NICs.
-- P2P001: the median of each class (intra-node, inter-node pairs) against ``p2p_intra_node`` and
+- P2P001: the median of each class (intra-node, inter-node pairs; the links P2P001 itself flagged
+  left out, unless it flagged them all) against ``p2p_intra_node`` and
   ``p2p_inter_node``; the slowest pair goes into the evidence.
 
 Below ``fail_below_pct`` of expected: an error; below ``warn_below_pct``: a warning; else nothing
@@ -199,7 +200,11 @@ def p2p_classes(report: Report, data: dict) -> dict[str, dict[str, Any]]:
         }
     n = len(values)
     hosts = _hosts(report, data, n)
+    # P2P001 already blames the links it flagged (a slow node, a bad path): the profile judges the rest,
+    # so one slow node does not make the whole class look slow. With every link flagged, all count.
+    flagged = {tuple(p) for p in data.get("outliers") or [] if isinstance(p, (list, tuple)) and len(p) == 2}
     vals: dict[str, list[float]] = {"intra_node": [], "inter_node": []}
+    kept: dict[str, list[float]] = {"intra_node": [], "inter_node": []}
     slowest: dict[str, tuple[int, int, float]] = {}
     for i, row in enumerate(values):
         if hosts[i] is None or not isinstance(row, list):
@@ -209,13 +214,21 @@ def p2p_classes(report: Report, data: dict) -> dict[str, dict[str, Any]]:
                 continue
             cls = "intra_node" if hosts[i] == hosts[j] else "inter_node"
             vals[cls].append(v)
+            if (i, j) not in flagged:
+                kept[cls].append(v)
             if cls not in slowest or v < slowest[cls][2]:
                 slowest[cls] = (i, j, float(v))
-    return {
-        k: {"median_GBps": statistics.median(vs), "pairs": len(vs), "slowest": slowest[k]}
-        for k, vs in vals.items()
-        if vs
-    }
+    out = {}
+    for k, vs in vals.items():
+        if vs:
+            use = kept[k] or vs
+            out[k] = {
+                "median_GBps": statistics.median(use),
+                "pairs": len(use),
+                "slowest": slowest[k],
+                "flagged_left_out": len(vs) - len(use),
+            }
+    return out
 
 
 def compare_p2p(report: Report, profile: Profile) -> list[Finding]:
@@ -237,6 +250,8 @@ def compare_p2p(report: Report, profile: Profile) -> list[Finding]:
             f"{label} point-to-point median {got['median_GBps']:.3g} GB/s over {got['pairs']} pair(s) is "
             f"{pct:.0f}% of the {exp:.3g} GB/s expected on {profile.name}"
         )
+        if got.get("flagged_left_out"):
+            msg += f" (leaving out the {got['flagged_left_out']} link(s) P2P001 already flagged)"
         ev = {**_evidence(profile, cls, got["median_GBps"], exp, pct), "pairs": got["pairs"]}
         where: dict[str, Any] = {}
         if got["slowest"]:
@@ -280,10 +295,11 @@ def _worse(status: Status, findings: list[Finding]) -> Status:
     return max(status, status_from_findings(findings), key=order.index)
 
 
-def _forget_previous(report: Report) -> None:
-    """Undo an earlier apply_profile (a saved report judged again, maybe against another profile). Its
+def forget_profile(report: Report) -> None:
+    """Undo an earlier apply_profile (a saved report judged again, against another profile or none). Its
     findings are the ones whose evidence names a profile; the status is re-derived from what is left,
     as a check's own summary derives it."""
+    report.run.pop("profile", None)
     for code in ("BW001", "P2P001"):
         c = report.check(code)
         if c is None:
@@ -305,7 +321,7 @@ def apply_profile(
     checks (statuses follow), BW001's ``expected_busbw_GBps`` (and ``profile`` figures) for the TUI, and
     ``report.run["profile"]``. Applying again replaces what an earlier call wrote. Returns what judge
     returned."""
-    _forget_previous(report)
+    forget_profile(report)
     comp, findings = _judgement(report, profile)
     judged = [(f.code, f) for f in findings]
     for code, finding in judged:

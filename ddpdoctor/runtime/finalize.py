@@ -74,8 +74,12 @@ def build_report(
 
 def attach_profile(report: Report, wanted: str | None) -> None:
     """Judge the measured bandwidth against the chosen or detected hardware profile ("% of expected")."""
-    from ddpdoctor.baselines import ProfileError, apply_profile, resolve_profile
+    from ddpdoctor.baselines import ProfileError, apply_profile, forget_profile, resolve_profile
 
+    if wanted == "none":
+        forget_profile(report)
+        report.run["profile"] = {"name": None, "how": "off"}
+        return
     try:
         profile, how, found = resolve_profile(report, wanted)
         if profile is not None:

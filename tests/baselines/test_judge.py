@@ -221,3 +221,19 @@ def test_thresholds_come_from_the_profile():
         )
     )
     assert judge(bw_report(0.4 * 200, per_node=8), lenient) == []  # 40 % is fine when warning starts at 30
+
+
+def test_links_p2p001_flagged_are_left_out_of_the_class_median(h100):
+    # 5 of 8 inter-node links slow: the median is slow, but P2P001 has flagged (and blamed) them
+    rep = p2p_report(370, 48)
+    data = rep.check("P2P001").data
+    slow = [(0, 2), (0, 3), (1, 2), (1, 3), (2, 0)]
+    for i, j in slow:
+        data["matrix"]["values"][i][j] = 0.02 * 48
+    ((_, f),) = judge(rep, h100)  # without P2P001's verdict the class looks slow
+    assert f.evidence["pct_of_expected"] == 2.0
+    data["outliers"] = [list(p) for p in slow]
+    assert judge(rep, h100) == []  # the healthy links are at 100 %
+    data["outliers"] = [[i, j] for i in range(4) for j in range(4) if i // 2 != j // 2]
+    ((_, f),) = judge(rep, h100)  # everything flagged: everything counts
+    assert f.evidence["pairs"] == 8
