@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--profile",
         default=None,
         metavar="NAME|FILE",
-        help="judge bandwidth against this hardware profile (default: detected; "
+        help="judge bandwidth against this hardware profile (default: detected; none: no judging; "
         "see `ddpdoctor profiles list`)",
     )
     g.add_argument(
