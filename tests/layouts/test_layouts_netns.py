@@ -41,7 +41,8 @@ def test_layouts_from_a_measured_p2p_matrix(tmp_path):
     recs = {r.id: r for r in recommend(report, layout="tp=2,dp=2")}
     ev = recs["layout_tp_dp"].evidence
     assert ev["islands"] == ["0,1", "2,3"] and ev["island_source"] == "matrix"
-    assert ev["gap_below_GBps"] < 0.03 and ev["gap_above_GBps"] > 0.3  # the shaped link against loopback
+    # the shaped link (0.025 GB/s) against loopback, which 4 ranks on 2 CPUs measure anywhere in 0.2-2 GB/s
+    assert ev["gap_below_GBps"] < 0.03 and ev["gap_above_GBps"] > 0.1
     assert recs["layout_tp_dp"].value == "dp=2,tp=2" and "init_device_mesh" in recs["layout_tp_dp"].snippet
     assert recs["layout_ddp"].value == "keep the default"  # torchrun numbers ranks node after node
     check = recs["layout_check"]
