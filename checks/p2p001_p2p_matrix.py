@@ -73,12 +73,12 @@ def _plan(ctx):
 class _Link:
     """Blocking send/recv between this rank and one peer, timed on the host clock (after a CUDA sync)."""
 
-    def __init__(self, ctx, peer: int, max_elems: int) -> None:
+    def __init__(self, ctx, peer: int, buf) -> None:
         import torch
         import torch.distributed as dist
 
         self.ctx, self.peer, self.dist, self.torch = ctx, peer, dist, torch
-        self.buf = torch.ones(max_elems, device=ctx.device)
+        self.buf = buf  # one buffer for all peers: a rank talks to one peer at a time
         self.hdr = torch.zeros(2, dtype=torch.int64, device=ctx.device)
         self.tick = torch.zeros(1, device=ctx.device)
 
@@ -207,8 +207,14 @@ def run(ctx) -> dict:
     sent: dict[str, dict] = {}
     links: dict[int, _Link] = {}
 
+    import torch
+
+    buf = torch.ones(max_elems, device=ctx.device)
+
     def link_to(peer: int) -> _Link:
-        return links.setdefault(peer, _Link(ctx, peer, max_elems))
+        if peer not in links:
+            links[peer] = _Link(ctx, peer, buf)
+        return links[peer]
 
     for k, _ in enumerate(sched.rounds):
         ctx.barrier()
