@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import gc
 import os
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from ddpdoctor.lint.analysis import ModuleAnalysis
@@ -39,6 +41,28 @@ def lint_source(
         text = data if isinstance(data, str) else decode(raw)
     except (UnicodeDecodeError, SyntaxError, LookupError) as e:
         return [_problem(path, "encoding", f"cannot decode: {e}")]
+    with _collector_paused():
+        return _lint_text(path, text, config, rules)
+
+
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while one file is parsed and analysed. ast.parse makes
+    hundreds of thousands of young objects for a big file, so the collector runs every few hundred
+    allocations and re-traverses the growing tree each time (15-20% of parse time on torch's tree),
+    yet the tree holds no cycles: reference counting frees it. Anything cyclic left behind is
+    collected as usual once the collector is back on."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
