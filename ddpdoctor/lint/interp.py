@@ -185,10 +185,19 @@ class Interpreter:
     """Walks one module for one (world_size, rank). Create one per run; it is cheap."""
 
     def __init__(
-        self, tree: ast.Module, aliases: dict[str, str], world_size: int, rank: int, defs: dict | None = None
+        self,
+        tree: ast.Module,
+        aliases: dict[str, str],
+        world_size: int,
+        rank: int,
+        defs: dict | None = None,
+        syntax: dict | None = None,
     ):
         self.tree = tree
         self.aliases = aliases
+        # what a node's own text says (names, qualified names), the same on every walk of this tree
+        # with these aliases: share one dict between the walks of a module (see _call_syntax)
+        self.syntax: dict[ast.AST, object] = syntax if syntax is not None else {}
         self.W = world_size
         self.rank = rank
         self.local = rank  # one node: local rank == global rank
@@ -515,7 +524,9 @@ class Interpreter:
         return v if _small(v) else UNKNOWN
 
     def _subscript(self, e: ast.Subscript, frame: dict) -> object:
-        q = qualify(dotted(e.value), self.aliases)
+        q = self.syntax.get(e, _MISSING)
+        if q is _MISSING:
+            q = self.syntax[e] = qualify(dotted(e.value), self.aliases)
         key = self.ev(e.slice, frame)
         if q == "os.environ":
             return self._env(key)
@@ -539,7 +550,9 @@ class Interpreter:
         return UNKNOWN
 
     def _attribute(self, e: ast.Attribute, frame: dict) -> object:
-        key = dotted(e)
+        key = self.syntax.get(e, _MISSING)
+        if key is _MISSING:
+            key = self.syntax[e] = dotted(e)
         if key is not None and key in self.attrs:
             return self.attrs[key]
         base = self.ev(e.value, frame)
@@ -571,13 +584,15 @@ class Interpreter:
     def _forget_mutables(self, node: ast.Call, frame: dict) -> None:
         """Lists are modelled as tuples; a call may fill one in place (``broadcast_object_list(objs)``,
         ``objs.append(x)``), so a list variable handed to a call is no longer known."""
-        names = [a for a in node.args if isinstance(a, ast.Name)]
-        names += [k.value for k in node.keywords if isinstance(k.value, ast.Name)]
-        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-            names.append(node.func.value)
-        for n in names:
-            if isinstance(frame.get(n.id), tuple):
-                frame[n.id] = UNKNOWN
+        for name in self._call_syntax(node).handed:
+            if isinstance(frame.get(name), tuple):
+                frame[name] = UNKNOWN
+
+    def _call_syntax(self, node: ast.Call) -> _CallSyntax:
+        facts = self.syntax.get(node)
+        if facts is None:
+            facts = self.syntax[node] = _CallSyntax.of(node, self.aliases)
+        return facts  # type: ignore[return-value]
 
     def _args(self, node: ast.Call, frame: dict) -> tuple[list, dict]:
         args = [self.ev(a, frame) for a in node.args]
@@ -595,18 +610,14 @@ class Interpreter:
 
     def _call_inner(self, node: ast.Call, frame: dict) -> object:
         func = node.func
-        name = dotted(func)
-        q = qualify(name, self.aliases) if name else None
+        syntax = self._call_syntax(node)
+        name, q, head, op = syntax.name, syntax.qualname, syntax.head, syntax.dist_op
         # names defined in this file win over the heuristics below
         local = (
             self.ev(func, frame)
-            if name is None
-            or name.split(".", 1)[0] in frame
-            or (name.split(".", 1)[0] in self.globals)
-            or name.startswith("self.")
+            if name is None or head in frame or (head in self.globals) or syntax.on_self
             else UNKNOWN
         )
-        op = dist_op(q)
         if op is not None and not isinstance(local, FuncRef):
             return self._dist_call(op, node, frame)
         args, kwargs = self._args(node, frame)
@@ -786,6 +797,38 @@ class Interpreter:
         finally:
             self.stack.pop()
         return None
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class _CallSyntax:
+    """What a call's own text says: the same on every walk, so worked out once per call node."""
+
+    name: str | None  # the dotted callee, ``dist.send``; None for ``f()()`` and the like
+    qualname: str | None  # with the file's import aliases, ``torch.distributed.send``
+    head: str | None  # ``dist``
+    on_self: bool  # ``self.<something>(...)``
+    dist_op: str | None  # ``send`` for torch.distributed functions
+    handed: tuple[str, ...]  # variables handed to the call, a method's object included
+
+    @classmethod
+    def of(cls, node: ast.Call, aliases: dict[str, str]) -> _CallSyntax:
+        name = dotted(node.func)
+        q = qualify(name, aliases) if name else None
+        handed = [a.id for a in node.args if isinstance(a, ast.Name)]
+        handed += [k.value.id for k in node.keywords if isinstance(k.value, ast.Name)]
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            handed.append(node.func.value.id)
+        return cls(
+            name=name,
+            qualname=q,
+            head=name.split(".", 1)[0] if name is not None else None,
+            on_self=name is not None and name.startswith("self."),
+            dist_op=dist_op(q),
+            handed=tuple(handed),
+        )
 
 
 def _expects_error(expr: ast.AST) -> bool:
