@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterator
 
 from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace, module_defs
 from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, qualify

@@ -81,7 +81,7 @@ def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]
             found = list(spec.module.check(module))
         except RecursionError:
             continue  # pathologically deep code: skip the rule rather than crash
-        except Exception as e:  # a rule bug must not take the whole run down; report it
+        except Exception as e:  # noqa: BLE001 - a rule bug must not take the whole run down; report it
             out.append(_problem(path, "internal", f"internal error in {spec.code}: {type(e).__name__}: {e}"))
             continue
         lines = module.lines

@@ -112,4 +112,4 @@ def decode(data: bytes) -> str:
     """Source text with its declared encoding; raises UnicodeDecodeError/SyntaxError on bad bytes."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
+    return text.removeprefix("\ufeff")

@@ -24,8 +24,21 @@ from dataclasses import dataclass, field
 from ddpdoctor.lint.names import dist_op, dotted, is_torch_name, qualify
 
 _RANK_ENV = frozenset(
-    "RANK SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK LOCAL_RANK SLURM_LOCALID OMPI_COMM_WORLD_LOCAL_RANK "
-    "MPI_LOCALRANKID WORLD_SIZE SLURM_NTASKS OMPI_COMM_WORLD_SIZE LOCAL_WORLD_SIZE PMI_SIZE".split()
+    [
+        "RANK",
+        "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "LOCAL_RANK",
+        "SLURM_LOCALID",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "WORLD_SIZE",
+        "SLURM_NTASKS",
+        "OMPI_COMM_WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "PMI_SIZE",
+    ]
 )
 
 
@@ -39,9 +52,28 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 COLLECTIVES = frozenset(
-    "all_reduce all_gather all_gather_into_tensor all_gather_object all_to_all all_to_all_single barrier "
-    "broadcast broadcast_object_list gather gather_object reduce reduce_scatter reduce_scatter_tensor "
-    "scatter scatter_object_list monitored_barrier new_group _all_gather_base _reduce_scatter_base".split()
+    [
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "all_to_all",
+        "all_to_all_single",
+        "barrier",
+        "broadcast",
+        "broadcast_object_list",
+        "gather",
+        "gather_object",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "scatter",
+        "scatter_object_list",
+        "monitored_barrier",
+        "new_group",
+        "_all_gather_base",
+        "_reduce_scatter_base",
+    ]
 )
 P2P = frozenset({"send", "recv", "isend", "irecv"})
 RANK_NAMES = {
@@ -374,7 +406,7 @@ class Interpreter:
             return UNKNOWN if v is UNKNOWN else True
         try:
             return bool(v)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
             return UNKNOWN
 
     def _lookup(self, name: str, frame: dict) -> object:
@@ -407,7 +439,7 @@ class Interpreter:
                     if _concrete(left, right) or op in (ast.Is, ast.IsNot):
                         try:
                             result = bool(_CMPOPS[type(op)](left, right))
-                        except Exception:
+                        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                             result = UNKNOWN
                     else:
                         result = UNKNOWN
@@ -427,7 +459,7 @@ class Interpreter:
                     return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
                         type(e.op)
                     ](v)
-                except Exception:
+                except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                     return UNKNOWN
             return UNKNOWN
         if t is ast.IfExp:
@@ -519,7 +551,7 @@ class Interpreter:
             return UNKNOWN
         try:
             v = fn(a, b)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
             return UNKNOWN
         return v if _small(v) else UNKNOWN
 
@@ -534,7 +566,7 @@ class Interpreter:
         if _concrete(base, key) and isinstance(base, (tuple, str, range)):
             try:
                 return base[key]
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
         return UNKNOWN
 
@@ -664,12 +696,12 @@ class Interpreter:
         if q in ("int", "str", "bool", "float") and len(args) == 1 and _concrete(args[0]):
             try:
                 return {"int": int, "str": str, "bool": bool, "float": float}[q](args[0])
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
         if q == "range" and args and _concrete(*args) and all(isinstance(a, int) for a in args):
             try:
                 r = range(*args)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
             return r if len(r) <= 1 << 20 else UNKNOWN
         if q in ("len",) and args and isinstance(args[0], (tuple, str, range)):
@@ -677,7 +709,7 @@ class Interpreter:
         if q in ("min", "max") and len(args) > 1 and _concrete(*args):
             try:
                 return (min if q == "min" else max)(*args)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
         if last in ("spawn", "start_processes") and ("multiprocessing" in q or q.startswith("torch.")):
             return self._spawn(node, frame)
@@ -853,5 +885,5 @@ def module_defs(tree: ast.Module) -> dict[str, object]:
 def _src(node: ast.AST) -> str | None:
     try:
         return ast.unparse(node)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any node ast cannot unparse has no source to show
         return None
