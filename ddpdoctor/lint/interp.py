@@ -588,12 +588,13 @@ class Interpreter:
         if key is not None and key in self.attrs:
             return self.attrs[key]
         base = self.ev(e.value, frame)
-        if isinstance(base, DDPModel):
-            return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
-        if isinstance(base, ClassRef) and e.attr in base.methods:
-            return FuncRef(base.methods[e.attr], base)
-        if isinstance(base, Instance) and e.attr in base.cls.methods:
-            return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True)
+        if base is not UNKNOWN:  # the usual case skips the three checks
+            if isinstance(base, DDPModel):
+                return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
+            if isinstance(base, ClassRef) and e.attr in base.methods:
+                return FuncRef(base.methods[e.attr], base)
+            if isinstance(base, Instance) and e.attr in base.cls.methods:
+                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True)
         if isinstance(e.value, ast.Name) and e.value.id == "self":
             cls = frame.get("__class__")
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
@@ -613,13 +614,6 @@ class Interpreter:
         self.trace.events.append(ev)
         return ev
 
-    def _forget_mutables(self, node: ast.Call, frame: dict) -> None:
-        """Lists are modelled as tuples; a call may fill one in place (``broadcast_object_list(objs)``,
-        ``objs.append(x)``), so a list variable handed to a call is no longer known."""
-        for name in self._call_syntax(node).handed:
-            if isinstance(frame.get(name), tuple):
-                frame[name] = UNKNOWN
-
     def _call_syntax(self, node: ast.Call) -> _CallSyntax:
         facts = self.syntax.get(node)
         if facts is None:
@@ -635,15 +629,19 @@ class Interpreter:
         return args, kwargs
 
     def _call(self, node: ast.Call, frame: dict) -> object:
-        try:
-            return self._call_inner(node, frame)
-        finally:
-            self._forget_mutables(node, frame)
-
-    def _call_inner(self, node: ast.Call, frame: dict) -> object:
-        func = node.func
         syntax = self._call_syntax(node)
-        name, q, head, op = syntax.name, syntax.qualname, syntax.head, syntax.dist_op
+        try:
+            return self._call_inner(node, frame, syntax)
+        finally:
+            # Lists are modelled as tuples; a call may fill one in place (``broadcast_object_list(objs)``,
+            # ``objs.append(x)``), so a list variable handed to a call is no longer known.
+            for name in syntax.handed:
+                if isinstance(frame.get(name), tuple):
+                    frame[name] = UNKNOWN
+
+    def _call_inner(self, node: ast.Call, frame: dict, syntax: _CallSyntax) -> object:
+        func = node.func
+        name, head, op = syntax.name, syntax.head, syntax.dist_op
         # names defined in this file win over the heuristics below
         local = (
             self.ev(func, frame)
@@ -653,34 +651,38 @@ class Interpreter:
         if op is not None and not isinstance(local, FuncRef):
             return self._dist_call(op, node, frame)
         args, kwargs = self._args(node, frame)
-        if isinstance(local, FuncRef):
-            return self._invoke(local, node, args, kwargs)
-        if isinstance(local, ClassRef):
-            init = local.methods.get("__init__")
-            if init is not None:
-                self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs)
-            return Instance(local)
-        if isinstance(local, DDPModel):
-            self._record("ddp_forward", "forward", node)
-            return UNKNOWN
-        if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
-            if local[2] == "state_dict":
-                self._record("state_dict", "state_dict", node)
-            elif local[2] in ("forward",):
+        if local is not UNKNOWN:  # the usual case: nothing this file defines
+            if isinstance(local, FuncRef):
+                return self._invoke(local, node, args, kwargs)
+            if isinstance(local, ClassRef):
+                init = local.methods.get("__init__")
+                if init is not None:
+                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs)
+                return Instance(local)
+            if isinstance(local, DDPModel):
                 self._record("ddp_forward", "forward", node)
-            return UNKNOWN
+                return UNKNOWN
+            if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
+                if local[2] == "state_dict":
+                    self._record("state_dict", "state_dict", node)
+                elif local[2] in ("forward",):
+                    self._record("ddp_forward", "forward", node)
+                return UNKNOWN
         if isinstance(func, ast.Attribute) and func.attr == "wait" and node.args == []:
             base = self.ev(func.value, frame)
             if isinstance(base, Request):
                 self._record("wait", "wait", node, req=base.id)
             return UNKNOWN
-        return self._known_call(q, node, args, kwargs, frame)
+        return self._known_call(syntax, node, args, kwargs, frame)
 
-    def _known_call(self, q: str | None, node: ast.Call, args: list, kwargs: dict, frame: dict) -> object:
+    def _known_call(
+        self, syntax: _CallSyntax, node: ast.Call, args: list, kwargs: dict, frame: dict
+    ) -> object:
+        q = syntax.qualname
         if q is None:
             return UNKNOWN
-        last = q.rsplit(".", 1)[-1]
-        if is_torch_name(q, "DistributedDataParallel"):
+        last = syntax.last
+        if syntax.is_ddp:
             return DDPModel()
         if q in ("torch.save",):
             self._record("save", "save", node, arg=_src(node.args[1]) if len(node.args) > 1 else None)
@@ -844,6 +846,8 @@ class _CallSyntax:
     on_self: bool  # ``self.<something>(...)``
     dist_op: str | None  # ``send`` for torch.distributed functions
     handed: tuple[str, ...]  # variables handed to the call, a method's object included
+    last: str | None  # the qualified name's last part, ``send``
+    is_ddp: bool  # DistributedDataParallel(...)
 
     @classmethod
     def of(cls, node: ast.Call, aliases: dict[str, str]) -> _CallSyntax:
@@ -860,6 +864,8 @@ class _CallSyntax:
             on_self=name is not None and name.startswith("self."),
             dist_op=dist_op(q),
             handed=tuple(handed),
+            last=q.rsplit(".", 1)[-1] if q is not None else None,
+            is_ddp=is_torch_name(q, "DistributedDataParallel"),
         )
 
 
