@@ -125,6 +125,14 @@ def _lint_chunk(
     return out
 
 
+def _size(path: Path) -> int:
+    """Bytes in the file, 0 when it cannot be read (one stat, not an exists() and a stat)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _sort_key(f: Finding):
     loc = f.location
     return (loc.path, loc.line, loc.col, f.code) if loc else ("", 0, 0, f.code)
@@ -149,7 +157,7 @@ def lint_paths(
         out = _lint_chunk([str(f) for f in files], config, extra_rules, cache_dir)
     else:
         # interleave by size so workers finish together
-        ordered = sorted(files, key=lambda f: f.stat().st_size if f.exists() else 0, reverse=True)
+        ordered = sorted(files, key=_size, reverse=True)
         chunks = [[str(f) for f in ordered[i :: jobs * 4]] for i in range(jobs * 4)]
         from concurrent.futures import ProcessPoolExecutor  # only when there is enough to share out
         from multiprocessing import get_context
