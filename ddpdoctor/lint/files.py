@@ -55,7 +55,7 @@ _WITH_DISTRIBUTED = tuple(t for t in STRONG if _DISTRIBUTED in t)
 _WITH_NCCL = tuple(t for t in STRONG if _NCCL in t)
 _WITH_RANK = tuple(t for t in STRONG if _RANK in t)
 _UNSHARED = tuple(t for t in STRONG if t not in _WITH_DISTRIBUTED + _WITH_NCCL + _WITH_RANK)
-assert all(_DISTRIBUTED in t for t in _DIST)
+assert all(_DISTRIBUTED in t for t in _DIST)  # the last line of worth_parsing relies on it
 
 
 def worth_parsing(data: bytes) -> bool:
