@@ -186,7 +186,8 @@ def test_collector_is_back_as_it_was_after_each_file():
     assert gc.isenabled()
     assert [f.code for f in lint_source("t.py", src)] == ["DDP301", "DDP403"]
     assert gc.isenabled()
-    assert lint_source("bad.py", "import torch.distributed as dist\ndist.init_process_group(\n")[0].evidence["kind"] == "syntax"
+    broken = lint_source("bad.py", "import torch.distributed as dist\ndist.init_process_group(\n")
+    assert broken[0].evidence["kind"] == "syntax"
     assert gc.isenabled()
     gc.disable()
     try:
