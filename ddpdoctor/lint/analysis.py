@@ -8,12 +8,13 @@ computed when a rule asks for ``runs``.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterator
 
 from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace, module_defs
-from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, is_torch_name, qualify
+from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, qualify
 from ddpdoctor.report.model import Finding, Location, Severity
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
@@ -26,7 +27,35 @@ RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zer
 # fields that only hold operator/context singletons: no rule looks at them, and skipping them
 # makes the walk markedly cheaper
 _SKIP_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "type_ignores"})
+# ... and fields that hold a name, a number or a constant, never a node, on the commonest classes
+# (a field not listed is still looked at: the walk checks what it finds)
+_SCALAR_FIELDS: dict[type, tuple[str, ...]] = {
+    ast.Name: ("id",),
+    ast.Attribute: ("attr",),
+    ast.Constant: ("value",),
+    ast.arg: ("arg",),
+    ast.keyword: ("arg",),
+    ast.alias: ("name", "asname"),
+    ast.FunctionDef: ("name",),
+    ast.AsyncFunctionDef: ("name",),
+    ast.ClassDef: ("name",),
+    ast.ImportFrom: ("module", "level"),
+    ast.FormattedValue: ("conversion",),
+    ast.AnnAssign: ("simple",),
+    ast.comprehension: ("is_async",),
+    ast.Global: ("names",),
+    ast.Nonlocal: ("names",),
+}
 _FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of ``cls`` that may hold child nodes (a node, None, or a list of them)."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        scalar = _SCALAR_FIELDS.get(cls, ())
+        fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in scalar)
+    return fields
 
 
 @dataclass
@@ -51,23 +80,25 @@ class ModuleAnalysis:
         # one walk over the tree: the nodes rules look for, by type (parents only when a rule asks)
         self.by_type: dict[type, list[ast.AST]] = {}
         by_type = self.by_type
-        stack: list[ast.AST] = [tree]
+        stack: list = [tree]
+        pop, push, extend = stack.pop, stack.append, stack.extend
         AST = ast.AST
         while stack:
-            node = stack.pop()
+            node = pop()
             if not isinstance(node, AST):
-                continue  # Global/Nonlocal names (str), the None keys of {**d}
-            cls = type(node)
-            by_type.setdefault(cls, []).append(node)
+                continue  # an absent optional child (None), the None keys of {**d}, a name
+            cls = node.__class__
+            nodes = by_type.get(cls)
+            if nodes is None:
+                nodes = by_type[cls] = []
+            nodes.append(node)
             fields = _FIELDS.get(cls)
-            if fields is None:
-                fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)
-            for name in fields:
+            for name in fields if fields is not None else _child_fields(cls):
                 v = getattr(node, name, None)
-                if isinstance(v, list):
-                    stack.extend(v)
-                elif isinstance(v, ast.AST):
-                    stack.append(v)
+                if v.__class__ is list:
+                    extend(v)
+                else:
+                    push(v)
         for nodes in by_type.values():
             nodes.reverse()  # the stack walk pops the last child first; restore source order within a type
         self.aliases = collect_aliases(self.nodes(ast.Import, ast.ImportFrom))
@@ -88,15 +119,26 @@ class ModuleAnalysis:
 
     @cached_property
     def parents(self) -> dict[ast.AST, ast.AST]:
+        """Each node's parent (operator and context singletons, shared by many nodes, have none)."""
         out: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                out[child] = node
+        stack: list[ast.AST] = [self.tree]
+        AST = ast.AST
+        while stack:
+            node = stack.pop()
+            fields = _FIELDS.get(node.__class__)
+            for name in fields if fields is not None else _child_fields(node.__class__):
+                v = getattr(node, name, None)
+                for child in v if v.__class__ is list else (v,):
+                    if isinstance(child, AST):
+                        out[child] = node
+                        stack.append(child)
         return out
 
     @cached_property
-    def _functions_by_body(self) -> list:
-        return sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
+    def _functions_by_body(self) -> tuple[list, list[tuple[int, int]]]:
+        """The defs sorted by where their bodies start, and those starts (for bisect)."""
+        fns = sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
+        return fns, [(f.body[0].lineno, f.body[0].col_offset) for f in fns]
 
     @cached_property
     def lines(self) -> list[str]:
@@ -112,14 +154,14 @@ class ModuleAnalysis:
         """The innermost def whose body holds the node, by position (no parent map needed)."""
         start = (node.lineno, node.col_offset)
         end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
-        best = None
-        for fn in self._functions_by_body:
-            b = fn.body[0]
-            if (b.lineno, b.col_offset) > start:
-                break  # sorted by where bodies start: no later def can hold the node
+        fns, starts = self._functions_by_body
+        # defs whose body starts after the node cannot hold it; of the others, the one that starts
+        # last and still reaches past the node's end is the innermost
+        for i in range(bisect_right(starts, start) - 1, -1, -1):
+            fn = fns[i]
             if fn is not node and (fn.end_lineno, fn.end_col_offset) >= end:
-                best = fn
-        return best
+                return fn
+        return None
 
     def finding(
         self,
@@ -243,8 +285,7 @@ class ModuleAnalysis:
         return out
 
     def call_sites(self, fn: ast.AST) -> list[ast.Call]:
-        name = getattr(fn, "name", None)
-        return [c for c, _ in self.calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == name]
+        return list(self._calls_by_last_name.get(getattr(fn, "name", None), ()))
 
     def callers_all_guarded(self, fn: ast.AST) -> bool:
         """Every call of this file's function ``fn`` sits under a rank guard (and there is at least one)."""
@@ -272,19 +313,61 @@ class ModuleAnalysis:
     # -- facts rules share --------------------------------------------------------------------
     def calls_named(self, *names: str) -> list[ast.Call]:
         """Calls whose qualified name is one of ``names`` or a torch name ending in one of them."""
-        out = []
-        for node, q in self.calls:
-            if q is None:
-                continue
-            if q in names or any(is_torch_name(q, n) for n in names if "." not in n):
-                out.append(node)
-        return out
+        at: set[int] = set()
+        for n in names:
+            at.update(self._calls_by_qualname.get(n, ()))
+            if "." not in n:
+                at.update(self._torch_calls_by_last.get(n, ()))
+        calls = self.calls
+        return [calls[i][0] for i in sorted(at)]  # in source order, as self.calls
 
     def dist_calls(self, *ops: str) -> list[ast.Call]:
-        return [node for node, q in self.calls if dist_op(q) in ops]
+        return [node for node, op in self._dist_calls if op in ops]
 
     def method_calls(self, attr: str) -> list[ast.Call]:
-        return [n for n, _ in self.calls if isinstance(n.func, ast.Attribute) and n.func.attr == attr]
+        return list(self._calls_by_method.get(attr, ()))
+
+    # Rules ask these questions many times per file (a thousand calls_named over a file's 5000
+    # calls): each index is built in one pass over self.calls, the first time it is needed.
+    @cached_property
+    def _calls_by_qualname(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for i, (_node, q) in enumerate(self.calls):
+            if q is not None:
+                out.setdefault(q, []).append(i)
+        return out
+
+    @cached_property
+    def _torch_calls_by_last(self) -> dict[str, list[int]]:
+        """torch names by their last component (see names.is_torch_name)."""
+        out: dict[str, list[int]] = {}
+        for q, at in self._calls_by_qualname.items():
+            if q.startswith("torch."):
+                out.setdefault(q.rsplit(".", 1)[-1], []).extend(at)
+        return out
+
+    @cached_property
+    def _dist_calls(self) -> list[tuple[ast.Call, str]]:
+        """(call, operation) for the calls of torch.distributed functions, in source order."""
+        return [(node, op) for node, q in self.calls if (op := dist_op(q)) is not None]
+
+    @cached_property
+    def _calls_by_method(self) -> dict[str, list[ast.Call]]:
+        out: dict[str, list[ast.Call]] = {}
+        for node, _q in self.calls:
+            if isinstance(node.func, ast.Attribute):
+                out.setdefault(node.func.attr, []).append(node)
+        return out
+
+    @cached_property
+    def _calls_by_last_name(self) -> dict[str, list[ast.Call]]:
+        """Calls by the last part of the called name (``f``, ``x.f`` and ``self.f`` under "f")."""
+        out: dict[str, list[ast.Call]] = {}
+        for node, _q in self.calls:
+            name = dotted(node.func)
+            if name is not None:
+                out.setdefault(name.rsplit(".", 1)[-1], []).append(node)
+        return out
 
     @cached_property
     def ddp_constructors(self) -> list[ast.Call]:
@@ -371,24 +454,22 @@ class ModuleAnalysis:
     def interesting_functions(self) -> set[int]:
         """ids of functions whose own body makes a distributed call or calls a DDP model."""
         out: set[int] = set()
-        for node, q in self.calls:
-            op = dist_op(q)
-            if op in COLLECTIVES or op in P2P or q in ("torch.save", "torch.load"):
-                fn = self.enclosing_function(node)
-                if fn is not None:
-                    out.add(id(fn))
+        nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
+        nodes += self.calls_named("torch.save", "torch.load")
+        for node in nodes:
+            fn = self.enclosing_function(node)
+            if fn is not None:
+                out.add(id(fn))
         return out
 
     @cached_property
     def runs(self) -> list[Run]:
-        classes = {
-            id(m): ClassRef(
-                c, {s.name: s for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            )
-            for c in self.nodes(ast.ClassDef)
-            for m in c.body
-            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
-        }
+        classes: dict[int, ClassRef] = {}  # id of a method -> its class (one ClassRef per class)
+        for c in self.nodes(ast.ClassDef):
+            defs = [s for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            ref = ClassRef(c, {s.name: s for s in defs})
+            for s in defs:
+                classes[id(s)] = ref
         sizes = self.world_sizes
         out = self._runs_for("<module>", lambda it: it.run_module(), sizes)
         entered = set().union(*(t.entered for r in out for t in r.traces))
@@ -414,9 +495,14 @@ class ModuleAnalysis:
     def _defs(self) -> dict:
         return module_defs(self.tree)
 
+    @cached_property
+    def _syntax(self) -> dict:
+        """The interpreter's per-node facts, shared by every walk of this module."""
+        return {}
+
     def _runs_for(self, entry: str, walk, sizes) -> list[Run]:
         def go(w: int, r: int) -> Trace:
-            it = Interpreter(self.tree, self.aliases, w, r, self._defs)
+            it = Interpreter(self.tree, self.aliases, w, r, self._defs, self._syntax)
             trace = walk(it)
             self.steps += it.steps
             self._last = it

@@ -66,6 +66,8 @@ class LintConfig:
         return selected >= 0 and selected > hit(self.ignore)
 
     def ignored_for(self, path: str) -> tuple[str, ...]:
+        if not self.per_file_ignores:
+            return ()  # the usual case: no need to resolve the path (a stat per component)
         from fnmatch import fnmatch
 
         rel = _relative(path, self.root)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import gc
 import os
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from ddpdoctor.lint.analysis import ModuleAnalysis
@@ -39,6 +41,28 @@ def lint_source(
         text = data if isinstance(data, str) else decode(raw)
     except (UnicodeDecodeError, SyntaxError, LookupError) as e:
         return [_problem(path, "encoding", f"cannot decode: {e}")]
+    with _collector_paused():
+        return _lint_text(path, text, config, rules)
+
+
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while one file is parsed and analysed. ast.parse makes
+    hundreds of thousands of young objects for a big file, so the collector runs every few hundred
+    allocations and re-traverses the growing tree each time (15-20% of parse time on torch's tree),
+    yet the tree holds no cycles: reference counting frees it. Anything cyclic left behind is
+    collected as usual once the collector is back on."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
@@ -57,7 +81,7 @@ def lint_source(
             found = list(spec.module.check(module))
         except RecursionError:
             continue  # pathologically deep code: skip the rule rather than crash
-        except Exception as e:  # a rule bug must not take the whole run down; report it
+        except Exception as e:  # noqa: BLE001 - a rule bug must not take the whole run down; report it
             out.append(_problem(path, "internal", f"internal error in {spec.code}: {type(e).__name__}: {e}"))
             continue
         lines = module.lines
@@ -101,6 +125,14 @@ def _lint_chunk(
     return out
 
 
+def _size(path: Path) -> int:
+    """Bytes in the file, 0 when it cannot be read (one stat, not an exists() and a stat)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _sort_key(f: Finding):
     loc = f.location
     return (loc.path, loc.line, loc.col, f.code) if loc else ("", 0, 0, f.code)
@@ -125,7 +157,7 @@ def lint_paths(
         out = _lint_chunk([str(f) for f in files], config, extra_rules, cache_dir)
     else:
         # interleave by size so workers finish together
-        ordered = sorted(files, key=lambda f: f.stat().st_size if f.exists() else 0, reverse=True)
+        ordered = sorted(files, key=_size, reverse=True)
         chunks = [[str(f) for f in ordered[i :: jobs * 4]] for i in range(jobs * 4)]
         from concurrent.futures import ProcessPoolExecutor  # only when there is enough to share out
         from multiprocessing import get_context

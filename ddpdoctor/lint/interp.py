@@ -24,8 +24,21 @@ from dataclasses import dataclass, field
 from ddpdoctor.lint.names import dist_op, dotted, is_torch_name, qualify
 
 _RANK_ENV = frozenset(
-    "RANK SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK LOCAL_RANK SLURM_LOCALID OMPI_COMM_WORLD_LOCAL_RANK "
-    "MPI_LOCALRANKID WORLD_SIZE SLURM_NTASKS OMPI_COMM_WORLD_SIZE LOCAL_WORLD_SIZE PMI_SIZE".split()
+    [
+        "RANK",
+        "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "LOCAL_RANK",
+        "SLURM_LOCALID",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "WORLD_SIZE",
+        "SLURM_NTASKS",
+        "OMPI_COMM_WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "PMI_SIZE",
+    ]
 )
 
 
@@ -39,9 +52,28 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 COLLECTIVES = frozenset(
-    "all_reduce all_gather all_gather_into_tensor all_gather_object all_to_all all_to_all_single barrier "
-    "broadcast broadcast_object_list gather gather_object reduce reduce_scatter reduce_scatter_tensor "
-    "scatter scatter_object_list monitored_barrier new_group _all_gather_base _reduce_scatter_base".split()
+    [
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "all_to_all",
+        "all_to_all_single",
+        "barrier",
+        "broadcast",
+        "broadcast_object_list",
+        "gather",
+        "gather_object",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "scatter",
+        "scatter_object_list",
+        "monitored_barrier",
+        "new_group",
+        "_all_gather_base",
+        "_reduce_scatter_base",
+    ]
 )
 P2P = frozenset({"send", "recv", "isend", "irecv"})
 RANK_NAMES = {
@@ -185,10 +217,19 @@ class Interpreter:
     """Walks one module for one (world_size, rank). Create one per run; it is cheap."""
 
     def __init__(
-        self, tree: ast.Module, aliases: dict[str, str], world_size: int, rank: int, defs: dict | None = None
+        self,
+        tree: ast.Module,
+        aliases: dict[str, str],
+        world_size: int,
+        rank: int,
+        defs: dict | None = None,
+        syntax: dict | None = None,
     ):
         self.tree = tree
         self.aliases = aliases
+        # what a node's own text says (names, qualified names), the same on every walk of this tree
+        # with these aliases: share one dict between the walks of a module (see _call_syntax)
+        self.syntax: dict[ast.AST, object] = syntax if syntax is not None else {}
         self.W = world_size
         self.rank = rank
         self.local = rank  # one node: local rank == global rank
@@ -365,7 +406,7 @@ class Interpreter:
             return UNKNOWN if v is UNKNOWN else True
         try:
             return bool(v)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
             return UNKNOWN
 
     def _lookup(self, name: str, frame: dict) -> object:
@@ -398,7 +439,7 @@ class Interpreter:
                     if _concrete(left, right) or op in (ast.Is, ast.IsNot):
                         try:
                             result = bool(_CMPOPS[type(op)](left, right))
-                        except Exception:
+                        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                             result = UNKNOWN
                     else:
                         result = UNKNOWN
@@ -418,7 +459,7 @@ class Interpreter:
                     return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
                         type(e.op)
                     ](v)
-                except Exception:
+                except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                     return UNKNOWN
             return UNKNOWN
         if t is ast.IfExp:
@@ -510,12 +551,14 @@ class Interpreter:
             return UNKNOWN
         try:
             v = fn(a, b)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
             return UNKNOWN
         return v if _small(v) else UNKNOWN
 
     def _subscript(self, e: ast.Subscript, frame: dict) -> object:
-        q = qualify(dotted(e.value), self.aliases)
+        q = self.syntax.get(e, _MISSING)
+        if q is _MISSING:
+            q = self.syntax[e] = qualify(dotted(e.value), self.aliases)
         key = self.ev(e.slice, frame)
         if q == "os.environ":
             return self._env(key)
@@ -523,7 +566,7 @@ class Interpreter:
         if _concrete(base, key) and isinstance(base, (tuple, str, range)):
             try:
                 return base[key]
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
         return UNKNOWN
 
@@ -539,16 +582,19 @@ class Interpreter:
         return UNKNOWN
 
     def _attribute(self, e: ast.Attribute, frame: dict) -> object:
-        key = dotted(e)
+        key = self.syntax.get(e, _MISSING)
+        if key is _MISSING:
+            key = self.syntax[e] = dotted(e)
         if key is not None and key in self.attrs:
             return self.attrs[key]
         base = self.ev(e.value, frame)
-        if isinstance(base, DDPModel):
-            return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
-        if isinstance(base, ClassRef) and e.attr in base.methods:
-            return FuncRef(base.methods[e.attr], base)
-        if isinstance(base, Instance) and e.attr in base.cls.methods:
-            return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True)
+        if base is not UNKNOWN:  # the usual case skips the three checks
+            if isinstance(base, DDPModel):
+                return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
+            if isinstance(base, ClassRef) and e.attr in base.methods:
+                return FuncRef(base.methods[e.attr], base)
+            if isinstance(base, Instance) and e.attr in base.cls.methods:
+                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True)
         if isinstance(e.value, ast.Name) and e.value.id == "self":
             cls = frame.get("__class__")
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
@@ -568,16 +614,11 @@ class Interpreter:
         self.trace.events.append(ev)
         return ev
 
-    def _forget_mutables(self, node: ast.Call, frame: dict) -> None:
-        """Lists are modelled as tuples; a call may fill one in place (``broadcast_object_list(objs)``,
-        ``objs.append(x)``), so a list variable handed to a call is no longer known."""
-        names = [a for a in node.args if isinstance(a, ast.Name)]
-        names += [k.value for k in node.keywords if isinstance(k.value, ast.Name)]
-        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-            names.append(node.func.value)
-        for n in names:
-            if isinstance(frame.get(n.id), tuple):
-                frame[n.id] = UNKNOWN
+    def _call_syntax(self, node: ast.Call) -> _CallSyntax:
+        facts = self.syntax.get(node)
+        if facts is None:
+            facts = self.syntax[node] = _CallSyntax.of(node, self.aliases)
+        return facts  # type: ignore[return-value]
 
     def _args(self, node: ast.Call, frame: dict) -> tuple[list, dict]:
         args = [self.ev(a, frame) for a in node.args]
@@ -588,56 +629,60 @@ class Interpreter:
         return args, kwargs
 
     def _call(self, node: ast.Call, frame: dict) -> object:
+        syntax = self._call_syntax(node)
         try:
-            return self._call_inner(node, frame)
+            return self._call_inner(node, frame, syntax)
         finally:
-            self._forget_mutables(node, frame)
+            # Lists are modelled as tuples; a call may fill one in place (``broadcast_object_list(objs)``,
+            # ``objs.append(x)``), so a list variable handed to a call is no longer known.
+            for name in syntax.handed:
+                if isinstance(frame.get(name), tuple):
+                    frame[name] = UNKNOWN
 
-    def _call_inner(self, node: ast.Call, frame: dict) -> object:
+    def _call_inner(self, node: ast.Call, frame: dict, syntax: _CallSyntax) -> object:
         func = node.func
-        name = dotted(func)
-        q = qualify(name, self.aliases) if name else None
+        name, head, op = syntax.name, syntax.head, syntax.dist_op
         # names defined in this file win over the heuristics below
         local = (
             self.ev(func, frame)
-            if name is None
-            or name.split(".", 1)[0] in frame
-            or (name.split(".", 1)[0] in self.globals)
-            or name.startswith("self.")
+            if name is None or head in frame or (head in self.globals) or syntax.on_self
             else UNKNOWN
         )
-        op = dist_op(q)
         if op is not None and not isinstance(local, FuncRef):
             return self._dist_call(op, node, frame)
         args, kwargs = self._args(node, frame)
-        if isinstance(local, FuncRef):
-            return self._invoke(local, node, args, kwargs)
-        if isinstance(local, ClassRef):
-            init = local.methods.get("__init__")
-            if init is not None:
-                self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs)
-            return Instance(local)
-        if isinstance(local, DDPModel):
-            self._record("ddp_forward", "forward", node)
-            return UNKNOWN
-        if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
-            if local[2] == "state_dict":
-                self._record("state_dict", "state_dict", node)
-            elif local[2] in ("forward",):
+        if local is not UNKNOWN:  # the usual case: nothing this file defines
+            if isinstance(local, FuncRef):
+                return self._invoke(local, node, args, kwargs)
+            if isinstance(local, ClassRef):
+                init = local.methods.get("__init__")
+                if init is not None:
+                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs)
+                return Instance(local)
+            if isinstance(local, DDPModel):
                 self._record("ddp_forward", "forward", node)
-            return UNKNOWN
+                return UNKNOWN
+            if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
+                if local[2] == "state_dict":
+                    self._record("state_dict", "state_dict", node)
+                elif local[2] in ("forward",):
+                    self._record("ddp_forward", "forward", node)
+                return UNKNOWN
         if isinstance(func, ast.Attribute) and func.attr == "wait" and node.args == []:
             base = self.ev(func.value, frame)
             if isinstance(base, Request):
                 self._record("wait", "wait", node, req=base.id)
             return UNKNOWN
-        return self._known_call(q, node, args, kwargs, frame)
+        return self._known_call(syntax, node, args, kwargs, frame)
 
-    def _known_call(self, q: str | None, node: ast.Call, args: list, kwargs: dict, frame: dict) -> object:
+    def _known_call(
+        self, syntax: _CallSyntax, node: ast.Call, args: list, kwargs: dict, frame: dict
+    ) -> object:
+        q = syntax.qualname
         if q is None:
             return UNKNOWN
-        last = q.rsplit(".", 1)[-1]
-        if is_torch_name(q, "DistributedDataParallel"):
+        last = syntax.last
+        if syntax.is_ddp:
             return DDPModel()
         if q in ("torch.save",):
             self._record("save", "save", node, arg=_src(node.args[1]) if len(node.args) > 1 else None)
@@ -653,12 +698,12 @@ class Interpreter:
         if q in ("int", "str", "bool", "float") and len(args) == 1 and _concrete(args[0]):
             try:
                 return {"int": int, "str": str, "bool": bool, "float": float}[q](args[0])
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
         if q == "range" and args and _concrete(*args) and all(isinstance(a, int) for a in args):
             try:
                 r = range(*args)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
             return r if len(r) <= 1 << 20 else UNKNOWN
         if q in ("len",) and args and isinstance(args[0], (tuple, str, range)):
@@ -666,7 +711,7 @@ class Interpreter:
         if q in ("min", "max") and len(args) > 1 and _concrete(*args):
             try:
                 return (min if q == "min" else max)(*args)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
         if last in ("spawn", "start_processes") and ("multiprocessing" in q or q.startswith("torch.")):
             return self._spawn(node, frame)
@@ -788,6 +833,42 @@ class Interpreter:
         return None
 
 
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class _CallSyntax:
+    """What a call's own text says: the same on every walk, so worked out once per call node."""
+
+    name: str | None  # the dotted callee, ``dist.send``; None for ``f()()`` and the like
+    qualname: str | None  # with the file's import aliases, ``torch.distributed.send``
+    head: str | None  # ``dist``
+    on_self: bool  # ``self.<something>(...)``
+    dist_op: str | None  # ``send`` for torch.distributed functions
+    handed: tuple[str, ...]  # variables handed to the call, a method's object included
+    last: str | None  # the qualified name's last part, ``send``
+    is_ddp: bool  # DistributedDataParallel(...)
+
+    @classmethod
+    def of(cls, node: ast.Call, aliases: dict[str, str]) -> _CallSyntax:
+        name = dotted(node.func)
+        q = qualify(name, aliases) if name else None
+        handed = [a.id for a in node.args if isinstance(a, ast.Name)]
+        handed += [k.value.id for k in node.keywords if isinstance(k.value, ast.Name)]
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            handed.append(node.func.value.id)
+        return cls(
+            name=name,
+            qualname=q,
+            head=name.split(".", 1)[0] if name is not None else None,
+            on_self=name is not None and name.startswith("self."),
+            dist_op=dist_op(q),
+            handed=tuple(handed),
+            last=q.rsplit(".", 1)[-1] if q is not None else None,
+            is_ddp=is_torch_name(q, "DistributedDataParallel"),
+        )
+
+
 def _expects_error(expr: ast.AST) -> bool:
     func = expr.func if isinstance(expr, ast.Call) else expr
     name = dotted(func) or ""
@@ -810,5 +891,5 @@ def module_defs(tree: ast.Module) -> dict[str, object]:
 def _src(node: ast.AST) -> str | None:
     try:
         return ast.unparse(node)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any node ast cannot unparse has no source to show
         return None

@@ -1,0 +1,197 @@
+"""The engine's fast paths answer exactly as their plain definitions: the grouped pre-filter, the
+compiled exclusion patterns, ModuleAnalysis' call indexes, parent map and enclosing_function, and
+the collector pause around each file. Each reference below is the straightforward version."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import os
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ddpdoctor.lint import LintConfig, lint_source
+from ddpdoctor.lint.analysis import ModuleAnalysis
+from ddpdoctor.lint.files import _COMM, _DIST, STRONG, decode, discover, worth_parsing
+from ddpdoctor.lint.names import dist_op, dotted, is_torch_name
+
+HERE = Path(__file__).parent
+SOURCES = sorted((HERE / "corpus").glob("*.py")) + sorted((HERE / "fixtures").glob("*.py"))
+
+
+def _reference_worth_parsing(data: bytes) -> bool:
+    if any(t in data for t in STRONG):
+        return True
+    return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
+
+
+# every token, its parts and near misses, so the generated texts cross each branch of the filter
+_PIECES = sorted(
+    {t for t in STRONG + _DIST + _COMM}
+    | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM}
+    | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM}
+    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x"}
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+def test_prefilter_matches_trying_every_token(pieces):
+    data = b"".join(pieces)
+    assert worth_parsing(data) == _reference_worth_parsing(data), data
+
+
+def test_prefilter_on_the_corpus_and_on_single_tokens():
+    for p in SOURCES:
+        data = p.read_bytes()
+        assert worth_parsing(data) == _reference_worth_parsing(data), p
+    for t in STRONG:
+        assert worth_parsing(b"x = 1\n" + t + b"\n")
+    assert worth_parsing(b"import torch.distributed\nrank\nbarrier")
+    assert not worth_parsing(b"import torch.distributed\nbarrier")  # no rank
+    assert not worth_parsing(b"rank = 0\nbarrier()")  # no torch.distributed
+
+
+def _reference_discover(paths: list[str], exclude: tuple[str, ...]) -> list[Path]:
+    def excluded(path: Path) -> bool:
+        return any(fnmatch(path.name, p) or fnmatch(str(path), p) for p in exclude)
+
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_file():
+            out.append(p)
+            continue
+        for root, dirs, files in os.walk(p):
+            rootp = Path(root)
+            dirs[:] = sorted(d for d in dirs if not excluded(rootp / d))
+            out.extend(
+                rootp / f for f in sorted(files) if f.endswith((".py", ".pyi")) and not excluded(rootp / f)
+            )
+    return out
+
+
+@pytest.mark.parametrize(
+    "exclude",
+    [(), LintConfig().exclude, ("*test*",), ("*/b/*", "*.pyi"), ("a", "c.py"), ("[ab]*", "*/x?/*")],
+)
+def test_discovery_excludes_as_fnmatch_does(tmp_path, exclude):
+    for rel in (
+        "a/b/c.py",
+        "a/b/d.pyi",
+        "a/x1/e.py",
+        "b/test_f.py",
+        "build/g.py",
+        "c.py",
+        "c.txt",
+        "x/.venv/h.py",
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    for roots in ([str(tmp_path)], [str(tmp_path) + "/", str(tmp_path / "c.py")], [str(tmp_path / "a")]):
+        assert discover(roots, exclude) == _reference_discover(roots, exclude), (roots, exclude)
+
+
+def _module(path: Path) -> ModuleAnalysis | None:
+    text = decode(path.read_bytes())
+    try:
+        return ModuleAnalysis(str(path), text, ast.parse(text))
+    except SyntaxError:
+        return None
+
+
+def _reference_by_type(tree: ast.AST) -> dict[type, list]:
+    """The walk as first written: every field but the operator/context singletons, checked by type."""
+    skip = {"ctx", "op", "ops", "type_comment", "kind", "type_ignores"}
+    out: dict[type, list] = {}
+    stack: list = [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, ast.AST):
+            continue
+        out.setdefault(type(node), []).append(node)
+        for name in node._fields:
+            v = getattr(node, name, None)
+            if name in skip:
+                continue
+            if isinstance(v, list):
+                stack.extend(v)
+            elif isinstance(v, ast.AST):
+                stack.append(v)
+    for nodes in out.values():
+        nodes.reverse()
+    return out
+
+
+_NAMES = ("DataLoader", "DistributedSampler", "DistributedDataParallel", "torch.save", "torch.load", "save")
+_OPS = (("send", "recv", "isend", "irecv"), ("init_process_group",), ("get_rank", "barrier"), ("all_reduce",))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_call_indexes_match_a_scan_of_every_call(path):
+    m = _module(path)
+    if m is None:
+        return
+    calls = m.calls
+    for names in [(n,) for n in _NAMES] + [_NAMES]:
+        want = [
+            c
+            for c, q in calls
+            if q is not None and (q in names or any(is_torch_name(q, n) for n in names if "." not in n))
+        ]
+        assert m.calls_named(*names) == want, names
+    for ops in _OPS:
+        assert m.dist_calls(*ops) == [c for c, q in calls if dist_op(q) in ops], ops
+    for attr in ("set_epoch", "step", "wait", "add_argument", "backward"):
+        want = [c for c, _ in calls if isinstance(c.func, ast.Attribute) and c.func.attr == attr]
+        assert m.method_calls(attr) == want, attr
+    for fn in m.functions:
+        want = [c for c, _ in calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == fn.name]
+        assert m.call_sites(fn) == want, fn.name
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_walk_parents_and_enclosing_function_match_ast_walk(path):
+    m = _module(path)
+    if m is None:
+        return
+    assert m.by_type == _reference_by_type(m.tree)  # the same nodes in the same order
+    singletons = (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop)
+    every = [n for n in ast.walk(m.tree) if not isinstance(n, singletons)]
+    assert sorted(map(id, every)) == sorted(id(n) for nodes in m.by_type.values() for n in nodes)
+    parents = {child: node for node in ast.walk(m.tree) for child in ast.iter_child_nodes(node)}
+    for n in every:
+        assert m.parents.get(n) is parents.get(n)
+    by_body = sorted(m.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
+    for node in [c for c, _ in m.calls] + m.functions:
+        want = None
+        for fn in by_body:  # the innermost def whose body holds the node, by a full scan
+            b = fn.body[0]
+            if (b.lineno, b.col_offset) > (node.lineno, node.col_offset):
+                break
+            if fn is not node and (fn.end_lineno, fn.end_col_offset) >= (
+                node.end_lineno,
+                node.end_col_offset,
+            ):
+                want = fn
+        assert m.enclosing_function(node) is want
+
+
+def test_collector_is_back_as_it_was_after_each_file():
+    src = "import torch.distributed as dist\ndist.init_process_group()\nif dist.get_rank() == 0:\n    dist.barrier()\n"
+    assert gc.isenabled()
+    assert [f.code for f in lint_source("t.py", src)] == ["DDP301", "DDP403"]
+    assert gc.isenabled()
+    broken = lint_source("bad.py", "import torch.distributed as dist\ndist.init_process_group(\n")
+    assert broken[0].evidence["kind"] == "syntax"
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lint_source("t.py", src)
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
