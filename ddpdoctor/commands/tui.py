@@ -93,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
         missing = [p for p in args.lint if not Path(p).exists()]
         if missing:
             return _fail(f"{missing[0]}: no such file or folder")
-        lint_fn = _lint_callable(args.lint)
-        if isinstance(lint_fn, str):
-            return _fail(lint_fn)
-        app_kwargs = {"lint": lint_fn}
+        app_kwargs = {"lint": _lint_callable(args.lint)}
     else:
         from ddpdoctor.tui.live import LiveConfig
 
@@ -115,16 +112,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lint_callable(paths: list[str]):
-    """A function that lints ``paths`` into a Report, or a message saying why there is none."""
-    try:
-        from ddpdoctor.lint import lint_paths
-    except ImportError:
-        return (
-            "the lint engine (ddpdoctor.lint.lint_paths) is not part of this build yet; "
-            "open a saved report that holds lint findings instead: ddpdoctor tui REPORT.json"
-        )
+    """A function that lints ``paths`` into a Report (the app runs it in a worker thread)."""
 
     def run_lint():
+        from ddpdoctor.lint import lint_paths
         from ddpdoctor.tui.adapt import lint_result_to_report
 
         return lint_result_to_report(lint_paths(paths))

@@ -53,17 +53,6 @@ def test_bad_input_exits_2_with_a_message(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_lint_without_the_engine_says_so(capsys):
-    try:
-        from ddpdoctor.lint import lint_paths  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("the lint engine is here: `tui --lint` opens the app instead")
-    assert tui_main(["--lint", str(DATA / "train_bad.py")]) == 2
-    assert "ddpdoctor.lint.lint_paths) is not part of this build yet" in capsys.readouterr().err
-
-
 def test_pure_modules_import_neither_textual_nor_torch():
     code = (
         "import sys\n"

@@ -1,14 +1,13 @@
 """The real app in a pseudo-terminal (80×24): what a user sees, escape codes and all.
 
-The first test drives live mode with the fake check, so the terminal path is covered today; the
-second runs the real `ddpdoctor check` on gloo and skips until that command has `--events`.
+The first test drives live mode with the fake check; the second runs the real `ddpdoctor check` on
+gloo (point-to-point matrix only) and finds the heatmap.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -21,14 +20,6 @@ pexpect = pytest.importorskip("pexpect", reason="pexpect (dev extra) drives the 
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>78]|\x1b\][^\x07]*\x07")
 
 
-def tui_entry() -> list[str]:
-    """`-m ddpdoctor tui` once the whole CLI imports; `-m ddpdoctor.tui` (the same code) until then."""
-    probe = subprocess.run(
-        [sys.executable, "-m", "ddpdoctor", "tui", "--help"], check=False, capture_output=True, timeout=60
-    )
-    return ["-m", "ddpdoctor", "tui"] if probe.returncode == 0 else ["-m", "ddpdoctor.tui"]
-
-
 class Terminal:
     """The app in a pty; ``wait_for`` searches everything it has drawn, escape codes stripped."""
 
@@ -37,7 +28,7 @@ class Terminal:
         env.pop("TEXTUAL", None)
         self.child = pexpect.spawn(
             sys.executable,
-            [*tui_entry(), *args],
+            ["-m", "ddpdoctor", "tui", *args],
             env=env,
             cwd=cwd,
             dimensions=(24, 80),
@@ -96,25 +87,9 @@ def test_live_app_in_a_pty_with_the_fake_check(tmp_path):
         term.kill()
 
 
-def check_has_events_flag() -> bool:
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "ddpdoctor", "check", "--help"],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except subprocess.TimeoutExpired:
-        return False
-    return out.returncode == 0 and "--events" in out.stdout
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_real_check_on_gloo_shows_the_heatmap(tmp_path):
-    if not check_has_events_flag():
-        pytest.skip("`ddpdoctor check --events` is not in this build yet (the lead's check command)")
     term = Terminal(
         ["--nproc-per-node", "2", "--backend", "gloo", "--select", "P2P", "--workdir", str(tmp_path)]
     )
