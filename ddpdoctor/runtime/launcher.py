@@ -397,11 +397,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def attach_lint(report: Report, script: str) -> None:
-    try:
-        from ddpdoctor.lint import lint_paths  # type: ignore[attr-defined]
-    except ImportError:
-        report.run.setdefault("warnings", []).append("--script: the lint engine is not available in this build")
-        return
+    from ddpdoctor.lint import lint_paths
+
     report.lint = list(lint_paths([script]))
 
 

@@ -1,8 +1,8 @@
 """Where the TUI finds things in a report: every field name the views read lives here.
 
-The checks that fill these payloads are written in parallel with the TUI, so each reader is
-defensive: a missing or malformed field gives ``None`` (the view then says "no data yet") rather than
-an exception. Pure: no textual, no torch, no I/O.
+A report may come from another version or a user's own check, so each reader is defensive: a missing
+or malformed field gives ``None`` (the view then says "no data yet") rather than an exception. The
+shapes are documented in docs/architecture.md ("Bandwidth payloads"). Pure: no textual, no torch, no I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from ddpdoctor.report.model import Finding, Report, Severity
 
-# -- field names (align these with the checks after merging) ------------------------------------------
+# -- field names (BW001, P2P001 and the topology checks write them) -----------------------------------
 P2P_CODES = ("P2P",)  # code prefixes whose data holds the point-to-point matrix
 P2P_MATRIX = "matrix"
 P2P_OUTLIERS = "outliers"
