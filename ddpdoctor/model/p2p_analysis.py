@@ -288,19 +288,20 @@ def _bad_links(c: _LinkClass, w: _World) -> list[Verdict]:
         if cls == INTER and len(pairs) == len(all_ab) and len(pairs) > 1:
             worst_v = min(bad[p][0] for p in pairs)
             expect = median([bad[p][1] for p in pairs])
+            typical = median([bad[p][0] for p in pairs])
             explained.update(pairs)
             out.append(
                 Verdict(
                     kind="slow_path",
                     severity=_sev(worst_v, expect, th),
                     message=f"the path {hosts[a]} → {hosts[b]} is slow: every measured link runs at "
-                    f"{_fmt(median([bad[p][0] for p in pairs]))} while both ends reach {_fmt(expect)} elsewhere",
+                    f"{_fmt(typical)} while both ends reach {_fmt(expect)} elsewhere",
                     pairs=sorted(pairs),
                     where={"from_node": hosts[a], "to_node": hosts[b], "class": cls},
                     evidence={
-                        "median_GBps": round(median([bad[p][0] for p in pairs]), 6),
+                        "median_GBps": round(typical, 6),
                         "expected_from_ends_GBps": round(expect, 6),
-                        "pct_of_peers": round(100 * median([bad[p][0] for p in pairs]) / expect, 1),
+                        "pct_of_peers": round(100 * typical / expect, 1),
                     },
                 )
             )
