@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,9 @@ WALL_TARGET_S = 30.0
 
 def schedules() -> None:
     print("schedules: rounds used vs pairs (each pair = both directions)")
-    print(f"  {'ranks':>6} {'nodes×gpus':>11} {'plan':>6} {'rounds':>7} {'pairs':>9} {'n(n-1)/2':>9}  plan time")
+    print(
+        f"  {'ranks':>6} {'nodes×gpus':>11} {'plan':>6} {'rounds':>7} {'pairs':>9} {'n(n-1)/2':>9}  plan time"
+    )
     for nodes, gpus in ((1, 4), (2, 2), (1, 8), (8, 8), (64, 8), (512, 8)):
         layout = [[n * gpus + g for g in range(gpus)] for n in range(nodes)]
         n = nodes * gpus
@@ -41,23 +42,18 @@ def schedules() -> None:
             t0 = time.perf_counter()
             s = make_schedule(layout, plan=plan)
             dt = time.perf_counter() - t0
-            print(f"  {n:>6} {f'{nodes}×{gpus}':>11} {plan:>6} {len(s.rounds):>7} {s.pairs:>9} {n * (n - 1) // 2:>9}"
-                  f"  {dt * 1e3:.1f} ms")
+            print(
+                f"  {n:>6} {f'{nodes}×{gpus}':>11} {plan:>6} {len(s.rounds):>7} {s.pairs:>9} {n * (n - 1) // 2:>9}"
+                f"  {dt * 1e3:.1f} ms"
+            )
 
 
 def _check_on_bed(bed: NetBed, out: Path, nproc: int, extra: list[str]) -> tuple[float, dict]:
-    ep = f"{bed.addr(0)}:29400"
     t0 = time.perf_counter()
-    procs = [
-        bed.popen(i, [sys.executable, "-m", "ddpdoctor", "check", "--nodes", str(bed.nodes), "--node-rank", str(i),
-                      "--rdzv-endpoint", ep, "--nproc-per-node", str(nproc), "-q", "--json", str(out / f"r{i}.json"),
-                      *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for i in range(bed.nodes)
-    ]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
+    results = bed.run_check(extra, out, timeout=300, nproc=nproc)
     wall = time.perf_counter() - t0
-    if any(p.returncode not in (0, 1) for p in procs):
-        raise SystemExit("a node failed:\n" + "\n".join(o[-1500:] for o in outs))
+    if any(rc not in (0, 1) for rc, _ in results):
+        raise SystemExit("a node failed:\n" + "\n".join(o[-1500:] for _, o in results))
     return wall, json.loads((out / "r0.json").read_text())
 
 
@@ -71,8 +67,10 @@ def accuracy(rates: list[int], runs: int) -> None:
                 _, rep = _check_on_bed(bed, Path(d), 1, ["--select", "P2P001"])
             p2p = next(c for c in rep["checks"] if c["code"] == "P2P001")
             ratios.append(p2p["data"]["matrix"]["values"][1][0] / (rate * 1e6 / 8 / 1e9))
-        print(f"  {rate:>5} Mbit/s: measured/shaped median {statistics.median(ratios):.3f} "
-              f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {runs} run(s)); target 0.90–1.05")
+        print(
+            f"  {rate:>5} Mbit/s: measured/shaped median {statistics.median(ratios):.3f} "
+            f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {runs} run(s)); target 0.90–1.05"
+        )
 
 
 def wall_time(runs: int) -> int:
@@ -82,11 +80,17 @@ def wall_time(runs: int) -> int:
             wall, rep = _check_on_bed(bed, Path(d), 2, [])
         samples.append(wall)
     med = statistics.median(samples)
-    print(f"default check, 2 namespace nodes × 2 ranks: median {med:.1f} s (min {min(samples):.1f}, "
-          f"max {max(samples):.1f}, {runs} run(s)); target ≤ {WALL_TARGET_S:.0f} s: "
-          f"{'met' if med <= WALL_TARGET_S else 'MISSED'}")
-    print("  last run, per check: " + ", ".join(f"{c['code']} {c['duration_s']:.1f} s" for c in rep["checks"]))
-    print(f"  in-run total {rep['run']['duration_s']:.1f} s; the rest is torchrun start-up, rendezvous and exit")
+    print(
+        f"default check, 2 namespace nodes × 2 ranks: median {med:.1f} s (min {min(samples):.1f}, "
+        f"max {max(samples):.1f}, {runs} run(s)); target ≤ {WALL_TARGET_S:.0f} s: "
+        f"{'met' if med <= WALL_TARGET_S else 'MISSED'}"
+    )
+    print(
+        "  last run, per check: " + ", ".join(f"{c['code']} {c['duration_s']:.1f} s" for c in rep["checks"])
+    )
+    print(
+        f"  in-run total {rep['run']['duration_s']:.1f} s; the rest is torchrun start-up, rendezvous and exit"
+    )
     return 0 if med <= WALL_TARGET_S else 1
 
 

@@ -62,7 +62,7 @@ def node_payload(
     return out
 
 
-def _my_cpus() -> list[int]:
+def my_cpus() -> list[int]:
     """The CPUs this rank may run on (psutil; the scheduler's affinity mask where psutil cannot say)."""
     fallback = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     try:
@@ -98,7 +98,7 @@ def run_concern(ctx, payload: Callable) -> dict:
         "local_rank": ctx.local_rank,
         "leader": ctx.is_node_leader,
     }
-    out["cpus"] = _my_cpus()
+    out["cpus"] = my_cpus()
     busid = _my_gpu_busid(ctx)
     if busid:
         out["gpu_busid"] = busid

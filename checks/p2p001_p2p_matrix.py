@@ -31,7 +31,7 @@ from ddpdoctor.model.sizes import format_size, parse_size
 from ddpdoctor.report.model import Finding, Severity
 
 from ._agree import agree_max, share_rows
-from ._topology import _my_cpus
+from ._topology import my_cpus
 
 CODE = "P2P001"
 TITLE = "Point-to-point bandwidth matrix"
@@ -257,7 +257,7 @@ def run(ctx) -> dict:
             )
     return {
         "sent": sent,
-        "cpus": len(_my_cpus()),
+        "cpus": len(my_cpus()),
         "plan": sched.plan,
         "mode": sched.mode,
         "rounds": len(sched.rounds),

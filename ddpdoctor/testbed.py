@@ -221,9 +221,9 @@ class NetBed:
 
     def run_check(
         self, args: Sequence[str], out_dir: str | Path, timeout: float = 300, env: dict | None = None,
-        port: int = 29400,
+        port: int = 29400, nproc: int = 1,
     ) -> list[tuple[int, str]]:
-        """``ddpdoctor check ARGS`` on every node at once, one rank per node, node 0 hosting the
+        """``ddpdoctor check ARGS`` on every node at once, ``nproc`` ranks per node, node 0 hosting the
         rendezvous; node i's report goes to ``out_dir/r{i}.json``. Returns (exit code, output) per node.
         Whatever still runs after ``timeout`` seconds is killed and TimeoutExpired raised."""
         ep = f"{self.addr(0)}:{port}"
@@ -231,7 +231,7 @@ class NetBed:
         for i in range(self.nodes):
             report = Path(out_dir) / f"r{i}.json"
             argv = [sys.executable, "-m", "ddpdoctor", "check", "--nodes", str(self.nodes),
-                    "--node-rank", str(i), "--nproc-per-node", "1", "--rdzv-endpoint", ep,
+                    "--node-rank", str(i), "--nproc-per-node", str(nproc), "--rdzv-endpoint", ep,
                     "-q", "--json", str(report), *args]
             procs.append(
                 self.popen(i, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

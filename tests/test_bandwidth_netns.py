@@ -7,12 +7,10 @@ shaped rates, and the analysis must name the slow node or direction without flag
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
+from helpers import check, load
 
 from ddpdoctor.testbed import NetBed, netns_available
-from helpers import check, cli, load
 
 NETNS_OK, NETNS_WHY = netns_available()
 pytestmark = [
@@ -25,45 +23,17 @@ RATE_MBIT = 200
 RATE_GBPS = RATE_MBIT * 1e6 / 8 / 1e9  # tbf counts bytes on the wire: 200 Mbit/s = 0.025 GB/s
 
 
-def run_nodes(bed: NetBed, out, nproc: int, select: str, extra=()) -> dict:
-    """`ddpdoctor check` on every node of the bed; returns rank 0's report."""
-    ep = f"{bed.addr(0)}:29400"
-    procs = []
-    for i in range(bed.nodes):
-        argv = cli(
-            "check",
-            "--nodes",
-            str(bed.nodes),
-            "--node-rank",
-            str(i),
-            "--rdzv-endpoint",
-            ep,
-            "--nproc-per-node",
-            str(nproc),
-            "--rdzv-timeout",
-            "60",
-            "--select",
-            select,
-            "-q",
-            "--json",
-            str(out / f"r{i}.json"),
-            *extra,
-        )
-        procs.append(bed.popen(i, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        outs = [p.communicate(timeout=240)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert all(p.returncode in (0, 1) for p in procs), outs
+def run_nodes(bed: NetBed, out, select: str) -> dict:
+    """`ddpdoctor check` on every node of the bed, one rank each; returns rank 0's report."""
+    results = bed.run_check(["--rdzv-timeout", "60", "--select", select], out, timeout=240)
+    assert all(rc in (0, 1) for rc, _ in results), results
     return load(out / "r0.json")
 
 
 def test_shaped_direction_measures_the_shaped_rate_and_is_asymmetric(tmp_path):
     with NetBed(2) as bed:
         bed.shape(1, rate_mbit=RATE_MBIT, direction="out")  # node 1 -> node 0 only
-        rep = run_nodes(bed, tmp_path, 1, "P2P001")
+        rep = run_nodes(bed, tmp_path, "P2P001")
     p2p = check(rep, "P2P001")
     m = p2p["data"]["matrix"]["values"]
     ratio = m[1][0] / RATE_GBPS
@@ -81,7 +51,7 @@ def test_shaped_direction_measures_the_shaped_rate_and_is_asymmetric(tmp_path):
 def test_slow_node_is_named_and_healthy_pairs_are_not_flagged(tmp_path):
     with NetBed(3) as bed:
         bed.shape(2, rate_mbit=RATE_MBIT, direction="both")
-        rep = run_nodes(bed, tmp_path, 1, "P2P001")
+        rep = run_nodes(bed, tmp_path, "P2P001")
     p2p = check(rep, "P2P001")
     slow_nodes = p2p["data"]["localization"]["slow_nodes"]
     assert [s["node"] for s in slow_nodes] == ["ddpd-node2"], p2p["findings"]

@@ -103,6 +103,7 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     if count is not None and spec_file is not None:
         raise OptionError("--model-params and --model-spec: give one of them")
+    import dataclasses
     import json
 
     from ddpdoctor.recommend.model_spec import ModelSpec
@@ -119,15 +120,11 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
                 raise OptionError(f"--model-spec {spec_file}: cannot read: {e.strerror or e}") from None
             except ValueError as e:
                 raise OptionError(f"--model-spec {spec_file}: not valid JSON: {e}") from None
-            spec = ModelSpec.from_dict(d)
-            if args.backward_ms is not None or any(flags.values()):
-                spec = ModelSpec.from_dict(
-                    {
-                        **spec.to_dict(),
-                        **{k: v for k, v in flags.items() if v},
-                        **({"backward_ms": args.backward_ms} if args.backward_ms else {}),
-                    }
-                )
+            # The flags given on the command line win over the file's (replace() re-validates).
+            overrides = {k: v for k, v in flags.items() if v}
+            if args.backward_ms is not None:
+                overrides["backward_ms"] = args.backward_ms
+            spec = dataclasses.replace(ModelSpec.from_dict(d), **overrides)
         else:
             spec = ModelSpec.from_params(count, args.model_dtype, backward_ms=args.backward_ms, **flags)
     except ValueError as e:

@@ -217,15 +217,22 @@ def check_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def run_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """The checks' options, the profile and the recommendation options, validated once (exit 2 on error)."""
+    return {
+        "options": check_options(args),
+        "profile": recommend_args.profile_option(args),
+        "recommend": recommend_args.recommend_options(args),
+    }
+
+
 def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[str], backend: str,
-                 events: str | None, report: str | None) -> dict[str, Any]:
+                 events: str | None, report: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
     return {
         "checks": codes,
         "check_paths": [str(Path(p).resolve()) for p in args.checks_path],
         "budget_scale": args.budget_scale,
-        "options": check_options(args),
-        "profile": recommend_args.profile_option(args),
-        "recommend": recommend_args.recommend_options(args),
+        **inputs,
         "events": events,
         "report": report,
         "backend": backend,
@@ -281,16 +288,14 @@ def run_check(args: argparse.Namespace) -> int:
         plan = plan_launch(nodes=args.nodes, nproc_per_node=nproc, node_rank=args.node_rank,
                            rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                            rdzv_timeout_s=args.rdzv_timeout, env=os.environ)
-        check_options(args)
-        recommend_args.profile_option(args)
-        recommend_args.recommend_options(args)
+        inputs = run_inputs(args)
     except (LaunchError, recommend_args.OptionError) as e:
         _error(f"ddpdoctor check: {e}")
         return 2
     codes = [s.code for s in specs]
 
     if args.write_config:
-        cfg = build_config(args, plan, codes, backend, args.events, args.json)
+        cfg = build_config(args, plan, codes, backend, args.events, args.json, inputs)
         cfg["launch_t0"] = None
         Path(args.write_config).write_text(json.dumps(cfg, indent=1))
         out.print(f"wrote {args.write_config}; run on every node:\n  torchrun --nnodes N --nproc-per-node "
@@ -306,7 +311,7 @@ def run_check(args: argparse.Namespace) -> int:
             Path(p).unlink()
         except FileNotFoundError:
             pass
-    cfg = build_config(args, plan, codes, backend, events_path, report_path)
+    cfg = build_config(args, plan, codes, backend, events_path, report_path, inputs)
     cfg_path = tmp / "config.json"
     cfg_path.write_text(json.dumps(cfg, indent=1))
 

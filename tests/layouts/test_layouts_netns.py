@@ -1,14 +1,12 @@
 """Layouts from a matrix measured for real: `ddpdoctor check --select P2P001` on two emulated nodes
 (network namespaces, 2 ranks each, a 200 Mbit/s link between them), then recommend() on its report."""
 
-import subprocess
-
 import pytest
 
 from ddpdoctor.recommend.layouts import recommend
 from ddpdoctor.report.model import Report
 from ddpdoctor.testbed import NetBed, netns_available
-from tests.helpers import cli, load
+from tests.helpers import load
 
 NETNS_OK, NETNS_WHY = netns_available()
 pytestmark = [
@@ -22,21 +20,11 @@ def test_layouts_from_a_measured_p2p_matrix(tmp_path):
     with NetBed(2) as bed:
         for node in (0, 1):
             bed.shape(node, rate_mbit=200)  # 25 MB/s between nodes; loopback inside a node is GB/s
-        ep = f"{bed.addr(0)}:29400"
-        procs = [
-            bed.popen(node, cli("check", "--nodes", "2", "--node-rank", str(node), "--rdzv-endpoint", ep,
-                                "--nproc-per-node", "2", "--rdzv-timeout", "60", "-q", "--select", "P2P001",
-                                "--p2p-size", "1M", "--json", str(tmp_path / f"r{node}.json")),
-                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for node in (0, 1)
-        ]  # fmt: skip
-        try:
-            outs = [p.communicate(timeout=240)[0] for p in procs]
-        finally:
-            for p in procs:
-                p.kill()
+        results = bed.run_check(
+            ["--rdzv-timeout", "60", "--select", "P2P001", "--p2p-size", "1M"], tmp_path, timeout=240, nproc=2
+        )
     # exit 1 is expected: the 200 Mbit/s link is far below what the detected cpu-gloo profile expects
-    assert [p.returncode for p in procs] in ([0, 0], [1, 1]), outs
+    assert [rc for rc, _ in results] in ([0, 0], [1, 1]), results
     report = Report.from_dict(load(tmp_path / "r0.json"))
     recs = {r.id: r for r in recommend(report, layout="tp=2,dp=2")}
     ev = recs["layout_tp_dp"].evidence
