@@ -109,7 +109,7 @@ def _collective(op: str, size_B: int, ctx):
 
 
 def run(ctx) -> dict:
-    ops = [o for o in (ctx.options.get("bw_ops") or OPS)]
+    ops = list(ctx.options.get("bw_ops") or OPS)
     for o in ops:
         if o not in OPS:
             raise ValueError(f"bw_ops: unknown collective {o!r}; expected some of {', '.join(OPS)}")
