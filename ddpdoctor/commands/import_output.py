@@ -27,7 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="hardware profile to judge against (default auto: detected from the GPU model in the logs; "
         "none: no judging; see `ddpdoctor profiles list`)",
     )
-    p.add_argument("--json", default=None, metavar="PATH", help="save the report here (for report show, tui, recommend)")
+    p.add_argument(
+        "--json", default=None, metavar="PATH", help="save the report here (for report show, tui, recommend)"
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="include info findings")
 
 

@@ -58,7 +58,11 @@ def facts(files: list[Parsed]) -> ReportFacts:
             n.gpu_names = [d.name for d in p.devices]
             n.gpu_count = n.gpu_count_min = len(p.devices)
             sources.append(f"GPU list of {p.path}")
-        gpu = [m for m in p.matrices if m.square_gpu and m.unit == "GB/s" and "Disabled" not in m.name and m.direction != "<->"]
+        gpu = [
+            m
+            for m in p.matrices
+            if m.square_gpu and m.unit == "GB/s" and "Disabled" not in m.name and m.direction != "<->"
+        ]
         cells = [v for m in gpu for v in ic._off_diagonal(m.values)]
         if cells and statistics.median(cells) > PCIE_MAX_GBps:
             nodes.setdefault(file_host(p), NodeFacts(host=file_host(p))).nvlink = True
@@ -89,7 +93,9 @@ def _ranks_of(check: CheckResult) -> list[dict[str, Any]]:
     out = []
     for host, gpus in (check.data.get("gpus_by_host") or {}).items():
         for g in gpus:
-            out.append({"rank": g.get("rank"), "hostname": host, "local_rank": g.get("index"), "node_rank": 0})
+            out.append(
+                {"rank": g.get("rank"), "hostname": host, "local_rank": g.get("index"), "node_rank": 0}
+            )
     return out
 
 
@@ -139,8 +145,13 @@ def judge_rdma(check: CheckResult, profile: Profile) -> None:
             f"{key}: {best['GBps']:.3g} GB/s at {format_size(best['size_B'])} is {pct:.0f}% of the {exp:.3g} GB/s "
             f"one NIC carries on {profile.name}",
             where={"nic": key.split(" ", 1)[-1]},
-            evidence={"profile": profile.name, "link_class": "per_nic", "measured_GBps": best["GBps"],
-                      "expected_GBps": exp, "pct_of_expected": round(pct, 1)},
+            evidence={
+                "profile": profile.name,
+                "link_class": "per_nic",
+                "measured_GBps": best["GBps"],
+                "expected_GBps": exp,
+                "pct_of_expected": round(pct, 1),
+            },
             hint="check the port's rate and width (ibstat), its PCIe link, and that the test ran on the NIC "
             "you meant (-d mlx5_N); a loopback run measures the HCA, not the cable",
         )

@@ -78,19 +78,28 @@ def wrong_data_findings(run: NcclRun) -> list[Finding]:
     hosts = run.hosts
     parts = []
     if bad:
-        sizes = ", ".join(format_size(s) for s in bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
+        sizes = ", ".join(format_size(s) for s in bad[:4]) + (
+            f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""
+        )
         parts.append(f"wrong elements (#wrong) at {sizes}")
     if failed_oob:
         parts.append(f"'Out of bounds values : {run.out_of_bounds} FAILED'")
     on = f" on {_hosts_text(hosts)}" if hosts else ""
-    where_line = f"{run.source.rsplit(':', 1)[0]}:{run.out_of_bounds_line}" if run.out_of_bounds_line else run.source
+    where_line = (
+        f"{run.source.rsplit(':', 1)[0]}:{run.out_of_bounds_line}" if run.out_of_bounds_line else run.source
+    )
     return [
         Finding(
             "BW001",
             Severity.ERROR,
             f"{run.op} returned wrong data{on}: {'; '.join(parts)} ({where_line})",
             where={"nodes": hosts, "ranks": [d.rank for d in run.devices if d.rank is not None]},
-            evidence={"op": run.op, "wrong_sizes_B": bad, "out_of_bounds": run.out_of_bounds, "source": run.source},
+            evidence={
+                "op": run.op,
+                "wrong_sizes_B": bad,
+                "out_of_bounds": run.out_of_bounds,
+                "source": run.source,
+            },
             hint=WRONG_HINT,
         )
     ]
@@ -99,7 +108,9 @@ def wrong_data_findings(run: NcclRun) -> list[Finding]:
 def _gpus_by_host(devices) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for d in devices:
-        out.setdefault(d.host or "?", []).append({"index": d.index, "name": d.name, "bus_id": d.bus_id, "rank": d.rank})
+        out.setdefault(d.host or "?", []).append(
+            {"index": d.index, "name": d.name, "bus_id": d.bus_id, "rank": d.rank}
+        )
     return out
 
 
@@ -113,9 +124,13 @@ def nccl_check(runs: list[NcclRun]) -> CheckResult:
     data: dict[str, Any] = {
         "sizes_B": sorted({r["size_B"] for rows in table.values() for r in rows}),
         "ops": table,
-        "busbw": {op: _curve([[r["size_B"], r["busbw_GBps"]] for r in rows], "GB/s") for op, rows in table.items()},
+        "busbw": {
+            op: _curve([[r["size_B"], r["busbw_GBps"]] for r in rows], "GB/s") for op, rows in table.items()
+        },
         "times": times,
-        "fit": {op: [f.to_dict() for f in fit_bands([tuple(p) for p in times[op]["points"]])] for op in table},
+        "fit": {
+            op: [f.to_dict() for f in fit_bands([tuple(p) for p in times[op]["points"]])] for op in table
+        },
         "world_size": n,
         "nnodes": max(1, len(hosts)),
         "backend": "nccl",
@@ -140,7 +155,7 @@ def nccl_check(runs: list[NcclRun]) -> CheckResult:
 
 
 def nccl_headline(table: dict[str, list[dict]], n: int, hosts: list[str], verdict: str | None = None) -> str:
-    """"all_reduce busbw 235 GB/s at 8 GiB (peak)" or, judged, the verdict in its place; then the shape."""
+    """ "all_reduce busbw 235 GB/s at 8 GiB (peak)" or, judged, the verdict in its place; then the shape."""
     op = "all_reduce" if table.get("all_reduce") else next((o for o in table if table[o]), None)
     if op is None:
         return "no sizes measured"
@@ -156,7 +171,14 @@ def group_nccl(runs: list[NcclRun]) -> list[list[NcclRun]]:
     groups: list[list[NcclRun]] = []
     for run in runs:
         key = (run.nranks, tuple(run.hosts))
-        g = next((g for g in groups if (g[0].nranks, tuple(g[0].hosts)) == key and run.op not in {r.op for r in g}), None)
+        g = next(
+            (
+                g
+                for g in groups
+                if (g[0].nranks, tuple(g[0].hosts)) == key and run.op not in {r.op for r in g}
+            ),
+            None,
+        )
         if g is None:
             groups.append([run])
         else:
@@ -187,8 +209,15 @@ def _primary(mats: list[BwMatrix]) -> BwMatrix | None:
             "_sm" in n,
         )
 
-    cands = [m for m in mats if m.square_gpu and m.unit == "GB/s" and m.direction in ("->", "<-")
-             and "Disabled" not in m.name and "CPU-initiated" not in m.name]
+    cands = [
+        m
+        for m in mats
+        if m.square_gpu
+        and m.unit == "GB/s"
+        and m.direction in ("->", "<-")
+        and "Disabled" not in m.name
+        and "CPU-initiated" not in m.name
+    ]
     return min(cands, key=rank) if cands else None
 
 
@@ -212,7 +241,8 @@ def gpu_matrix_findings(code: str, m: BwMatrix, labels: list[str], values) -> tu
         sev = Severity.ERROR if gm < BAD_FRAC * med else Severity.WARNING
         findings.append(
             Finding(
-                code, sev,
+                code,
+                sev,
                 f"{labels[g]} is slow on all its links ({m.name}): median {gm:.3g} {m.unit}, "
                 f"{gm / med:.0%} of the {med:.3g} {m.unit} the other GPUs reach ({m.source})",
                 where={"gpu": labels[g]},
@@ -232,14 +262,24 @@ def gpu_matrix_findings(code: str, m: BwMatrix, labels: list[str], values) -> tu
         pairs.sort(key=lambda p: p[2])
         worst = pairs[0][2]
         sev = Severity.ERROR if worst < BAD_FRAC * med else Severity.WARNING
-        shown = "; ".join(f"{labels[i]} → {labels[j]} {v:.3g} {m.unit} ({v / med:.0%})" for i, j, v in pairs[:4])
+        shown = "; ".join(
+            f"{labels[i]} → {labels[j]} {v:.3g} {m.unit} ({v / med:.0%})" for i, j, v in pairs[:4]
+        )
         more = f" (+{len(pairs) - 4} more)" if len(pairs) > 4 else ""
         findings.append(
             Finding(
-                code, sev,
+                code,
+                sev,
                 f"slow GPU pair(s) in {m.name}, against the median {med:.3g} {m.unit}: {shown}{more} ({m.source})",
-                where={"link": [pairs[0][0], pairs[0][1]], "gpus": [labels[pairs[0][0]], labels[pairs[0][1]]]},
-                evidence={"matrix": m.name, "pairs": [[i, j, v] for i, j, v in pairs], "median_GBps": round(med, 4)},
+                where={
+                    "link": [pairs[0][0], pairs[0][1]],
+                    "gpus": [labels[pairs[0][0]], labels[pairs[0][1]]],
+                },
+                evidence={
+                    "matrix": m.name,
+                    "pairs": [[i, j, v] for i, j, v in pairs],
+                    "median_GBps": round(med, 4),
+                },
                 hint="a slow pair while both GPUs are fast elsewhere: the link between them (NVLink lanes "
                 "down, a PCIe path through the CPU instead of a switch: nvidia-smi topo -m)",
             )
@@ -279,19 +319,33 @@ def matrix_check(parsed: Parsed, host: str) -> CheckResult | None:
     data = {
         "matrix": {"unit": "GB/s", "labels": labels, "values": values},
         "matrices": {
-            m.name: {"unit": m.unit, "labels": labels[: len(m.row_labels)], "values": _oriented(m), "description": m.description}
+            m.name: {
+                "unit": m.unit,
+                "labels": labels[: len(m.row_labels)],
+                "values": _oriented(m),
+                "description": m.description,
+            }
             for m in mats
         },
         "mode": "sequential",  # both tools measure one pair at a time
-        "ranks": [{"rank": i, "node_rank": 0, "local_rank": i, "hostname": host, "gpu": names.get(i)} for i in range(n)],
+        "ranks": [
+            {"rank": i, "node_rank": 0, "local_rank": i, "hostname": host, "gpu": names.get(i)}
+            for i in range(n)
+        ],
         "outliers": sorted([list(p) for p in outliers]),
         "classes": {"intra_node": {"median_GBps": med, "pairs": len(cells)}} if med is not None else {},
         "pairs_measured": len(cells),
         "pairs_possible": n * (n - 1),
         "source": {"tool": primary.tool, "file": parsed.path, "matrix": primary.name, "at": primary.source},
-        "gpus_by_host": {host: [{"index": d.index, "name": d.name, "bus_id": d.bus_id} for d in parsed.devices]},
+        "gpus_by_host": {
+            host: [{"index": d.index, "name": d.name, "bus_id": d.bus_id} for d in parsed.devices]
+        },
     }
-    summary = f"{primary.name}: GPU↔GPU median {med:.3g} GB/s over {len(cells)} pairs" if med else f"{primary.name}: no pair measured"
+    summary = (
+        f"{primary.name}: GPU↔GPU median {med:.3g} GB/s over {len(cells)} pairs"
+        if med
+        else f"{primary.name}: no pair measured"
+    )
     return CheckResult(
         "P2P001",
         f"GPU-to-GPU bandwidth ({primary.tool})",
@@ -315,7 +369,13 @@ def host_device_check(parsed: Parsed, host: str) -> CheckResult | None:
         per_gpu_rows = m.values if m.row_kind == "GPU" else [list(c) for c in zip(*m.values)]
         gpu_vals = [max((v for v in r if v is not None), default=None) for r in per_gpu_rows]
         labels = gpu_labels(len(gpu_vals), host if parsed_host_known(parsed) else None)
-        tests[m.name] = {"unit": m.unit, "labels": labels, "values": gpu_vals, "description": m.description, "sum_GBps": m.total}
+        tests[m.name] = {
+            "unit": m.unit,
+            "labels": labels,
+            "values": gpu_vals,
+            "description": m.description,
+            "sum_GBps": m.total,
+        }
         got = [v for v in gpu_vals if v is not None]
         if len(got) < 3:
             continue
@@ -350,17 +410,37 @@ def rdma_check(runs: list[RdmaRun]) -> CheckResult:
     curves, table = {}, {}
     for r in runs:
         key = f"{r.test} {r.device or '?'}"
-        curves[key] = _curve([[row.size_B, row.avg_GBps] for row in sorted(r.rows, key=lambda x: x.size_B)], "GB/s")
+        curves[key] = _curve(
+            [[row.size_B, row.avg_GBps] for row in sorted(r.rows, key=lambda x: x.size_B)], "GB/s"
+        )
         table[key] = {
-            "test": r.test, "device": r.device, "link_type": r.link_type, "connection": r.connection, "source": r.source,
-            "rows": [{"size_B": x.size_B, "iterations": x.iterations, "peak_GBps": x.peak_GBps, "avg_GBps": x.avg_GBps,
-                      "msg_rate_Mpps": x.msg_rate_Mpps} for x in r.rows],
+            "test": r.test,
+            "device": r.device,
+            "link_type": r.link_type,
+            "connection": r.connection,
+            "source": r.source,
+            "rows": [
+                {
+                    "size_B": x.size_B,
+                    "iterations": x.iterations,
+                    "peak_GBps": x.peak_GBps,
+                    "avg_GBps": x.avg_GBps,
+                    "msg_rate_Mpps": x.msg_rate_Mpps,
+                }
+                for x in r.rows
+            ],
         }
     best = {k: max(t["rows"], key=lambda x: x["avg_GBps"]) for k, t in table.items()}
-    summary = "; ".join(f"{k} {b['avg_GBps']:.3g} GB/s at {format_size(b['size_B'])}" for k, b in best.items())
+    summary = "; ".join(
+        f"{k} {b['avg_GBps']:.3g} GB/s at {format_size(b['size_B'])}" for k, b in best.items()
+    )
     return CheckResult(
         "RDMA001",
         "RDMA bandwidth (perftest)",
         summary=summary,
-        data={"busbw": curves, "runs": table, "best": {k: {"size_B": b["size_B"], "GBps": b["avg_GBps"]} for k, b in best.items()}},
+        data={
+            "busbw": curves,
+            "runs": table,
+            "best": {k: {"size_B": b["size_B"], "GBps": b["avg_GBps"]} for k, b in best.items()},
+        },
     )

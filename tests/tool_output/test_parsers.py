@@ -122,7 +122,12 @@ def test_nvbandwidth_sum_lines_waived_and_devices():
     assert p.versions["nvbandwidth"] == "v0.6" and p.versions["driver"] == "550.54.15"
     assert [d.name for d in p.devices] == ["NVIDIA GH200 480GB"]
     h2d = p.matrices[0]
-    assert (h2d.name, h2d.row_kind, h2d.col_kind, h2d.total) == ("host_to_device_memcpy_ce", "CPU", "GPU", 1985.60)
+    assert (h2d.name, h2d.row_kind, h2d.col_kind, h2d.total) == (
+        "host_to_device_memcpy_ce",
+        "CPU",
+        "GPU",
+        1985.60,
+    )
     assert len(h2d.values) == 2 and h2d.values[1] == [323.36, 299.33, 312.11]
     lat = next(m for m in p.matrices if m.name == "host_device_latency_sm")
     assert lat.unit == "ns" and lat.values == [[772.58]]
@@ -159,9 +164,13 @@ def test_perftest_units_and_interleaved_server_client():
 
 
 def test_a_log_mixing_tools_yields_all_of_them():
-    mixed = text("nccl-tests/superbench-nccl_allreduce.log") + "\n" + text(
-        "nvbandwidth/nvbandwidth-readme-h2d-ce.8gpu.txt"
-    ) + "\n" + text("perftest/superbench-ib_loopback_8M_size.log")
+    mixed = (
+        text("nccl-tests/superbench-nccl_allreduce.log")
+        + "\n"
+        + text("nvbandwidth/nvbandwidth-readme-h2d-ce.8gpu.txt")
+        + "\n"
+        + text("perftest/superbench-ib_loopback_8M_size.log")
+    )
     p = parse_text(mixed, "all_reduce_perf_and_more.log")
     assert p.tools == ["nccl-tests", "nvbandwidth", "perftest"]
     assert len(p.nccl) == 1 and len(p.matrices) == 1 and len(p.rdma) == 1
@@ -178,9 +187,24 @@ def _cut(rel: str, at_line: int, partial: int = 0) -> str:
     "rel, at, partial, pattern",
     [
         ("nccl-tests/superbench-nccl_allreduce.log", 40, 60, r"x.log:40: a row of \d+ fields"),
-        ("nccl-tests/superbench-nccl_allreduce.log", 40, 0, r"x.log:39: the nccl-tests table ends here without"),
-        ("nvbandwidth/nvbandwidth-readme-d2d-write-ce.8gpu.txt", 8, 40, r"x.log:8: a matrix row of 4 cells under 8 columns: the table is cut short"),
-        ("nvbandwidth/nvbandwidth-readme-d2d-write-ce.8gpu.txt", 3, 0, r"x.log:2: device_to_device_memcpy_write_ce: the log ends before its matrix"),
+        (
+            "nccl-tests/superbench-nccl_allreduce.log",
+            40,
+            0,
+            r"x.log:39: the nccl-tests table ends here without",
+        ),
+        (
+            "nvbandwidth/nvbandwidth-readme-d2d-write-ce.8gpu.txt",
+            8,
+            40,
+            r"x.log:8: a matrix row of 4 cells under 8 columns: the table is cut short",
+        ),
+        (
+            "nvbandwidth/nvbandwidth-readme-d2d-write-ce.8gpu.txt",
+            3,
+            0,
+            r"x.log:2: device_to_device_memcpy_write_ce: the log ends before its matrix",
+        ),
         ("perftest/superbench-ib_loopback_all_sizes.log", 44, 3, r"x.log:44: a perftest row cut short"),
     ],
 )
@@ -199,7 +223,10 @@ def test_truncated_input_names_the_line(tmp_path, rel, at, partial, pattern):
         ('{"a": 1}', "JSON, but not from a tool"),
         ('{"results": [', "not valid"),
         ('{"results": [{"size": 8, "out_of_place": {"alg_bw": "x"}}], "config": {}}', r"results\[0\]"),
-        ('{"nvbandwidth": {"testcases": [{"name": "t", "bandwidth_matrix": [["1.0", "??"]]}]}}', "neither a number"),
+        (
+            '{"nvbandwidth": {"testcases": [{"name": "t", "bandwidth_matrix": [["1.0", "??"]]}]}}',
+            "neither a number",
+        ),
     ],
 )
 def test_garbage_is_refused_with_the_file_name(tmp_path, content, pattern):

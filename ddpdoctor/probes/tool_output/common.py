@@ -6,6 +6,7 @@ parsed item keeps where it came from (``source`` = "FILE:LINE") so findings can 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -101,7 +102,9 @@ class BwMatrix:
 
     @property
     def square_gpu(self) -> bool:
-        return self.row_kind == "GPU" and self.col_kind == "GPU" and len(self.row_labels) == len(self.col_labels)
+        return (
+            self.row_kind == "GPU" and self.col_kind == "GPU" and len(self.row_labels) == len(self.col_labels)
+        )
 
 
 @dataclass
@@ -149,7 +152,7 @@ def to_float(tok: str) -> float | None:
         v = float(tok)
     except ValueError:
         return None
-    return v if v == v and v not in (float("inf"), float("-inf")) else None
+    return v if math.isfinite(v) else None
 
 
 def read_grid(
@@ -173,7 +176,9 @@ def read_grid(
             break
         if len(toks) < len(head) + 1:
             raise ToolOutputError(
-                path, i + 1, f"a matrix row of {len(toks) - 1} cells under {len(head)} columns: the table is cut short"
+                path,
+                i + 1,
+                f"a matrix row of {len(toks) - 1} cells under {len(head)} columns: the table is cut short",
             )
         if len(toks) > len(head) + 1:
             break

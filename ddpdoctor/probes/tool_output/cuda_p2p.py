@@ -44,15 +44,28 @@ def parse_text(text: str, path: str) -> tuple[list[BwMatrix], list[Device]]:
                 name = title if corner != "CPU" else f"{title} (CPU-initiated)"
                 bidir = title.startswith("Bidirectional")
                 out.append(
-                    BwMatrix("p2pBandwidthLatencyTest", name, f"{title} ({unit})", unit, "GPU", "GPU",
-                             "<->" if bidir else "->", rows, cols, values, f"{path}:{i + 1}")
+                    BwMatrix(
+                        "p2pBandwidthLatencyTest",
+                        name,
+                        f"{title} ({unit})",
+                        unit,
+                        "GPU",
+                        "GPU",
+                        "<->" if bidir else "->",
+                        rows,
+                        cols,
+                        values,
+                        f"{path}:{i + 1}",
+                    )
                 )
                 parts += 1
                 j = end
                 while j < len(lines) and not lines[j].strip():
                     j += 1
             if parts == 0:
-                raise ToolOutputError(path, i + 1, f"{title}: no matrix follows the title (the log is cut short?)")
+                raise ToolOutputError(
+                    path, i + 1, f"{title}: no matrix follows the title (the log is cut short?)"
+                )
             i = j
             continue
         i += 1

@@ -123,7 +123,10 @@ class _Columns:
         n = len(self.half)
         if len(rest) >= n * self.halves and len(rest) <= n * self.halves + self.pre:
             figures = rest[len(rest) - n * self.halves :]
-            halves = [self.make_half(figures[k * n : (k + 1) * n], f) for k, f in enumerate(("out-of-place", "in-place")[: self.halves])]
+            halves = [
+                self.make_half(figures[k * n : (k + 1) * n], f)
+                for k, f in enumerate(("out-of-place", "in-place")[: self.halves])
+            ]
             out, inp = (halves[0], halves[1]) if self.halves == 2 else (halves[0], None)
         elif self.halves == 2 and _BLANK_HALF in line and n <= len(rest) <= n + self.pre:
             out, inp = None, self.make_half(rest[-n:], "in-place")
@@ -250,8 +253,10 @@ def parse_text(text: str, path: str) -> list[NcclRun]:
 
 # -- the -J JSON file ---------------------------------------------------------------------------------
 def looks_like_json(data: object) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("results"), list) and (
-        "config" in data or "nccl_version" in data or "out_of_bounds" in data
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("results"), list)
+        and ("config" in data or "nccl_version" in data or "out_of_bounds" in data)
     )
 
 
@@ -259,12 +264,12 @@ def _json_half(d: object, where: str) -> Half | None:
     if d is None:
         return None
     if not isinstance(d, dict):
-        raise ValueError(f"{where} is not an object")
+        raise TypeError(f"{where} is not an object")
     vals = {}
     for key in ("alg_bw", "bus_bw"):
         v = d.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"{where}.{key} is {v!r}, not a number")
+            raise TypeError(f"{where}.{key} is {v!r}, not a number")
         vals[key] = float(v)
     t = d.get("time", d.get("cpu_time"))
     wrong = d.get("nwrong")
@@ -302,27 +307,31 @@ def parse_json(text: str, path: str) -> NcclRun:
         for k, r in enumerate(data["results"]):
             where = f"results[{k}]"
             if not isinstance(r, dict) or not isinstance(r.get("size"), int):
-                raise ValueError(f"{where} has no integer size")
+                raise TypeError(f"{where} has no integer size")
             out = _json_half(r.get("out_of_place"), f"{where}.out_of_place")
             inp = _json_half(r.get("in_place"), f"{where}.in_place")
             if out is None and inp is None:
                 raise ValueError(f"{where} has neither out_of_place nor in_place figures")
             rows.append(NcclRow(r["size"], int(r.get("count") or 0), str(r.get("type") or ""), out, inp))
-    except ValueError as e:
+    except (TypeError, ValueError) as e:
         raise ToolOutputError(path, None, f"nccl-tests JSON: {e}") from None
     oob = data.get("out_of_bounds")
     nranks = len(devices) or None
     prog = str(args[0]) if args else ""
     op = op_from_program(prog) or op_from_filename(path) or op_from_ratio(rows, nranks)
     if op is None:
-        raise ToolOutputError(path, None, "nccl-tests JSON: cannot tell the collective (args[0] names no *_perf)")
+        raise ToolOutputError(
+            path, None, "nccl-tests JSON: cannot tell the collective (args[0] names no *_perf)"
+        )
     avg = data.get("average_bus_bandwidth")
     return NcclRun(
         op=op,
         source=path,
         devices=devices,
         rows=rows,
-        out_of_bounds=oob.get("count") if isinstance(oob, dict) and isinstance(oob.get("count"), int) else None,
+        out_of_bounds=oob.get("count")
+        if isinstance(oob, dict) and isinstance(oob.get("count"), int)
+        else None,
         avg_busbw_GBps=avg.get("bandwidth") if isinstance(avg, dict) else None,
         nranks=nranks,
         version=str(data.get("nccl_version")) if data.get("nccl_version") is not None else None,

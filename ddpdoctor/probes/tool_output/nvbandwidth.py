@@ -21,7 +21,9 @@ from ddpdoctor.probes.tool_output.common import BwMatrix, Device, ToolOutputErro
 _VERSION_RE = re.compile(r"^nvbandwidth Version:\s*(\S+)")
 _DRIVER_RE = re.compile(r"^Driver Version:\s*(\S+)")
 _DEVICE_RE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9a-fA-F:.]+)\))?\s*$")
-_PROCESS_RE = re.compile(r"^Process\s+\d+\s+\((\S+)\):\s*device\s+(\d+):\s*(.+?)(?: \(([0-9a-fA-F:.]+)\))?\s*$")
+_PROCESS_RE = re.compile(
+    r"^Process\s+\d+\s+\((\S+)\):\s*device\s+(\d+):\s*(.+?)(?: \(([0-9a-fA-F:.]+)\))?\s*$"
+)
 _RUNNING_RE = re.compile(r"^Running (\w+)\.\s*$")
 _SUM_RE = re.compile(r"^SUM (\w+) (\S+)")
 _DESC_RE = re.compile(r"(GPU|CPU)\(row\)\s*(<->|<-|->)\s*(GPU|CPU)\(column\)")
@@ -29,7 +31,7 @@ _UNIT_RE = re.compile(r"\((GB/s|ns|us)\)\s*$")
 
 
 def signature(text: str) -> bool:
-    return "nvbandwidth Version" in text or bool(re.search(r"^Running \w+_(ce|sm)\.", text, re.M))
+    return "nvbandwidth Version" in text or bool(re.search(r"^Running \w+_(ce|sm)\.", text, re.MULTILINE))
 
 
 def _shape(description: str) -> tuple[str, str, str, str]:
@@ -72,7 +74,19 @@ def parse_text(text: str, path: str) -> tuple[list[BwMatrix], list[Device], dict
                 raise ToolOutputError(path, j + 1, f"{name}: the log ends before its matrix")
             cols, rows, values, end = read_grid(lines, j + 1, path)
             row_kind, direction, col_kind, unit = _shape(desc)
-            mat = BwMatrix("nvbandwidth", name, desc, unit, row_kind, col_kind, direction, rows, cols, values, f"{path}:{start}")
+            mat = BwMatrix(
+                "nvbandwidth",
+                name,
+                desc,
+                unit,
+                row_kind,
+                col_kind,
+                direction,
+                rows,
+                cols,
+                values,
+                f"{path}:{start}",
+            )
             k = end
             while k < len(lines) and not lines[k].strip():
                 k += 1
@@ -98,7 +112,9 @@ def parse_json(text: str, path: str) -> tuple[list[BwMatrix], dict[str, str]]:
     if not looks_like_json(data):
         raise ToolOutputError(path, None, "JSON, but not nvbandwidth -j output (no 'nvbandwidth' object)")
     root = data["nvbandwidth"]
-    versions = {k: str(root[j]) for k, j in (("nvbandwidth", "version"), ("driver", "Driver Version")) if j in root}
+    versions = {
+        k: str(root[j]) for k, j in (("nvbandwidth", "version"), ("driver", "Driver Version")) if j in root
+    }
     out = []
     for k, tc in enumerate(root.get("testcases") or []):
         if not isinstance(tc, dict) or "bandwidth_matrix" not in tc:
@@ -106,12 +122,16 @@ def parse_json(text: str, path: str) -> tuple[list[BwMatrix], dict[str, str]]:
         grid = tc["bandwidth_matrix"]
         name = str(tc.get("name") or f"testcase {k}")
         if not isinstance(grid, list) or not grid or not all(isinstance(r, list) for r in grid):
-            raise ToolOutputError(path, None, f"nvbandwidth JSON: {name}: bandwidth_matrix is not a list of rows")
+            raise ToolOutputError(
+                path, None, f"nvbandwidth JSON: {name}: bandwidth_matrix is not a list of rows"
+            )
         values = []
         for r in grid:
             cells = [to_float(str(c)) for c in r]
             if any(v is None and str(c) != "N/A" for v, c in zip(cells, r)):
-                raise ToolOutputError(path, None, f"nvbandwidth JSON: {name}: a cell that is neither a number nor N/A")
+                raise ToolOutputError(
+                    path, None, f"nvbandwidth JSON: {name}: a cell that is neither a number nor N/A"
+                )
             values.append(cells)
         width = max(len(r) for r in values)
         desc = str(tc.get("bandwidth_description") or "")
@@ -119,9 +139,17 @@ def parse_json(text: str, path: str) -> tuple[list[BwMatrix], dict[str, str]]:
         total = tc.get("sum")
         out.append(
             BwMatrix(
-                "nvbandwidth", name, desc, unit, row_kind, col_kind, direction,
-                [str(i) for i in range(len(values))], [str(j) for j in range(width)],
-                [r + [None] * (width - len(r)) for r in values], f"{path} ({name})",
+                "nvbandwidth",
+                name,
+                desc,
+                unit,
+                row_kind,
+                col_kind,
+                direction,
+                [str(i) for i in range(len(values))],
+                [str(j) for j in range(width)],
+                [r + [None] * (width - len(r)) for r in values],
+                f"{path} ({name})",
                 float(total) if isinstance(total, (int, float)) else None,
             )
         )

@@ -23,7 +23,7 @@ UNITS_B = {"MB": 2**20, "Gb": 1.25e8, "GB": 1e9}
 
 
 def signature(text: str) -> bool:
-    return bool(re.search(r"BW Test\s*$", text, re.M)) and "#bytes" in text
+    return bool(re.search(r"BW Test\s*$", text, re.MULTILINE)) and "#bytes" in text
 
 
 def parse_text(text: str, path: str) -> list[RdmaRun]:
@@ -42,7 +42,9 @@ def parse_text(text: str, path: str) -> list[RdmaRun]:
         if m := _HEADER_RE.match(line):
             unit = m.group(2)
             if unit not in UNITS_B:
-                raise ToolOutputError(path, no, f"perftest bandwidth in {unit}/sec, expected MB/sec or Gb/sec")
+                raise ToolOutputError(
+                    path, no, f"perftest bandwidth in {unit}/sec, expected MB/sec or Gb/sec"
+                )
             scale = UNITS_B[unit] / 1e9
             current.device = settings.get("Device")
             current.link_type = settings.get("Link type")
@@ -63,9 +65,15 @@ def parse_text(text: str, path: str) -> list[RdmaRun]:
                 seen.add((current.test, current.device, tuple(key[2])))
                 current.rows.append(row)
         elif line.strip() and line.lstrip()[0].isdigit():
-            raise ToolOutputError(path, no, "a perftest row cut short (expected #bytes #iterations peak average)")
+            raise ToolOutputError(
+                path, no, "a perftest row cut short (expected #bytes #iterations peak average)"
+            )
     out = [r for r in runs.values() if r.rows]
     if runs and not out:
         first = next(iter(runs.values()))
-        raise ToolOutputError(path, int(first.source.rsplit(":", 1)[1]), f"{first.test}: a header without rows: the log is cut short")
+        raise ToolOutputError(
+            path,
+            int(first.source.rsplit(":", 1)[1]),
+            f"{first.test}: a header without rows: the log is cut short",
+        )
     return out
