@@ -254,3 +254,12 @@ def test_nccl_garbled_figure_names_its_line():
     log = text("nccl-tests/superbench-nccl_allreduce.log").replace("63896  134.44", "63896  13x.44")
     with pytest.raises(ToolOutputError, match=r"y.log:50: algbw is '13x.44', not a number"):
         parse_text(log, "y.log")
+
+
+def test_the_parser_package_ships_in_the_wheel():
+    """setuptools lists packages by hand here: a package left out would be missing from the wheel."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    listed = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert "ddpdoctor.probes.tool_output" in listed
