@@ -169,20 +169,14 @@ def group_nccl(runs: list[NcclRun]) -> list[list[NcclRun]]:
     """Runs over the same GPUs go together, one run per collective (a repeated collective starts a
     new group: two all_reduce tables are two measurements, not one curve)."""
     groups: list[list[NcclRun]] = []
+    open_group: dict[tuple, list[NcclRun]] = {}  # the group still taking runs, per shape
     for run in runs:
         key = (run.nranks, tuple(run.hosts))
-        g = next(
-            (
-                g
-                for g in groups
-                if (g[0].nranks, tuple(g[0].hosts)) == key and run.op not in {r.op for r in g}
-            ),
-            None,
-        )
-        if g is None:
-            groups.append([run])
-        else:
-            g.append(run)
+        g = open_group.get(key)
+        if g is None or any(r.op == run.op for r in g):
+            g = open_group[key] = []
+            groups.append(g)
+        g.append(run)
     return groups
 
 

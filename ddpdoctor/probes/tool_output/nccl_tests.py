@@ -101,19 +101,24 @@ class _Columns:
             return None
         return cls(pre=starts[0] - 3, half=half, halves=len(starts[:2]), timestamp=stamp)
 
+    def __post_init__(self) -> None:
+        h = self.half
+        # positions in a half of time, algbw, busbw, and the wrong/error column (or None)
+        self._at = (h.index("time" if "time" in h else "cputime"), h.index("algbw"), h.index("busbw"))
+        self._wrong = next((h.index(c) for c in _WRONG_COLS if c in h), None)
+
     def make_half(self, toks: list[str], where: str) -> Half:
-        vals = dict(zip(self.half, toks))
-        got = {}
-        for key in (*_TIME_COLS, "algbw", "busbw"):
-            if key in vals:
-                v = to_float(vals[key])
-                if v is None:
-                    raise ValueError(f"{key} is {vals[key]!r}, not a number ({where})")
-                got[key] = v
-        wrong_col = next((c for c in _WRONG_COLS if c in vals), None)
-        wrong = to_float(vals[wrong_col]) if wrong_col else None
-        time = got.get("time", got.get("cputime"))
-        return Half(time_us=time, algbw_GBps=got["algbw"], busbw_GBps=got["busbw"], wrong=wrong)
+        try:
+            t, alg, bus = (float(toks[i]) for i in self._at)
+        except ValueError:
+            key, tok = next(
+                (k, toks[i])
+                for k, i in zip(("time", "algbw", "busbw"), self._at)
+                if to_float(toks[i]) is None
+            )
+            raise ValueError(f"{key} is {tok!r}, not a number ({where})") from None
+        wrong = to_float(toks[self._wrong]) if self._wrong is not None else None
+        return Half(time_us=t, algbw_GBps=alg, busbw_GBps=bus, wrong=wrong)
 
     def row(self, line: str) -> NcclRow:
         toks = line.split()
