@@ -91,7 +91,7 @@ def test_slow_gpu_and_slow_pair_are_named(capsys, tmp_path):
         and [0, 6] in p2p.data["outliers"]
         and [0, 1] not in p2p.data["outliers"]
     )
-    assert "P2P=Disabled Latency Matrix" in p2p.data["matrices"]
+    assert "P2P=Disabled Latency" in p2p.data["matrices"]
     rc, out, _ = imp(
         capsys, str(FIX / "nvbandwidth/synth-nvbandwidth-v0.7-h100.txt"), "--json", str(out_json)
     )

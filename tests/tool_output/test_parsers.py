@@ -145,9 +145,9 @@ def test_nvbandwidth_na_cells_and_json():
 def test_p2p_sample_matrices():
     p = parse_file(FIX / "cuda-samples/synth-p2pBandwidthLatencyTest-h100-slow-gpu6.txt")
     names = [m.name for m in p.matrices]
-    assert "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix" in names
+    assert "Unidirectional P2P=Enabled (P2P Writes)" in names
     assert any(n.endswith("(CPU-initiated)") for n in names)
-    uni = p.matrices[names.index("Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix")]
+    uni = p.matrices[names.index("Unidirectional P2P=Enabled (P2P Writes)")]
     assert uni.values[0][0] is None and uni.values[6][0] == 94.7 and uni.values[0][1] == 389.9
     assert len(p.devices) == 8 and p.devices[6].name == "NVIDIA H100 80GB HBM3"
 

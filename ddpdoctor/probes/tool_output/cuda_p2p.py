@@ -41,7 +41,8 @@ def parse_text(text: str, path: str) -> tuple[list[BwMatrix], list[Device]]:
                 cols, rows, values, end = read_grid(lines, j, path, corner=corner)
                 for k in range(min(len(rows), len(cols))):
                     values[k][k] = None  # a GPU's copy to itself is not a link
-                name = title if corner != "CPU" else f"{title} (CPU-initiated)"
+                short = title.replace(" Bandwidth", "").replace(" Matrix", "")  # fits 80 columns
+                name = short if corner != "CPU" else f"{short} (CPU-initiated)"
                 bidir = title.startswith("Bidirectional")
                 out.append(
                     BwMatrix(
