@@ -250,9 +250,10 @@ def test_a_known_unsupported_format_is_refused():
         parse_file(FIX / "other/superbench-gpu_copy_bw_performance.log")
 
 
-def test_nccl_garbled_figure_names_its_line():
-    log = text("nccl-tests/superbench-nccl_allreduce.log").replace("63896  134.44", "63896  13x.44")
-    with pytest.raises(ToolOutputError, match=r"y.log:50: algbw is '13x.44', not a number"):
+@pytest.mark.parametrize("bad", ["13x.44", "nan", "inf"])
+def test_nccl_garbled_figure_names_its_line(bad):
+    log = text("nccl-tests/superbench-nccl_allreduce.log").replace("63896  134.44", f"63896  {bad}")
+    with pytest.raises(ToolOutputError, match=rf"y.log:50: algbw is '{bad}', not a number"):
         parse_text(log, "y.log")
 
 
@@ -263,3 +264,27 @@ def test_the_parser_package_ships_in_the_wheel():
     root = Path(__file__).resolve().parents[2]
     listed = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     assert "ddpdoctor.probes.tool_output" in listed
+
+
+def _all_fixtures() -> list[Path]:
+    return sorted(p for p in FIX.rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".json"))
+
+
+@pytest.mark.parametrize("path", _all_fixtures(), ids=lambda p: p.name)
+def test_every_cut_of_every_fixture_parses_or_names_its_problem(path):
+    """A log cut anywhere (at a line end or in the middle of a line) is imported or refused with
+    FILE[:LINE]: …, and whatever parses also builds a report: never another exception."""
+    from ddpdoctor.baselines import list_profiles
+    from ddpdoctor.model.imported import build_report
+
+    profiles = list_profiles()
+    lines = path.read_text().splitlines(keepends=True)
+    cuts = {sum(len(x) for x in lines[:k]) + d for k in range(len(lines)) for d in (0, len(lines[k]) // 2)}
+    full = path.read_text()
+    for at in sorted(cuts)[:: max(1, len(cuts) // 150)]:
+        try:
+            parsed = parse_text(full[:at], "cut.log")
+        except ToolOutputError as e:
+            assert str(e).startswith("cut.log"), str(e)
+            continue
+        build_report([parsed], profiles)

@@ -19,6 +19,7 @@ line before it in the log, else the file's name (``nccl_allreduce.log``), else b
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,8 @@ class _Columns:
     def make_half(self, toks: list[str], where: str) -> Half:
         try:
             t, alg, bus = (float(toks[i]) for i in self._at)
+            if not math.isfinite(t + alg + bus):
+                raise ValueError("nan or inf")
         except ValueError:
             key, tok = next(
                 (k, toks[i])
