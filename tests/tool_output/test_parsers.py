@@ -101,6 +101,14 @@ def test_in_place_only_rows_and_timestamps():
     assert run.rows[1].out_of_place.time_us == 11.0
 
 
+def test_gpu_count_from_the_busbw_ratio_when_device_lines_are_missing():
+    log = "\n".join(
+        line for line in text("nccl-tests/superbench-nccl_reducescatter.log").splitlines() if "Rank" not in line
+    )
+    (run,) = parse_text(log, "reduce_scatter_perf.log").nccl
+    assert run.devices == [] and run.nranks == 8  # busbw/algbw = 7/8
+
+
 def test_collective_from_the_busbw_ratio_when_nothing_names_it():
     log = text("nccl-tests/superbench-nccl_allreduce.log")
     (run,) = parse_text(log, "results.txt").nccl  # a name that says nothing

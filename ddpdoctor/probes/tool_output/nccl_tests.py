@@ -81,6 +81,21 @@ def op_from_ratio(rows: list[NcclRow], nranks: int | None) -> str | None:
     return "all_reduce" if abs(h.busbw_GBps / h.algbw_GBps - 2 * (nranks - 1) / nranks) < 0.02 else None
 
 
+def nranks_from_ratio(op: str, rows: list[NcclRow]) -> int | None:
+    """The GPU count a table without device lines implies: busbw/algbw is 2(n−1)/n for all_reduce and
+    (n−1)/n for all_gather, reduce_scatter and all_to_all (nccl-tests doc/PERFORMANCE.md)."""
+    halves = [r.main for r in rows if r.main.algbw_GBps >= 1]  # 2-decimal figures: big ones are exact enough
+    if not halves:
+        return None
+    h = max(halves, key=lambda h: h.algbw_GBps)
+    r = h.busbw_GBps / h.algbw_GBps
+    scale = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}.get(op)
+    if scale is None or not 0 < r < scale:
+        return None
+    n = round(scale / (scale - r))
+    return n if 2 <= n <= 1_000_000 and abs(scale * (n - 1) / n - r) < 0.01 else None
+
+
 @dataclass
 class _Columns:
     """Where the figures sit in a row, from the header line."""
@@ -188,6 +203,8 @@ def _finish(b: _Block, path: str, single: bool) -> NcclRun | None:
             "cannot tell which collective this table measured (older nccl-tests do not print it): "
             "name the file after the test, e.g. all_gather_perf.log, or keep the command line in the log",
         )
+    if nranks is None:
+        nranks = nranks_from_ratio(op, b.rows)
     return NcclRun(
         op=op,
         source=f"{path}:{b.header_line}",
@@ -332,6 +349,7 @@ def parse_json(text: str, path: str) -> NcclRun:
             path, None, "nccl-tests JSON: cannot tell the collective (args[0] names no *_perf)"
         )
     avg = data.get("average_bus_bandwidth")
+    nranks = nranks or nranks_from_ratio(op, rows)
     return NcclRun(
         op=op,
         source=path,
