@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,24 +18,35 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "tool-output"))
-from _common import describe, machine, time_command  # noqa: E402
-from synthesize import nccl_block, sizes  # noqa: E402
+from _common import describe, machine, time_command
+from synthesize import nccl_block, sizes
 
 
-def big_log(path: Path, mb: float) -> int:
-    """Runs one after another until the log reaches ``mb`` MB; returns how many runs."""
+def big_log(path: Path, mb: float, chatter: int = 16) -> int:
+    """Runs one after another until the log reaches ``mb`` MB; returns how many runs. ``chatter``:
+    NCCL INFO lines before each table's rows, as NCCL_DEBUG=INFO logs have them."""
     hosts = ["gpu-node-a", "gpu-node-b"]
     run = 0
     with path.open("w") as f:
         while f.tell() < mb * 1e6:
             op = ("all_reduce", "all_gather")[run % 2]
             lines = nccl_block(op, hosts, 8, 300.0 + run % 50, sizes(1024))
-            # NCCL INFO chatter between the header and the rows, as NCCL_DEBUG=INFO logs have it
-            lines[30:30] = [f"gpu-node-a:{4100 + k}:{4100 + k} [{k % 8}] NCCL INFO Channel {k:02d} : 0[0] -> 1[1] via P2P/IPC"
-                            for k in range(16)]
+            lines[30:30] = [
+                f"gpu-node-a:{4100 + k % 8}:{4200 + k} [{k % 8}] NCCL INFO Channel {k % 32:02d}/0 : "
+                f"{k % 16}[{k % 8}] -> {(k + 1) % 16}[{(k + 1) % 8}] [send] via NET/IB/{k % 8}/GDRDMA"
+                for k in range(chatter)
+            ]
             f.write("\n".join(lines) + "\n")
             run += 1
     return run
+
+
+def cpu_check() -> str:
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(3_000_000):
+        s += i
+    return f"a 3M-step Python loop took {time.perf_counter() - t0:.2f} s (about 0.15 s on an idle core)"
 
 
 def main() -> None:
@@ -49,11 +59,23 @@ def main() -> None:
     from ddpdoctor.probes.tool_output import parse_file
 
     print(f"machine: {machine()} (shared; figures are noisy)")
+    print(f"CPU now: {cpu_check()}")
     with tempfile.TemporaryDirectory() as tmp:
+        chatty = Path(tmp) / "nccl_debug_info.log"
+        n = big_log(chatty, args.mb, chatter=3000)
+        t = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            parse_file(chatty)
+            t.append(time.perf_counter() - t0)
+        mb = chatty.stat().st_size / 1e6
+        print(
+            f"{mb:.1f} MB NCCL_DEBUG=INFO log, {n} runs: parse_file {describe(t)} ({mb / statistics.median(t):.0f} MB/s)"
+        )
         log = Path(tmp) / "all_reduce_perf.log"
         n = big_log(log, args.mb)
         size = log.stat().st_size
-        print(f"log: {size / 1e6:.1f} MB, {n} nccl-tests runs, {sum(1 for _ in log.open()) :,} lines")
+        print(f"{size / 1e6:.1f} MB log of {n} nccl-tests runs, {sum(1 for _ in log.open()):,} lines:")
         parse, build = [], []
         for _ in range(args.runs):
             t0 = time.perf_counter()
@@ -65,10 +87,13 @@ def main() -> None:
             build.append(t2 - t1)
         print(f"parse_file:   {describe(parse)} ({size / 1e6 / statistics.median(parse):.0f} MB/s)")
         print(f"build_report: {describe(build)} (grouping, curves, α-β fits, profile detection and verdicts)")
-        cli = time_command([sys.executable, "-m", "ddpdoctor", "import", str(log), "--json", str(Path(tmp) / "r.json")],
-                           args.runs)
-        print(f"ddpdoctor import (whole CLI, new process): {describe(cli)}")
-        subprocess.run([sys.executable, "-m", "ddpdoctor", "import", "--help"], capture_output=True, check=True)
+        cli = time_command(
+            [sys.executable, "-m", "ddpdoctor", "import", str(log), "--json", str(Path(tmp) / "r.json")],
+            args.runs,
+        )
+        print(
+            f"ddpdoctor import --json (new process; prints {n // 2} BW001 results, writes the JSON): {describe(cli)}"
+        )
 
 
 if __name__ == "__main__":

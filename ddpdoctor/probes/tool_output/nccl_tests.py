@@ -270,7 +270,7 @@ def parse_text(text: str, path: str) -> list[NcclRun]:
                 raise ToolOutputError(path, no, str(e)) from None
             row.line = no
             block.rows.append(row)
-        elif m := _PROGRAM_RE.search(line):
+        elif "_perf" in line and (m := _PROGRAM_RE.search(line)):  # a substring test first: logs are long
             hint = m.group(0)
     tables = [b for b in blocks if b.cols is not None]
     return [r for b in blocks if (r := _finish(b, path, len(tables) == 1)) is not None]
