@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ddpdoctor.model.curve import fit_bands
+from ddpdoctor.model.curve import sweep_curves
 from ddpdoctor.model.sizes import format_size
 from ddpdoctor.probes.tool_output import BwMatrix, NcclRun, Parsed, RdmaRun
 from ddpdoctor.report.model import CheckResult, Finding, Severity, status_from_findings
@@ -120,17 +120,8 @@ def nccl_check(runs: list[NcclRun]) -> CheckResult:
     n = first.nranks or 0
     hosts = first.hosts
     table = {run.op: _rows(run) for run in runs}
-    times = {op: _curve([[r["size_B"], r["time_us"] / 1e6] for r in rows], "s") for op, rows in table.items()}
     data: dict[str, Any] = {
-        "sizes_B": sorted({r["size_B"] for rows in table.values() for r in rows}),
-        "ops": table,
-        "busbw": {
-            op: _curve([[r["size_B"], r["busbw_GBps"]] for r in rows], "GB/s") for op, rows in table.items()
-        },
-        "times": times,
-        "fit": {
-            op: [f.to_dict() for f in fit_bands([tuple(p) for p in times[op]["points"]])] for op in table
-        },
+        **sweep_curves(table),
         "world_size": n,
         "nnodes": max(1, len(hosts)),
         "backend": "nccl",
@@ -141,8 +132,6 @@ def nccl_check(runs: list[NcclRun]) -> CheckResult:
         "hosts": hosts,
         "avg_busbw_GBps": {run.op: run.avg_busbw_GBps for run in runs},
     }
-    if "all_reduce" in times:
-        data["all_reduce"] = times["all_reduce"]
     findings = [f for run in runs for f in wrong_data_findings(run)]
     return CheckResult(
         "BW001",

@@ -43,6 +43,13 @@ def _shape(description: str) -> tuple[str, str, str, str]:
     return m.group(1), m.group(2), m.group(3), u.group(1) if u else "GB/s"
 
 
+def _matrix(name: str, desc: str, rows: list[str], cols: list[str], values, source: str) -> BwMatrix:
+    row_kind, direction, col_kind, unit = _shape(desc)
+    return BwMatrix(
+        "nvbandwidth", name, desc, unit, row_kind, col_kind, direction, rows, cols, values, source
+    )
+
+
 def parse_text(text: str, path: str) -> tuple[list[BwMatrix], list[Device], dict[str, str]]:
     lines = text.splitlines()
     matrices: list[BwMatrix] = []
@@ -73,20 +80,7 @@ def parse_text(text: str, path: str) -> tuple[list[BwMatrix], list[Device], dict
             if j + 1 >= len(lines):
                 raise ToolOutputError(path, j + 1, f"{name}: the log ends before its matrix")
             cols, rows, values, end = read_grid(lines, j + 1, path)
-            row_kind, direction, col_kind, unit = _shape(desc)
-            mat = BwMatrix(
-                "nvbandwidth",
-                name,
-                desc,
-                unit,
-                row_kind,
-                col_kind,
-                direction,
-                rows,
-                cols,
-                values,
-                f"{path}:{start}",
-            )
+            mat = _matrix(name, desc, rows, cols, values, f"{path}:{start}")
             k = end
             while k < len(lines) and not lines[k].strip():
                 k += 1
@@ -135,22 +129,10 @@ def parse_json(text: str, path: str) -> tuple[list[BwMatrix], dict[str, str]]:
             values.append(cells)
         width = max(len(r) for r in values)
         desc = str(tc.get("bandwidth_description") or "")
-        row_kind, direction, col_kind, unit = _shape(desc)
         total = tc.get("sum")
-        out.append(
-            BwMatrix(
-                "nvbandwidth",
-                name,
-                desc,
-                unit,
-                row_kind,
-                col_kind,
-                direction,
-                [str(i) for i in range(len(values))],
-                [str(j) for j in range(width)],
-                [r + [None] * (width - len(r)) for r in values],
-                f"{path} ({name})",
-                float(total) if isinstance(total, (int, float)) else None,
-            )
-        )
+        rows = [str(i) for i in range(len(values))]
+        padded = [r + [None] * (width - len(r)) for r in values]
+        mat = _matrix(name, desc, rows, [str(j) for j in range(width)], padded, f"{path} ({name})")
+        mat.total = float(total) if isinstance(total, (int, float)) else None
+        out.append(mat)
     return out, versions
