@@ -204,7 +204,9 @@ def _primary(mats: list[BwMatrix]) -> BwMatrix | None:
     return min(cands, key=rank) if cands else None
 
 
-def gpu_matrix_findings(code: str, m: BwMatrix, labels: list[str], values) -> tuple[list[Finding], set]:
+def gpu_matrix_findings(
+    code: str, m: BwMatrix, labels: list[str], values, buses: dict[int, str] | None = None
+) -> tuple[list[Finding], set]:
     """A GPU slow on all its links, and pairs far below the others' median (peer-relative)."""
     cells = _off_diagonal(values)
     n = len(values)
@@ -226,9 +228,9 @@ def gpu_matrix_findings(code: str, m: BwMatrix, labels: list[str], values) -> tu
             Finding(
                 code,
                 sev,
-                f"{labels[g]} is slow on all its links ({m.name}): median {gm:.3g} {m.unit}, "
+                f"{labels[g]}{_bus(buses, g)} is slow on all its links ({m.name}): median {gm:.3g} {m.unit}, "
                 f"{gm / med:.0%} of the {med:.3g} {m.unit} the other GPUs reach ({m.source})",
-                where={"gpu": labels[g]},
+                where={"gpu": labels[g], "bus_id": (buses or {}).get(g)},
                 evidence={"matrix": m.name, "gpu_median_GBps": round(gm, 4), "median_GBps": round(med, 4)},
                 hint="one GPU slow on every link: its NVLinks or PCIe link (nvidia-smi nvlink --status, "
                 "nvidia-smi -q: link width/generation, clocks, XID errors)",
@@ -292,7 +294,9 @@ def matrix_check(parsed: Parsed, host: str) -> CheckResult | None:
     for m in mats:
         if m.unit != "GB/s" or m.direction == "<->" or "Disabled" in m.name:
             continue  # bidirectional and host-staged copies are context, not links to judge
-        f, o = gpu_matrix_findings("P2P001", m, labels, _oriented(m))
+        f, o = gpu_matrix_findings(
+            "P2P001", m, labels, _oriented(m), {d.index: d.bus_id for d in parsed.devices}
+        )
         findings += f
         if m is primary:
             outliers = o
@@ -340,12 +344,19 @@ def matrix_check(parsed: Parsed, host: str) -> CheckResult | None:
 
 
 # -- CPU<->GPU matrices -> HD001 ---------------------------------------------------------------------------
+def _bus(buses: dict[int, str | None] | None, g: int) -> str:
+    """ " (bus 0000:ba:00)" when the log gave the GPU's PCI address: what finds the card in the box."""
+    bus = (buses or {}).get(g)
+    return f" (bus {bus})" if bus else ""
+
+
 def host_device_check(parsed: Parsed, host: str) -> CheckResult | None:
     mats = [m for m in parsed.matrices if "CPU" in (m.row_kind, m.col_kind) and m.unit == "GB/s"]
     if not mats:
         return None
     findings: list[Finding] = []
     tests: dict[str, Any] = {}
+    buses = {d.index: d.bus_id for d in parsed.devices}
     parts = []
     for m in mats:
         # one figure per GPU: the GPU is the column (CPU(row)) or the row (GPU(row) ... CPU(column))
@@ -370,9 +381,10 @@ def host_device_check(parsed: Parsed, host: str) -> CheckResult | None:
                     Finding(
                         "HD001",
                         Severity.ERROR if v < BAD_FRAC * med else Severity.WARNING,
-                        f"{labels[g]}: {m.name} {v:.3g} GB/s, {v / med:.0%} of the {med:.3g} GB/s the other GPUs "
+                        f"{labels[g]}{_bus(buses, g)}: {m.name} {v:.3g} GB/s, {v / med:.0%} of the {med:.3g} GB/s "
+                        "the other GPUs "
                         f"get ({m.source})",
-                        where={"gpu": labels[g]},
+                        where={"gpu": labels[g], "bus_id": buses.get(g)},
                         evidence={"test": m.name, "GBps": v, "median_GBps": round(med, 4)},
                         hint="one GPU slow to or from host memory: its PCIe link (nvidia-smi -q: current link "
                         "generation and width), its NUMA placement, or a bad riser/slot",

@@ -83,7 +83,7 @@ def test_slow_gpu_and_slow_pair_are_named(capsys, tmp_path):
         "--json",
         str(out_json),
     )
-    assert rc == 1 and "GPU6 is slow on all its links" in out
+    assert rc == 1 and "GPU6 (bus ba) is slow on all its links" in out
     p2p = load_report(out_json).check("P2P001")
     assert p2p.data["matrix"]["labels"][6] == "GPU6" and p2p.data["matrix"]["values"][6][6] is None
     assert (
@@ -96,7 +96,7 @@ def test_slow_gpu_and_slow_pair_are_named(capsys, tmp_path):
         capsys, str(FIX / "nvbandwidth/synth-nvbandwidth-v0.7-h100.txt"), "--json", str(out_json)
     )
     text = out
-    assert rc == 1 and "GPU2 → GPU5 96.4 GB/s" in text and "GPU3: host_to_device_memcpy_ce 13.6 GB/s" in text
+    assert rc == 1 and "GPU2 → GPU5 96.4 GB/s" in text and "GPU3 (bus 00000000:5d:00): host_to_device_memcpy_ce 13.6 GB/s" in text
     rep = load_report(out_json)
     assert (
         rep.check("P2P001").data["matrix"]["values"][2][5] == 96.4
