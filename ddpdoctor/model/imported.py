@@ -91,10 +91,10 @@ def _ranks_of(check: CheckResult) -> list[dict[str, Any]]:
     if isinstance(check.data.get("ranks"), list):
         return check.data["ranks"]
     out = []
-    for host, gpus in (check.data.get("gpus_by_host") or {}).items():
+    for node, (host, gpus) in enumerate((check.data.get("gpus_by_host") or {}).items()):
         for g in gpus:
             out.append(
-                {"rank": g.get("rank"), "hostname": host, "local_rank": g.get("index"), "node_rank": 0}
+                {"rank": g.get("rank"), "hostname": host, "local_rank": g.get("index"), "node_rank": node}
             )
     return out
 

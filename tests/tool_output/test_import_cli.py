@@ -62,6 +62,11 @@ def test_slow_node_warns_and_two_nodes_use_the_inter_node_figure(capsys, tmp_pat
     assert rc == 0 and bw.data["profile"]["link_class"] == "all_reduce_busbw_inter_node"
     assert bw.data["expected_busbw_GBps"] == 360 and bw.data["nnodes"] == 2 and bw.data["world_size"] == 16
     assert sorted(bw.data["ops"]) == ["all_gather", "all_reduce"]
+    ranks = load_report(out_json).ranks
+    assert [(r["rank"], r["hostname"], r["node_rank"], r["local_rank"]) for r in ranks[7:9]] == [
+        (7, "gpu-node-a", 0, 7),
+        (8, "gpu-node-b", 1, 0),
+    ]
 
 
 def test_wrong_data_fails_naming_the_host_and_line(capsys, tmp_path):
@@ -96,7 +101,11 @@ def test_slow_gpu_and_slow_pair_are_named(capsys, tmp_path):
         capsys, str(FIX / "nvbandwidth/synth-nvbandwidth-v0.7-h100.txt"), "--json", str(out_json)
     )
     text = out
-    assert rc == 1 and "GPU2 → GPU5 96.4 GB/s" in text and "GPU3 (bus 00000000:5d:00): host_to_device_memcpy_ce 13.6 GB/s" in text
+    assert (
+        rc == 1
+        and "GPU2 → GPU5 96.4 GB/s" in text
+        and "GPU3 (bus 00000000:5d:00): host_to_device_memcpy_ce 13.6 GB/s" in text
+    )
     rep = load_report(out_json)
     assert (
         rep.check("P2P001").data["matrix"]["values"][2][5] == 96.4
