@@ -47,7 +47,7 @@ def facts(files: list[Parsed]) -> ReportFacts:
     for p in files:
         for run in p.nccl:
             backend = "nccl"
-            for host, gpus in ic._gpus_by_host(run.devices).items():
+            for host, gpus in ic.gpus_by_host(run.devices).items():
                 n = nodes.setdefault(host, NodeFacts(host=host))
                 n.gpu_names = n.gpu_names or [g["name"] for g in gpus if g["name"]]
                 n.gpu_count_min = max(n.gpu_count_min, len(gpus))
@@ -63,7 +63,7 @@ def facts(files: list[Parsed]) -> ReportFacts:
             for m in p.matrices
             if m.square_gpu and m.unit == "GB/s" and "Disabled" not in m.name and m.direction != "<->"
         ]
-        cells = [v for m in gpu for v in ic._off_diagonal(m.values)]
+        cells = [v for m in gpu for v in ic.off_diagonal(m.values)]
         if cells and statistics.median(cells) > PCIE_MAX_GBps:
             nodes.setdefault(file_host(p), NodeFacts(host=file_host(p))).nvlink = True
             sources.append(f"GPU↔GPU copies above PCIe speed in {p.path}")

@@ -105,7 +105,7 @@ def wrong_data_findings(run: NcclRun) -> list[Finding]:
     ]
 
 
-def _gpus_by_host(devices) -> dict[str, list[dict[str, Any]]]:
+def gpus_by_host(devices) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for d in devices:
         out.setdefault(d.host or "?", []).append(
@@ -128,7 +128,7 @@ def nccl_check(runs: list[NcclRun]) -> CheckResult:
         "device": first.devices[0].name if first.devices else None,
         "stopped": None,
         "source": {"tool": "nccl-tests", "runs": {run.op: run.source for run in runs}},
-        "gpus_by_host": _gpus_by_host(first.devices),
+        "gpus_by_host": gpus_by_host(first.devices),
         "hosts": hosts,
         "avg_busbw_GBps": {run.op: run.avg_busbw_GBps for run in runs},
     }
@@ -177,7 +177,7 @@ def _oriented(m: BwMatrix) -> list[list[float | None]]:
     return [list(r) for r in m.values]
 
 
-def _off_diagonal(values) -> list[float]:
+def off_diagonal(values) -> list[float]:
     return [v for i, row in enumerate(values) for j, v in enumerate(row) if i != j and v is not None]
 
 
@@ -208,7 +208,7 @@ def gpu_matrix_findings(
     code: str, m: BwMatrix, labels: list[str], values, buses: dict[int, str] | None = None
 ) -> tuple[list[Finding], set]:
     """A GPU slow on all its links, and pairs far below the others' median (peer-relative)."""
-    cells = _off_diagonal(values)
+    cells = off_diagonal(values)
     n = len(values)
     if len(cells) < 2 or n < 3:
         return [], set()
@@ -300,7 +300,7 @@ def matrix_check(parsed: Parsed, host: str) -> CheckResult | None:
         findings += f
         if m is primary:
             outliers = o
-    cells = _off_diagonal(values)
+    cells = off_diagonal(values)
     med = statistics.median(cells) if cells else None
     names = {d.index: d.name for d in parsed.devices}
     data = {

@@ -206,3 +206,15 @@ def test_import_does_not_import_torch_or_textual():
     )
     assert "ddpdoctor.model.imported" in mods  # it did run
     assert not _heavy(mods)
+
+
+def test_a_repeated_collective_is_a_second_measurement_not_one_curve():
+    from ddpdoctor.baselines import list_profiles
+    from ddpdoctor.model.imported import build_report
+    from ddpdoctor.probes.tool_output import parse_text
+
+    log = (NCCL / "superbench-nccl_allreduce.log").read_text()
+    rep = build_report([parse_text(log + log, "all_reduce_perf.log")], list_profiles())
+    bws = [c for c in rep.checks if c.code == "BW001"]
+    assert len(bws) == 2 and all(list(c.data["ops"]) == ["all_reduce"] for c in bws)
+    assert all(c.data["profile"]["name"] == "dgx-a100" for c in bws)  # each judged on its own
