@@ -23,7 +23,7 @@ import time
 
 from ddpdoctor.checkapi import Summary, WorldInfo
 from ddpdoctor.model.busbw import busbw_factor
-from ddpdoctor.model.curve import fit_bands
+from ddpdoctor.model.curve import sweep_curves
 from ddpdoctor.model.sizes import format_size, parse_size, size_ladder
 from ddpdoctor.report.model import Finding, Severity
 
@@ -163,10 +163,6 @@ def run(ctx) -> dict:
     return {"ops": results, "stopped": stopped, "sizes_B": sizes, "device": str(ctx.device)}
 
 
-def _curve(points: list[list[float]], unit_y: str) -> dict:
-    return {"unit_x": "B", "unit_y": unit_y, "points": points}
-
-
 def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
     got = {r: d for r, d in results.items() if d}
     if not got:
@@ -222,25 +218,14 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
                 hint="raise --budget-scale or lower --max-size to measure up to the size you want",
             )
         )
-    times = {op: _curve([[r["size_B"], r["time_us"] / 1e6] for r in rows], "s") for op, rows in table.items()}
     data = {
-        "sizes_B": sorted({r["size_B"] for rows in table.values() for r in rows}),
-        "ops": table,
-        "busbw": {
-            op: _curve([[r["size_B"], r["busbw_GBps"]] for r in rows], "GB/s") for op, rows in table.items()
-        },
-        "times": times,
-        "fit": {
-            op: [f.to_dict() for f in fit_bands([tuple(p) for p in times[op]["points"]])] for op in table
-        },
+        **sweep_curves(table),
         "world_size": n,
         "nnodes": len(world.nodes),
         "backend": world.backend,
         "device": first.get("device"),
         "stopped": stopped,
     }
-    if "all_reduce" in times:
-        data["all_reduce"] = times["all_reduce"]
     return Summary(findings=findings, data=data, summary=_headline(table, data["fit"]))
 
 

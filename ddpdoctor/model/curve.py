@@ -135,3 +135,28 @@ class TimeCurve:
 
     def algbw_GBps(self, size_B: float) -> float:
         return size_B / self.time_s(size_B) / 1e9
+
+
+def sweep_curves(table: dict[str, list[dict]]) -> dict:
+    """BW001's curves from its rows (``{op: [{"size_B", "time_us", "busbw_GBps", ...}]}``): ``sizes_B``,
+    ``ops``, ``busbw`` and ``times`` curves per op, the α–β ``fit`` per op, and ``all_reduce`` (the
+    time curve the recommenders read) when there is one (docs/architecture.md, "Bandwidth payloads")."""
+
+    def curve(points: list[list[float]], unit_y: str) -> dict:
+        return {"unit_x": "B", "unit_y": unit_y, "points": points}
+
+    times = {op: curve([[r["size_B"], r["time_us"] / 1e6] for r in rows], "s") for op, rows in table.items()}
+    out = {
+        "sizes_B": sorted({r["size_B"] for rows in table.values() for r in rows}),
+        "ops": table,
+        "busbw": {
+            op: curve([[r["size_B"], r["busbw_GBps"]] for r in rows], "GB/s") for op, rows in table.items()
+        },
+        "times": times,
+        "fit": {
+            op: [f.to_dict() for f in fit_bands([tuple(p) for p in times[op]["points"]])] for op in table
+        },
+    }
+    if "all_reduce" in times:
+        out["all_reduce"] = times["all_reduce"]
+    return out

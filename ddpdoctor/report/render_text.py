@@ -61,6 +61,13 @@ class ReportView:
         run = self.report.run
         t = Text()
         t.append("ddpdoctor ", style="bold")
+        if run.get("mode") == "import":  # measured by other tools: no ranks, torch or run time of ours
+            files = run.get("imported") or []
+            tools = sorted({tool for f in files for tool in f.get("tools") or []})
+            prof = run.get("profile") or {}
+            t.append(f"import of {len(files)} file(s) ({', '.join(tools)}); profile {prof.get('name') or 'none'}")
+            t.append(f" ({prof.get('how', '?')})", style="dim")
+            return t
         nodes = run.get("nodes") or []
         t.append(
             f"{run.get('world_size', '?')} ranks on {len(nodes)} node(s) [{', '.join(map(str, nodes[:6]))}"

@@ -17,7 +17,7 @@ from ddpdoctor.report.model import Finding, Report, Severity
 P2P_CODES = ("P2P",)  # code prefixes whose data holds the point-to-point matrix
 P2P_MATRIX = "matrix"
 P2P_OUTLIERS = "outliers"
-BW_CODES = ("BW",)
+BW_CODES = ("BW", "RDMA")  # RDMA001: perftest curves brought in by `ddpdoctor import`
 BW_BUSBW = "busbw"  # a curve, or {collective: curve}
 BW_TIMES = "all_reduce"  # a curve of [bytes, seconds]
 BW_EXPECTED = "expected_busbw_GBps"  # optional reference line
