@@ -79,7 +79,21 @@ def port_holder(port: int) -> str:
     return ""
 
 
+def check_resolves(plan: LaunchPlan) -> None:
+    """A rendezvous host name that does not resolve here is named as such, not as "unreachable"."""
+    try:
+        socket.getaddrinfo(plan.endpoint_host, plan.endpoint_port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        what = plan.endpoint_origin if plan.endpoint_origin.startswith("the ") else f"from {plan.endpoint_origin}"
+        raise PreflightError(
+            f"{socket.gethostname()} cannot resolve {plan.endpoint_host}, {what} ({e.strerror or e}); "
+            "make the node names resolvable on every node (DNS or /etc/hosts), or give --rdzv-endpoint "
+            "ADDRESS:PORT"
+        ) from None
+
+
 def preflight(plan: LaunchPlan) -> None:
+    check_resolves(plan)
     hosting = plan.is_host if plan.is_host is not None else endpoint_is_local(plan.endpoint_host)
     if hosting and plan.is_host is not False:
         fam = socket.AF_INET6 if ":" in plan.endpoint_host else socket.AF_INET
@@ -283,15 +297,17 @@ def run_check(args: argparse.Namespace) -> int:
     if backend == "nccl" and gpus == 0:
         _error("ddpdoctor check: --backend nccl but no NVIDIA GPU is visible (NVML found none)")
         return 2
-    nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     try:
-        plan = plan_launch(nodes=args.nodes, nproc_per_node=nproc, node_rank=args.node_rank,
+        plan = plan_launch(nodes=args.nodes, nproc_per_node=args.nproc_per_node, node_rank=args.node_rank,
                            rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
-                           rdzv_timeout_s=args.rdzv_timeout, env=os.environ)
+                           rdzv_timeout_s=args.rdzv_timeout, env=os.environ,
+                           default_nproc_per_node=gpus if backend == "nccl" else 2)
         inputs = run_inputs(args)
+        outputs = output_paths(args, plan)
     except (LaunchError, recommend_args.OptionError) as e:
         _error(f"ddpdoctor check: {e}")
         return 2
+    nproc = plan.nproc_per_node
     codes = [s.code for s in specs]
 
     if args.write_config:
@@ -305,10 +321,11 @@ def run_check(args: argparse.Namespace) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="ddpdoctor-"))
     events_path = args.events if args.events and args.events != "-" else str(tmp / "events.jsonl")
-    report_path = args.json or str(tmp / "report.json")
-    for p in (report_path,):
+    report_path = outputs["json"] or str(tmp / "report.json")
+    for p in (report_path, outputs["bad_nodes"]):
         try:
-            Path(p).unlink()
+            if p:
+                Path(p).unlink()
         except FileNotFoundError:
             pass
     cfg = build_config(args, plan, codes, backend, events_path, report_path, inputs)
@@ -327,7 +344,9 @@ def run_check(args: argparse.Namespace) -> int:
     env["PYTHONUNBUFFERED"] = "1"
     log_path = tmp / "torchrun.log"
     argv = plan.torchrun_argv(["--config", str(cfg_path)])
-    progress = ProgressView(out, quiet=args.quiet, echo_events_to_stdout=args.events == "-")
+    # Under srun only task 0 shows progress and the report; the others end with one line.
+    progress = ProgressView(out, quiet=args.quiet or not plan.prints_report,
+                            echo_events_to_stdout=args.events == "-")
     progress.launching(plan, backend, codes, [s.title for s in specs])
     # libtorch's C++ warnings (a store client whose server went away) would clutter our own messages.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
@@ -377,8 +396,12 @@ def run_check(args: argparse.Namespace) -> int:
 
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         report = partial_report(progress.events, root_cause(log), codes, [s.title for s in specs])
-        if report is not None and args.json:
-            save_report(report, report_path)
+        if report is not None:
+            from ddpdoctor.runtime.finalize import attach_bad_nodes
+
+            attach_bad_nodes(report)
+            if outputs["json"]:
+                save_report(report, report_path)
     if report is None:
         _error(f"ddpdoctor check: {diagnose_failure(plan, log_path, proc.returncode, timed_out, watcher, progress)}")
         if args.verbose:
@@ -387,8 +410,11 @@ def run_check(args: argparse.Namespace) -> int:
 
     if args.script:
         attach_lint(report, args.script)
-        if args.json:
+        if outputs["json"]:
             save_report(report, report_path)
+    if not plan.prints_report:
+        out.print(follower_line(report, args, socket.gethostname()), soft_wrap=True, highlight=False)
+        return report.exit_code()
     from ddpdoctor.report.render_text import print_report
 
     print_report(report, out, verbose=args.verbose)
@@ -398,7 +424,43 @@ def run_check(args: argparse.Namespace) -> int:
         from ddpdoctor.report.render_junit import to_junit
 
         Path(args.junit).write_text(to_junit(report), encoding="utf-8")
+    if outputs["bad_nodes"]:
+        Path(outputs["bad_nodes"]).write_text(bad_nodes_text(report), encoding="utf-8")
     return report.exit_code()
+
+
+def output_paths(args: argparse.Namespace, plan: LaunchPlan) -> dict[str, str | None]:
+    """The files this task writes: all of them where it prints the report, none on the other Slurm
+    tasks (they would race task 0 for the same paths on a shared file system). A folder that does not
+    exist is an error before anything is launched."""
+    wanted = {"json": args.json, "junit": args.junit, "bad_nodes": getattr(args, "bad_nodes", None)}
+    for key, path in wanted.items():
+        if path and not Path(path).resolve().parent.is_dir():
+            raise LaunchError(f"--{key.replace('_', '-')} {path}: folder {Path(path).parent} does not exist")
+    if not plan.prints_report:
+        return dict.fromkeys(wanted)
+    return wanted
+
+
+def bad_nodes_text(report: Report) -> str:
+    """The --bad-nodes file: one Slurm hostlist expression and a newline, or nothing at all."""
+    from ddpdoctor.model.bad_nodes import bad_nodes_entry
+
+    hostlist = (report.run.get("bad_nodes") or bad_nodes_entry(report))["hostlist"]
+    return f"{hostlist}\n" if hostlist else ""
+
+
+def follower_line(report: Report, args: argparse.Namespace, host: str) -> str:
+    """What a Slurm task other than SLURM_PROCID=0 prints: the verdict and where the report is."""
+    from ddpdoctor.report.render_text import ReportView
+
+    verdict = ReportView(report).verdict().plain.splitlines()[0]
+    where = "the output of task 0 (SLURM_PROCID=0)"
+    files = [f"--{k} {v}" for k, v in (("json", args.json), ("junit", args.junit)) if v]
+    if files:
+        where += f", and its {', '.join(files)}"
+    first = (report.run.get("nodes") or ["node 0"])[0]
+    return f"{host}: {verdict}; the report is in {where} on {first}"
 
 
 def attach_lint(report: Report, script: str) -> None:
