@@ -36,6 +36,11 @@ from ddpdoctor.report.model import Report
 from ddpdoctor.runtime.progress import ProgressView
 
 GRACE_S = 4.0
+# Once this node's workers are gone and the report is on disk, torchrun's agent still runs its exit
+# barrier and closes the rendezvous: about a second on 2 nodes, over 10 s on 6 busy ones. Rank 0 waits
+# until every node has its copy of the report (worker.wait_for_node_copies), so nothing is lost by
+# ending the agent this long after its workers.
+WIND_DOWN_S = 1.0
 
 
 def _error(msg: str) -> None:
@@ -154,6 +159,11 @@ class RendezvousWatcher(threading.Thread):
     def run(self) -> None:
         store = None
         key = "torch.rendezvous." + self.plan.rdzv_id
+        # Start reading only if the rendezvous is slow: the store client imports torch, a second or more
+        # of CPU that a quick rendezvous (the usual case) does not need, spent while the agents and
+        # workers start. Half the timeout still sees who waits long before anyone gives up.
+        if self.stop.wait(min(30.0, self.plan.rdzv_timeout_s / 2)):
+            return
         while not self.stop.wait(0.3):
             try:
                 if store is None:
@@ -351,13 +361,15 @@ def run_check(args: argparse.Namespace) -> int:
     # libtorch's C++ warnings (a store client whose server went away) would clutter our own messages.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     watcher = RendezvousWatcher(plan)
-    watcher.start()
+    if plan.is_host is not False:  # the node hosting the rendezvous says who arrived; the others need not
+        watcher.start()
     budget_total = sum(s.budget_s * args.budget_scale + GRACE_S * 3 for s in specs)
     deadline = time.monotonic() + args.rdzv_timeout + budget_total + 30
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     tail = EventTail(events_path)
     run_ended_at = None
+    workers_done_since = None
     timed_out = False
     try:
         with progress:
@@ -376,6 +388,10 @@ def run_check(args: argparse.Namespace) -> int:
                 now = time.monotonic()
                 if run_ended_at is not None and now - run_ended_at > (3 if plan.nnodes == 1 else 15):
                     break  # the report is written; torchrun's exit barrier may wait for lost nodes
+                if workers_done_since is None and Path(report_path).exists() and not _has_children(proc):
+                    workers_done_since = now
+                if workers_done_since is not None and now - workers_done_since > WIND_DOWN_S:
+                    break  # torchrun's own wind-down (exit barrier, rendezvous close) adds nothing we need
                 if now > deadline:
                     timed_out = True
                     break
@@ -383,7 +399,10 @@ def run_check(args: argparse.Namespace) -> int:
     finally:
         watcher.stop.set()
         _terminate(proc)
-        watcher.join(timeout=5)  # a thread left inside libtorch at exit aborts the interpreter
+        # A thread left inside libtorch at exit aborts the interpreter; under load its import of torch
+        # alone can take several seconds.
+        if watcher.is_alive():
+            watcher.join(timeout=15)
 
     report: Report | None = None
     if Path(report_path).exists():
@@ -467,6 +486,16 @@ def attach_lint(report: Report, script: str) -> None:
     from ddpdoctor.lint import lint_paths
 
     report.lint = list(lint_paths([script]))
+
+
+def _has_children(proc: subprocess.Popen) -> bool:
+    """Whether torchrun still has worker processes (the report file exists only once they are done)."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(proc.pid).children())
+    except psutil.Error:
+        return False
 
 
 def _terminate(proc: subprocess.Popen) -> None:
