@@ -11,6 +11,7 @@ per added node, and whether the 2-node default meets its target (≤ 30 s).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 from _common import machine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ddpdoctor.testbed import NetBed, netns_available  # noqa: E402
+from ddpdoctor.testbed import NetBed, netns_available
 
 TARGET_2_NODES_S = 30.0
 
@@ -59,7 +60,7 @@ def main() -> int:
         print(f"{n} nodes: {walls[n]:5.1f} s wall (median of {len(samples)}; min {min(samples):.1f}, "
               f"max {max(samples):.1f}); in-run {rep['run']['duration_s']:.1f} s: {per_check} (s)")
     sizes = sorted(walls)
-    for a, b in zip(sizes, sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         print(f"  {a} -> {b} nodes: +{walls[b] - walls[a]:.1f} s ({(walls[b] - walls[a]) / (b - a):.1f} s per added node)")
     if 2 in walls:
         met = walls[2] <= TARGET_2_NODES_S

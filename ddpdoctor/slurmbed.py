@@ -20,8 +20,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ddpdoctor.testbed import NetBed
 
@@ -92,7 +92,8 @@ class SlurmBed:
             **kw) -> subprocess.CompletedProcess:
         """A Slurm client command (srun, sbatch, squeue...) on node ``node``; output captured as text."""
         kw.setdefault("capture_output", True)
-        return subprocess.run(self.command(node, argv), env=self.env(env), timeout=timeout, text=True, **kw)
+        return subprocess.run(self.command(node, argv), env=self.env(env), timeout=timeout, text=True,
+                              check=False, **kw)
 
     # -- life cycle ----------------------------------------------------------------------------------
     def start(self) -> SlurmBed:
@@ -200,16 +201,15 @@ class SlurmBed:
         argv = ["runuser", "-u", "munge", "--", _which("munged"), "--key-file", str(m / "munge.key"),
                 "--socket", str(self.munge_socket), "--pid-file", str(m / "munged.pid"),
                 "--log-file", str(m / "munged.log"), "--seed-file", str(m / "munged.seed"), "--force"]
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
         if p.returncode != 0:
             raise SlurmError(f"munged would not start: {(p.stderr or p.stdout).strip()}")
         _wait_for(lambda: self.munge_socket.exists(), 10, "munged's socket")
 
     def _daemon(self, i: int, argv: list[str], name: str) -> None:
-        log = open(self.root / f"{name}.out", "wb")
-        self._procs.append(subprocess.Popen(self.command(i, argv), stdout=log, stderr=subprocess.STDOUT,
-                                            env=self.env(), start_new_session=True))
-        log.close()
+        with open(self.root / f"{name}.out", "wb") as log:
+            self._procs.append(subprocess.Popen(self.command(i, argv), stdout=log, stderr=subprocess.STDOUT,
+                                                env=self.env(), start_new_session=True))
 
     def _wait_idle(self) -> None:
         end = time.monotonic() + self.start_timeout

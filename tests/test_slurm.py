@@ -6,9 +6,7 @@ namespaces are not permitted. Every daemon, folder and namespace is gone after e
 
 import json
 import re
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -11,7 +11,7 @@ straight into ``srun --exclude`` / ``sbatch --exclude`` / ``--nodelist``. As Slu
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 _TRAILING = re.compile(r"^(.*?)(\d+)$")
 

@@ -84,21 +84,28 @@ def port_holder(port: int) -> str:
     return ""
 
 
-def check_resolves(plan: LaunchPlan) -> None:
-    """A rendezvous host name that does not resolve here is named as such, not as "unreachable"."""
-    try:
-        socket.getaddrinfo(plan.endpoint_host, plan.endpoint_port, type=socket.SOCK_STREAM)
-    except socket.gaierror as e:
-        what = plan.endpoint_origin if plan.endpoint_origin.startswith("the ") else f"from {plan.endpoint_origin}"
-        raise PreflightError(
-            f"{socket.gethostname()} cannot resolve {plan.endpoint_host}, {what} ({e.strerror or e}); "
-            "make the node names resolvable on every node (DNS or /etc/hosts), or give --rdzv-endpoint "
-            "ADDRESS:PORT"
-        ) from None
+def wait_until_resolved(plan: LaunchPlan) -> None:
+    """A rendezvous host name that does not resolve is named as such, not as "unreachable". Retried
+    until --rdzv-timeout: in Kubernetes a pod's DNS record may appear after the other pods start."""
+    deadline = time.monotonic() + plan.rdzv_timeout_s
+    while True:
+        try:
+            socket.getaddrinfo(plan.endpoint_host, plan.endpoint_port, type=socket.SOCK_STREAM)
+            return
+        except socket.gaierror as e:
+            if time.monotonic() >= deadline:
+                origin = plan.endpoint_origin
+                what = origin if origin.startswith("the ") else f"from {origin}"
+                raise PreflightError(
+                    f"{socket.gethostname()} cannot resolve {plan.endpoint_host}, {what} ({e.strerror or e}, "
+                    f"for {plan.rdzv_timeout_s:g} s); make the node names resolvable on every node (DNS or "
+                    "/etc/hosts), or give --rdzv-endpoint ADDRESS:PORT"
+                ) from None
+        time.sleep(0.5)
 
 
 def preflight(plan: LaunchPlan) -> None:
-    check_resolves(plan)
+    wait_until_resolved(plan)
     hosting = plan.is_host if plan.is_host is not None else endpoint_is_local(plan.endpoint_host)
     if hosting and plan.is_host is not False:
         fam = socket.AF_INET6 if ":" in plan.endpoint_host else socket.AF_INET
