@@ -27,14 +27,29 @@ from ddpdoctor.testbed import NetBed, netns_available
 TARGET_2_NODES_S = 30.0
 
 
-def one_run(nodes: int) -> tuple[float, dict]:
+def one_run(nodes: int) -> tuple[float, dict, dict[str, float]]:
     with NetBed(nodes) as bed, tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
+        t0 = time.time()
         results = bed.run_check([], d, timeout=400)
-        wall = time.perf_counter() - t0
+        t_end = time.time()
         if any(rc not in (0, 1) for rc, _ in results):
             raise SystemExit(f"{nodes} nodes: exit codes {[rc for rc, _ in results]}\n{results[0][1][-2000:]}")
-        return wall, json.loads((Path(d) / "r0.json").read_text())
+        rep = json.loads((Path(d) / "r0.json").read_text())
+    return t_end - t0, rep, phases(rep, t0, t_end)
+
+
+def phases(rep: dict, t0: float, t_end: float) -> dict[str, float]:
+    """Where the wall time went, from the timestamps in node 0's report."""
+    run = rep["run"]
+    workers_start = min(r["proc_start"] for r in rep["ranks"])
+    checks_start = rep["created"] - run["duration_s"]
+    return {
+        "CLI start": run["launch_t0"] - t0,
+        "torchrun + rendezvous": workers_start - run["launch_t0"],
+        "workers' torch + group": checks_start - workers_start,
+        "checks": run["duration_s"],
+        "wind-down + report": t_end - rep["created"],
+    }
 
 
 def main() -> int:
@@ -51,14 +66,16 @@ def main() -> int:
           f"{args.runs} run(s) per size; shared machine, figures are noisy")
     walls: dict[int, float] = {}
     for n in args.nodes:
-        samples, rep = [], {}
+        samples, rep, parts = [], {}, {}
         for _ in range(args.runs):
-            wall, rep = one_run(n)
+            wall, rep, parts = one_run(n)
             samples.append(wall)
         walls[n] = statistics.median(samples)
         per_check = ", ".join(f"{c['code']} {c['duration_s']:.1f}" for c in rep["checks"] if c["duration_s"] >= 0.05)
         print(f"{n} nodes: {walls[n]:5.1f} s wall (median of {len(samples)}; min {min(samples):.1f}, "
-              f"max {max(samples):.1f}); in-run {rep['run']['duration_s']:.1f} s: {per_check} (s)")
+              f"max {max(samples):.1f})")
+        print("    last run: " + ", ".join(f"{k} {v:.1f} s" for k, v in parts.items()))
+        print(f"    checks: {per_check} (s)")
     sizes = sorted(walls)
     for a, b in itertools.pairwise(sizes):
         print(f"  {a} -> {b} nodes: +{walls[b] - walls[a]:.1f} s ({(walls[b] - walls[a]) / (b - a):.1f} s per added node)")

@@ -40,7 +40,7 @@ GRACE_S = 4.0
 # barrier and closes the rendezvous: about a second on 2 nodes, over 10 s on 6 busy ones. Rank 0 waits
 # until every node has its copy of the report (worker.wait_for_node_copies), so nothing is lost by
 # ending the agent this long after its workers.
-WIND_DOWN_S = 1.0
+WIND_DOWN_S = 0.5
 
 
 def _error(msg: str) -> None:
@@ -480,13 +480,10 @@ def follower_line(report: Report, args: argparse.Namespace, host: str) -> str:
     """What a Slurm task other than SLURM_PROCID=0 prints: the verdict and where the report is."""
     from ddpdoctor.report.render_text import ReportView
 
-    verdict = ReportView(report).verdict().plain.splitlines()[0]
-    where = "the output of task 0 (SLURM_PROCID=0)"
-    files = [f"--{k} {v}" for k, v in (("json", args.json), ("junit", args.junit)) if v]
-    if files:
-        where += f", and its {', '.join(files)}"
+    verdict = " ".join(ReportView(report).verdict().plain.splitlines()[0].split())
     first = (report.run.get("nodes") or ["node 0"])[0]
-    return f"{host}: {verdict}; the report is in {where} on {first}"
+    files = "".join(f", --{k} {v}" for k, v in (("json", args.json), ("junit", args.junit)) if v)
+    return f"{host}: {verdict}; report: task 0 (SLURM_PROCID=0) on {first}{files}"
 
 
 def attach_lint(report: Report, script: str) -> None:
