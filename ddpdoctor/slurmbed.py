@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ddpdoctor.testbed import NetBed
 
-DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "sinfo")
+DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "runuser")
 
 
 def slurm_available() -> tuple[bool, str]:

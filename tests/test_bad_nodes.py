@@ -44,3 +44,41 @@ def test_single_node_run_blames_its_node():
     bad = Finding("GPU001", "error", "GPU 3 has ECC errors", where={"node": "solo"})
     rep = Report(run={"nodes": ["solo"]}, checks=[_check(Status.FAILED, bad, code="GPU001")])
     assert blamed_nodes(rep) == ["solo"]
+
+
+def test_env001_version_skew_blames_the_odd_node_only_when_there_is_a_majority():
+    from ddpdoctor.checkapi import WorldInfo
+    from ddpdoctor.checks import env001_environment as env001
+
+    def run(torches):
+        infos = [{"rank": r, "node_rank": r, "hostname": f"ddpb-node{r}"} for r in range(len(torches))]
+        res = {r: {"hostname": f"ddpb-node{r}", "torch": t, "python": "3.11"} for r, t in enumerate(torches)}
+        summary = env001.summarize(res, WorldInfo.from_dicts(infos))
+        hosts = [f"ddpb-node{r}" for r in range(len(torches))]
+        rep = Report(run={"nodes": hosts}, checks=[CheckResult("ENV001", "ENV001", status=summary.final_status(),
+                                                                findings=summary.findings)])
+        return [f for f in summary.findings if "torch" in f.message], blamed_nodes(rep)
+
+    (finding,), blamed = run(["2.13", "2.13", "2.12", "2.13"])
+    assert finding.where["nodes"] == ["ddpb-node2"] and blamed == ["ddpb-node2"]
+    (finding,), blamed = run(["2.13", "2.12"])  # one against one: no odd one out
+    assert "nodes" not in finding.where and blamed == []
+
+
+def test_cli_bad_nodes_file_and_report_entry(tmp_path):
+    from helpers import load, run_cli
+
+    bad = tmp_path / "bad"
+    bad.write_text("stale\n")  # a file left by an earlier run is replaced, never trusted
+    p = run_cli("check", "--select", "ENV001", "--nproc-per-node", "1", "-q", "--json", str(tmp_path / "r.json"),
+                "--bad-nodes", str(bad), timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert bad.read_text() == ""
+    assert load(tmp_path / "r.json")["run"]["bad_nodes"] == {"nodes": [], "hostlist": ""}
+
+
+def test_cli_bad_nodes_in_a_missing_folder_is_exit_2():
+    from helpers import run_cli
+
+    p = run_cli("check", "--select", "ENV001", "--bad-nodes", "/nonexistent-ddpd/bad", timeout=60)
+    assert p.returncode == 2 and "--bad-nodes /nonexistent-ddpd/bad" in p.stderr, p.stderr
