@@ -36,11 +36,6 @@ from ddpdoctor.report.model import Report
 from ddpdoctor.runtime.progress import ProgressView
 
 GRACE_S = 4.0
-# Once this node's workers are gone and the report is on disk, torchrun's agent still runs its exit
-# barrier and closes the rendezvous: about a second on 2 nodes, over 10 s on 6 busy ones. Rank 0 waits
-# until every node has its copy of the report (worker.wait_for_node_copies), so nothing is lost by
-# ending the agent this long after its workers.
-WIND_DOWN_S = 0.5
 
 
 def _error(msg: str) -> None:
@@ -376,7 +371,6 @@ def run_check(args: argparse.Namespace) -> int:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     tail = EventTail(events_path)
     run_ended_at = None
-    workers_done_since = None
     timed_out = False
     try:
         with progress:
@@ -395,10 +389,6 @@ def run_check(args: argparse.Namespace) -> int:
                 now = time.monotonic()
                 if run_ended_at is not None and now - run_ended_at > (3 if plan.nnodes == 1 else 15):
                     break  # the report is written; torchrun's exit barrier may wait for lost nodes
-                if workers_done_since is None and Path(report_path).exists() and not _has_children(proc):
-                    workers_done_since = now
-                if workers_done_since is not None and now - workers_done_since > WIND_DOWN_S:
-                    break  # torchrun's own wind-down (exit barrier, rendezvous close) adds nothing we need
                 if now > deadline:
                     timed_out = True
                     break
@@ -490,16 +480,6 @@ def attach_lint(report: Report, script: str) -> None:
     from ddpdoctor.lint import lint_paths
 
     report.lint = list(lint_paths([script]))
-
-
-def _has_children(proc: subprocess.Popen) -> bool:
-    """Whether torchrun still has worker processes (the report file exists only once they are done)."""
-    import psutil
-
-    try:
-        return bool(psutil.Process(proc.pid).children())
-    except psutil.Error:
-        return False
 
 
 def _terminate(proc: subprocess.Popen) -> None:

@@ -76,7 +76,6 @@ class Worker:
         self.device: Any = None
         self.pg_gen = -1
         self.report_written = threading.Event()
-        self.lost_ranks: set[int] = set()
         self._post_lock = threading.Lock()
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -311,7 +310,6 @@ class Worker:
             self.run_check(i, spec, startup)
         if self.rank == 0:
             self.coordinator.join()
-            self.wait_for_node_copies()
         else:
             self.control.poll(f"go/{len(self.specs)}", timeout_s=GRACE_S * 3)
         self.finish_node_copy()
@@ -339,25 +337,6 @@ class Worker:
             from ddpdoctor.report.io import write_json_atomic
 
             write_json_atomic(self.cfg["report"], got)
-            try:
-                self.control.put(f"copied/{self.node_rank}", True)
-            except Exception:
-                pass
-
-    def wait_for_node_copies(self) -> None:
-        """Node 0's torchrun agent hosts the store: rank 0 stays until every other (not lost) node has its
-        copy of the report, so each node's CLI may end its torchrun as soon as its own workers are gone
-        instead of waiting out torchrun's exit barrier and rendezvous shutdown (seconds per node)."""
-        if not self.cfg.get("report") or self.world is None:
-            return
-        lost_nodes = {self.world.node_of(r) for r in self.lost_ranks}
-        others = sorted({info.node_rank for info in self.world.ranks} - {0} - lost_nodes)
-        end = time.monotonic() + GRACE_S * 2
-        for node in others:
-            try:
-                self.control.poll(f"copied/{node}", timeout_s=max(0.0, end - time.monotonic()))
-            except Exception:
-                return
 
     # -- rank 0: the coordinator ----------------------------------------------------------------------
     def coordinate(self) -> None:
@@ -455,7 +434,6 @@ class Worker:
             lost_ranks=sorted(lost),
             started=t_run,
         )
-        self.lost_ranks = set(lost)
         data = report.to_dict()
         if self.cfg.get("report"):
             from ddpdoctor.report.io import write_json_atomic
