@@ -40,6 +40,17 @@ def slurm_available() -> tuple[bool, str]:
         pwd.getpwnam("munge")
     except KeyError:
         return False, "no `munge` user (the munge package creates it)"
+    # Each node's hosts file is bind-mounted in a private mount namespace; a file bound onto itself
+    # there shows whether that is permitted, without touching the machine's own /etc/hosts.
+    try:
+        probe = subprocess.run(["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
+                                "mount --bind /etc/hosts /etc/hosts"], capture_output=True, text=True,
+                               timeout=30, check=False)
+        why = (probe.stderr or probe.stdout).strip() if probe.returncode else ""
+    except (OSError, subprocess.TimeoutExpired) as e:
+        why = str(e)
+    if why:
+        return False, f"cannot bind-mount in a private mount namespace: {why}"
     return True, ""
 
 
