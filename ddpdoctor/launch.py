@@ -113,6 +113,13 @@ def slurm_settings(env: Mapping[str, str]) -> dict | None:
     if "SLURM_JOB_ID" not in env or "SLURM_NODEID" not in env:
         return None
     nnodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
+    in_step = env.get("SLURM_STEP_ID") is not None or env.get("SLURM_STEPID") is not None
+    if not in_step and nnodes > 1:
+        # The batch script runs on the first node only: the other nodes would never join.
+        raise LaunchError(
+            f"this is the batch script of a {nnodes}-node Slurm job, not a job step: start one task per node "
+            "with `srun --ntasks-per-node=1 ddpdoctor check` (see examples/ddpdoctor-check.sbatch)"
+        )
     per_node = env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0]
     if env.get("SLURM_STEP_ID") is not None and per_node.isdigit() and int(per_node) > 1:
         raise LaunchError(

@@ -47,7 +47,7 @@ def test_node_rank_decides_who_hosts():
 
 
 def test_slurm_environment():
-    env = {"SLURM_JOB_ID": "42", "SLURM_NODEID": "1", "SLURM_JOB_NUM_NODES": "3",
+    env = {"SLURM_JOB_ID": "42", "SLURM_NODEID": "1", "SLURM_JOB_NUM_NODES": "3", "SLURM_STEP_ID": "0",
            "SLURM_JOB_NODELIST": "gpu[07-09]"}
     plan = plan_launch(nodes=None, nproc_per_node=8, node_rank=None, rdzv_endpoint=None, rdzv_id=None,
                        rdzv_timeout_s=30, env=env)
@@ -72,7 +72,7 @@ def _plan(env, **kw):
 
 def test_slurm_task_zero_prints_the_report_the_others_do_not():
     env = {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_JOB_NUM_NODES": "2",
-           "SLURM_JOB_NODELIST": "n[1-2]"}
+           "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "n[1-2]"}
     plan = _plan(env)
     assert plan.prints_report is False and plan.endpoint_origin == "the first host of SLURM_JOB_NODELIST"
     assert _plan({**env, "SLURM_PROCID": "0", "SLURM_NODEID": "0"}).prints_report is True
@@ -117,3 +117,13 @@ def test_bad_kubernetes_variables_are_named():
         _plan({"PET_NNODES": "2", "PET_NODE_RANK": "0"})
     with pytest.raises(LaunchError, match="MASTER_ADDR.*port"):
         _plan({"PET_NNODES": "2", "PET_NODE_RANK": "0", "MASTER_ADDR": "m", "MASTER_PORT": "99999"})
+
+
+def test_batch_script_of_a_multi_node_job_is_pointed_to_srun():
+    # what sbatch -N2 gives its script (seen on the Slurm bed): no SLURM_STEP_ID
+    env = {"SLURM_JOB_ID": "1", "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_JOB_NUM_NODES": "2",
+           "SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_JOB_NODELIST": "n[1-2]"}
+    with pytest.raises(LaunchError, match="batch script of a 2-node Slurm job.*srun --ntasks-per-node=1"):
+        _plan(env)
+    one = {**env, "SLURM_JOB_NUM_NODES": "1", "SLURM_NNODES": "1", "SLURM_JOB_NODELIST": "n1"}
+    assert _plan(one).nnodes == 1  # a one-node batch job may run the check right in its script
