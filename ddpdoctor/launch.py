@@ -112,8 +112,11 @@ def slurm_settings(env: Mapping[str, str]) -> dict | None:
     """Nodes, node rank, endpoint host and run id from SLURM_* (None when not under srun/sbatch)."""
     if "SLURM_JOB_ID" not in env or "SLURM_NODEID" not in env:
         return None
-    nnodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
     in_step = env.get("SLURM_STEP_ID") is not None or env.get("SLURM_STEPID") is not None
+    # A step may run on part of the allocation (srun -N2 in a 3-node job): its own node count, and
+    # SLURM_NODEID counts within the step.
+    nnodes = int((env.get("SLURM_STEP_NUM_NODES") if in_step else None) or env.get("SLURM_JOB_NUM_NODES")
+                 or env.get("SLURM_NNODES") or 1)
     if not in_step and nnodes > 1:
         # The batch script runs on the first node only: the other nodes would never join.
         raise LaunchError(
@@ -126,13 +129,15 @@ def slurm_settings(env: Mapping[str, str]) -> dict | None:
             "run one ddpdoctor task per node under Slurm (srun --ntasks-per-node=1 ddpdoctor check): "
             "ddpdoctor starts the ranks of each node itself"
         )
-    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-    hosts = expand_slurm_nodelist(nodelist) if nodelist else []
+    var = next((v for v in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if env.get(v)), None)
+    if var == "SLURM_STEP_NODELIST" and env.get("SLURM_JOB_NODELIST") == env[var]:
+        var = "SLURM_JOB_NODELIST"  # the same list; name the one users know
+    hosts = expand_slurm_nodelist(env[var]) if var else []
     return {
         "nnodes": nnodes,
         "node_rank": int(env["SLURM_NODEID"]),
         "endpoint": f"{hosts[0]}:{DEFAULT_PORT}" if hosts else None,
-        "origin": "the first host of SLURM_JOB_NODELIST",
+        "origin": f"the first host of {var or 'SLURM_JOB_NODELIST'}",
         "rdzv_id": f"slurm-{env['SLURM_JOB_ID']}",
         "prints_report": env.get("SLURM_PROCID", "0") == "0",
     }

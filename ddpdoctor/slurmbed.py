@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ddpdoctor.model.hostlist import compress_hostlist
 from ddpdoctor.testbed import NetBed
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "runuser")
@@ -78,7 +79,7 @@ class SlurmBed:
 
     # -- names ---------------------------------------------------------------------------------------
     def nodelist(self) -> str:
-        return f"{self.bed.hostname(0)[:-1]}[0-{self.bed.nodes - 1}]" if self.bed.nodes > 1 else self.bed.hostname(0)
+        return compress_hostlist(self.bed.hostname(i) for i in range(self.bed.nodes))
 
     def env(self, base: dict | None = None) -> dict[str, str]:
         """The environment for Slurm's clients: this bed's slurm.conf, nothing pinned to one node's

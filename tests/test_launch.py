@@ -127,3 +127,13 @@ def test_batch_script_of_a_multi_node_job_is_pointed_to_srun():
         _plan(env)
     one = {**env, "SLURM_JOB_NUM_NODES": "1", "SLURM_NNODES": "1", "SLURM_JOB_NODELIST": "n1"}
     assert _plan(one).nnodes == 1  # a one-node batch job may run the check right in its script
+
+
+def test_a_step_on_part_of_the_allocation_counts_its_own_nodes():
+    # srun -N2 --exclude=ddpd-node0 inside a 3-node job, task 0 (seen on the Slurm bed)
+    env = {"SLURM_JOB_ID": "1", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": "3", "SLURM_NNODES": "2",
+           "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": "0", "SLURM_PROCID": "0",
+           "SLURM_JOB_NODELIST": "ddpd-node[0-2]", "SLURM_STEP_NODELIST": "ddpd-node[1-2]"}
+    plan = _plan(env)
+    assert (plan.nnodes, plan.node_rank, plan.endpoint_host) == (2, 0, "ddpd-node1")
+    assert plan.endpoint_origin == "the first host of SLURM_STEP_NODELIST"
