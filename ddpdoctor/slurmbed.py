@@ -14,6 +14,7 @@ pid file, then the bed's namespaces go (NetBed.destroy kills whatever still runs
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -26,7 +27,7 @@ from pathlib import Path
 from ddpdoctor.model.hostlist import compress_hostlist
 from ddpdoctor.testbed import NetBed
 
-DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "runuser")
+DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scontrol", "runuser")
 
 
 def slurm_available() -> tuple[bool, str]:
@@ -106,6 +107,22 @@ class SlurmBed:
         kw.setdefault("capture_output", True)
         return subprocess.run(self.command(node, argv), env=self.env(env), timeout=timeout, text=True,
                               check=False, **kw)
+
+    def sbatch(self, argv: Sequence[str], timeout: float = 240, env: dict | None = None) -> tuple[str, str, str]:
+        """``sbatch ARGV`` on node 0, then wait for the job to end; (job id, JobState, ExitCode) as
+        scontrol says. Polled every half second: ``sbatch --wait`` backs off to 10 s between looks."""
+        p = self.run(["sbatch", "--parsable", *argv], env=env, timeout=60)
+        if p.returncode != 0:
+            raise SlurmError(f"sbatch failed: {(p.stderr or p.stdout).strip()}")
+        job = p.stdout.strip().split(";")[0]
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            q = self.run(["scontrol", "-o", "show", "job", job], timeout=20).stdout
+            state, code = re.search(r"JobState=(\S+)", q), re.search(r"ExitCode=(\S+)", q)
+            if state and state.group(1) not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+                return job, state.group(1), code.group(1) if code else "?"
+            time.sleep(0.5)
+        raise SlurmError(f"batch job {job} still not done after {timeout:g} s")
 
     # -- life cycle ----------------------------------------------------------------------------------
     def start(self) -> SlurmBed:

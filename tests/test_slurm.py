@@ -59,12 +59,11 @@ def test_sbatch_example_checks_the_allocation(tmp_path):
     script = REPO / "examples" / "ddpdoctor-check.sbatch"
     env = {"DDPDOCTOR": f"{sys.executable} -m ddpdoctor", "DDPDOCTOR_OUT": str(tmp_path / "out")}
     with NetBed(2) as bed, SlurmBed(bed) as slurm:
-        p = slurm.run(["sbatch", "--wait", "-N2", f"--chdir={tmp_path}", str(script), "--nproc-per-node", "1",
-                       "--select", "RDZ001,ENV001,COL001"], timeout=240, env={**slurm.env(), **env})
-        logs = list(tmp_path.glob("ddpdoctor-*.out"))
-        log = logs[0].read_text() if logs else ""
-    assert p.returncode == 0, p.stdout + p.stderr + log
-    assert re.search(r"Submitted batch job \d+", p.stdout)
+        job, state, code = slurm.sbatch(["-N2", f"--chdir={tmp_path}", str(script), "--nproc-per-node", "1",
+                                         "--select", "RDZ001,ENV001,COL001"], env={**slurm.env(), **env})
+        log_file = tmp_path / f"ddpdoctor-{job}.out"  # the script's #SBATCH --output
+        log = log_file.read_text() if log_file.exists() else ""
+    assert (state, code) == ("COMPLETED", "0:0"), log
     assert log.count("OK: nothing failed") == 2, log  # the report's verdict and the follower's line
     assert "ddpd-node1: OK: nothing failed" in log and "bad nodes: none" in log
     rep = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -103,3 +102,18 @@ def test_unresolvable_first_host_is_named_as_such(tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr
     assert ("ddpd-node1 cannot resolve ddpd-node0, the first host of SLURM_JOB_NODELIST" in tasks[1]), tasks
     assert "unreachable" not in tasks[1]
+
+
+def test_a_step_on_part_of_the_allocation(tmp_path):
+    # inside a 3-node batch job, a check on 2 of its nodes: the step's node count and node ids count
+    script = tmp_path / "part.sh"
+    script.write_text("#!/bin/sh\n" + " ".join(
+        ["srun", "-N2", "--exclude=ddpd-node0", "--ntasks-per-node=1", *CHECK, "--select", "RDZ001,ENV001",
+         "--json", str(tmp_path / "r.json")]) + "\n")
+    with NetBed(3) as bed, SlurmBed(bed) as slurm:
+        _, state, code = slurm.sbatch(["-N3", f"--chdir={tmp_path}", "--output=out.txt", str(script)])
+    out = (tmp_path / "out.txt").read_text() if (tmp_path / "out.txt").exists() else ""
+    assert (state, code) == ("COMPLETED", "0:0"), out
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["run"]["nodes"] == ["ddpd-node1", "ddpd-node2"], out
+    assert "ddpd-node2: OK: nothing failed" in out
