@@ -109,6 +109,16 @@ def _skew(results: dict[int, dict], key: str) -> dict[str, list[int]]:
     return groups
 
 
+def _odd_nodes(res: dict[int, dict], groups: dict[str, list[int]]) -> list[str]:
+    """Hosts outside the one value most nodes share (none when no value has a strict majority)."""
+    hosts_of = {v: {res[r].get("hostname") for r in rs} for v, rs in groups.items()}
+    every = set().union(*hosts_of.values())
+    best = max(hosts_of, key=lambda v: len(hosts_of[v]))
+    if 2 * len(hosts_of[best]) <= len(every):
+        return []
+    return sorted(every - hosts_of[best])
+
+
 def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
     res = {r: d for r, d in results.items() if d}
     findings: list[Finding] = []
@@ -121,9 +131,13 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
     ):
         groups = _skew(res, key)
         if len(groups) > 1:
+            where = {"ranks": sorted(res)}
+            odd = _odd_nodes(res, groups)
+            if odd:
+                where["nodes"] = odd  # the nodes outside the majority: --bad-nodes blames them
             findings.append(Finding(CODE, sev, f"{key} versions differ across ranks: "
                                     + "; ".join(f"{v} on ranks {rs}" for v, rs in groups.items()),
-                                    where={"ranks": sorted(res)}, evidence={key: groups}, hint=why))
+                                    where=where, evidence={key: groups}, hint=why))
     # Variables set differently across ranks (or set on some only).
     names = sorted({k for d in res.values() for k in d.get("env", {})} - PER_RANK_OK)
     for name in names:

@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     o.add_argument("--junit", default=None, metavar="PATH", help="write JUnit XML here (CI gating)")
+    o.add_argument("--bad-nodes", default=None, metavar="FILE",
+                   help="write the nodes the verdict blames as one Slurm hostlist (node[2,5]), empty when "
+                   "none: srun/sbatch --exclude=$(cat FILE)")
     o.add_argument("--events", default=None, metavar="PATH", help="write the JSON-lines event stream here")
     o.add_argument("--quiet", "-q", action="store_true", help="no live progress")
     o.add_argument("--verbose", "-v", action="store_true", help="show info findings and torchrun's log")

@@ -105,6 +105,9 @@ class ReportView:
         head.append(f"  ({n_err} error(s), {n_warn} warning(s))", style="dim")
         if r.run.get("lost_nodes"):
             head.append(f"\nlost node(s): {', '.join(r.run['lost_nodes'])}", style="red")
+        bad = (r.run.get("bad_nodes") or {}).get("hostlist")
+        if bad:
+            head.append(f"\nbad node(s): {bad} (leave them out with srun --exclude={bad})", style="red")
         return head
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

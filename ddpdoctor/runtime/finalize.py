@@ -69,7 +69,15 @@ def build_report(
     )
     attach_profile(report, cfg.get("profile"))
     attach_recommendations(report, cfg.get("recommend") or {})
+    attach_bad_nodes(report)
     return report
+
+
+def attach_bad_nodes(report: Report) -> None:
+    """The nodes the verdict blames, as a list and as one Slurm hostlist (`check --bad-nodes`)."""
+    from ddpdoctor.model.bad_nodes import bad_nodes_entry
+
+    report.run["bad_nodes"] = bad_nodes_entry(report)
 
 
 def attach_profile(report: Report, wanted: str | None) -> None:

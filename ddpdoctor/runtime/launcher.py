@@ -79,7 +79,28 @@ def port_holder(port: int) -> str:
     return ""
 
 
+def wait_until_resolved(plan: LaunchPlan) -> None:
+    """A rendezvous host name that does not resolve is named as such, not as "unreachable". Retried
+    until --rdzv-timeout: in Kubernetes a pod's DNS record may appear after the other pods start."""
+    deadline = time.monotonic() + plan.rdzv_timeout_s
+    while True:
+        try:
+            socket.getaddrinfo(plan.endpoint_host, plan.endpoint_port, type=socket.SOCK_STREAM)
+            return
+        except socket.gaierror as e:
+            if time.monotonic() >= deadline:
+                origin = plan.endpoint_origin
+                what = origin if origin.startswith("the ") else f"from {origin}"
+                raise PreflightError(
+                    f"{socket.gethostname()} cannot resolve {plan.endpoint_host}, {what} ({e.strerror or e}, "
+                    f"for {plan.rdzv_timeout_s:g} s); make the node names resolvable on every node (DNS or "
+                    "/etc/hosts), or give --rdzv-endpoint ADDRESS:PORT"
+                ) from None
+        time.sleep(0.5)
+
+
 def preflight(plan: LaunchPlan) -> None:
+    wait_until_resolved(plan)
     hosting = plan.is_host if plan.is_host is not None else endpoint_is_local(plan.endpoint_host)
     if hosting and plan.is_host is not False:
         fam = socket.AF_INET6 if ":" in plan.endpoint_host else socket.AF_INET
@@ -140,6 +161,11 @@ class RendezvousWatcher(threading.Thread):
     def run(self) -> None:
         store = None
         key = "torch.rendezvous." + self.plan.rdzv_id
+        # Start reading only if the rendezvous is slow: the store client imports torch, a second or more
+        # of CPU that a quick rendezvous (the usual case) does not need, spent while the agents and
+        # workers start. Half the timeout still sees who waits long before anyone gives up.
+        if self.stop.wait(min(30.0, self.plan.rdzv_timeout_s / 2)):
+            return
         while not self.stop.wait(0.3):
             try:
                 if store is None:
@@ -283,15 +309,17 @@ def run_check(args: argparse.Namespace) -> int:
     if backend == "nccl" and gpus == 0:
         _error("ddpdoctor check: --backend nccl but no NVIDIA GPU is visible (NVML found none)")
         return 2
-    nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     try:
-        plan = plan_launch(nodes=args.nodes, nproc_per_node=nproc, node_rank=args.node_rank,
+        plan = plan_launch(nodes=args.nodes, nproc_per_node=args.nproc_per_node, node_rank=args.node_rank,
                            rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
-                           rdzv_timeout_s=args.rdzv_timeout, env=os.environ)
+                           rdzv_timeout_s=args.rdzv_timeout, env=os.environ,
+                           default_nproc_per_node=gpus if backend == "nccl" else 2)
         inputs = run_inputs(args)
+        outputs = output_paths(args, plan)
     except (LaunchError, recommend_args.OptionError) as e:
         _error(f"ddpdoctor check: {e}")
         return 2
+    nproc = plan.nproc_per_node
     codes = [s.code for s in specs]
 
     if args.write_config:
@@ -305,10 +333,11 @@ def run_check(args: argparse.Namespace) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="ddpdoctor-"))
     events_path = args.events if args.events and args.events != "-" else str(tmp / "events.jsonl")
-    report_path = args.json or str(tmp / "report.json")
-    for p in (report_path,):
+    report_path = outputs["json"] or str(tmp / "report.json")
+    for p in (report_path, outputs["bad_nodes"]):
         try:
-            Path(p).unlink()
+            if p:
+                Path(p).unlink()
         except FileNotFoundError:
             pass
     cfg = build_config(args, plan, codes, backend, events_path, report_path, inputs)
@@ -327,12 +356,15 @@ def run_check(args: argparse.Namespace) -> int:
     env["PYTHONUNBUFFERED"] = "1"
     log_path = tmp / "torchrun.log"
     argv = plan.torchrun_argv(["--config", str(cfg_path)])
-    progress = ProgressView(out, quiet=args.quiet, echo_events_to_stdout=args.events == "-")
+    # Under srun only task 0 shows progress and the report; the others end with one line.
+    progress = ProgressView(out, quiet=args.quiet or not plan.prints_report,
+                            echo_events_to_stdout=args.events == "-")
     progress.launching(plan, backend, codes, [s.title for s in specs])
     # libtorch's C++ warnings (a store client whose server went away) would clutter our own messages.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     watcher = RendezvousWatcher(plan)
-    watcher.start()
+    if plan.is_host is not False:  # the node hosting the rendezvous says who arrived; the others need not
+        watcher.start()
     budget_total = sum(s.budget_s * args.budget_scale + GRACE_S * 3 for s in specs)
     deadline = time.monotonic() + args.rdzv_timeout + budget_total + 30
     with open(log_path, "wb") as log:
@@ -364,7 +396,10 @@ def run_check(args: argparse.Namespace) -> int:
     finally:
         watcher.stop.set()
         _terminate(proc)
-        watcher.join(timeout=5)  # a thread left inside libtorch at exit aborts the interpreter
+        # A thread left inside libtorch at exit aborts the interpreter; under load its import of torch
+        # alone can take several seconds.
+        if watcher.is_alive():
+            watcher.join(timeout=15)
 
     report: Report | None = None
     if Path(report_path).exists():
@@ -377,8 +412,12 @@ def run_check(args: argparse.Namespace) -> int:
 
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         report = partial_report(progress.events, root_cause(log), codes, [s.title for s in specs])
-        if report is not None and args.json:
-            save_report(report, report_path)
+        if report is not None:
+            from ddpdoctor.runtime.finalize import attach_bad_nodes
+
+            attach_bad_nodes(report)
+            if outputs["json"]:
+                save_report(report, report_path)
     if report is None:
         _error(f"ddpdoctor check: {diagnose_failure(plan, log_path, proc.returncode, timed_out, watcher, progress)}")
         if args.verbose:
@@ -387,8 +426,11 @@ def run_check(args: argparse.Namespace) -> int:
 
     if args.script:
         attach_lint(report, args.script)
-        if args.json:
+        if outputs["json"]:
             save_report(report, report_path)
+    if not plan.prints_report:
+        out.print(follower_line(report, args, socket.gethostname()), soft_wrap=True, highlight=False)
+        return report.exit_code()
     from ddpdoctor.report.render_text import print_report
 
     print_report(report, out, verbose=args.verbose)
@@ -398,7 +440,40 @@ def run_check(args: argparse.Namespace) -> int:
         from ddpdoctor.report.render_junit import to_junit
 
         Path(args.junit).write_text(to_junit(report), encoding="utf-8")
+    if outputs["bad_nodes"]:
+        Path(outputs["bad_nodes"]).write_text(bad_nodes_text(report), encoding="utf-8")
     return report.exit_code()
+
+
+def output_paths(args: argparse.Namespace, plan: LaunchPlan) -> dict[str, str | None]:
+    """The files this task writes: all of them where it prints the report, none on the other Slurm
+    tasks (they would race task 0 for the same paths on a shared file system). A folder that does not
+    exist is an error before anything is launched."""
+    wanted = {"json": args.json, "junit": args.junit, "bad_nodes": getattr(args, "bad_nodes", None)}
+    for key, path in wanted.items():
+        if path and not Path(path).resolve().parent.is_dir():
+            raise LaunchError(f"--{key.replace('_', '-')} {path}: folder {Path(path).parent} does not exist")
+    if not plan.prints_report:
+        return dict.fromkeys(wanted)
+    return wanted
+
+
+def bad_nodes_text(report: Report) -> str:
+    """The --bad-nodes file: one Slurm hostlist expression and a newline, or nothing at all."""
+    from ddpdoctor.model.bad_nodes import bad_nodes_entry
+
+    hostlist = (report.run.get("bad_nodes") or bad_nodes_entry(report))["hostlist"]
+    return f"{hostlist}\n" if hostlist else ""
+
+
+def follower_line(report: Report, args: argparse.Namespace, host: str) -> str:
+    """What a Slurm task other than SLURM_PROCID=0 prints: the verdict and where the report is."""
+    from ddpdoctor.report.render_text import ReportView
+
+    verdict = " ".join(ReportView(report).verdict().plain.splitlines()[0].split())
+    first = (report.run.get("nodes") or ["node 0"])[0]
+    files = "".join(f", --{k} {v}" for k, v in (("json", args.json), ("junit", args.junit)) if v)
+    return f"{host}: {verdict}; report: task 0 (SLURM_PROCID=0) on {first}{files}"
 
 
 def attach_lint(report: Report, script: str) -> None:
