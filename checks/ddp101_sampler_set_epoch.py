@@ -37,6 +37,7 @@ CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def _loaders_of(m, sampler_call) -> set[str]:

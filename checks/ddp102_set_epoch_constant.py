@@ -28,6 +28,7 @@ CODE = "DDP102"
 TITLE = "set_epoch called with a constant"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def check(m):

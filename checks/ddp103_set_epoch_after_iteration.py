@@ -33,6 +33,7 @@ CODE = "DDP103"
 TITLE = "set_epoch called after the loader is iterated"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def check(m):

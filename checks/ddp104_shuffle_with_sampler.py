@@ -24,6 +24,7 @@ CODE = "DDP104"
 TITLE = "shuffle=True together with a sampler"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def check(m):

@@ -27,6 +27,7 @@ CODE = "DDP105"
 TITLE = "DataLoader without DistributedSampler in a DDP script"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 # other ways a script shards its data across ranks
 _SHARDING = (
     "DistributedSampler",

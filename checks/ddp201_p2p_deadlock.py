@@ -36,6 +36,7 @@ CODE = "DDP201"
 TITLE = "Point-to-point deadlock"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def _verb(op) -> str:

@@ -28,6 +28,7 @@ CODE = "DDP202"
 TITLE = "isend/irecv request never waited"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def check(m):

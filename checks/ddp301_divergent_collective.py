@@ -33,6 +33,7 @@ CODE = "DDP301"
 TITLE = "Collective reached by some ranks only"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def _label(ev) -> str:

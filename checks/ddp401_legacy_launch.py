@@ -31,6 +31,7 @@ CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def check(m):

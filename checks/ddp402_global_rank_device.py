@@ -32,6 +32,7 @@ CODE = "DDP402"
 TITLE = "Global rank used as CUDA device index"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 _GLOBAL_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 

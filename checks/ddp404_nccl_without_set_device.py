@@ -30,6 +30,7 @@ CODE = "DDP404"
 TITLE = "NCCL without set_device"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def _nccl(m, call: ast.Call) -> bool:

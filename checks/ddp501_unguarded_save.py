@@ -32,6 +32,7 @@ CODE = "DDP501"
 TITLE = "torch.save not guarded by rank"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 _STREAMS = ("BytesIO", "open", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile")

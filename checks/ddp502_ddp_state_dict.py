@@ -27,6 +27,7 @@ CODE = "DDP502"
 TITLE = "Saving a DDP-wrapped state_dict"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 _PREFIX_HANDLING = (
     "consume_prefix_in_state_dict_if_present",
     '"module."',

@@ -30,6 +30,7 @@ CODE = "DDP504"
 TITLE = "Load after a rank-0 save without a barrier"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 _SYNC = ("collective", "ddp_forward")
 
 

@@ -37,6 +37,7 @@ CODE = "DDP601"
 TITLE = "Gradient accumulation without no_sync"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def _is_accum_test(test: ast.AST) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import gc
 import os
+import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +14,8 @@ from ddpdoctor.lint.analysis import ModuleAnalysis
 from ddpdoctor.lint.config import LintConfig
 from ddpdoctor.lint.files import decode, discover, worth_parsing
 from ddpdoctor.lint.noqa import suppressed
-from ddpdoctor.lint.rules import PARSE_CODE, script_rules
+from ddpdoctor.lint.pyversion import needs_newer_python
+from ddpdoctor.lint.rules import PARSE_CODE, on_by_default, script_rules
 from ddpdoctor.report.model import Finding, Location, Severity
 
 _PARALLEL_MIN_FILES = 24  # below this a worker pool costs more than it saves
@@ -68,6 +70,21 @@ def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
             tree = ast.parse(text, filename=path)
     except SyntaxError as e:
+        newer = needs_newer_python(text, e.lineno)
+        if newer is not None:
+            version, what = newer
+            running = ".".join(map(str, sys.version_info[:2]))
+            return [
+                _problem(
+                    path,
+                    "python-version",
+                    f"needs Python {version}+: line {e.lineno} uses {what}, which Python {running} "
+                    f"(running ddpdoctor) cannot parse; run ddpdoctor with Python {version} or newer "
+                    "to lint this file",
+                    e.lineno or 1,
+                    e.offset or 1,
+                )
+            ]
         return [_problem(path, "syntax", f"SyntaxError: {e.msg}", e.lineno or 1, e.offset or 1)]
     except (ValueError, MemoryError, RecursionError) as e:  # null bytes, absurd nesting
         return [_problem(path, "syntax", f"cannot parse: {type(e).__name__}: {e}")]
@@ -75,7 +92,7 @@ def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]
     ignored = config.ignored_for(path)
     out: list[Finding] = []
     for spec in rules if rules is not None else script_rules():
-        if not config.enabled(spec.code) or any(spec.code.startswith(c) for c in ignored):
+        if not config.enabled(spec.code, on_by_default(spec)) or any(spec.code.startswith(c) for c in ignored):
             continue
         try:
             found = list(spec.module.check(module))
