@@ -1,0 +1,129 @@
+"""Who writes files: facts the checkpoint and file-system rules (DDP501, DDP505, DDP506) share.
+
+A write is a problem in a distributed script when every rank reaches it with the same path, or
+when the only thing keeping the other ranks out is a test on the node-local rank. These helpers
+answer that syntactically, following this file's own calls (a helper called only under a rank
+guard is guarded), so they also work where the per-rank interpreter does not reach.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.lint.names import dotted
+
+# words in a path expression that make it one path per rank, node or process
+PER_PROCESS_WORDS = ("rank", "shard", "host", "node", "pid", "uuid", "tmp", "temp", "worker", "proc")
+# a function named like this is where a script starts (its callers, if any, are not in this file)
+ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
+_SPAWNS = ("spawn", "start_processes")
+_MAX_DEPTH = 6  # caller chains followed this deep
+
+
+def per_process_path(expr: ast.AST | None) -> bool:
+    """The path names the rank, node or process (``f"ckpt_rank{rank}.pt"``, ``gethostname()``)."""
+    if expr is None:
+        return False
+    text = ast.unparse(expr).lower()
+    return any(w in text for w in PER_PROCESS_WORDS)
+
+
+def _entry_like(fn) -> bool:
+    name = fn.name.lower().strip("_")
+    return any(name.startswith(n) or name.endswith(n) for n in ENTRY_NAMES)
+
+
+def spawn_calls(m) -> list[ast.Call]:
+    return [
+        c
+        for c, q in m.calls
+        if q and q.rsplit(".", 1)[-1] in _SPAWNS and ("multiprocessing" in q or q.startswith("torch."))
+    ]
+
+
+def _in_spawning_parent(m, node) -> bool:
+    """Code of the function (or module level) that starts the workers, before it starts them: it
+    runs once, in the parent."""
+    fn = m.enclosing_function(node)
+    for call in spawn_calls(m):
+        if m.enclosing_function(call) is fn and call.lineno > node.lineno:
+            return True
+    return False
+
+
+def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
+    """Some path from where this script starts reaches ``node`` with no rank test on the way: no
+    ``if rank == 0`` around it or around a call that leads to it, no early return on a rank test.
+    A function this file never calls counts only when it looks like an entry point (a library
+    helper's caller decides who writes)."""
+    if depth > _MAX_DEPTH or m.guarded_by_rank(node) or _in_spawning_parent(m, node):
+        return False
+    fn = m.enclosing_function(node)
+    if fn is None:
+        return True
+    if any(
+        c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)
+    ):
+        return True  # the worker function every spawned rank runs
+    sites = [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
+    if sites:
+        return any(every_rank_reaches(m, s, depth + 1) for s in sites)
+    return _entry_like(fn)
+
+
+def rank_guards(m, node: ast.AST) -> list[ast.AST]:
+    """The rank tests that keep ranks away from ``node`` in its own function: the ``if`` tests
+    around it and the tests of early ``return``s before it."""
+    out: list[ast.AST] = []
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.If, ast.IfExp, ast.While)) and m.is_rank_guard(a.test):
+            out.append(a.test)
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for st in a.body:
+                if st.lineno >= node.lineno:
+                    break
+                if (
+                    isinstance(st, ast.If)
+                    and m.is_rank_guard(st.test)
+                    and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
+                ):
+                    out.append(st.test)
+            break
+    return out
+
+
+def guard_chains(m, node: ast.AST, depth: int = 0) -> list[list[tuple[ast.AST, ast.AST]]]:
+    """Every way this file reaches ``node``, as the list of (rank test, the statement or call it
+    guards) met on the way, innermost first. An empty list inside: a way with no rank test."""
+    here = [(t, node) for t in rank_guards(m, node)]
+    fn = m.enclosing_function(node)
+    if fn is None or depth > _MAX_DEPTH or here:
+        return [here]
+    sites = [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
+    if not sites:
+        return [here]
+    out = []
+    for s in sites:
+        for chain in guard_chains(m, s, depth + 1):
+            out.append(here + chain)
+    return out
+
+
+def to_stream(m, call: ast.Call, arg: ast.AST | None) -> bool:
+    """Writing into a buffer or a file object opened here (``with open(p, "wb") as f``): whoever opened
+    it chose the path; an in-memory BytesIO writes nothing."""
+    streams = ("BytesIO", "StringIO", "open", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile")
+    if isinstance(arg, ast.Call):
+        return (dotted(arg.func) or "").rsplit(".", 1)[-1] in streams
+    if not isinstance(arg, ast.Name):
+        return False
+    scope = m.enclosing_function(call) or m.tree
+    for node in ast.walk(scope):
+        if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            if node.optional_vars.id == arg.id:
+                return True
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets):
+                if (dotted(node.value.func) or "").rsplit(".", 1)[-1] in streams:
+                    return True
+    return False
