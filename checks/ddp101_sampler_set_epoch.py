@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.lint.flow import Flow, repeats
 
 CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"
@@ -40,33 +40,29 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 
-def _loaders_of(m, sampler_call) -> set[str]:
-    """Names of the DataLoaders built on this sampler (`sampler=s` or `sampler=DistributedSampler(...)`)."""
-    name = m.assigned_to(sampler_call)
-    out = set()
-    for dl in m.calls_named("DataLoader"):
-        arg = m.keyword(dl, "sampler")
-        if arg is sampler_call or (name is not None and arg is not None and ast.unparse(arg) == name):
-            target = m.assigned_to(dl)
-            if target:
-                out.add(target)
-    return out
-
-
-def _epochs_run_here(m, sampler_call) -> bool:
-    """A loop in this file iterates the sampler's loader, or hands it to a function of this file."""
-    loaders = _loaders_of(m, sampler_call)
-    if not loaders:
-        return False
-    own = {f.name for f in m.functions}
+def _iterations(m, loaders: Flow):
+    """Loops over one of the loaders (``for b in loader``, ``enumerate(self.loaders["train"])``)."""
     for loop in m.nodes(ast.For, ast.AsyncFor):
-        if any(dotted(n) in loaders for n in ast.walk(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))):
-            return True
-    for call, _q in m.calls:
-        callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
-        if callee in own and any(dotted(a) in loaders for a in call.args):
-            return True
-    return False
+        for n in ast.walk(loop.iter):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and loaders.held(n):
+                yield loop
+                break
+
+
+def _epoch_pass(m, sampler_call):
+    """(loader call, loop over it, call lines that repeat that loop) when this file iterates the
+    sampler's loader once per epoch; None when the loader goes to code this file does not show."""
+    samplers = Flow(m, [sampler_call])
+    made = [dl for dl in m.calls_named("DataLoader") if samplers.carries(m.keyword(dl, "sampler"))]
+    if not made:
+        return None
+    loaders = Flow(m, made)
+    for loop in _iterations(m, loaders):
+        again = repeats(m, loop)
+        if again is not None:
+            loader = min(made, key=lambda c: abs(c.lineno - sampler_call.lineno))
+            return loader, loop, again
+    return None
 
 
 def check(m):
@@ -76,13 +72,21 @@ def check(m):
     for call in samplers:
         if m.keyword_is(call, "shuffle", False) or m.looks_like_eval(call):
             continue  # an unshuffled or evaluation sampler does not need set_epoch
-        if not _epochs_run_here(m, call):
+        found = _epoch_pass(m, call)
+        if found is None:
             continue  # the loader goes to code in another file, which may well call set_epoch
+        loader, loop, again = found
+        chain = m.chain_text((call.lineno, loader.lineno, *again), loop.lineno)
+        where = f"line {loop.lineno}"
+        fn = m.enclosing_function(loop)
+        if fn is not None and len(again) > 1:
+            where += f" (in `{fn.name}`, run once per pass of the loop on line {again[0]})"
         yield m.finding(
             CODE,
             call,
-            "DistributedSampler is never given the epoch: `set_epoch` is not called, so every epoch "
-            "shuffles the same way",
+            f"DistributedSampler is never given the epoch: its loader is iterated every epoch at {where} "
+            f"but `set_epoch` is never called, so every epoch shuffles the same way [{chain}]",
             SEVERITY,
             hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
+            chain=chain,
         )

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from ddpdoctor.lint import ranks
 from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace, module_defs
 from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, qualify
 from ddpdoctor.report.model import Finding, Location, Severity
@@ -426,6 +427,24 @@ class ModuleAnalysis:
                     if self.is_rank_guard(d):
                         return True
         return False
+
+    # -- which rank (global, node-local, node index): see ddpdoctor.lint.ranks ------------------
+    def rank_kind(self, expr: ast.AST | None) -> str | None:
+        """"global", "local" or "node" when ``expr`` holds a rank of that kind, else None."""
+        return ranks.rank_kind(self, expr)
+
+    def rank_guard(self, node: ast.AST) -> ranks.Guard | None:
+        """The rank test deciding whether ``node`` runs (its kind, and the call lines leading there)."""
+        return ranks.rank_guard(self, node)
+
+    def argparse_dests(self) -> dict[str, ranks.ArgDest]:
+        return ranks.argparse_dests(self)
+
+    def chain_text(self, lines, end: int | None = None) -> str:
+        """``train.py:88 -> train.py:41``: the evidence chain of a finding that crosses functions."""
+        name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
+        parts = [f"{name}:{ln}" for ln in (*lines, *((end,) if end is not None else ()))]
+        return " -> ".join(parts)
 
     # -- the per-rank interpreter -------------------------------------------------------------
     @cached_property

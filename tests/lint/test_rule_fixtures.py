@@ -33,9 +33,10 @@ def found(path: Path, code: str) -> set[tuple[int, str]]:
 def test_bad_fixture_reports_exactly_the_marked_lines(code):
     path = FIXTURES / f"{code}_bad.py"
     assert path.is_file(), f"missing fixture {path.name}"
-    want = expected(path, code)
-    assert want, f"{path.name} marks no expected {code}"
-    assert found(path, code) == want
+    for path in sorted(FIXTURES.glob(f"{code}_bad*.py")):  # DDPxxx_bad.py and DDPxxx_bad_<case>.py
+        want = expected(path, code)
+        assert want, f"{path.name} marks no expected {code}"
+        assert found(path, code) == want, path.name
 
 
 @pytest.mark.parametrize("code", CODES)
