@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint import ranks
 from ddpdoctor.lint.names import dotted
 from ddpdoctor.lint.writers import guard_chains, per_process_path
 
@@ -40,50 +41,13 @@ KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
 
-_LOCAL_FLAGS = ("--local_rank", "--local-rank")
 _LOCALHOST = ("localhost", "127.0.0.1", "::1")
-_RANK_WORDS = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0")
 
 
-def local_rank_dests(m) -> set[str]:
-    """argparse dests that hold the local rank although their name does not say so:
-    ``add_argument("--rank", "--local_rank")`` stores the launcher's --local_rank as ``args.rank``."""
-    out = set()
-    for call in m.method_calls("add_argument"):
-        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        if not any(f in _LOCAL_FLAGS for f in flags):
-            continue
-        dest = m.keyword(call, "dest")
-        if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
-            out.add(dest.value)
-        else:
-            longs = [f for f in flags if f.startswith("--")]
-            if longs:
-                out.add(longs[0][2:].replace("-", "_"))
-    return out
-
-
-def _rank_tokens(test: ast.AST):
-    """The names a rank test reads: variables, attributes, dict keys, called functions, env keys."""
-    for n in ast.walk(test):
-        if isinstance(n, ast.Name):
-            yield n.id
-        elif isinstance(n, ast.Attribute):
-            yield n.attr
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
-            yield n.value
-
-
-def is_local_rank_test(test: ast.AST, local_dests: set[str]) -> bool:
-    """The test reads a node-local rank and no global one."""
-    local = glob = False
-    for tok in _rank_tokens(test):
-        low = tok.lower()
-        if "local" in low and "rank" in low or low in ("is_local_main", "local_main") or tok in local_dests:
-            local = True
-        elif any(w in low for w in _RANK_WORDS):
-            glob = True
-    return local and not glob
+def _local_only(m, test: ast.AST) -> bool:
+    """The test reads the node-local rank and no global one (ddpdoctor.lint.ranks knows the
+    spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...)."""
+    return ranks.guard_kind(m, test) == (ranks.LOCAL,)
 
 
 def single_node(m) -> bool:
@@ -112,7 +76,6 @@ def check(m):
         return
     if single_node(m):
         return
-    local_dests = local_rank_dests(m)
     reported: set[int] = set()
     for save, path in _saves(m):
         if per_process_path(path):
@@ -121,7 +84,7 @@ def check(m):
             if not chain:
                 continue
             tests = [t for t, _ in chain]
-            if not all(is_local_rank_test(t, local_dests) for t in tests):
+            if not all(_local_only(m, t) for t in tests):
                 continue
             test = tests[-1]  # the outermost: where the one-per-node decision is taken
             if id(test) in reported:

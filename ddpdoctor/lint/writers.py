@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint import ranks
 from ddpdoctor.lint.names import dotted
 
 # words in a path expression that make it one path per rank, node or process
@@ -56,7 +57,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     ``if rank == 0`` around it or around a call that leads to it, no early return on a rank test.
     A function this file never calls counts only when it looks like an entry point (a library
     helper's caller decides who writes)."""
-    if depth > _MAX_DEPTH or m.guarded_by_rank(node) or _in_spawning_parent(m, node):
+    if depth > _MAX_DEPTH or rank_guards(m, node) or m.guarded_by_rank(node) or _in_spawning_parent(m, node):
         return False
     fn = m.enclosing_function(node)
     if fn is None:
@@ -75,8 +76,9 @@ def rank_guards(m, node: ast.AST) -> list[ast.AST]:
     """The rank tests that keep ranks away from ``node`` in its own function: the ``if`` tests
     around it and the tests of early ``return``s before it."""
     out: list[ast.AST] = []
+    child = node
     for a in m.ancestors(node):
-        if isinstance(a, (ast.If, ast.IfExp, ast.While)) and m.is_rank_guard(a.test):
+        if isinstance(a, (ast.If, ast.IfExp, ast.While)) and child is not a.test and _is_rank_test(m, a.test):
             out.append(a.test)
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for st in a.body:
@@ -84,12 +86,17 @@ def rank_guards(m, node: ast.AST) -> list[ast.AST]:
                     break
                 if (
                     isinstance(st, ast.If)
-                    and m.is_rank_guard(st.test)
                     and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
+                    and _is_rank_test(m, st.test)
                 ):
                     out.append(st.test)
             break
+        child = a
     return out
+
+
+def _is_rank_test(m, test: ast.AST) -> bool:
+    return m.is_rank_guard(test) or ranks.guard_kind(m, test) is not None
 
 
 def guard_chains(m, node: ast.AST, depth: int = 0) -> list[list[tuple[ast.AST, ast.AST]]]:
