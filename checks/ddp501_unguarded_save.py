@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
 from ddpdoctor.lint.writers import every_rank_reaches, guard_chains, per_process_path, to_stream
 
 CODE = "DDP501"
@@ -101,9 +100,11 @@ def _inconsistent_calls(m, saves):
     another (an ``except KeyboardInterrupt:`` handler, the final save after the loop): the guard
     shows it is meant for one rank, the other call has every rank write the same file."""
     for name, fn in _saving_helpers(m, saves).items():
-        sites = m.call_sites(fn) if fn is not None else [
-            c for c, _q in m.calls if isinstance(c.func, ast.Name) and c.func.id == name
-        ]
+        sites = (
+            m.call_sites(fn)
+            if fn is not None
+            else [c for c, _q in m.calls if isinstance(c.func, ast.Name) and c.func.id == name]
+        )
         method = fn is not None and isinstance(m.parents.get(fn), ast.ClassDef)
         # a method is called as obj.name(...), a function as name(...): two defs may share a name
         sites = [

@@ -53,12 +53,42 @@ def _syncs_before(events, index: int) -> int:
 _BARRIERS = ("barrier", "monitored_barrier", "wait_for_everyone")
 # identifiers too common to tie a load to a save
 _GENERIC = frozenset(
-    "self os path join str Path kwargs args get pop format cfg config opt file filename fname name "
-    "dirname basename exists f p x map_location cpu device open".split()
+    [
+        "self",
+        "os",
+        "path",
+        "join",
+        "str",
+        "Path",
+        "kwargs",
+        "args",
+        "get",
+        "pop",
+        "format",
+        "cfg",
+        "config",
+        "opt",
+        "file",
+        "filename",
+        "fname",
+        "name",
+        "dirname",
+        "basename",
+        "exists",
+        "f",
+        "p",
+        "x",
+        "map_location",
+        "cpu",
+        "device",
+        "open",
+    ]
 )
 
 
-_EXTENSIONS = frozenset("pt pth bin ckpt tar json pkl safetensors npy yaml yml txt".split())
+_EXTENSIONS = frozenset(
+    ["pt", "pth", "bin", "ckpt", "tar", "json", "pkl", "safetensors", "npy", "yaml", "yml", "txt"]
+)
 
 
 def _path_words(m, expr: ast.AST | None, fn) -> tuple[set[str], set[str]]:
@@ -70,7 +100,9 @@ def _path_words(m, expr: ast.AST | None, fn) -> tuple[set[str], set[str]]:
     scope = fn if fn is not None else m.tree
     for name in [n.id for n in ast.walk(expr) if isinstance(n, ast.Name)]:
         for node in ast.walk(scope):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets
+            ):
                 parts.append(node.value)
     words: set[str] = set()
     texts: set[str] = set()
@@ -107,9 +139,13 @@ def _in_file_callers(m, fn) -> list[ast.Call]:
     for c in m.call_sites(fn):
         if m.enclosing_function(c) is fn:
             continue
-        if isinstance(c.func, ast.Name) and not method:
-            out.append(c)
-        elif isinstance(c.func, ast.Attribute) and method and dotted(c.func.value) == "self":
+        if (
+            isinstance(c.func, ast.Name)
+            and not method
+            or isinstance(c.func, ast.Attribute)
+            and method
+            and dotted(c.func.value) == "self"
+        ):
             out.append(c)
     return out
 

@@ -84,9 +84,16 @@ def _writes(m):
                 path = call.args[0] if call.args else _kw(call, "name") or _kw(call, "path")
             else:
                 path = f.value  # pathlib: Path(p).mkdir()
-            yield call, path, "creates", "without `exist_ok=True`: the ranks that lose the race get FileExistsError"
+            yield (
+                call,
+                path,
+                "creates",
+                "without `exist_ok=True`: the ranks that lose the race get FileExistsError",
+            )
         elif q == "open" or (
-            last == "open" and isinstance(f, ast.Attribute) and (dotted(f.value) or "").split(".")[0] not in m.aliases
+            last == "open"
+            and isinstance(f, ast.Attribute)
+            and (dotted(f.value) or "").split(".")[0] not in m.aliases
         ):
             # builtin open(path, mode) or pathlib's Path(p).open(mode)
             mode = call.args[1] if q == "open" and len(call.args) > 1 else _kw(call, "mode")
@@ -95,9 +102,19 @@ def _writes(m):
             mode = _const(mode)
             if isinstance(mode, str) and _MODE.match(mode) and ("w" in mode or "x" in mode):
                 path = (call.args[0] if call.args else _kw(call, "file")) if q == "open" else f.value
-                yield call, path, "truncates", f"(mode {mode!r}): a late rank wipes what another already wrote"
+                yield (
+                    call,
+                    path,
+                    "truncates",
+                    f"(mode {mode!r}): a late rank wipes what another already wrote",
+                )
         elif last in ("write_text", "write_bytes") and isinstance(f, ast.Attribute):
-            yield call, f.value, "overwrites", "at the same time: the last writer wins, partial files in between"
+            yield (
+                call,
+                f.value,
+                "overwrites",
+                "at the same time: the last writer wins, partial files in between",
+            )
         elif q in _NUMPY_SAVES and call.args:
             yield call, call.args[0], "writes", "at the same time: interleaved writes corrupt it"
         elif last == "save_pretrained" and isinstance(f, ast.Attribute):

@@ -53,12 +53,14 @@ def _local_only(m, test: ast.AST) -> bool:
 def single_node(m) -> bool:
     """The script pins its rendezvous to this machine: it cannot run on several nodes."""
     for key, value, _node, how in m.env_writes:
-        if key == "MASTER_ADDR" and how == "assign" and isinstance(value, ast.Constant):
-            if str(value.value) in _LOCALHOST:
-                return True
+        local = isinstance(value, ast.Constant) and str(value.value) in _LOCALHOST
+        if key == "MASTER_ADDR" and how == "assign" and local:
+            return True
     for call in m.dist_calls("init_process_group"):
         init = m.keyword(call, "init_method")
-        if isinstance(init, (ast.Constant, ast.JoinedStr)) and any(h in ast.unparse(init) for h in _LOCALHOST):
+        if isinstance(init, (ast.Constant, ast.JoinedStr)) and any(
+            h in ast.unparse(init) for h in _LOCALHOST
+        ):
             return True
     return False
 

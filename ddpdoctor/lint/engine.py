@@ -92,7 +92,9 @@ def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]
     ignored = config.ignored_for(path)
     out: list[Finding] = []
     for spec in rules if rules is not None else script_rules():
-        if not config.enabled(spec.code, on_by_default(spec)) or any(spec.code.startswith(c) for c in ignored):
+        if not config.enabled(spec.code, on_by_default(spec)) or any(
+            spec.code.startswith(c) for c in ignored
+        ):
             continue
         try:
             found = list(spec.module.check(module))

@@ -62,9 +62,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     fn = m.enclosing_function(node)
     if fn is None:
         return True
-    if any(
-        c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)
-    ):
+    if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)):
         return True  # the worker function every spawned rank runs
     sites = [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
     if sites:
@@ -129,8 +127,11 @@ def to_stream(m, call: ast.Call, arg: ast.AST | None) -> bool:
         if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
             if node.optional_vars.id == arg.id:
                 return True
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            if any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets):
-                if (dotted(node.value.func) or "").rsplit(".", 1)[-1] in streams:
-                    return True
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets)
+            and (dotted(node.value.func) or "").rsplit(".", 1)[-1] in streams
+        ):
+            return True
     return False
