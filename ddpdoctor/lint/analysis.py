@@ -470,11 +470,36 @@ class ModuleAnalysis:
         return tuple(sorted(fixed)) if fixed else self.configured_world_sizes
 
     @cached_property
+    def ddp_params(self) -> frozenset[str]:
+        """Parameter names that hold a DDP-wrapped model handed in by another file: the file imports
+        DistributedDataParallel without building one, and unwraps that name somewhere
+        (``unwrap_model(model)``, ``model.module``, ``hasattr(model, "module")``)."""
+        if self.ddp_constructors or not any(
+            v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
+        ):
+            return frozenset()
+        params = {a.arg for fn in self.functions for a in (*fn.args.posonlyargs, *fn.args.args)}
+        out = set()
+        for node in self.nodes(ast.Attribute):
+            if node.attr == "module" and isinstance(node.value, ast.Name):
+                out.add(node.value.id)
+        for call, _q in self.calls:
+            name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            if call.args and isinstance(call.args[0], ast.Name) and ("unwrap" in name or name == "hasattr"):
+                if name != "hasattr" or any(
+                    isinstance(a, ast.Constant) and a.value == "module" for a in call.args[1:]
+                ):
+                    out.add(call.args[0].id)
+        return frozenset(out & params)
+
+    @cached_property
     def interesting_functions(self) -> set[int]:
         """ids of functions whose own body makes a distributed call or calls a DDP model."""
         out: set[int] = set()
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
         nodes += self.calls_named("torch.save", "torch.load")
+        if self.ddp_params:
+            nodes += [c for c, _q in self.calls if isinstance(c.func, ast.Name) and c.func.id in self.ddp_params]
         for node in nodes:
             fn = self.enclosing_function(node)
             if fn is not None:
@@ -498,8 +523,11 @@ class ModuleAnalysis:
                 break
             if id(fn) in self.interesting_functions and id(fn) not in entered:
                 cls = classes.get(id(fn))
+                params = self.ddp_params
                 runs = self._runs_for(
-                    fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes[:ENTRY_SIZES]
+                    fn.name,
+                    lambda it, fn=fn, cls=cls: it.run_function(fn, cls, params),
+                    sizes[:ENTRY_SIZES],
                 )
                 out.extend(runs)
                 for r in runs:
