@@ -111,7 +111,8 @@ class Event:
     chain: tuple[int, ...] = ()  # lines of the calls that led here (outermost first)
     peer: object = None  # p2p: int, None (any source) or UNKNOWN
     req: int | None = None  # isend/irecv: request id; wait: the id waited on
-    arg: str | None = None  # save/load: the path expression's source; collective: its group, if not the default
+    # save/load: the path expression's source; collective: its group's source, if not the default
+    arg: str | None = None
 
 
 @dataclass
