@@ -51,8 +51,8 @@ def check(m):
     for call in m.calls_named("DataLoader"):
         if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3 or m.looks_like_eval(call):
             continue
-        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(0)):
-            continue  # batching off: the dataset yields ready batches itself (an iterable that shards)
+        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(1)):
+            continue  # batch_size=None: the dataset yields whole batches itself, and such datasets shard
         yield m.finding(
             CODE,
             call,

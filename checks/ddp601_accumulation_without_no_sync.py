@@ -61,7 +61,8 @@ def _is_accum_test(test: ast.AST, strict: bool = False) -> bool:
 def _may_be_ddp(m) -> bool:
     """The file wraps a model in DDP, or imports the wrapper for a model it is handed."""
     return bool(m.ddp_constructors) or any(
-        v.rsplit(".", 1)[-1] == "DistributedDataParallel" and v.startswith("torch.") for v in m.aliases.values()
+        v.rsplit(".", 1)[-1] == "DistributedDataParallel" and v.startswith("torch.")
+        for v in m.aliases.values()
     )
 
 
@@ -83,7 +84,9 @@ def _backwards(m, scope: ast.AST, helpers: dict[str, int]) -> list[ast.Call]:
             continue
         name = dotted(c.func) or ""
         if isinstance(c.func, ast.Attribute) and c.func.attr == "backward":
-            if not name.startswith(("torch.autograd", "accelerator", "self.accelerator", "engine", "deepspeed")):
+            if not name.startswith(
+                ("torch.autograd", "accelerator", "self.accelerator", "engine", "deepspeed")
+            ):
                 out.append(c)
         elif isinstance(c.func, ast.Name) and c.func.id in helpers:
             out.append(c)
@@ -115,7 +118,7 @@ def _accum_range_loop(m, step: ast.Call, helpers):
                     if found:
                         return loop, found[-1]
         parent = m.parents.get(stmt)
-        if parent is None or isinstance(parent, _FUNCS) or isinstance(parent, _LOOPS):
+        if parent is None or isinstance(parent, (*_FUNCS, *_LOOPS)):
             return None
         stmt, block = m.statement_in_block(parent)
     return None

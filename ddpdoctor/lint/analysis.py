@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from ddpdoctor.lint import ranks
+from ddpdoctor.lint import ranks as rank_facts
 from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace, module_defs
 from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, qualify
 from ddpdoctor.report.model import Finding, Location, Severity
@@ -430,15 +430,15 @@ class ModuleAnalysis:
 
     # -- which rank (global, node-local, node index): see ddpdoctor.lint.ranks ------------------
     def rank_kind(self, expr: ast.AST | None) -> str | None:
-        """"global", "local" or "node" when ``expr`` holds a rank of that kind, else None."""
-        return ranks.rank_kind(self, expr)
+        """The kind of rank ``expr`` holds: "global", "local" or "node"; None when ``expr`` it is no rank."""
+        return rank_facts.rank_kind(self, expr)
 
-    def rank_guard(self, node: ast.AST) -> ranks.Guard | None:
+    def rank_guard(self, node: ast.AST) -> rank_facts.Guard | None:
         """The rank test deciding whether ``node`` runs (its kind, and the call lines leading there)."""
-        return ranks.rank_guard(self, node)
+        return rank_facts.rank_guard(self, node)
 
-    def argparse_dests(self) -> dict[str, ranks.ArgDest]:
-        return ranks.argparse_dests(self)
+    def argparse_dests(self) -> dict[str, rank_facts.ArgDest]:
+        return rank_facts.argparse_dests(self)
 
     def chain_text(self, lines, end: int | None = None) -> str:
         """``train.py:88 -> train.py:41``: the evidence chain of a finding that crosses functions."""
@@ -470,11 +470,40 @@ class ModuleAnalysis:
         return tuple(sorted(fixed)) if fixed else self.configured_world_sizes
 
     @cached_property
+    def ddp_params(self) -> frozenset[str]:
+        """Parameter names that hold a DDP-wrapped model handed in by another file: the file imports
+        DistributedDataParallel without building one, and unwraps that name somewhere
+        (``unwrap_model(model)``, ``model.module``, ``hasattr(model, "module")``)."""
+        if self.ddp_constructors or not any(
+            v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
+        ):
+            return frozenset()
+        params = {a.arg for fn in self.functions for a in (*fn.args.posonlyargs, *fn.args.args)}
+        out = set()
+        for node in self.nodes(ast.Attribute):
+            if node.attr == "module" and isinstance(node.value, ast.Name):
+                out.add(node.value.id)
+        for call, _q in self.calls:
+            name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            if not (call.args and isinstance(call.args[0], ast.Name)):
+                continue
+            if "unwrap" in name or (
+                name == "hasattr"
+                and any(isinstance(a, ast.Constant) and a.value == "module" for a in call.args[1:])
+            ):
+                out.add(call.args[0].id)
+        return frozenset(out & params)
+
+    @cached_property
     def interesting_functions(self) -> set[int]:
         """ids of functions whose own body makes a distributed call or calls a DDP model."""
         out: set[int] = set()
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
         nodes += self.calls_named("torch.save", "torch.load")
+        if self.ddp_params:
+            nodes += [
+                c for c, _q in self.calls if isinstance(c.func, ast.Name) and c.func.id in self.ddp_params
+            ]
         for node in nodes:
             fn = self.enclosing_function(node)
             if fn is not None:
@@ -498,8 +527,11 @@ class ModuleAnalysis:
                 break
             if id(fn) in self.interesting_functions and id(fn) not in entered:
                 cls = classes.get(id(fn))
+                params = self.ddp_params
                 runs = self._runs_for(
-                    fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes[:ENTRY_SIZES]
+                    fn.name,
+                    lambda it, fn=fn, cls=cls, params=params: it.run_function(fn, cls, params),
+                    sizes[:ENTRY_SIZES],
                 )
                 out.extend(runs)
                 for r in runs:

@@ -136,7 +136,9 @@ class Flow:
                 targets = funcs.get(callee)
                 if targets is None and callee in classes:
                     targets = [
-                        s for s in classes[callee].body if isinstance(s, ast.FunctionDef) and s.name == "__init__"
+                        s
+                        for s in classes[callee].body
+                        if isinstance(s, ast.FunctionDef) and s.name == "__init__"
                     ]
                 if not targets:
                     continue
@@ -154,15 +156,16 @@ class Flow:
             for loop in for_loops:
                 # for name, loader in loaders.items(): the loop variable holds one of them
                 it = loop.iter
-                if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in (
-                    "values",
-                    "items",
+                if (
+                    isinstance(it, ast.Call)
+                    and isinstance(it.func, ast.Attribute)
+                    and it.func.attr in ("values", "items")
+                    and self.carries(it.func.value)
                 ):
-                    if self.carries(it.func.value):
-                        tgt = loop.target
-                        if it.func.attr == "items" and isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2:
-                            tgt = tgt.elts[1]
-                        changed |= self._add(tgt, getattr(loop, "lineno", it.lineno))
+                    tgt = loop.target
+                    if it.func.attr == "items" and isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2:
+                        tgt = tgt.elts[1]
+                    changed |= self._add(tgt, getattr(loop, "lineno", it.lineno))
             if not changed:
                 break
 

@@ -111,7 +111,8 @@ class Event:
     chain: tuple[int, ...] = ()  # lines of the calls that led here (outermost first)
     peer: object = None  # p2p: int, None (any source) or UNKNOWN
     req: int | None = None  # isend/irecv: request id; wait: the id waited on
-    arg: str | None = None  # save/load: the path expression's source
+    # save/load: the path expression's source; collective: its group's source, if not the default
+    arg: str | None = None
 
 
 @dataclass
@@ -248,11 +249,20 @@ class Interpreter:
         self._guarded(lambda: self.exec_block(self.tree.body, self.globals))
         return self.trace
 
-    def run_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassRef | None) -> Trace:
-        """Walk one function as if called with unknown arguments (rank-named ones get the rank)."""
+    def run_function(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        cls: ClassRef | None,
+        ddp_params: frozenset[str] = frozenset(),
+    ) -> Trace:
+        """Walk one function as if called with unknown arguments (rank-named ones get the rank;
+        ``ddp_params``: names of parameters that other files hand in wrapped in DDP)."""
         self.globals.update(self.defs if self.defs is not None else module_defs(self.tree))
         # an entry point's callers are unknown: its parameters are too, defaults included
         frame = self._bind(FuncRef(fn, cls, bound_self=cls is not None), [], {}, use_defaults=False)
+        for name in ddp_params:
+            if name in frame:
+                frame[name] = DDPModel()
         self._guarded(lambda: self._walk_function(fn, frame))
         return self.trace
 
@@ -651,6 +661,8 @@ class Interpreter:
         if op is not None and not isinstance(local, FuncRef):
             return self._dist_call(op, node, frame)
         args, kwargs = self._args(node, frame)
+        if syntax.last is not None and "unwrap" in syntax.last.lower():
+            return UNKNOWN  # unwrap_model(model): the plain module, whatever the helper's branches say
         if local is not UNKNOWN:  # the usual case: nothing this file defines
             if isinstance(local, FuncRef):
                 return self._invoke(local, node, args, kwargs)
@@ -746,7 +758,7 @@ class Interpreter:
         if op in ("is_initialized", "is_available", "is_nccl_available", "is_gloo_available"):
             return True
         if op in COLLECTIVES:
-            self._record("collective", op, node)
+            self._record("collective", op, node, arg=_group_of(op, node))
             return UNKNOWN
         if op in P2P:
             key = "dst" if op in ("send", "isend") else "src"
@@ -867,6 +879,40 @@ class _CallSyntax:
             last=q.rsplit(".", 1)[-1] if q is not None else None,
             is_ddp=is_torch_name(q, "DistributedDataParallel"),
         )
+
+
+# where a collective takes its process group when it is passed by position
+_GROUP_POSITION = {
+    "barrier": 0,
+    "monitored_barrier": 0,
+    "broadcast": 2,
+    "all_reduce": 2,
+    "all_gather": 2,
+    "all_gather_object": 2,
+    "broadcast_object_list": 2,
+    "all_to_all": 2,
+    "reduce": 3,
+    "gather": 3,
+    "scatter": 3,
+    "reduce_scatter": 3,
+    "gather_object": 3,
+    "scatter_object_list": 3,
+    "all_gather_into_tensor": 2,
+    "reduce_scatter_tensor": 3,
+    "all_to_all_single": 4,
+}
+
+
+def _group_of(op: str, node: ast.Call) -> str | None:
+    """The source of the process group a collective runs on; None for the default (whole) group."""
+    g = next((k.value for k in node.keywords if k.arg == "group"), None)
+    if g is None:
+        i = _GROUP_POSITION.get(op)
+        g = node.args[i] if i is not None and len(node.args) > i else None
+    if g is None or (isinstance(g, ast.Constant) and g.value is None):
+        return None
+    text = _src(g)
+    return None if text is None or text.endswith("WORLD") else text
 
 
 def _expects_error(expr: ast.AST) -> bool:

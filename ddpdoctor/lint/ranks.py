@@ -344,7 +344,9 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
 
 
 def _early_exit(st: ast.stmt) -> bool:
-    return isinstance(st, ast.If) and any(isinstance(s, (ast.Return, ast.Raise, ast.Continue)) for s in st.body)
+    return isinstance(st, ast.If) and any(
+        isinstance(s, (ast.Return, ast.Raise, ast.Continue)) for s in st.body
+    )
 
 
 def rank_guard(m, node: ast.AST, depth: int = 0) -> Guard | None:
@@ -369,7 +371,9 @@ def rank_guard(m, node: ast.AST, depth: int = 0) -> Guard | None:
                         return Guard(st.test, g[0])
             for d in a.decorator_list:
                 g = guard_kind(m, d.func if isinstance(d, ast.Call) else d)
-                if g is not None or any(w in (dotted(d) or "").lower() for w in ("rank_zero", "main_process")):
+                if g is not None or any(
+                    w in (dotted(d) or "").lower() for w in ("rank_zero", "main_process")
+                ):
                     return Guard(d, g[0] if g else GLOBAL)
             sites = [c for c in own_call_sites(m, a) if m.enclosing_function(c) is not a]
             if not sites:
@@ -378,7 +382,9 @@ def rank_guard(m, node: ast.AST, depth: int = 0) -> Guard | None:
             if all(guards):
                 first = guards[0]
                 kinds = {g.kind for g in guards}
-                return Guard(first.test, kinds.pop() if len(kinds) == 1 else None, (*first.chain, sites[0].lineno))
+                return Guard(
+                    first.test, kinds.pop() if len(kinds) == 1 else None, (*first.chain, sites[0].lineno)
+                )
             return None
         if isinstance(a, ast.Lambda):
             return None

@@ -6,7 +6,7 @@ import textwrap
 from ddpdoctor.lint.analysis import ModuleAnalysis
 
 SRC = textwrap.dedent(
-    '''
+    """
     import argparse, os
     import torch
     import torch.distributed as dist
@@ -49,7 +49,7 @@ SRC = textwrap.dedent(
         torch.save({}, "b.pt")
     if args.grank in (-1, 0):
         torch.save({}, "c.pt")
-    '''
+    """
 )
 
 

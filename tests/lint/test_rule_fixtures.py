@@ -55,3 +55,5 @@ def test_every_rule_documents_the_fixed_sections():
             assert f"## {section}" in spec.doc, f"{spec.code} lacks '## {section}'"
         assert spec.kind == "script"
         assert getattr(spec.module, "SEVERITY", "error") in ("error", "warning", "info")
+        # on by default or opt-in: every rule says which (ddpdoctor.lint.rules.CONFIDENCES)
+        assert getattr(spec.module, "CONFIDENCE", None) in ("high", "medium", "low"), spec.code
