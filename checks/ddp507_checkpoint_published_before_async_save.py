@@ -79,15 +79,15 @@ def _publishes(call: ast.Call, q: str | None) -> str | None:
 def check(m):
     if not m.mentions("async"):
         return
-    by_fn: dict[int, list[tuple[ast.Call, str | None]]] = {}
-    for call, q in m.calls:
-        fn = m.enclosing_function(call)
-        by_fn.setdefault(id(fn), []).append((call, q))
-    for calls in by_fn.values():
-        saves = [c for c, q in calls if _async_save(m, c, q)]
-        if not saves:
-            continue
-        save = saves[0]
+    saves = [c for c, q in m.calls if _async_save(m, c, q)]
+    done: set[int] = set()
+    for save in saves:
+        fn = m.enclosing_function(save)
+        if id(fn) in done:
+            continue  # the first async save of a function stands for the others
+        done.add(id(fn))
+        lo, hi = (fn.lineno, fn.end_lineno) if fn is not None else (1, len(m.lines))
+        calls = [(c, q) for c, q in m.calls if lo <= c.lineno <= hi and m.enclosing_function(c) is fn]
         waits = [c.lineno for c, _q in calls if isinstance(c.func, ast.Attribute) and c.func.attr in _WAITS]
         for call, q in calls:
             if call.lineno <= save.lineno or any(save.lineno < w <= call.lineno for w in waits):
