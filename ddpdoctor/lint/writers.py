@@ -35,21 +35,33 @@ def _entry_like(fn) -> bool:
 
 
 def spawn_calls(m) -> list[ast.Call]:
-    return [
-        c
-        for c, q in m.calls
-        if q and q.rsplit(".", 1)[-1] in _SPAWNS and ("multiprocessing" in q or q.startswith("torch."))
-    ]
+    cached = m.__dict__.get("_writers_spawns")
+    if cached is None:
+        cached = m.__dict__["_writers_spawns"] = [
+            c
+            for c, q in m.calls
+            if q and q.rsplit(".", 1)[-1] in _SPAWNS and ("multiprocessing" in q or q.startswith("torch."))
+        ]
+    return cached
 
 
 def _in_spawning_parent(m, node) -> bool:
     """Code of the function (or module level) that starts the workers, before it starts them: it
     runs once, in the parent."""
+    spawns = spawn_calls(m)
+    if not spawns:
+        return False
     fn = m.enclosing_function(node)
-    for call in spawn_calls(m):
-        if m.enclosing_function(call) is fn and call.lineno > node.lineno:
-            return True
-    return False
+    return any(m.enclosing_function(call) is fn and call.lineno > node.lineno for call in spawns)
+
+
+def _memo(m, name: str) -> dict:
+    """A per-file cache for these helpers: big files call them for many nodes of one function."""
+    return m.__dict__.setdefault(name, {})
+
+
+def _callers(m, fn) -> list[ast.Call]:
+    return [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
 
 
 def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
@@ -62,12 +74,17 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     fn = m.enclosing_function(node)
     if fn is None:
         return True
+    memo = _memo(m, "_writers_reaches")
+    if id(fn) in memo:
+        return memo[id(fn)]
+    memo[id(fn)] = False  # a recursive call adds no new way in
     if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)):
-        return True  # the worker function every spawned rank runs
-    sites = [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
-    if sites:
-        return any(every_rank_reaches(m, s, depth + 1) for s in sites)
-    return _entry_like(fn)
+        found = True  # the worker function every spawned rank runs
+    else:
+        sites = _callers(m, fn)
+        found = any(every_rank_reaches(m, s, depth + 1) for s in sites) if sites else _entry_like(fn)
+    memo[id(fn)] = found
+    return found
 
 
 def rank_guards(m, node: ast.AST) -> list[ast.AST]:
@@ -97,6 +114,9 @@ def _is_rank_test(m, test: ast.AST) -> bool:
     return m.is_rank_guard(test) or ranks.guard_kind(m, test) is not None
 
 
+_MAX_CHAINS = 32  # ways into one function looked at; beyond that the answer would not change
+
+
 def guard_chains(m, node: ast.AST, depth: int = 0) -> list[list[tuple[ast.AST, ast.AST]]]:
     """Every way this file reaches ``node``, as the list of (rank test, the statement or call it
     guards) met on the way, innermost first. An empty list inside: a way with no rank test."""
@@ -104,13 +124,22 @@ def guard_chains(m, node: ast.AST, depth: int = 0) -> list[list[tuple[ast.AST, a
     fn = m.enclosing_function(node)
     if fn is None or depth > _MAX_DEPTH or here:
         return [here]
-    sites = [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
-    if not sites:
-        return [here]
-    out = []
+    return _function_chains(m, fn, depth)
+
+
+def _function_chains(m, fn, depth: int) -> list[list[tuple[ast.AST, ast.AST]]]:
+    """The ways into ``fn`` (see guard_chains), worked out once per function."""
+    memo = _memo(m, "_writers_chains")
+    if id(fn) in memo:
+        return memo[id(fn)]
+    memo[id(fn)] = [[]]  # a recursive call: no new guard on that way
+    sites = _callers(m, fn)
+    out: list[list[tuple[ast.AST, ast.AST]]] = [] if sites else [[]]
     for s in sites:
-        for chain in guard_chains(m, s, depth + 1):
-            out.append(here + chain)
+        out.extend(guard_chains(m, s, depth + 1))
+        if len(out) >= _MAX_CHAINS:
+            break
+    memo[id(fn)] = out
     return out
 
 
