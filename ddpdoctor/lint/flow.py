@@ -102,6 +102,12 @@ class Flow:
         returns = m.nodes(ast.Return)
         for_loops = m.nodes(ast.For, ast.AsyncFor, ast.comprehension)
         withs = m.nodes(ast.withitem)
+        # only calls of this file's functions and classes can pass the value on
+        local_calls = [
+            (call, callee)
+            for call, _q in m.calls
+            if (callee := _callee(call)) is not None and (callee in funcs or callee in classes)
+        ]
         for _ in range(_ROUNDS):
             changed = False
             for a in assigns:
@@ -129,10 +135,7 @@ class Flow:
                 if not pos <= have:
                     have |= pos
                     changed = True
-            for call, _q in m.calls:
-                callee = _callee(call)
-                if callee is None:
-                    continue
+            for call, callee in local_calls:
                 targets = funcs.get(callee)
                 if targets is None and callee in classes:
                     targets = [
