@@ -22,10 +22,11 @@ _ROUNDS = 6
 
 
 class Flow:
-    def __init__(self, m, seeds: list[ast.AST]):
+    def __init__(self, m, seeds: list[ast.AST], names: dict[str, int] | None = None):
+        """``names``: names that hold the value from the start (a parameter it is handed in as)."""
         self.m = m
         self.seeds = {id(s) for s in seeds}
-        self.holders: dict[str, int] = {}  # name -> line where it got the value
+        self.holders: dict[str, int] = dict(names or {})  # name -> line where it got the value
         self.returns: dict[str, set[int | None]] = {}  # function name -> positions returned (None: whole)
         self._run()
 

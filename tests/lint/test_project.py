@@ -54,3 +54,12 @@ def test_project_results_are_cached_with_the_other_files(tmp_path):
     engine.write_text(engine.read_text().replace("model(x)", "model.module(x)"))
     again = lint_paths([src], LintConfig(select=("DDP301",)), jobs=1, cache_dir=cache)
     assert again == []
+
+
+def test_set_epoch_missing_when_the_epoch_pass_lives_in_another_module():
+    bad = _codes([FIXTURES / "project_epochs" / "bad"], ("DDP101",))
+    assert [(n, line) for n, line, _c, _m in bad] == [("main.py", 14)]
+    assert "main.py:19 -> engine.py:6" in bad[0][3]
+    # the other module reseeds the sampler: quiet; and main.py alone cannot tell: quiet
+    assert _codes([FIXTURES / "project_epochs" / "ok"], ("DDP101",)) == []
+    assert _codes([FIXTURES / "project_epochs" / "bad" / "main.py"], ("DDP101",)) == []
