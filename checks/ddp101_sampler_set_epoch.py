@@ -30,8 +30,10 @@ for epoch in range(epochs):
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from ddpdoctor.lint.flow import Flow, repeats
+from ddpdoctor.lint.names import dotted
 
 CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"
@@ -50,18 +52,60 @@ def _iterations(m, loaders: Flow):
 
 
 def _epoch_pass(m, sampler_call):
-    """(loader call, loop over it, call lines that repeat that loop) when this file iterates the
-    sampler's loader once per epoch; None when the loader goes to code this file does not show."""
+    """(loader call, loop over it, chain of (file, line) that repeats that loop) when the project
+    iterates the sampler's loader once per epoch; None when the loader goes to code it does not show,
+    or to another file that calls set_epoch."""
     samplers = Flow(m, [sampler_call])
     made = [dl for dl in m.calls_named("DataLoader") if samplers.carries(m.keyword(dl, "sampler"))]
     if not made:
         return None
+    loader = min(made, key=lambda c: abs(c.lineno - sampler_call.lineno))
     loaders = Flow(m, made)
     for loop in _iterations(m, loaders):
         again = repeats(m, loop)
         if again is not None:
-            loader = min(made, key=lambda c: abs(c.lineno - sampler_call.lineno))
-            return loader, loop, again
+            return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
+    return _epoch_pass_elsewhere(m, loader, loaders)
+
+
+def _handed_on(m, loaders: Flow):
+    """(call, parameter name, other module, def) for each call that hands a loader to a function of
+    another file of the project."""
+    for call, _q in m.calls:
+        if not any(loaders.carries(a) for a in (*call.args, *(k.value for k in call.keywords))):
+            continue
+        found = m.resolve(dotted(call.func))
+        if found is None:
+            continue
+        other, fn = found
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        for i, a in enumerate(call.args):
+            if i < len(params) and loaders.carries(a):
+                yield call, params[i].arg, other, fn
+        names = {p.arg for p in (*params, *fn.args.kwonlyargs)}
+        for k in call.keywords:
+            if k.arg in names and loaders.carries(k.value):
+                yield call, k.arg, other, fn
+
+
+def _epoch_pass_elsewhere(m, loader, loaders: Flow):
+    if m.project is None:
+        return None
+    for call, param, other, fn in _handed_on(m, loaders):
+        if other.method_calls("set_epoch"):
+            return None  # that file takes care of the epochs (or at least knows about them)
+        there = Flow(other, [], {param: fn.lineno})
+        for loop in _iterations(other, there):
+            if not any(a is fn for a in other.ancestors(loop)):
+                continue
+            again_there = repeats(other, loop)
+            if again_there is not None and again_there[0] != loop.lineno:
+                chain = [(m.path, call.lineno), *((other.path, ln) for ln in (*again_there, loop.lineno))]
+                return loader, loop, chain
+            again_here = repeats(m, call)
+            if again_here is not None or again_there is not None:
+                here = [(m.path, ln) for ln in (again_here or ())]
+                return loader, loop, [*here, (m.path, call.lineno), (other.path, loop.lineno)]
     return None
 
 
@@ -75,12 +119,12 @@ def check(m):
         found = _epoch_pass(m, call)
         if found is None:
             continue  # the loader goes to code in another file, which may well call set_epoch
-        loader, loop, again = found
-        chain = m.chain_text((call.lineno, loader.lineno, *again), loop.lineno)
-        where = f"line {loop.lineno}"
-        fn = m.enclosing_function(loop)
-        if fn is not None and len(again) > 1:
-            where += f" (in `{fn.name}`, run once per pass of the loop on line {again[0]})"
+        loader, _loop, again = found
+        chain = " -> ".join(
+            f"{Path(p).name}:{ln}" for p, ln in [(m.path, call.lineno), (m.path, loader.lineno), *again]
+        )
+        path, line = again[-1]
+        where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
         yield m.finding(
             CODE,
             call,

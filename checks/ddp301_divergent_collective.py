@@ -42,13 +42,14 @@ def _label(ev, m=None) -> str:
     name = "the DDP model's forward" if ev.kind == "ddp_forward" else f"`{ev.op}`"
     via = f" (reached through the call on line {ev.chain[-1]})" if ev.chain else ""
     if m is not None and ev.chain:
-        via = f" (reached through {m.chain_text(ev.chain, ev.node.lineno)})"
-    return f"{name} on line {ev.node.lineno}{via}"
+        via = f" (reached through {m.event_chain(ev)})"
+    where = f"line {ev.node.lineno}" if ev.path is None else f"{ev.path.rsplit('/', 1)[-1]}:{ev.node.lineno}"
+    return f"{name} on {where}{via}"
 
 
 def _guard_text(m, ev) -> str:
     """Which rank test lets only some ranks through, when the file shows one."""
-    g = m.rank_guard(ev.node)
+    g = m.rank_guard(m.event_anchor(ev))
     if g is None:
         return ""
     try:
@@ -118,7 +119,7 @@ def _finding(m, run, ev, ranks, alt, i):
     sev = "warning" if ev.kind == "ddp_forward" else SEVERITY
     return m.finding(
         CODE,
-        ev.node,
+        m.event_anchor(ev),
         f"{_label(ev, m)} is reached by {_ranks(ranks)} only{_guard_text(m, ev)} (world size "
         f"{run.world_size}); {instead}: "
         f"{'they' if len(ranks) > 1 else 'it'} will wait forever",

@@ -79,10 +79,10 @@ def check(m):
         return
     for node in m.nodes(ast.If):
         probe = _asks_file_system(m, node.test)
-        if probe is None or m.rank_guard(node.test) is not None or m.is_rank_guard(node.test):
+        if probe is None or m.is_rank_guard(node.test):
             continue
         found = _collectives_in(m, node.body)
-        if not found:
+        if not found or m.rank_guard(node.test) is not None:
             continue
         c, inner = found[0]
         op = dist_op_name(m, inner)

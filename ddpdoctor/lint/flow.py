@@ -22,10 +22,11 @@ _ROUNDS = 6
 
 
 class Flow:
-    def __init__(self, m, seeds: list[ast.AST]):
+    def __init__(self, m, seeds: list[ast.AST], names: dict[str, int] | None = None):
+        """``names``: names that hold the value from the start (a parameter it is handed in as)."""
         self.m = m
         self.seeds = {id(s) for s in seeds}
-        self.holders: dict[str, int] = {}  # name -> line where it got the value
+        self.holders: dict[str, int] = dict(names or {})  # name -> line where it got the value
         self.returns: dict[str, set[int | None]] = {}  # function name -> positions returned (None: whole)
         self._run()
 
@@ -102,6 +103,12 @@ class Flow:
         returns = m.nodes(ast.Return)
         for_loops = m.nodes(ast.For, ast.AsyncFor, ast.comprehension)
         withs = m.nodes(ast.withitem)
+        # only calls of this file's functions and classes can pass the value on
+        local_calls = [
+            (call, callee)
+            for call, _q in m.calls
+            if (callee := _callee(call)) is not None and (callee in funcs or callee in classes)
+        ]
         for _ in range(_ROUNDS):
             changed = False
             for a in assigns:
@@ -129,10 +136,7 @@ class Flow:
                 if not pos <= have:
                     have |= pos
                     changed = True
-            for call, _q in m.calls:
-                callee = _callee(call)
-                if callee is None:
-                    continue
+            for call, callee in local_calls:
                 targets = funcs.get(callee)
                 if targets is None and callee in classes:
                     targets = [

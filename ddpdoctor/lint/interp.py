@@ -113,6 +113,8 @@ class Event:
     req: int | None = None  # isend/irecv: request id; wait: the id waited on
     # save/load: the path expression's source; collective: its group's source, if not the default
     arg: str | None = None
+    path: str | None = None  # the file of ``node`` when it is not the file being linted
+    chain_paths: tuple[str | None, ...] = ()  # the file of each chain line (None: the linted file)
 
 
 @dataclass
@@ -138,6 +140,16 @@ class FuncRef:
     node: ast.FunctionDef | ast.AsyncFunctionDef
     cls: ClassRef | None = None
     bound_self: bool = False
+    ctx: ModuleContext | None = None  # set for a function of another file of the project
+
+
+@dataclass
+class ModuleContext:
+    """What a function of another file of the project needs to be walked: its file's names."""
+
+    path: str
+    aliases: dict[str, str]
+    globals: dict[str, object]
 
 
 @dataclass
@@ -241,6 +253,10 @@ class Interpreter:
         self.steps = 0
         self.stack: list[ast.AST] = []  # FunctionDefs being walked (recursion guard)
         self.chain: list[int] = []
+        self.chain_paths: list[str | None] = []
+        self.path: str | None = None  # the other file being walked; None for the linted file
+        # resolve(name) -> FuncRef/ClassRef of another file of the project for a dotted call name
+        self.resolve = None
         self.next_req = 0
         self.touched_rank = False  # did any value depend on the rank or world size?
 
@@ -620,7 +636,9 @@ class Interpreter:
 
     # -- calls -------------------------------------------------------------------------------
     def _record(self, kind: str, op: str, node: ast.AST, **kw) -> Event:
-        ev = Event(kind, op, node, tuple(self.chain), **kw)
+        ev = Event(
+            kind, op, node, tuple(self.chain), path=self.path, chain_paths=tuple(self.chain_paths), **kw
+        )
         self.trace.events.append(ev)
         return ev
 
@@ -658,6 +676,17 @@ class Interpreter:
             if name is None or head in frame or (head in self.globals) or syntax.on_self
             else UNKNOWN
         )
+        if (
+            local is UNKNOWN
+            and self.resolve is not None
+            and name is not None
+            and op is None
+            and head not in frame
+            and head not in self.globals
+        ):
+            local = self.resolve(name, self.path)  # a function of another file of the project
+            if local is None:
+                local = UNKNOWN
         if op is not None and not isinstance(local, FuncRef):
             return self._dist_call(op, node, frame)
         args, kwargs = self._args(node, frame)
@@ -821,12 +850,25 @@ class Interpreter:
         fn = ref.node
         if fn in self.stack or len(self.stack) >= MAX_DEPTH:
             return UNKNOWN
-        frame = self._bind(ref, args, kwargs)
-        self.chain.append(node.lineno)
+        ctx = ref.ctx
+        saved = None
+        if ctx is not None and ctx.path != self.path:
+            # walk it with its own file's names (and record its events as that file's)
+            saved = (self.aliases, self.globals, self.path)
+            self.chain.append(node.lineno)
+            self.chain_paths.append(self.path)
+            self.aliases, self.globals, self.path = ctx.aliases, ctx.globals, ctx.path
+        else:
+            self.chain.append(node.lineno)
+            self.chain_paths.append(self.path)
         try:
+            frame = self._bind(ref, args, kwargs)
             return self._walk_function(fn, frame)
         finally:
             self.chain.pop()
+            self.chain_paths.pop()
+            if saved is not None:
+                self.aliases, self.globals, self.path = saved
 
     def _walk_function(self, fn: ast.AST, frame: dict) -> object:
         self.stack.append(fn)
