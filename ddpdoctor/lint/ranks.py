@@ -246,12 +246,19 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
 
 
 def _from_assignments(m, key: str, depth: int) -> str | None:
+    # memoised by (key, depth), so the answer is the same as without the memo: a name assigned in
+    # hundreds of places (``rank`` in torch's distributed tests) otherwise re-walks every chain of
+    # assignments at each level, exponential in _MAX_DEPTH (seconds per file)
+    memo = m.__dict__.setdefault("_rank_from_assignments", {})
+    if (key, depth) in memo:
+        return memo[key, depth]
     kinds = {
         k
         for value, _node in _assignments(m).get(key, ())
         if not _is_plain_constant(value) and (k := rank_kind(m, value, depth + 1))
     }
-    return kinds.pop() if len(kinds) == 1 else None
+    memo[key, depth] = found = kinds.pop() if len(kinds) == 1 else None
+    return found
 
 
 def _is_plain_constant(v: ast.AST) -> bool:
