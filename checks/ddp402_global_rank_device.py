@@ -71,6 +71,9 @@ def _global_names(m) -> set:
 
 
 def _uses_global(m, expr: ast.AST, names: set) -> bool:
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("str", "int"):
+        if len(expr.args) == 1:
+            return _uses_global(m, expr.args[0], names)  # "cuda:" + str(rank)
     if _is_global_source(m, expr):
         return True
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
@@ -105,12 +108,44 @@ def _device_exprs(m):
             and len(node.values) == 2
         ):
             yield node, node.values[1].value
+    # "cuda:%d" % rank, "cuda:{}".format(rank), "cuda:" + str(rank)
+    for node in m.nodes(ast.BinOp):
+        left = node.left
+        if isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value.endswith("cuda:"):
+            if isinstance(node.op, (ast.Mod, ast.Add)):
+                yield node, node.right
+        elif isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value == "cuda:%d":
+            yield node, node.right
+    for call, _q in m.calls:
+        f = call.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "format"
+            and isinstance(f.value, ast.Constant)
+            and str(f.value.value) in ("cuda:{}", "cuda:{0}")
+            and len(call.args) == 1
+        ):
+            yield call, call.args[0]
+
+
+def _device_names(m, names: set) -> set:
+    """Names assigned straight from a global rank name (``device = rank``), one step further."""
+    out = set(names)
+    for node in m.nodes(ast.Assign):
+        if isinstance(node.value, (ast.Name, ast.Attribute)):
+            src = dotted(node.value)
+            if src and (src in names or (_scope(m, node), src) in names):
+                for t in node.targets:
+                    name = dotted(t)
+                    if name:
+                        out.add(name if "." in name else (_scope(m, node), name))
+    return out
 
 
 def check(m):
     if not m.uses_distributed:
         return
-    names = _global_names(m)
+    names = _device_names(m, _global_names(m))
     seen = set()
     for where, expr in _device_exprs(m):
         if _uses_global(m, expr, names) and where.lineno not in seen:
