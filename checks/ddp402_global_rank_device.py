@@ -109,6 +109,8 @@ def _device_exprs(m):
         ):
             yield node, node.values[1].value
     # "cuda:%d" % rank, "cuda:{}".format(rank), "cuda:" + str(rank)
+    if not m.mentions("cuda:"):
+        return
     for node in m.nodes(ast.BinOp):
         left = node.left
         if isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value.endswith("cuda:"):
@@ -131,6 +133,8 @@ def _device_exprs(m):
 def _device_names(m, names: set) -> set:
     """Names assigned straight from a global rank name (``device = rank``), one step further."""
     out = set(names)
+    if not names:
+        return out
     for node in m.nodes(ast.Assign):
         if isinstance(node.value, (ast.Name, ast.Attribute)):
             src = dotted(node.value)
@@ -145,6 +149,10 @@ def _device_names(m, names: set) -> set:
 def check(m):
     if not m.uses_distributed:
         return
+    if not m.dist_calls("get_rank", "get_global_rank") and not any(
+        c.value in _GLOBAL_ENV for c in m.nodes(ast.Constant)
+    ):
+        return  # no global rank in this file: nothing can be used as a device index
     names = _device_names(m, _global_names(m))
     seen = set()
     for where, expr in _device_exprs(m):
