@@ -283,6 +283,8 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         kinds = {g[0] for g in found if g[0]}
         return (kinds.pop() if len(kinds) == 1 else None,)
     if isinstance(test, ast.Compare):
+        if _only_negative_constants(test.comparators):
+            return None  # local_rank == -1: "not distributed", the same on every rank of a run
         for side in (test.left, *test.comparators):
             k = rank_kind(m, side, depth + 1)
             if k is not None:
@@ -317,6 +319,22 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         if k is not None:
             return (k,)  # ``if rank:`` / ``if not local_rank:``
     return None
+
+
+def _only_negative_constants(nodes) -> bool:
+    vals = []
+    for n in nodes:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
+            vals.append(-n.operand.value if isinstance(n.operand.value, (int, float)) else 0)
+        elif (
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, (int, float))
+            and not isinstance(n.value, bool)
+        ):
+            vals.append(n.value)
+        else:
+            return False
+    return bool(vals) and all(v < 0 for v in vals)
 
 
 def _from_guard_assignments(m, key: str, depth: int):

@@ -127,6 +127,14 @@ WRAPPERS = textwrap.dedent(
 )
 
 
+def test_minus_one_is_not_a_rank_test():
+    src = "import torch\nif args.local_rank == -1:\n    torch.save({}, 'a')\nif args.local_rank in (-1, 0):\n    torch.save({}, 'b')\n"
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    a, b = (c for c, q in m.calls if q == "torch.save")
+    assert m.rank_guard(a) is None
+    assert m.rank_guard(b).kind == "local"
+
+
 def test_callee_guard_of_wrappers():
     m = ModuleAnalysis("w.py", WRAPPERS, ast.parse(WRAPPERS))
     calls = {ast.unparse(c.func): c for c, _q in m.calls}
