@@ -116,6 +116,8 @@ def check(m):
     for call in samplers:
         if m.keyword_is(call, "shuffle", False) or m.looks_like_eval(call):
             continue  # an unshuffled or evaluation sampler does not need set_epoch
+        if m.keyword(call, "seed") is not None and repeats(m, call) is not None:
+            continue  # a new sampler each epoch, seeded by the caller
         found = _epoch_pass(m, call)
         if found is None:
             continue  # the loader goes to code in another file, which may well call set_epoch

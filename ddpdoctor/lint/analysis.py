@@ -457,6 +457,10 @@ class ModuleAnalysis:
         """The rank test deciding whether ``node`` runs (its kind, and the call lines leading there)."""
         return rank_facts.rank_guard(self, node)
 
+    def callee_guard(self, call: ast.Call) -> rank_facts.Guard | None:
+        """The rank test inside the function that ``call`` runs (``save_on_master(...)``), if any."""
+        return rank_facts.callee_guard(self, call)
+
     def argparse_dests(self) -> dict[str, rank_facts.ArgDest]:
         return rank_facts.argparse_dests(self)
 

@@ -290,6 +290,8 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         kinds = {g[0] for g in found if g[0]}
         return (kinds.pop() if len(kinds) == 1 else None,)
     if isinstance(test, ast.Compare):
+        if _only_negative_constants(test.comparators):
+            return None  # local_rank == -1: "not distributed", the same on every rank of a run
         for side in (test.left, *test.comparators):
             k = rank_kind(m, side, depth + 1)
             if k is not None:
@@ -303,6 +305,12 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         if any(f.name == name for f in m.functions):
             k = _local_predicate_kind(m, name, depth)
             if k is not None and any(w in name.lower() for w in ("main", "master", "rank", "zero")):
+                return (k,)
+        found = m.resolve(dotted(test.func)) if m.project is not None else None
+        if found is not None:  # a predicate defined in another file of the project
+            other, fn = found
+            k = _local_predicate_kind(other, fn.name, depth)
+            if k is not None:
                 return (k,)
         return None
     name = dotted(test)
@@ -320,6 +328,22 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
     return None
 
 
+def _only_negative_constants(nodes) -> bool:
+    vals = []
+    for n in nodes:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
+            vals.append(-n.operand.value if isinstance(n.operand.value, (int, float)) else 0)
+        elif (
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, (int, float))
+            and not isinstance(n.value, bool)
+        ):
+            vals.append(n.value)
+        else:
+            return False
+    return bool(vals) and all(v < 0 for v in vals)
+
+
 def _from_guard_assignments(m, key: str, depth: int):
     """``is_master = args.rank == 0`` then ``if is_master:``."""
     for value, _node in _assignments(m).get(key, ()):
@@ -327,6 +351,39 @@ def _from_guard_assignments(m, key: str, depth: int):
             g = guard_kind(m, value, depth + 1)
             if g is not None:
                 return g
+    return None
+
+
+_WRAPPER_WORDS = ("on_master", "on_main", "on_rank0", "on_rank_0", "rank_zero_only", "main_process_only")
+
+
+def callee_guard(m, call: ast.Call) -> Guard | None:
+    """The rank test inside the function ``call`` runs (this file's or, in a project, another file's):
+    ``def save_on_master(*a): if is_main_process(): torch.save(*a)`` guards everything it does. A
+    wrapper named for it (``save_on_master``) counts even when its body is not visible."""
+    name = dotted(call.func)
+    if name is None:
+        return None
+    last = name.rsplit(".", 1)[-1]
+    fn, mod = next((f for f in m.functions if f.name == last), None), m
+    if fn is None and m.project is not None:
+        found = m.resolve(name)
+        if found is not None:
+            mod, fn = found
+    if fn is not None:
+        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        # an early return on the rank first, or a body that is one `if <rank test>:`
+        first = body[0] if body else None
+        if _early_exit(first) or (isinstance(first, ast.If) and len(body) == 1 and not first.orelse):
+            g = guard_kind(mod, first.test)
+            if g is not None:
+                return Guard(first.test, g[0], (call.lineno,))
+        for d in fn.decorator_list:
+            text = (dotted(d.func if isinstance(d, ast.Call) else d) or "").lower()
+            if "rank_zero" in text or "main_process" in text or "master" in text:
+                return Guard(d, LOCAL if "local" in text else GLOBAL, (call.lineno,))
+    if any(w in last.lower() for w in _WRAPPER_WORDS):
+        return Guard(call, LOCAL if "local" in last.lower() else GLOBAL, ())
     return None
 
 

@@ -100,3 +100,44 @@ def test_unguarded_call_site_means_no_guard():
     src = SRC + "\nTrainer().save()\n"
     m = ModuleAnalysis("t.py", src, ast.parse(src))
     assert m.rank_guard(_save(m, "ckpt.pt")) is None
+
+
+WRAPPERS = textwrap.dedent(
+    """
+    import torch
+    import torch.distributed as dist
+
+    def is_main_process():
+        return dist.get_rank() == 0
+
+    def save_on_master(*args, **kwargs):
+        if is_main_process():
+            torch.save(*args, **kwargs)
+
+    def log_local(msg):
+        \"\"\"Only the first process of each node prints.\"\"\"
+        if int(os.environ["LOCAL_RANK"]) != 0:
+            return
+        print(msg)
+
+    save_on_master({}, "a.pt")
+    log_local("hi")
+    print("x")
+    """
+)
+
+
+def test_minus_one_is_not_a_rank_test():
+    src = "import torch\nif args.local_rank == -1:\n    torch.save({}, 'a')\nif args.local_rank in (-1, 0):\n    torch.save({}, 'b')\n"
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    a, b = (c for c, q in m.calls if q == "torch.save")
+    assert m.rank_guard(a) is None
+    assert m.rank_guard(b).kind == "local"
+
+
+def test_callee_guard_of_wrappers():
+    m = ModuleAnalysis("w.py", WRAPPERS, ast.parse(WRAPPERS))
+    calls = {ast.unparse(c.func): c for c, _q in m.calls}
+    assert m.callee_guard(calls["save_on_master"]).kind == "global"
+    assert m.callee_guard(calls["log_local"]).kind == "local"
+    assert m.callee_guard(calls["print"]) is None
