@@ -40,7 +40,7 @@ def _target(m, call):
 
 
 def _rank_in_path(m, call) -> bool:
-    return per_process_path(_target(m, call))
+    return per_process_path(_target(m, call), m)
 
 
 def _to_stream(m, call) -> bool:

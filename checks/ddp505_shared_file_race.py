@@ -129,7 +129,7 @@ def check(m):
         return
     seen: set[int] = set()
     for call, path, verb, why in _writes(m):
-        if call.lineno in seen or per_process_path(path) or _handles_exists(m, call):
+        if call.lineno in seen or per_process_path(path, m) or _handles_exists(m, call):
             continue
         if path is not None and "devnull" in ast.unparse(path):
             continue

@@ -80,7 +80,7 @@ def check(m):
         return
     reported: set[int] = set()
     for save, path in _saves(m):
-        if per_process_path(path):
+        if per_process_path(path, m):
             continue
         for chain in guard_chains(m, save):
             if not chain:

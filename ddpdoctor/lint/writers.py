@@ -13,20 +13,32 @@ import ast
 from ddpdoctor.lint import ranks
 from ddpdoctor.lint.names import dotted
 
-# words in a path expression that make it one path per rank, node or process
-PER_PROCESS_WORDS = ("rank", "shard", "host", "node", "pid", "uuid", "tmp", "temp", "worker", "proc")
+# words in a path expression that make it one path per rank, node or process (or a lock file,
+# which every process opens on purpose)
+PER_PROCESS_WORDS = ("rank", "shard", "host", "node", "pid", "uuid", "tmp", "temp", "worker", "proc", "lock")
 # a function named like this is where a script starts (its callers, if any, are not in this file)
 ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
 _SPAWNS = ("spawn", "start_processes")
 _MAX_DEPTH = 6  # caller chains followed this deep
 
 
-def per_process_path(expr: ast.AST | None) -> bool:
-    """The path names the rank, node or process (``f"ckpt_rank{rank}.pt"``, ``gethostname()``)."""
+def per_process_path(expr: ast.AST | None, m=None) -> bool:
+    """The path names the rank, node or process (``f"ckpt_rank{rank}.pt"``, ``gethostname()``); with
+    ``m``, a plain variable is looked up in its function's assignments (``p = join(d, pid)``)."""
     if expr is None:
         return False
     text = ast.unparse(expr).lower()
-    return any(w in text for w in PER_PROCESS_WORDS)
+    if any(w in text for w in PER_PROCESS_WORDS):
+        return True
+    if m is None or not isinstance(expr, ast.Name):
+        return False
+    scope = m.enclosing_function(expr) or m.tree
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+        and per_process_path(node.value)
+        for node in ast.walk(scope)
+    )
 
 
 def _entry_like(fn) -> bool:
