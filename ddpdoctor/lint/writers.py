@@ -122,8 +122,14 @@ def rank_guards(m, node: ast.AST) -> list[ast.AST]:
     return out
 
 
+# "am I the writer?" predicates of training libraries that name no rank
+_WRITER_PREDICATES = ("process_zero", "should_save", "rank_zero_only", "is_chief")
+
+
 def _is_rank_test(m, test: ast.AST) -> bool:
-    return m.is_rank_guard(test) or ranks.guard_kind(m, test) is not None
+    if m.is_rank_guard(test) or any(w in ast.unparse(test).lower() for w in _WRITER_PREDICATES):
+        return True
+    return ranks.guard_kind(m, test) is not None
 
 
 _MAX_CHAINS = 32  # ways into one function looked at; beyond that the answer would not change
