@@ -123,6 +123,14 @@ def _inconsistent_calls(m, saves):
                 yield c, name, fn, guarded[0]
 
 
+def _save_chain(m, call, fn) -> list[int]:
+    """The call, then the ``torch.save`` it reaches in this file's helper ``fn`` (if it is here)."""
+    if fn is None:
+        return [call.lineno]
+    inner = [s.lineno for s in m.calls_named("torch.save") if m.enclosing_function(s) is fn]
+    return [call.lineno, *inner[:1]]
+
+
 def check(m):
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
@@ -134,8 +142,9 @@ def check(m):
         yield m.finding(
             CODE,
             call,
-            f"every rank calls `{name}` here, which saves a checkpoint; line {guarded.lineno} calls "
-            "it on one rank only: here all ranks write the same file at once",
+            f"every rank calls `{name}` here, which saves a checkpoint, while line {guarded.lineno} calls it "
+            f"on one rank only: here all ranks write the same file at once "
+            f"({m.chain_text(_save_chain(m, call, fn))})",
             SEVERITY,
             hint="call it under the same rank test (`if dist.get_rank() == 0:`), then `dist.barrier()`",
             chain=[call.lineno, guarded.lineno],

@@ -185,13 +185,15 @@ def check(m):
         if where is load:
             msg = (
                 f"every rank loads this file, which only one rank writes (line {save.lineno}), and nothing "
-                "between the two is a barrier: the others can read a partial or stale checkpoint"
+                "between the two is a barrier: the others can read a partial or stale checkpoint "
+                f"({m.chain_text([save.lineno, load.lineno])})"
             )
         else:
             msg = (
                 f"the other ranks return from `{m.enclosing_function(save).name}` at once while this rank "
                 f"is still writing (line {save.lineno}), with no barrier; every rank loads it at line "
-                f"{load.lineno}: a reader can get a partial or stale checkpoint"
+                f"{load.lineno}: a reader can get a partial or stale checkpoint "
+                f"({m.chain_text([where.lineno, save.lineno, load.lineno])})"
             )
         yield m.finding(
             CODE,

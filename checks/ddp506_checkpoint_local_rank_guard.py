@@ -92,8 +92,8 @@ def check(m):
             if id(test) in reported:
                 continue
             reported.add(id(test))
-            lines = [t.lineno for t in reversed(tests)] + [save.lineno]
-            via = " → ".join(f"line {ln}" for ln in dict.fromkeys(lines))
+            lines = [test.lineno, *(node.lineno for _t, node in reversed(chain)), save.lineno]
+            via = m.chain_text(list(dict.fromkeys(lines)))
             yield m.finding(
                 CODE,
                 test,
