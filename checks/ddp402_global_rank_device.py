@@ -44,7 +44,7 @@ def _is_global_source(m, expr: ast.AST) -> bool:
             return True
         if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
             p = m.parents.get(n)
-            if isinstance(p, ast.Subscript) or isinstance(p, ast.Call):
+            if isinstance(p, (ast.Subscript, ast.Call)):
                 return True
     return False
 
@@ -71,9 +71,9 @@ def _global_names(m) -> set:
 
 
 def _uses_global(m, expr: ast.AST, names: set) -> bool:
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("str", "int"):
-        if len(expr.args) == 1:
-            return _uses_global(m, expr.args[0], names)  # "cuda:" + str(rank)
+    call = expr if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) else None
+    if call is not None and call.func.id in ("str", "int") and len(call.args) == 1:
+        return _uses_global(m, call.args[0], names)  # "cuda:" + str(rank)
     if _is_global_source(m, expr):
         return True
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):

@@ -216,14 +216,18 @@ def check(m):
             c0 = _syncs_before(r0, i)
             for rank, t in enumerate(run.traces[1:], 1):
                 for j, load in enumerate(t.events):
-                    if load.kind == "load" and load.arg == save.arg and _syncs_before(t.events, j) == c0:
-                        if id(load.node) not in reported:
-                            reported.add(id(load.node))
-                            yield m.finding(
-                                CODE,
-                                load.node,
-                                f"rank {rank} loads `{load.arg}` while rank 0 may still "
-                                f"be saving it (line {save.node.lineno}): no barrier between them",
-                                SEVERITY,
-                                hint="call `dist.barrier()` after the rank-0 save",
-                            )
+                    if (
+                        load.kind == "load"
+                        and load.arg == save.arg
+                        and _syncs_before(t.events, j) == c0
+                        and id(load.node) not in reported
+                    ):
+                        reported.add(id(load.node))
+                        yield m.finding(
+                            CODE,
+                            load.node,
+                            f"rank {rank} loads `{load.arg}` while rank 0 may still "
+                            f"be saving it (line {save.node.lineno}): no barrier between them",
+                            SEVERITY,
+                            hint="call `dist.barrier()` after the rank-0 save",
+                        )
