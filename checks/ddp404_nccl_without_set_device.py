@@ -61,13 +61,14 @@ def _unindexed_cuda(m) -> ast.AST | None:
         f = call.func
         if isinstance(f, ast.Attribute) and f.attr == "cuda" and not call.args and not call.keywords:
             return call
-        if (q == "torch.device" or isinstance(f, ast.Attribute) and f.attr == "to") and call.args:
-            if (
-                isinstance(call.args[0], ast.Constant)
-                and call.args[0].value == "cuda"
-                and len(call.args) == 1
-            ):
-                return call
+        to_cuda = q == "torch.device" or (isinstance(f, ast.Attribute) and f.attr == "to")
+        if (
+            to_cuda
+            and len(call.args) == 1
+            and isinstance(call.args[0], ast.Constant)
+            and call.args[0].value == "cuda"
+        ):
+            return call
     return None
 
 
@@ -78,9 +79,9 @@ def _picks_somewhere(m) -> bool:
         return True
     for call, q in m.calls:
         f = call.func
-        if isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and call.args:
-            if not isinstance(call.args[0], ast.Constant):
-                return True  # .to(device): a device chosen somewhere we cannot see
+        moved = isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and call.args
+        if moved and not isinstance(call.args[0], ast.Constant):
+            return True  # .to(device): a device chosen somewhere we cannot see
         if q == "torch.device" and len(call.args) > 1:
             return True
     return False
