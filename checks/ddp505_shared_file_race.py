@@ -39,7 +39,7 @@ import ast
 import re
 
 from ddpdoctor.lint.names import dotted
-from ddpdoctor.lint.writers import every_rank_reaches, per_process_path
+from ddpdoctor.lint.writers import enclosing_statements, every_rank_reaches, per_process_path
 
 CODE = "DDP505"
 TITLE = "Every rank writes the same file or folder"
@@ -62,14 +62,12 @@ def _const(node) -> object:
 
 def _handles_exists(m, node) -> bool:
     """Inside ``try:`` whose handler catches FileExistsError (or broader): the race is handled."""
-    for a in m.ancestors(node):
-        if isinstance(a, ast.Try) and any(
-            h.type is None or any(n in ast.unparse(h.type) for n in _HANDLED) for h in a.handlers
-        ):
-            return True
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False
-    return False
+    return any(
+        isinstance(st, ast.Try)
+        and any(h.type is None or any(n in ast.unparse(h.type) for n in _HANDLED) for h in st.handlers)
+        and any(b.lineno <= node.lineno <= b.end_lineno for b in st.body)
+        for st in enclosing_statements(m, node)
+    )
 
 
 def _writes(m):

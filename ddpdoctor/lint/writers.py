@@ -81,7 +81,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     ``if rank == 0`` around it or around a call that leads to it, no early return on a rank test.
     A function this file never calls counts only when it looks like an entry point (a library
     helper's caller decides who writes)."""
-    if depth > _MAX_DEPTH or rank_guards(m, node) or m.guarded_by_rank(node) or _in_spawning_parent(m, node):
+    if depth > _MAX_DEPTH or rank_guards(m, node) or _rank_function(m, node) or _in_spawning_parent(m, node):
         return False
     fn = m.enclosing_function(node)
     if fn is None:
@@ -99,27 +99,78 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     return found
 
 
+def enclosing_statements(m, node: ast.AST) -> list[ast.stmt]:
+    """The compound statements of ``node``'s own function (or the module) whose body, ``else``,
+    handler or ``finally`` holds it, outermost first. Found by position, so the file's parent map
+    (a walk over every node of a big file) is not needed."""
+    fn = m.enclosing_function(node)
+    block: list | None = fn.body if fn is not None else m.tree.body
+    start = (node.lineno, node.col_offset)
+    end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
+    out: list[ast.stmt] = []
+    while block:
+        holder = None
+        for st in block:
+            if (st.lineno, st.col_offset) <= start and (st.end_lineno, st.end_col_offset) >= end:
+                holder = st
+                break
+        if holder is None or holder is node or isinstance(holder, _DEFS):
+            break
+        blocks = [getattr(holder, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(holder, "handlers", ())]
+        blocks += [c.body for c in getattr(holder, "cases", ())]
+        block = next(
+            (
+                b
+                for b in blocks
+                if isinstance(b, list)
+                and b
+                and (b[0].lineno, b[0].col_offset) <= start
+                and (b[-1].end_lineno, b[-1].end_col_offset) >= end
+            ),
+            None,
+        )
+        if block is None:
+            break  # in the statement's own header (an if's test, a loop's iterable)
+        out.append(holder)
+    return out
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
 def rank_guards(m, node: ast.AST) -> list[ast.AST]:
     """The rank tests that keep ranks away from ``node`` in its own function: the ``if`` tests
     around it and the tests of early ``return``s before it."""
-    out: list[ast.AST] = []
-    child = node
-    for a in m.ancestors(node):
-        if isinstance(a, (ast.If, ast.IfExp, ast.While)) and child is not a.test and _is_rank_test(m, a.test):
-            out.append(a.test)
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for st in a.body:
-                if st.lineno >= node.lineno:
-                    break
-                if (
-                    isinstance(st, ast.If)
-                    and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
-                    and _is_rank_test(m, st.test)
-                ):
-                    out.append(st.test)
-            break
-        child = a
+    out: list[ast.AST] = [
+        st.test
+        for st in enclosing_statements(m, node)
+        if isinstance(st, (ast.If, ast.While)) and _is_rank_test(m, st.test)
+    ]
+    fn = m.enclosing_function(node)
+    if fn is not None:
+        for st in fn.body:
+            if st.lineno >= node.lineno:
+                break
+            if (
+                isinstance(st, ast.If)
+                and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
+                and _is_rank_test(m, st.test)
+            ):
+                out.append(st.test)
     return out
+
+
+def _rank_function(m, node: ast.AST) -> bool:
+    """Inside a function that only one rank runs by its name or decorator (``save_on_master``,
+    ``@rank_zero_only``)."""
+    fn = m.enclosing_function(node)
+    if fn is None:
+        return False
+    name = fn.name.lower()
+    if any(k in name for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")):
+        return True
+    return any(_is_rank_test(m, d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list)
 
 
 # "am I the writer?" predicates of training libraries that name no rank
