@@ -267,6 +267,16 @@ def _is_plain_constant(v: ast.AST) -> bool:
 
 def _local_predicate_kind(m, name: str, depth: int) -> str | None:
     """``def is_main_process(): return get_rank() == 0`` in this file: the kind of its test."""
+    # memoised by (name, depth): the same answer, without re-walking a predicate's body each time
+    # a test calls it (and each level of the predicates it calls)
+    memo = m.__dict__.setdefault("_rank_predicate_kinds", {})
+    if (name, depth) in memo:
+        return memo[name, depth]
+    memo[name, depth] = found = _predicate_kind(m, name, depth)
+    return found
+
+
+def _predicate_kind(m, name: str, depth: int) -> str | None:
     for fn in m.functions:
         if fn.name == name:
             for node in ast.walk(fn):
