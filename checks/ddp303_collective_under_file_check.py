@@ -64,7 +64,9 @@ def _collectives_in(m, body: list[ast.stmt], depth: int = 0) -> list[tuple[ast.C
             q = m.qualname(n.func)
             op = dist_op(q)
             if op in COLLECTIVES and op != "new_group":
-                if m.keyword(n, "group") is None:
+                # a collective under its own rank test in there (rank-0-first cache building) is
+                # about ordering ranks, not about the file check: leave it to DDP301
+                if m.keyword(n, "group") is None and m.rank_guard(n) is None:
                     out.append((n, n))
             elif depth == 0 and isinstance(n.func, (ast.Name, ast.Attribute)):
                 name = (dotted(n.func) or "").rsplit(".", 1)[-1]

@@ -575,6 +575,19 @@ class ModuleAnalysis:
         """The interpreter's per-node facts, shared by every walk of this module."""
         return {}
 
+    @cached_property
+    def rank_nodes(self) -> dict[int, str]:
+        """ids of the attributes and subscripts compared in this file that hold a rank, by kind
+        (``self.gpu_id == 0`` after ``self.gpu_id = int(os.environ["LOCAL_RANK"])``)."""
+        out: dict[int, str] = {}
+        for node in self.nodes(ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, (ast.Attribute, ast.Subscript)):
+                    kind = self.rank_kind(side)
+                    if kind is not None:
+                        out[id(side)] = kind
+        return out
+
     # -- other files of the project ------------------------------------------------------------
     @cached_property
     def project_imports(self) -> dict[str, tuple[str, str | None, int]]:
@@ -671,9 +684,12 @@ class ModuleAnalysis:
     def _runs_for(self, entry: str, walk, sizes) -> list[Run]:
         resolver = self._resolver()
 
+        rank_nodes = self.rank_nodes
+
         def go(w: int, r: int) -> Trace:
             it = Interpreter(self.tree, self.aliases, w, r, self._defs, self._syntax)
             it.resolve = resolver
+            it.rank_nodes = rank_nodes
             trace = walk(it)
             self.steps += it.steps
             self._last = it

@@ -257,6 +257,9 @@ class Interpreter:
         self.path: str | None = None  # the other file being walked; None for the linted file
         # resolve(name) -> FuncRef/ClassRef of another file of the project for a dotted call name
         self.resolve = None
+        # ids of attribute/subscript nodes the file shows to hold a rank (``self.gpu_id``,
+        # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.lint.ranks)
+        self.rank_nodes: dict[int, str] = {}
         self.next_req = 0
         self.touched_rank = False  # did any value depend on the rank or world size?
 
@@ -279,6 +282,18 @@ class Interpreter:
         for name in ddp_params:
             if name in frame:
                 frame[name] = DDPModel()
+        if cls is not None:
+            # the constructor did not run: attributes the class sets to a DDP model are one
+            for st in ast.walk(cls.node):
+                if (
+                    isinstance(st, ast.Assign)
+                    and isinstance(st.value, ast.Call)
+                    and self._call_syntax(st.value).is_ddp
+                ):
+                    for t in st.targets:
+                        key = dotted(t)
+                        if key is not None and key.startswith("self."):
+                            self.attrs[key] = DDPModel()
         self._guarded(lambda: self._walk_function(fn, frame))
         return self.trace
 
@@ -594,7 +609,7 @@ class Interpreter:
                 return base[key]
             except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
-        return UNKNOWN
+        return self._rank_node(e) if self.rank_nodes else UNKNOWN
 
     def _env(self, key: object) -> object:
         if key in _RANK_ENV:
@@ -632,7 +647,16 @@ class Interpreter:
                 return self._named_value(e.attr)
             if e.attr in MAIN_PROCESS_NAMES:
                 return self.rank == 0 if e.attr != "is_local_main_process" else self.local == 0
+            if self.rank_nodes:
+                return self._rank_node(e)
         return UNKNOWN
+
+    def _rank_node(self, e: ast.AST) -> object:
+        kind = self.rank_nodes.get(id(e))
+        if kind is None:
+            return UNKNOWN
+        self.touched_rank = True
+        return self.rank if kind == "global" else self.local if kind == "local" else 0  # one node
 
     # -- calls -------------------------------------------------------------------------------
     def _record(self, kind: str, op: str, node: ast.AST, **kw) -> Event:
@@ -694,11 +718,11 @@ class Interpreter:
             return UNKNOWN  # unwrap_model(model): the plain module, whatever the helper's branches say
         if local is not UNKNOWN:  # the usual case: nothing this file defines
             if isinstance(local, FuncRef):
-                return self._invoke(local, node, args, kwargs)
+                return self._invoke(local, node, args, kwargs, frame)
             if isinstance(local, ClassRef):
                 init = local.methods.get("__init__")
                 if init is not None:
-                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs)
+                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs, frame)
                 return Instance(local)
             if isinstance(local, DDPModel):
                 self._record("ddp_forward", "forward", node)
@@ -726,10 +750,12 @@ class Interpreter:
         if syntax.is_ddp:
             return DDPModel()
         if q in ("torch.save",):
-            self._record("save", "save", node, arg=_src(node.args[1]) if len(node.args) > 1 else None)
+            self._record(
+                "save", "save", node, arg=_path_src(node.args[1], frame) if len(node.args) > 1 else None
+            )
             return None
         if q in ("torch.load",):
-            self._record("load", "load", node, arg=_src(node.args[0]) if node.args else None)
+            self._record("load", "load", node, arg=_path_src(node.args[0], frame) if node.args else None)
             return UNKNOWN
         if q in ("os.environ.get", "os.getenv"):
             v = self._env(args[0]) if args else UNKNOWN
@@ -816,7 +842,7 @@ class Interpreter:
                 v = self.ev(k.value, frame)
                 extra = list(v) if isinstance(v, tuple) else [UNKNOWN] * len(getattr(k.value, "elts", []))
         self.touched_rank = True
-        return self._invoke(fn, node, [self.local, *extra], {})
+        return self._invoke(fn, node, [self.local, *extra], {}, sources=False)
 
     def _bind(self, ref: FuncRef, args: list, kwargs: dict, use_defaults: bool = True) -> dict:
         fn = ref.node
@@ -846,7 +872,15 @@ class Interpreter:
             frame[a.kwarg.arg] = UNKNOWN
         return frame
 
-    def _invoke(self, ref: FuncRef, node: ast.Call, args: list, kwargs: dict) -> object:
+    def _invoke(
+        self,
+        ref: FuncRef,
+        node: ast.Call,
+        args: list,
+        kwargs: dict,
+        caller: dict | None = None,
+        sources: bool = True,
+    ) -> object:
         fn = ref.node
         if fn in self.stack or len(self.stack) >= MAX_DEPTH:
             return UNKNOWN
@@ -863,6 +897,8 @@ class Interpreter:
             self.chain_paths.append(self.path)
         try:
             frame = self._bind(ref, args, kwargs)
+            if sources:
+                frame[_SRC] = _argument_sources(ref, node, caller)
             return self._walk_function(fn, frame)
         finally:
             self.chain.pop()
@@ -974,6 +1010,39 @@ def module_defs(tree: ast.Module) -> dict[str, object]:
                 st, {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
             )
     return out
+
+
+_SRC = "\0sources"  # frame key: parameter -> the caller's source text for it (not a Python name)
+
+
+def _argument_sources(ref: FuncRef, node: ast.Call, caller: dict | None) -> dict[str, str]:
+    """What the caller wrote for each parameter (through the caller's own parameters), so a path
+    handed down to ``save_checkpoint(path)`` is still the caller's ``os.path.join(out, "last.pt")``."""
+    fn = ref.node
+    params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+    if ref.bound_self and params:
+        params = params[1:]
+    out: dict[str, str] = {}
+    for i, a in enumerate(node.args[: len(params)]):
+        if isinstance(a, ast.Starred):
+            break
+        text = _path_src(a, caller)
+        if text is not None:
+            out[params[i]] = text
+    for k in node.keywords:
+        if k.arg is not None:
+            text = _path_src(k.value, caller)
+            if text is not None:
+                out[k.arg] = text
+    return out
+
+
+def _path_src(node: ast.AST, frame: dict | None) -> str | None:
+    if isinstance(node, ast.Name) and frame is not None:
+        known = frame.get(_SRC)
+        if known and node.id in known:
+            return known[node.id]
+    return _src(node)
 
 
 def _src(node: ast.AST) -> str | None:

@@ -89,6 +89,45 @@ class Project:
         self._analyses[path] = out
         return out
 
+    # a reverse index over at most this many files: beyond it (a whole library such as torch)
+    # reading every file in every worker would cost more than the answers are worth
+    MAX_CALLER_INDEX = 400
+
+    def callers(self, path: str, name: str) -> list[tuple[object, ast.Call]]:
+        """(module, call) for calls in the project's other files that reach the top-level function
+        ``name`` of the file ``path`` through their imports. Only files that look like DDP code (the
+        lint pre-filter) are read; empty for a project larger than MAX_CALLER_INDEX files."""
+        index = self.__dict__.get("_callers")
+        if index is None:
+            index = self.__dict__["_callers"] = self._caller_index()
+        return index.get((str(Path(path)), name), [])
+
+    def _caller_index(self) -> dict[tuple[str, str], list]:
+        from ddpdoctor.lint.files import worth_parsing
+        from ddpdoctor.lint.names import dotted
+
+        out: dict[tuple[str, str], list] = {}
+        if len(self.files) > self.MAX_CALLER_INDEX:
+            return out
+        for f in self.files:
+            try:
+                if not worth_parsing(f.read_bytes()):
+                    continue
+            except OSError:
+                continue
+            mod = self.analysis(f)
+            if mod is None:
+                continue
+            for call, _q in mod.calls:
+                name = dotted(call.func)
+                if name is None or name.split(".", 1)[0] not in mod.project_imports:
+                    continue
+                found = mod.resolve(name)
+                if found is not None:
+                    other, fn = found
+                    out.setdefault((str(Path(other.path)), fn.name), []).append((mod, call))
+        return out
+
     def remember(self, module) -> None:
         """The analysis a file's own lint made: reuse it when another file follows a call into it."""
         self._analyses.setdefault(Path(module.path), module)

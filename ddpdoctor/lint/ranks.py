@@ -103,6 +103,7 @@ class Guard:
     test: ast.AST  # the condition (or the call of a predicate)
     kind: str | None  # GLOBAL, LOCAL, NODE, or None when the test is rank-ish but of unknown kind
     chain: tuple[int, ...] = ()  # lines of the calls between the guard and the statement
+    path: str | None = None  # the file of ``test`` and ``chain`` when it is another file of the project
 
     @property
     def line(self) -> int:
@@ -397,6 +398,24 @@ def callee_guard(m, call: ast.Call) -> Guard | None:
     return None
 
 
+def _guard_in_other_files(m, fn: ast.AST, depth: int) -> Guard | None:
+    """A top-level function of this file called only from other project files, each time under a
+    rank test there (``if rank == 0: utils.save_checkpoint(...)``)."""
+    if m.project is None or fn not in m.tree.body:
+        return None
+    sites = m.project.callers(m.path, fn.name)
+    if not sites:
+        return None
+    guards = [(other, rank_guard(other, c, depth + 1), c) for other, c in sites]
+    if not all(g for _o, g, _c in guards):
+        return None
+    other, first, call = guards[0]
+    kinds = {g.kind for _o, g, _c in guards}
+    return Guard(
+        first.test, kinds.pop() if len(kinds) == 1 else None, (*first.chain, call.lineno), other.path
+    )
+
+
 def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
     """Calls of this file's function or method ``fn``: ``f(...)``, ``self.f(...)``, ``obj.f(...)``, but
     not ``torch.save`` for a method named ``save`` (a name reached through an import)."""
@@ -451,7 +470,7 @@ def rank_guard(m, node: ast.AST, depth: int = 0) -> Guard | None:
                     return Guard(d, g[0] if g else GLOBAL)
             sites = [c for c in own_call_sites(m, a) if m.enclosing_function(c) is not a]
             if not sites:
-                return None
+                return _guard_in_other_files(m, a, depth)
             guards = [rank_guard(m, c, depth + 1) for c in sites]
             if all(guards):
                 first = guards[0]

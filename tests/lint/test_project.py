@@ -63,3 +63,16 @@ def test_set_epoch_missing_when_the_epoch_pass_lives_in_another_module():
     # the other module reseeds the sampler: quiet; and main.py alone cannot tell: quiet
     assert _codes([FIXTURES / "project_epochs" / "ok"], ("DDP101",)) == []
     assert _codes([FIXTURES / "project_epochs" / "bad" / "main.py"], ("DDP101",)) == []
+
+
+def test_a_helper_called_under_a_rank_test_in_another_file_is_guarded():
+    root = FIXTURES / "project_guard"
+    files = sorted(root.glob("*.py"))
+    project = Project(files, roots=[str(root)])
+    ckpt = project.analysis(root / "ckpt.py")
+    save = next(c for c, q in ckpt.calls if q == "torch.save")
+    guard = ckpt.rank_guard(save)
+    assert guard is not None and guard.kind == "global"
+    assert guard.path.endswith("train.py") and guard.chain == (14,)
+    alone = Project([root / "ckpt.py"]).analysis(root / "ckpt.py")
+    assert alone.rank_guard(next(c for c, q in alone.calls if q == "torch.save")) is None
