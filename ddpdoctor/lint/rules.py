@@ -78,8 +78,9 @@ def explain(code: str, extra: tuple[str, ...] = ()) -> str | None:
                 head += "\nOn by default."
             else:
                 head += (
-                    f"\nOpt-in (not in the default selection): enable it with `--extend-select {s.code}`"
-                    f' or `extend-select = ["{s.code}"]` under [tool.ddpdoctor.lint] in pyproject.toml.'
+                    f"\nOpt-in (not in the default selection): enable it with\n"
+                    f"`--extend-select {s.code}`, or in pyproject.toml under [tool.ddpdoctor.lint]:\n"
+                    f'extend-select = ["{s.code}"]'
                 )
             return f"{head}\n\n{s.doc}\n"
     return None
