@@ -79,7 +79,16 @@ def _uses_global(m, expr: ast.AST, names: set) -> bool:
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
     name = dotted(expr)
-    return bool(name) and (name in names or (_scope(m, expr), name) in names)
+    return bool(name) and (name in names or (_scope(m, expr), name) in names or _global_option(m, name))
+
+
+def _global_option(m, name: str) -> bool:
+    """``args.rank`` where the argparse option is the global rank (``--rank``, no --local_rank)."""
+    head, _, last = name.rpartition(".")
+    if not head or head == "self":
+        return False
+    dest = m.argparse_dests().get(last)
+    return dest is not None and dest.kind == "global"
 
 
 def _device_exprs(m):
@@ -149,8 +158,10 @@ def _device_names(m, names: set) -> set:
 def check(m):
     if not m.uses_distributed:
         return
-    if not m.dist_calls("get_rank", "get_global_rank") and not any(
-        c.value in _GLOBAL_ENV for c in m.nodes(ast.Constant)
+    if (
+        not m.dist_calls("get_rank", "get_global_rank")
+        and not any(c.value in _GLOBAL_ENV for c in m.nodes(ast.Constant))
+        and not any(d.kind == "global" for d in m.argparse_dests().values())
     ):
         return  # no global rank in this file: nothing can be used as a device index
     names = _device_names(m, _global_names(m))
