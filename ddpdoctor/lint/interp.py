@@ -284,18 +284,29 @@ class Interpreter:
                 frame[name] = DDPModel()
         if cls is not None:
             # the constructor did not run: attributes the class sets to a DDP model are one
+            for key in self._ddp_attributes(cls):
+                self.attrs[key] = DDPModel()
+        self._guarded(lambda: self._walk_function(fn, frame))
+        return self.trace
+
+    def _ddp_attributes(self, cls: ClassRef) -> tuple[str, ...]:
+        """``self.x`` the class sets to a DDP model anywhere in its body. Found once per class and
+        shared through ``self.syntax`` by every walk of the module: a test class of thousands of
+        lines with hundreds of methods walked as entry points, per rank and world size, would
+        otherwise re-walk the whole class each time (minutes on torch's distributed_test.py)."""
+        key = ("ddp_attributes", id(cls.node))
+        found = self.syntax.get(key)
+        if found is None:
+            out = []
             for st in ast.walk(cls.node):
                 if (
                     isinstance(st, ast.Assign)
                     and isinstance(st.value, ast.Call)
                     and self._call_syntax(st.value).is_ddp
                 ):
-                    for t in st.targets:
-                        key = dotted(t)
-                        if key is not None and key.startswith("self."):
-                            self.attrs[key] = DDPModel()
-        self._guarded(lambda: self._walk_function(fn, frame))
-        return self.trace
+                    out += [k for t in st.targets if (k := dotted(t)) is not None and k.startswith("self.")]
+            found = self.syntax[key] = tuple(out)
+        return found  # type: ignore[return-value]
 
     def _guarded(self, fn) -> None:
         try:
