@@ -284,18 +284,29 @@ class Interpreter:
                 frame[name] = DDPModel()
         if cls is not None:
             # the constructor did not run: attributes the class sets to a DDP model are one
+            for key in self._ddp_attributes(cls):
+                self.attrs[key] = DDPModel()
+        self._guarded(lambda: self._walk_function(fn, frame))
+        return self.trace
+
+    def _ddp_attributes(self, cls: ClassRef) -> tuple[str, ...]:
+        """``self.model`` for ``self.model = DDP(...)`` anywhere in the class (once per class: the
+        answer is kept with the module's syntax facts)."""
+        key = ("ddp_attributes", cls.node)
+        found = self.syntax.get(key)
+        if found is None:
+            out = []
             for st in ast.walk(cls.node):
                 if (
                     isinstance(st, ast.Assign)
                     and isinstance(st.value, ast.Call)
                     and self._call_syntax(st.value).is_ddp
                 ):
-                    for t in st.targets:
-                        key = dotted(t)
-                        if key is not None and key.startswith("self."):
-                            self.attrs[key] = DDPModel()
-        self._guarded(lambda: self._walk_function(fn, frame))
-        return self.trace
+                    out.extend(
+                        k for t in st.targets if (k := dotted(t)) is not None and k.startswith("self.")
+                    )
+            found = self.syntax[key] = tuple(out)
+        return found  # type: ignore[return-value]
 
     def _guarded(self, fn) -> None:
         try:
@@ -898,7 +909,7 @@ class Interpreter:
         try:
             frame = self._bind(ref, args, kwargs)
             if sources:
-                frame[_SRC] = _argument_sources(ref, node, caller)
+                frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
             return self._walk_function(fn, frame)
         finally:
             self.chain.pop()
@@ -1040,6 +1051,8 @@ def _argument_sources(ref: FuncRef, node: ast.Call, caller: dict | None) -> dict
 def _path_src(node: ast.AST, frame: dict | None) -> str | None:
     if isinstance(node, ast.Name) and frame is not None:
         known = frame.get(_SRC)
+        if isinstance(known, tuple):
+            known = frame[_SRC] = _argument_sources(*known)
         if known and node.id in known:
             return known[node.id]
     return _src(node)

@@ -246,13 +246,27 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
     return _by_name(last or name)
 
 
+_PENDING = object()
+
+
 def _from_assignments(m, key: str, depth: int) -> str | None:
-    kinds = {
-        k
-        for value, _node in _assignments(m).get(key, ())
-        if not _is_plain_constant(value) and (k := rank_kind(m, value, depth + 1))
-    }
-    return kinds.pop() if len(kinds) == 1 else None
+    """The one kind every non-constant value assigned to ``key`` has; memoised per file (a name is
+    looked up many times, and through chains of assignments: without it the work is exponential)."""
+    memo = m.__dict__.setdefault("_rank_kind_memo", {})
+    hit = memo.get(key, None)
+    if hit is _PENDING:
+        return None  # a cycle of assignments (x = y; y = x)
+    if key in memo:
+        return hit
+    memo[key] = _PENDING
+    kinds = set()
+    for value, _node in _assignments(m).get(key, ())[:32]:
+        if not _is_plain_constant(value):
+            k = rank_kind(m, value, depth + 1)
+            if k:
+                kinds.add(k)
+    memo[key] = out = kinds.pop() if len(kinds) == 1 else None
+    return out
 
 
 def _is_plain_constant(v: ast.AST) -> bool:
