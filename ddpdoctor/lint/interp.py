@@ -290,11 +290,9 @@ class Interpreter:
         return self.trace
 
     def _ddp_attributes(self, cls: ClassRef) -> tuple[str, ...]:
-        """``self.x`` the class sets to a DDP model anywhere in its body. Found once per class and
-        shared through ``self.syntax`` by every walk of the module: a test class of thousands of
-        lines with hundreds of methods walked as entry points, per rank and world size, would
-        otherwise re-walk the whole class each time (minutes on torch's distributed_test.py)."""
-        key = ("ddp_attributes", id(cls.node))
+        """``self.model`` for ``self.model = DDP(...)`` anywhere in the class (once per class: the
+        answer is kept with the module's syntax facts)."""
+        key = ("ddp_attributes", cls.node)
         found = self.syntax.get(key)
         if found is None:
             out = []
@@ -304,7 +302,9 @@ class Interpreter:
                     and isinstance(st.value, ast.Call)
                     and self._call_syntax(st.value).is_ddp
                 ):
-                    out += [k for t in st.targets if (k := dotted(t)) is not None and k.startswith("self.")]
+                    out.extend(
+                        k for t in st.targets if (k := dotted(t)) is not None and k.startswith("self.")
+                    )
             found = self.syntax[key] = tuple(out)
         return found  # type: ignore[return-value]
 
@@ -909,7 +909,7 @@ class Interpreter:
         try:
             frame = self._bind(ref, args, kwargs)
             if sources:
-                frame[_SRC] = _argument_sources(ref, node, caller)
+                frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
             return self._walk_function(fn, frame)
         finally:
             self.chain.pop()
@@ -1051,6 +1051,8 @@ def _argument_sources(ref: FuncRef, node: ast.Call, caller: dict | None) -> dict
 def _path_src(node: ast.AST, frame: dict | None) -> str | None:
     if isinstance(node, ast.Name) and frame is not None:
         known = frame.get(_SRC)
+        if isinstance(known, tuple):
+            known = frame[_SRC] = _argument_sources(*known)
         if known and node.id in known:
             return known[node.id]
     return _src(node)

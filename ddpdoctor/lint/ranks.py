@@ -246,20 +246,27 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
     return _by_name(last or name)
 
 
+_PENDING = object()
+
+
 def _from_assignments(m, key: str, depth: int) -> str | None:
-    # memoised by (key, depth), so the answer is the same as without the memo: a name assigned in
-    # hundreds of places (``rank`` in torch's distributed tests) otherwise re-walks every chain of
-    # assignments at each level, exponential in _MAX_DEPTH (seconds per file)
-    memo = m.__dict__.setdefault("_rank_from_assignments", {})
-    if (key, depth) in memo:
-        return memo[key, depth]
-    kinds = {
-        k
-        for value, _node in _assignments(m).get(key, ())
-        if not _is_plain_constant(value) and (k := rank_kind(m, value, depth + 1))
-    }
-    memo[key, depth] = found = kinds.pop() if len(kinds) == 1 else None
-    return found
+    """The one kind every non-constant value assigned to ``key`` has; memoised per file (a name is
+    looked up many times, and through chains of assignments: without it the work is exponential)."""
+    memo = m.__dict__.setdefault("_rank_kind_memo", {})
+    hit = memo.get(key, None)
+    if hit is _PENDING:
+        return None  # a cycle of assignments (x = y; y = x)
+    if key in memo:
+        return hit
+    memo[key] = _PENDING
+    kinds = set()
+    for value, _node in _assignments(m).get(key, ())[:32]:
+        if not _is_plain_constant(value):
+            k = rank_kind(m, value, depth + 1)
+            if k:
+                kinds.add(k)
+    memo[key] = out = kinds.pop() if len(kinds) == 1 else None
+    return out
 
 
 def _is_plain_constant(v: ast.AST) -> bool:
@@ -268,16 +275,6 @@ def _is_plain_constant(v: ast.AST) -> bool:
 
 def _local_predicate_kind(m, name: str, depth: int) -> str | None:
     """``def is_main_process(): return get_rank() == 0`` in this file: the kind of its test."""
-    # memoised by (name, depth): the same answer, without re-walking a predicate's body each time
-    # a test calls it (and each level of the predicates it calls)
-    memo = m.__dict__.setdefault("_rank_predicate_kinds", {})
-    if (name, depth) in memo:
-        return memo[name, depth]
-    memo[name, depth] = found = _predicate_kind(m, name, depth)
-    return found
-
-
-def _predicate_kind(m, name: str, depth: int) -> str | None:
     for fn in m.functions:
         if fn.name == name:
             for node in ast.walk(fn):
