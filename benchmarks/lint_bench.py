@@ -110,9 +110,14 @@ def main() -> int:
             t, proc = _wall([*ddp, "--select", "DDP", str(root)], 1)
             out = json.loads(proc.stdout) if proc.returncode == 0 else []
             internal = [f for f in out if f["code"] == "DDP000" and f["evidence"].get("kind") == "internal"]
+            newer = [
+                f for f in out if f["code"] == "DDP000" and f["evidence"].get("kind") == "python-version"
+            ]
+            broken = [f for f in out if f["code"] == "DDP000" and f["evidence"].get("kind") == "syntax"]
             print(
-                f"sweep {root}: rc {proc.returncode}, {len(out)} findings, "
-                f"{len(internal)} internal errors, {t:.1f} s"
+                f"sweep {root} (every rule): rc {proc.returncode}, {len(out)} findings, "
+                f"{len(internal)} internal errors, {len(newer)} files needing a newer Python, "
+                f"{len(broken)} syntax errors, {t:.1f} s"
             )
             for f in internal[:10]:
                 print("   ", f["location"]["path"], f["message"])

@@ -30,42 +30,83 @@ for epoch in range(epochs):
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
+from ddpdoctor.lint.flow import Flow, repeats
 from ddpdoctor.lint.names import dotted
 
 CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
-def _loaders_of(m, sampler_call) -> set[str]:
-    """Names of the DataLoaders built on this sampler (`sampler=s` or `sampler=DistributedSampler(...)`)."""
-    name = m.assigned_to(sampler_call)
-    out = set()
-    for dl in m.calls_named("DataLoader"):
-        arg = m.keyword(dl, "sampler")
-        if arg is sampler_call or (name is not None and arg is not None and ast.unparse(arg) == name):
-            target = m.assigned_to(dl)
-            if target:
-                out.add(target)
-    return out
-
-
-def _epochs_run_here(m, sampler_call) -> bool:
-    """A loop in this file iterates the sampler's loader, or hands it to a function of this file."""
-    loaders = _loaders_of(m, sampler_call)
-    if not loaders:
-        return False
-    own = {f.name for f in m.functions}
+def _iterations(m, loaders: Flow):
+    """Loops over one of the loaders (``for b in loader``, ``enumerate(self.loaders["train"])``)."""
     for loop in m.nodes(ast.For, ast.AsyncFor):
-        if any(dotted(n) in loaders for n in ast.walk(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))):
-            return True
+        for n in ast.walk(loop.iter):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and loaders.held(n):
+                yield loop
+                break
+
+
+def _epoch_pass(m, sampler_call):
+    """(loader call, loop over it, chain of (file, line) that repeats that loop) when the project
+    iterates the sampler's loader once per epoch; None when the loader goes to code it does not show,
+    or to another file that calls set_epoch."""
+    samplers = Flow(m, [sampler_call])
+    made = [dl for dl in m.calls_named("DataLoader") if samplers.carries(m.keyword(dl, "sampler"))]
+    if not made:
+        return None
+    loader = min(made, key=lambda c: abs(c.lineno - sampler_call.lineno))
+    loaders = Flow(m, made)
+    for loop in _iterations(m, loaders):
+        again = repeats(m, loop)
+        if again is not None:
+            return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
+    return _epoch_pass_elsewhere(m, loader, loaders)
+
+
+def _handed_on(m, loaders: Flow):
+    """(call, parameter name, other module, def) for each call that hands a loader to a function of
+    another file of the project."""
     for call, _q in m.calls:
-        callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
-        if callee in own and any(dotted(a) in loaders for a in call.args):
-            return True
-    return False
+        if not any(loaders.carries(a) for a in (*call.args, *(k.value for k in call.keywords))):
+            continue
+        found = m.resolve(dotted(call.func))
+        if found is None:
+            continue
+        other, fn = found
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        for i, a in enumerate(call.args):
+            if i < len(params) and loaders.carries(a):
+                yield call, params[i].arg, other, fn
+        names = {p.arg for p in (*params, *fn.args.kwonlyargs)}
+        for k in call.keywords:
+            if k.arg in names and loaders.carries(k.value):
+                yield call, k.arg, other, fn
+
+
+def _epoch_pass_elsewhere(m, loader, loaders: Flow):
+    if m.project is None:
+        return None
+    for call, param, other, fn in _handed_on(m, loaders):
+        if other.method_calls("set_epoch"):
+            return None  # that file takes care of the epochs (or at least knows about them)
+        there = Flow(other, [], {param: fn.lineno})
+        for loop in _iterations(other, there):
+            if not any(a is fn for a in other.ancestors(loop)):
+                continue
+            again_there = repeats(other, loop)
+            if again_there is not None and again_there[0] != loop.lineno:
+                chain = [(m.path, call.lineno), *((other.path, ln) for ln in (*again_there, loop.lineno))]
+                return loader, loop, chain
+            again_here = repeats(m, call)
+            if again_here is not None or again_there is not None:
+                here = [(m.path, ln) for ln in (again_here or ())]
+                return loader, loop, [*here, (m.path, call.lineno), (other.path, loop.lineno)]
+    return None
 
 
 def check(m):
@@ -75,13 +116,23 @@ def check(m):
     for call in samplers:
         if m.keyword_is(call, "shuffle", False) or m.looks_like_eval(call):
             continue  # an unshuffled or evaluation sampler does not need set_epoch
-        if not _epochs_run_here(m, call):
+        if m.keyword(call, "seed") is not None and repeats(m, call) is not None:
+            continue  # a new sampler each epoch, seeded by the caller
+        found = _epoch_pass(m, call)
+        if found is None:
             continue  # the loader goes to code in another file, which may well call set_epoch
+        loader, _loop, again = found
+        chain = " -> ".join(
+            f"{Path(p).name}:{ln}" for p, ln in [(m.path, call.lineno), (m.path, loader.lineno), *again]
+        )
+        path, line = again[-1]
+        where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
         yield m.finding(
             CODE,
             call,
-            "DistributedSampler is never given the epoch: `set_epoch` is not called, so every epoch "
-            "shuffles the same way",
+            f"DistributedSampler is never given the epoch: its loader is iterated every epoch at {where} "
+            f"but `set_epoch` is never called, so every epoch shuffles the same way [{chain}]",
             SEVERITY,
             hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
+            chain=chain,
         )

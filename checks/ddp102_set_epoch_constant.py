@@ -1,7 +1,8 @@
 """DDP102: set_epoch called with a constant.
 
 ## What it does
-Finds `sampler.set_epoch(0)` (any literal) instead of the epoch counter.
+Finds `sampler.set_epoch(0)` (any literal) in a loop instead of the epoch counter, and
+`set_epoch(start_epoch)` with a variable that the loop never changes.
 
 ## Why is this bad?
 The sampler's permutation depends only on `seed + epoch`; a constant makes every epoch use the same
@@ -28,16 +29,54 @@ CODE = "DDP102"
 TITLE = "set_epoch called with a constant"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
+
+
+def _unchanging_name(m, call, loop) -> str | None:
+    """``set_epoch(start_epoch)`` in a loop that never changes ``start_epoch`` (a plain local name that
+    is no loop variable and is not assigned inside the loop)."""
+    arg = call.args[0]
+    if not isinstance(arg, ast.Name):
+        return None
+    fn = m.enclosing_function(call)
+    scope = fn if fn is not None else m.tree
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and arg.id in n.names for n in ast.walk(scope)):
+        return None
+    for a in m.ancestors(call):
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+            isinstance(n, ast.Name) and n.id == arg.id for n in ast.walk(a.target)
+        ):
+            return None
+        if a is fn:
+            break
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, (ast.Store, ast.Del)):
+            return None
+    return arg.id
 
 
 def check(m):
     for call in m.method_calls("set_epoch"):
-        if call.args and isinstance(call.args[0], ast.Constant) and m.enclosing_loop(call) is not None:
+        loop = m.enclosing_loop(call)
+        if not call.args or loop is None:
+            continue
+        if isinstance(call.args[0], ast.Constant):
             yield m.finding(
                 CODE,
                 call,
                 f"`set_epoch({call.args[0].value!r})` inside a loop passes the same epoch every time: the "
                 "shuffle order never changes",
+                SEVERITY,
+                hint="pass the loop's epoch counter",
+            )
+            continue
+        name = _unchanging_name(m, call, loop)
+        if name is not None:
+            yield m.finding(
+                CODE,
+                call,
+                f"`set_epoch({name})` inside the loop on line {loop.lineno}: `{name}` never changes in "
+                "that loop, so every epoch gets the same shuffle order",
                 SEVERITY,
                 hint="pass the loop's epoch counter",
             )

@@ -29,10 +29,49 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP103"
 TITLE = "set_epoch called after the loader is iterated"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
+
+
+_EVAL_WORDS = ("val", "test", "eval", "dev")
+
+
+def _next_epoch(arg: ast.AST) -> bool:
+    return isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add) and isinstance(arg.right, ast.Constant)
+
+
+def _iterated_by_helper(m, earlier: list[ast.stmt], loaders: set[str]):
+    """(call, loop) when an earlier statement hands a training loader to a function of this file that
+    loops over it (``train_one_epoch(model, train_loader)``)."""
+    own = {}
+    for fn in m.functions:
+        own.setdefault(fn.name, fn)
+    for st in earlier:
+        for c in ast.walk(st):
+            if not isinstance(c, ast.Call):
+                continue
+            name = dotted(c.func) or ""
+            fn = own.get(name.rsplit(".", 1)[-1])
+            if fn is None or name.split(".", 1)[0] in m.aliases:
+                continue
+            params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args) if p.arg not in ("self", "cls")]
+            for i, a in enumerate(c.args):
+                text = (dotted(a) or "").lower()
+                if i >= len(params) or not text or any(w in text for w in _EVAL_WORDS):
+                    continue
+                if text not in loaders and "loader" not in text.rsplit(".", 1)[-1]:
+                    continue
+                for loop in ast.walk(fn):
+                    if isinstance(loop, (ast.For, ast.AsyncFor)) and any(
+                        isinstance(n, ast.Name) and n.id == params[i] for n in ast.walk(loop.iter)
+                    ):
+                        return c, loop
+    return None
 
 
 def check(m):
@@ -56,8 +95,22 @@ def check(m):
                 hint="move `set_epoch(epoch)` before the loop over the DataLoader",
             )
             continue
+        if call.args and _next_epoch(call.args[0]):
+            continue  # set_epoch(epoch + 1) after the pass: seeding the next epoch on purpose
         stmt, body = m.statement_in_block(call)
         if body is None:
+            continue
+        helper = _iterated_by_helper(m, body[: body.index(stmt)], loaders)
+        if helper is not None and m.enclosing_loop(call) is not None:
+            site, loop = helper
+            yield m.finding(
+                CODE,
+                call,
+                f"`set_epoch` is called after this epoch's pass over the loader "
+                f"({m.chain_text((site.lineno,), loop.lineno)}): it only takes effect one epoch late",
+                SEVERITY,
+                hint="call `set_epoch(epoch)` before the epoch's pass over the DataLoader",
+            )
             continue
         for earlier in body[: body.index(stmt)]:
             loop = next(

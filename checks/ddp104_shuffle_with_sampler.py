@@ -20,16 +20,22 @@ loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=True))
 
 from __future__ import annotations
 
+import ast
+
 CODE = "DDP104"
 TITLE = "shuffle=True together with a sampler"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def check(m):
     for call in m.calls_named("DataLoader"):
-        sampler = m.keyword(call, "sampler")
-        if sampler is not None and not m.is_none(sampler) and m.keyword_is(call, "shuffle", True):
+        # DataLoader(dataset, batch_size, shuffle, sampler, ...) by keyword or by position
+        sampler = m.keyword(call, "sampler") or (call.args[3] if len(call.args) > 3 else None)
+        shuffle = m.keyword(call, "shuffle") or (call.args[2] if len(call.args) > 2 else None)
+        shuffled = isinstance(shuffle, ast.Constant) and shuffle.value is True
+        if sampler is not None and not m.is_none(sampler) and shuffled:
             yield m.finding(
                 CODE,
                 call,

@@ -23,10 +23,13 @@ loader = DataLoader(train_set, batch_size=32, sampler=sampler)
 
 from __future__ import annotations
 
+import ast
+
 CODE = "DDP105"
 TITLE = "DataLoader without DistributedSampler in a DDP script"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 # other ways a script shards its data across ranks
 _SHARDING = (
     "DistributedSampler",
@@ -48,6 +51,8 @@ def check(m):
     for call in m.calls_named("DataLoader"):
         if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3 or m.looks_like_eval(call):
             continue
+        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(1)):
+            continue  # batch_size=None: the dataset yields whole batches itself, and such datasets shard
         yield m.finding(
             CODE,
             call,

@@ -36,6 +36,7 @@ CODE = "DDP201"
 TITLE = "Point-to-point deadlock"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def _verb(op) -> str:
@@ -99,7 +100,7 @@ def check(m):
                 reported.add(id(node))
                 yield m.finding(
                     CODE,
-                    node,
+                    m.event_anchor(b.op.ref),
                     f"with world size {W}, rank {b.rank} {_verb(b.op)} "
                     f"rank {b.op.peer}, which is {'itself' if b.op.peer == b.rank else 'not in the world'}",
                     SEVERITY,
@@ -116,7 +117,7 @@ def check(m):
         kind, hint = _diagnose(out)
         yield m.finding(
             CODE,
-            node,
+            m.event_anchor(first.op.ref),
             f"p2p deadlock with world size {W}: {kind}: {parts}",
             SEVERITY,
             hint=hint,

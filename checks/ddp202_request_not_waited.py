@@ -1,7 +1,9 @@
 """DDP202: isend/irecv whose request is never waited.
 
 ## What it does
-Finds `dist.isend`/`dist.irecv` whose returned request is thrown away or never used again.
+Finds `dist.isend`/`dist.irecv` whose returned request is thrown away, never used again, overwritten
+by the next assignment before anything looks at it, or kept in one variable inside a loop that only
+uses it after the loop (so only the last iteration's request is waited).
 
 ## Why is this bad?
 The operation is only known to be finished after `req.wait()`. Without it the received buffer may
@@ -28,6 +30,7 @@ CODE = "DDP202"
 TITLE = "isend/irecv request never waited"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def check(m):
@@ -47,10 +50,9 @@ def check(m):
         if name is None or "." in name:
             continue
         scope = m.enclosing_function(call) or m.tree
-        used = any(
-            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(scope)
-        )
-        if not used:
+        uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name]
+        loads = [n for n in uses if isinstance(n.ctx, ast.Load)]
+        if not loads:
             yield m.finding(
                 CODE,
                 call,
@@ -58,3 +60,39 @@ def check(m):
                 SEVERITY,
                 hint=f"call `{name}.wait()` before using the buffer",
             )
+            continue
+        lost = _overwritten(m, call, name, uses) or _dropped_in_loop(m, call, loads)
+        if lost:
+            yield m.finding(
+                CODE,
+                call,
+                f"request `{name}` from `{op}` {lost}: that operation is never waited",
+                SEVERITY,
+                hint="keep every request (`reqs.append(dist.isend(...))`) and wait all of them",
+            )
+
+
+def _pos(n: ast.AST) -> tuple[int, int]:
+    return (n.lineno, n.col_offset)
+
+
+def _overwritten(m, call: ast.Call, name: str, uses: list[ast.Name]) -> str | None:
+    """The next mention of ``name`` after this assignment stores into it again."""
+    stmt = m.parents.get(call)
+    after = sorted((n for n in uses if _pos(n) > _pos(stmt) and n.lineno > stmt.lineno), key=_pos)
+    if after and isinstance(after[0].ctx, ast.Store):
+        nxt = after[0]
+        if m.enclosing_loop(nxt) is m.enclosing_loop(call) and not m.conditional(nxt):
+            return f"is overwritten on line {nxt.lineno} before it is waited"
+    return None
+
+
+def _dropped_in_loop(m, call: ast.Call, loads: list[ast.Name]) -> str | None:
+    """Assigned in a loop, looked at only after the loop: earlier iterations' requests are lost."""
+    loop = m.enclosing_loop(call)
+    if loop is None:
+        return None
+    inside = [n for n in loads if any(a is loop for a in m.ancestors(n))]
+    if inside:
+        return None
+    return f"is replaced on every pass of the loop on line {loop.lineno} and only looked at after it"

@@ -32,6 +32,7 @@ CODE = "DDP203"
 TITLE = "buffer used before wait"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def _waits(stmt: ast.AST, req: str) -> bool:

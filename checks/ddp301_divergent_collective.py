@@ -29,16 +29,36 @@ dist.barrier()                   # every rank reaches it
 
 from __future__ import annotations
 
+import ast
+
 CODE = "DDP301"
 TITLE = "Collective reached by some ranks only"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
-def _label(ev) -> str:
+def _label(ev, m=None) -> str:
     name = "the DDP model's forward" if ev.kind == "ddp_forward" else f"`{ev.op}`"
     via = f" (reached through the call on line {ev.chain[-1]})" if ev.chain else ""
-    return f"{name} on line {ev.node.lineno}{via}"
+    if m is not None and ev.chain:
+        via = f" (reached through {m.event_chain(ev)})"
+    where = f"line {ev.node.lineno}" if ev.path is None else f"{ev.path.rsplit('/', 1)[-1]}:{ev.node.lineno}"
+    return f"{name} on {where}{via}"
+
+
+def _guard_text(m, ev) -> str:
+    """Which rank test lets only some ranks through, when the file shows one."""
+    g = m.rank_guard(m.event_anchor(ev))
+    if g is None:
+        return ""
+    try:
+        test = ast.unparse(g.test)
+    except Exception:  # noqa: BLE001 - a node ast cannot unparse: name the line only
+        test = "a rank test"
+    if len(test) > 40:
+        test = test[:37] + "..."
+    return f" (rank test `{test}` on line {g.line})"
 
 
 def _ranks(rs: list[int]) -> str:
@@ -46,13 +66,18 @@ def _ranks(rs: list[int]) -> str:
 
 
 def check(m):
-    if not (m.uses_distributed):
+    if not (m.uses_distributed or m.ddp_params):
         return
     reported: set[int] = set()
     for run in m.runs:
         if not run.complete:
             continue
-        seqs = [[e for e in t.events if e.kind in ("collective", "ddp_forward")] for t in run.traces]
+        # a collective on a group of its own may well have only these ranks as members (a group made
+        # by rank 0 with outside workers, a pipeline stage's group): it is not compared
+        seqs = [
+            [e for e in t.events if e.kind == "ddp_forward" or (e.kind == "collective" and e.arg is None)]
+            for t in run.traces
+        ]
         for _ in range(10):  # after each divergence, drop the odd call out and compare the rest
             found = _first_divergence(seqs)
             if found is None:
@@ -94,8 +119,9 @@ def _finding(m, run, ev, ranks, alt, i):
     sev = "warning" if ev.kind == "ddp_forward" else SEVERITY
     return m.finding(
         CODE,
-        ev.node,
-        f"{_label(ev)} is reached by {_ranks(ranks)} only (world size {run.world_size}); {instead}: "
+        m.event_anchor(ev),
+        f"{_label(ev, m)} is reached by {_ranks(ranks)} only{_guard_text(m, ev)} (world size "
+        f"{run.world_size}); {instead}: "
         f"{'they' if len(ranks) > 1 else 'it'} will wait forever",
         sev,
         hint="make every rank reach the same collectives in the same order (move it out of the "

@@ -31,6 +31,7 @@ CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def check(m):
@@ -66,16 +67,25 @@ def check(m):
                 SEVERITY,
                 hint="use `torchrun` (same options, minus --use_env)",
             )
-    if m.mentions("LOCAL_RANK"):
-        return  # the argument falls back to the environment torchrun sets
+    env_too = m.mentions("LOCAL_RANK")
     for call in m.method_calls("add_argument"):
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        if any(f in ("--local_rank", "--local-rank") for f in flags):
-            yield m.finding(
-                CODE,
-                call,
-                "`--local_rank` is only passed by the deprecated torch.distributed.launch; "
-                "torchrun sets the LOCAL_RANK environment variable instead, so every rank gets the default",
-                SEVERITY,
-                hint="use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly",
+        if not any(f in ("--local_rank", "--local-rank") for f in flags):
+            continue
+        default = m.keyword(call, "default")
+        if default is not None and "LOCAL_RANK" in ast.unparse(default):
+            continue  # the default comes from torchrun's LOCAL_RANK: works under both launchers
+        if env_too:
+            message = (
+                "`--local_rank` is the interface of the deprecated torch.distributed.launch; this "
+                "script reads LOCAL_RANK from the environment as well, so the option is dead weight "
+                "(and torch>=2.0's launcher passes `--local-rank`, with a hyphen)"
             )
+            hint = "drop the option and launch with torchrun"
+        else:
+            message = (
+                "`--local_rank` is only passed by the deprecated torch.distributed.launch; "
+                "torchrun sets the LOCAL_RANK environment variable instead, so every rank gets the default"
+            )
+            hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly"
+        yield m.finding(CODE, call, message, SEVERITY, hint=hint)

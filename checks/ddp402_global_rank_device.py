@@ -32,6 +32,7 @@ CODE = "DDP402"
 TITLE = "Global rank used as CUDA device index"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 _GLOBAL_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
@@ -43,7 +44,7 @@ def _is_global_source(m, expr: ast.AST) -> bool:
             return True
         if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
             p = m.parents.get(n)
-            if isinstance(p, ast.Subscript) or isinstance(p, ast.Call):
+            if isinstance(p, (ast.Subscript, ast.Call)):
                 return True
     return False
 
@@ -70,12 +71,24 @@ def _global_names(m) -> set:
 
 
 def _uses_global(m, expr: ast.AST, names: set) -> bool:
+    call = expr if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) else None
+    if call is not None and call.func.id in ("str", "int") and len(call.args) == 1:
+        return _uses_global(m, call.args[0], names)  # "cuda:" + str(rank)
     if _is_global_source(m, expr):
         return True
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
     name = dotted(expr)
-    return bool(name) and (name in names or (_scope(m, expr), name) in names)
+    return bool(name) and (name in names or (_scope(m, expr), name) in names or _global_option(m, name))
+
+
+def _global_option(m, name: str) -> bool:
+    """``args.rank`` where the argparse option is the global rank (``--rank``, no --local_rank)."""
+    head, _, last = name.rpartition(".")
+    if not head or head == "self":
+        return False
+    dest = m.argparse_dests().get(last)
+    return dest is not None and dest.kind == "global"
 
 
 def _device_exprs(m):
@@ -104,12 +117,54 @@ def _device_exprs(m):
             and len(node.values) == 2
         ):
             yield node, node.values[1].value
+    # "cuda:%d" % rank, "cuda:{}".format(rank), "cuda:" + str(rank)
+    if not m.mentions("cuda:"):
+        return
+    for node in m.nodes(ast.BinOp):
+        left = node.left
+        if isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value.endswith("cuda:"):
+            if isinstance(node.op, (ast.Mod, ast.Add)):
+                yield node, node.right
+        elif isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value == "cuda:%d":
+            yield node, node.right
+    for call, _q in m.calls:
+        f = call.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "format"
+            and isinstance(f.value, ast.Constant)
+            and str(f.value.value) in ("cuda:{}", "cuda:{0}")
+            and len(call.args) == 1
+        ):
+            yield call, call.args[0]
+
+
+def _device_names(m, names: set) -> set:
+    """Names assigned straight from a global rank name (``device = rank``), one step further."""
+    out = set(names)
+    if not names:
+        return out
+    for node in m.nodes(ast.Assign):
+        if isinstance(node.value, (ast.Name, ast.Attribute)):
+            src = dotted(node.value)
+            if src and (src in names or (_scope(m, node), src) in names):
+                for t in node.targets:
+                    name = dotted(t)
+                    if name:
+                        out.add(name if "." in name else (_scope(m, node), name))
+    return out
 
 
 def check(m):
     if not m.uses_distributed:
         return
-    names = _global_names(m)
+    if (
+        not m.dist_calls("get_rank", "get_global_rank")
+        and not any(c.value in _GLOBAL_ENV for c in m.nodes(ast.Constant))
+        and not any(d.kind == "global" for d in m.argparse_dests().values())
+    ):
+        return  # no global rank in this file: nothing can be used as a device index
+    names = _device_names(m, _global_names(m))
     seen = set()
     for where, expr in _device_exprs(m):
         if _uses_global(m, expr, names) and where.lineno not in seen:

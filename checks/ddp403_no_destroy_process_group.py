@@ -30,6 +30,7 @@ CODE = "DDP403"
 TITLE = "No destroy_process_group"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "low"
 
 
 def check(m):

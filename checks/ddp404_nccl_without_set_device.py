@@ -2,7 +2,10 @@
 
 ## What it does
 Finds `init_process_group` with the NCCL backend in a script that never calls
-`torch.cuda.set_device` (and passes no `device_id=`).
+`torch.cuda.set_device` (and passes no `device_id=`), and a script that starts a process group and
+puts its model on the GPU with an unindexed `.cuda()` / `"cuda"` while picking no device anywhere
+(no `set_device`, no `device_ids=`, no `cuda:<i>`, no `CUDA_VISIBLE_DEVICES`): every rank then
+lands on GPU 0.
 
 ## Why is this bad?
 NCCL and PyTorch use the *current* CUDA device for communicators, `barrier()` and object
@@ -30,6 +33,7 @@ CODE = "DDP404"
 TITLE = "NCCL without set_device"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def _nccl(m, call: ast.Call) -> bool:
@@ -48,10 +52,58 @@ def _nccl(m, call: ast.Call) -> bool:
     return any("nccl" in t.lower() for t in texts) and not any("gloo" in t.lower() for t in texts)
 
 
+_PICKS = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index", "device_ids")
+
+
+def _unindexed_cuda(m) -> ast.AST | None:
+    """The first ``.cuda()`` or ``.to("cuda")`` / ``torch.device("cuda")``: the current device."""
+    for call, q in m.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "cuda" and not call.args and not call.keywords:
+            return call
+        to_cuda = q == "torch.device" or (isinstance(f, ast.Attribute) and f.attr == "to")
+        if (
+            to_cuda
+            and len(call.args) == 1
+            and isinstance(call.args[0], ast.Constant)
+            and call.args[0].value == "cuda"
+        ):
+            return call
+    return None
+
+
+def _picks_somewhere(m) -> bool:
+    """Any sign of a per-rank device: an index given to .cuda()/.to()/torch.device, a "cuda:" string,
+    a device variable handed in from elsewhere."""
+    if m.mentions(*_PICKS, "cuda:", "device_id", "LOCAL_RANK", "local_rank", "accelerator"):
+        return True
+    for call, q in m.calls:
+        f = call.func
+        moved = isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and call.args
+        if moved and not isinstance(call.args[0], ast.Constant):
+            return True  # .to(device): a device chosen somewhere we cannot see
+        if q == "torch.device" and len(call.args) > 1:
+            return True
+    return False
+
+
 def check(m):
-    if m.mentions("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index"):
+    if m.mentions(*_PICKS[:4]):
         return
-    for call in m.dist_calls("init_process_group"):
+    inits = m.dist_calls("init_process_group")
+    if inits and m.keyword(inits[0], "device_id") is None and not _picks_somewhere(m):
+        where = _unindexed_cuda(m)
+        if where is not None:
+            yield m.finding(
+                CODE,
+                inits[0],
+                f"every rank puts its work on the current GPU (line {where.lineno}) and none ever picks "
+                "its own: all ranks share GPU 0 while the others idle",
+                SEVERITY,
+                hint="`torch.cuda.set_device(int(os.environ['LOCAL_RANK']))` before init_process_group",
+            )
+            return
+    for call in inits:
         if _nccl(m, call) and m.keyword(call, "device_id") is None:
             yield m.finding(
                 CODE,

@@ -26,6 +26,7 @@ CODE = "DDP405"
 TITLE = "DataParallel in a distributed script"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 
 
 def check(m):

@@ -27,6 +27,7 @@ CODE = "DDP406"
 TITLE = "Hard-coded MASTER_PORT"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "medium"
 
 
 def _literal(value: ast.AST) -> bool:

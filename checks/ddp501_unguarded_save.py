@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.lint.writers import every_rank_reaches, guard_chains, per_process_path, to_stream
 
 CODE = "DDP501"
 TITLE = "torch.save not guarded by rank"
 KIND = "script"
 SEVERITY = "warning"
-
-
-_STREAMS = ("BytesIO", "open", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile")
+CONFIDENCE = "high"
 
 
 def _target(m, call):
@@ -42,29 +40,11 @@ def _target(m, call):
 
 
 def _rank_in_path(m, call) -> bool:
-    arg = _target(m, call)
-    text = ast.unparse(arg).lower() if arg is not None else ""
-    return "rank" in text or "shard" in text
+    return per_process_path(_target(m, call), m)
 
 
 def _to_stream(m, call) -> bool:
-    """Saving into a buffer or a file object opened here (``with open(p, "wb") as f``): whoever opened it
-    chose the path; an in-memory BytesIO writes nothing."""
-    arg = _target(m, call)
-    if isinstance(arg, ast.Call):
-        return (dotted(arg.func) or "").rsplit(".", 1)[-1] in _STREAMS
-    if not isinstance(arg, ast.Name):
-        return False
-    scope = m.enclosing_function(call) or m.tree
-    for node in ast.walk(scope):
-        if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
-            if node.optional_vars.id == arg.id:
-                return True
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            if any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets):
-                if (dotted(node.value.func) or "").rsplit(".", 1)[-1] in _STREAMS:
-                    return True
-    return False
+    return to_stream(m, call, _target(m, call))
 
 
 _ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
@@ -91,10 +71,87 @@ def _guard_on_the_way(m, call) -> bool:
     return any(c.lineno in lines and m.guarded_by_rank(c) for c, _ in m.calls)
 
 
+_SAVE_WORDS = ("save", "checkpoint", "ckpt")
+
+
+def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
+    """Functions whose call saves a checkpoint: this file's functions that reach a ``torch.save``
+    (by name, the def) and imported functions named like ``save_model``/``save_checkpoint`` (by name,
+    None: their body is in another file)."""
+    out: dict[str, ast.AST | None] = {}
+    for save in saves:
+        fn = m.enclosing_function(save)
+        if fn is not None and not _rank_in_path(m, save) and not _to_stream(m, save):
+            out[fn.name] = fn
+    for call, q in m.calls:
+        if isinstance(call.func, ast.Name) and q and q != call.func.id and not q.startswith("torch."):
+            name = call.func.id.lower()
+            if any(w in name for w in _SAVE_WORDS) and "load" not in name and call.func.id not in out:
+                out[call.func.id] = None
+    return out
+
+
+def _passes_rank(call: ast.Call) -> bool:
+    return any("rank" in ast.unparse(a).lower() for a in [*call.args, *(k.value for k in call.keywords)])
+
+
+def _inconsistent_calls(m, saves):
+    """A saving helper the script calls under a rank guard in one place and on every rank in
+    another (an ``except KeyboardInterrupt:`` handler, the final save after the loop): the guard
+    shows it is meant for one rank, the other call has every rank write the same file."""
+    for name, fn in _saving_helpers(m, saves).items():
+        sites = (
+            m.call_sites(fn)
+            if fn is not None
+            else [c for c, _q in m.calls if isinstance(c.func, ast.Name) and c.func.id == name]
+        )
+        method = fn is not None and isinstance(m.parents.get(fn), ast.ClassDef)
+        # a method is called as obj.name(...), a function as name(...): two defs may share a name
+        sites = [
+            c
+            for c in sites
+            if (fn is None or m.enclosing_function(c) is not fn)
+            and isinstance(c.func, ast.Attribute) == method
+        ]
+        if len(sites) < 2 or any(_passes_rank(c) for c in sites):
+            continue  # a helper told the rank decides itself who writes what
+        guarded = [c for c in sites if all(chain for chain in guard_chains(m, c))]
+        if not guarded:
+            continue
+        for c in sites:
+            if c not in guarded and every_rank_reaches(m, c):
+                yield c, name, fn, guarded[0]
+
+
+def _save_chain(m, call, fn) -> list[int]:
+    """The call, then the ``torch.save`` it reaches in this file's helper ``fn`` (if it is here)."""
+    if fn is None:
+        return [call.lineno]
+    inner = [s.lineno for s in m.calls_named("torch.save") if m.enclosing_function(s) is fn]
+    return [call.lineno, *inner[:1]]
+
+
 def check(m):
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
-    for call in m.calls_named("torch.save"):
+    saves = m.calls_named("torch.save")
+    helpers: set[int] = set()  # their saves are reported at the call that reaches them on every rank
+    for call, name, fn, guarded in _inconsistent_calls(m, saves):
+        if fn is not None:
+            helpers.add(id(fn))
+        yield m.finding(
+            CODE,
+            call,
+            f"every rank calls `{name}` here, which saves a checkpoint, while line {guarded.lineno} calls it "
+            f"on one rank only: here all ranks write the same file at once "
+            f"({m.chain_text(_save_chain(m, call, fn))})",
+            SEVERITY,
+            hint="call it under the same rank test (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+            chain=[call.lineno, guarded.lineno],
+        )
+    for call in saves:
+        if id(m.enclosing_function(call)) in helpers:
+            continue
         if _rank_in_path(m, call) or _to_stream(m, call):
             continue  # per-rank files are meant to be written by every rank
         if _guard_on_the_way(m, call):

@@ -23,10 +23,15 @@ torch.save(model.module.state_dict(), "ckpt.pt")
 
 from __future__ import annotations
 
+import ast
+
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP502"
 TITLE = "Saving a DDP-wrapped state_dict"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 _PREFIX_HANDLING = (
     "consume_prefix_in_state_dict_if_present",
     '"module."',
@@ -34,6 +39,39 @@ _PREFIX_HANDLING = (
     "[7:]",
     'len("module.")',
 )
+
+
+def _unwrap_test(test: ast.AST) -> bool:
+    """``isinstance(model, DistributedDataParallel)`` or ``hasattr(model, "module")``."""
+    text = ast.unparse(test)
+    return "DistributedDataParallel" in text or "DDP" in text or "hasattr" in text and "module" in text
+
+
+def _not_the_wrapper_branch(m, node) -> bool:
+    """In the ``else`` of an "is it wrapped?" test: the model there is the plain one."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.If, ast.IfExp)) and _unwrap_test(a.test):
+            orelse = a.orelse if isinstance(a, ast.If) else [a.orelse]
+            if any(child is s for s in orelse):
+                return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        child = a
+    return False
+
+
+def _loaded_back_into_wrapper(m, node) -> bool:
+    """The same wrapper gets ``load_state_dict``: saved and loaded keys both carry the prefix."""
+    owner = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+    name = dotted(owner) if owner is not None else None
+    if not name:
+        return False
+    wrapped_at = [c.lineno for c in m.ddp_constructors if m.assigned_to(c) == name]
+    return any(
+        dotted(c.func.value) == name and any(w < c.lineno for w in wrapped_at)
+        for c in m.method_calls("load_state_dict")
+    )
 
 
 def check(m):
@@ -45,6 +83,8 @@ def check(m):
             for e in t.events:
                 if e.kind == "state_dict" and id(e.node) not in seen:
                     seen.add(id(e.node))
+                    if _not_the_wrapper_branch(m, e.node) or _loaded_back_into_wrapper(m, e.node):
+                        continue
                     yield m.finding(
                         CODE,
                         e.node,

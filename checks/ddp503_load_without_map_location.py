@@ -25,6 +25,7 @@ CODE = "DDP503"
 TITLE = "torch.load without map_location"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def check(m):

@@ -3,6 +3,11 @@
 ## What it does
 Using the per-rank interpreter, finds a `torch.save` that only rank 0 runs followed by a
 `torch.load` of the same path on the other ranks, with no collective (barrier) that separates them.
+Across functions (a trainer's save method and its load or evaluate method, a checkpoint manager's
+`save()` and `load()`), it finds a rank-guarded save and an every-rank load of the same path where
+neither the saving function ends with a barrier after the write nor the loading one starts with
+one: reported at the load when this file calls the saving function, else at the save's rank test
+(a `save()` API that returns at once on the other ranks while rank 0 still writes).
 
 ## Why is this bad?
 Nothing makes the other ranks wait for rank 0 to finish writing: they read a missing, partial or
@@ -26,10 +31,17 @@ model.load_state_dict(torch.load(path, map_location=device))
 
 from __future__ import annotations
 
+import ast
+import re
+
+from ddpdoctor.lint.names import dotted
+from ddpdoctor.lint.writers import guard_chains, rank_guards
+
 CODE = "DDP504"
 TITLE = "Load after a rank-0 save without a barrier"
 KIND = "script"
 SEVERITY = "error"
+CONFIDENCE = "high"
 _SYNC = ("collective", "ddp_forward")
 
 
@@ -38,10 +50,160 @@ def _syncs_before(events, index: int) -> int:
     return sum(1 for e in events[:index] if e.kind in _SYNC)
 
 
+_BARRIERS = ("barrier", "monitored_barrier", "wait_for_everyone")
+# identifiers too common to tie a load to a save
+_GENERIC = frozenset(
+    [
+        "self",
+        "os",
+        "path",
+        "join",
+        "str",
+        "Path",
+        "kwargs",
+        "args",
+        "get",
+        "pop",
+        "format",
+        "cfg",
+        "config",
+        "opt",
+        "file",
+        "filename",
+        "fname",
+        "name",
+        "dirname",
+        "basename",
+        "exists",
+        "f",
+        "p",
+        "x",
+        "map_location",
+        "cpu",
+        "device",
+        "open",
+    ]
+)
+
+
+_EXTENSIONS = frozenset(
+    ["pt", "pth", "bin", "ckpt", "tar", "json", "pkl", "safetensors", "npy", "yaml", "yml", "txt"]
+)
+
+
+def _path_words(m, expr: ast.AST | None, fn) -> tuple[set[str], set[str]]:
+    """The identifiers a path is built from, and the words of its string parts (``"rlhf"`` in
+    ``f"{d}/rlhf_{n}.pth"``), through one level of this function's assignments."""
+    if expr is None:
+        return set(), set()
+    parts = [expr]
+    scope = fn if fn is not None else m.tree
+    for name in [n.id for n in ast.walk(expr) if isinstance(n, ast.Name)]:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets
+            ):
+                parts.append(node.value)
+    words: set[str] = set()
+    texts: set[str] = set()
+    for part in parts:
+        for n in ast.walk(part):
+            if isinstance(n, ast.Name):
+                words.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                words.add(n.attr)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                texts |= {w for w in re.split(r"[^a-z0-9]+", n.value.lower()) if len(w) > 2}
+    return {w for w in words if w not in _GENERIC and len(w) > 2}, texts - _EXTENSIONS
+
+
+def _same_path(a: tuple[set[str], set[str]], b: tuple[set[str], set[str]]) -> bool:
+    """Built from a shared name, and not from different literal names (``rlhf_`` vs ``full_sft_``)."""
+    if a[1] and b[1] and not a[1] & b[1]:
+        return False
+    return bool(a[0] & b[0])
+
+
+def _barrier_lines(m, fn) -> list[int]:
+    out = []
+    for call, q in m.calls:
+        last = (q or dotted(call.func) or "").rsplit(".", 1)[-1]
+        if last in _BARRIERS and m.enclosing_function(call) is fn:
+            out.append(call.lineno)
+    return out
+
+
+def _in_file_callers(m, fn) -> list[ast.Call]:
+    method = isinstance(m.parents.get(fn), ast.ClassDef)
+    out = []
+    for c in m.call_sites(fn):
+        if m.enclosing_function(c) is fn:
+            continue
+        if (
+            isinstance(c.func, ast.Name)
+            and not method
+            or isinstance(c.func, ast.Attribute)
+            and method
+            and dotted(c.func.value) == "self"
+        ):
+            out.append(c)
+    return out
+
+
+def _across_functions(m, saves, loads):
+    """(where to report, the save, the load) for rank-guarded saves read by every rank elsewhere."""
+    for save in saves:
+        fn_s = m.enclosing_function(save)
+        guards = rank_guards(m, save)
+        if fn_s is None or not guards or not all(chain for chain in guard_chains(m, save)):
+            continue
+        if any(ln > save.lineno for ln in _barrier_lines(m, fn_s)):
+            continue  # the saving function waits for the write before it returns
+        s_words = _path_words(m, save.args[1] if len(save.args) > 1 else m.keyword(save, "f"), fn_s)
+        for load in loads:
+            fn_l = m.enclosing_function(load)
+            if fn_l is None or fn_l is fn_s or rank_guards(m, load) or m.guarded_by_rank(load):
+                continue
+            if any(ln < load.lineno for ln in _barrier_lines(m, fn_l)):
+                continue
+            arg = load.args[0] if load.args else m.keyword(load, "f")
+            if not _same_path(s_words, _path_words(m, arg, fn_l)):
+                continue
+            where = load if _in_file_callers(m, fn_s) else guards[-1]
+            yield where, save, load
+            break
+
+
 def check(m):
     if not m.calls_named("torch.save") or not m.calls_named("torch.load"):
         return
+    if not m.uses_distributed and not m.mentions("rank"):
+        return
     reported: set[int] = set()
+    for where, save, load in _across_functions(m, m.calls_named("torch.save"), m.calls_named("torch.load")):
+        reported.add(id(load))
+        if where is load:
+            msg = (
+                f"every rank loads this file, which only one rank writes (line {save.lineno}), and nothing "
+                "between the two is a barrier: the others can read a partial or stale checkpoint "
+                f"({m.chain_text([save.lineno, load.lineno])})"
+            )
+        else:
+            msg = (
+                f"the other ranks return from `{m.enclosing_function(save).name}` at once while this rank "
+                f"is still writing (line {save.lineno}), with no barrier; every rank loads it at line "
+                f"{load.lineno}: a reader can get a partial or stale checkpoint "
+                f"({m.chain_text([where.lineno, save.lineno, load.lineno])})"
+            )
+        yield m.finding(
+            CODE,
+            where,
+            msg,
+            SEVERITY,
+            hint="call `dist.barrier()` after the rank-0 write (at the end of the saving function)",
+            chain=[save.lineno, load.lineno],
+        )
+
     for run in m.runs:
         if not run.complete:
             continue
@@ -54,14 +216,18 @@ def check(m):
             c0 = _syncs_before(r0, i)
             for rank, t in enumerate(run.traces[1:], 1):
                 for j, load in enumerate(t.events):
-                    if load.kind == "load" and load.arg == save.arg and _syncs_before(t.events, j) == c0:
-                        if id(load.node) not in reported:
-                            reported.add(id(load.node))
-                            yield m.finding(
-                                CODE,
-                                load.node,
-                                f"rank {rank} loads `{load.arg}` while rank 0 may still "
-                                f"be saving it (line {save.node.lineno}): no barrier between them",
-                                SEVERITY,
-                                hint="call `dist.barrier()` after the rank-0 save",
-                            )
+                    if (
+                        load.kind == "load"
+                        and load.arg == save.arg
+                        and _syncs_before(t.events, j) == c0
+                        and id(load.node) not in reported
+                    ):
+                        reported.add(id(load.node))
+                        yield m.finding(
+                            CODE,
+                            load.node,
+                            f"rank {rank} loads `{load.arg}` while rank 0 may still "
+                            f"be saving it (line {save.node.lineno}): no barrier between them",
+                            SEVERITY,
+                            hint="call `dist.barrier()` after the rank-0 save",
+                        )

@@ -2,7 +2,11 @@
 
 ## What it does
 Finds a DDP training loop that calls `backward()` every iteration but steps the optimizer only every
-k-th iteration (`if (step + 1) % accum == 0:`), without using `model.no_sync()`.
+k-th iteration (`if (step + 1) % accum == 0:`, `if step % accum != 0: continue`, or an inner
+`for micro in range(accum):` loop of backwards before the step), without using `model.no_sync()`.
+A `backward()` inside a helper of the same file counts. Also finds
+`model.require_backward_grad_sync = ...` set after the model's forward in the same micro-step: DDP
+reads the flag during the forward, so the toggle applies to the wrong micro-step.
 
 ## Why is this bad?
 Every `backward()` of a DDP model all-reduces all gradients. With accumulation only the last
@@ -33,48 +37,188 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP601"
 TITLE = "Gradient accumulation without no_sync"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
+_ACCUM_WORDS = ("accum", "grad_acc", "micro")
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _is_accum_test(test: ast.AST) -> bool:
-    return any(
-        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)
-    ) or "accum" in ast.unparse(test)
+def _is_accum_test(test: ast.AST, strict: bool = False) -> bool:
+    """``(step + 1) % accum == 0``; strict: the condition also names the accumulation."""
+    text = ast.unparse(test).lower()
+    worded = any(w in text for w in _ACCUM_WORDS)
+    if strict:
+        return worded
+    return worded or any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test))
+
+
+def _may_be_ddp(m) -> bool:
+    """The file wraps a model in DDP, or imports the wrapper for a model it is handed."""
+    return bool(m.ddp_constructors) or any(
+        v.rsplit(".", 1)[-1] == "DistributedDataParallel" and v.startswith("torch.")
+        for v in m.aliases.values()
+    )
+
+
+def _backward_helpers(m) -> dict[str, int]:
+    """The file's own functions whose body calls ``.backward()`` (``def backward(loss, scaler):``), with
+    the line of that call."""
+    out: dict[str, int] = {}
+    for call in m.method_calls("backward"):
+        fn = m.enclosing_function(call)
+        if fn is not None:
+            out.setdefault(fn.name, call.lineno)
+    return out
+
+
+def _backwards(m, scope: ast.AST, helpers: dict[str, int]) -> list[ast.Call]:
+    out = []
+    for c in ast.walk(scope):
+        if not isinstance(c, ast.Call):
+            continue
+        name = dotted(c.func) or ""
+        if isinstance(c.func, ast.Attribute) and c.func.attr == "backward":
+            if not name.startswith(
+                ("torch.autograd", "accelerator", "self.accelerator", "engine", "deepspeed")
+            ):
+                out.append(c)
+        elif isinstance(c.func, ast.Name) and c.func.id in helpers:
+            out.append(c)
+    return out
+
+
+def _optimizer_steps(m) -> list[ast.Call]:
+    out = []
+    for call in m.method_calls("step"):
+        owner = (dotted(call.func.value) or "").lower()
+        if any(w in owner for w in ("sched", "lr", "warmup", "tqdm", "bar", "env")):
+            continue
+        out.append(call)
+    return out
+
+
+def _inside(m, node: ast.AST, outer: ast.AST) -> bool:
+    return any(a is outer for a in m.ancestors(node))
+
+
+def _accum_range_loop(m, step: ast.Call, helpers):
+    """``for micro in range(accum): ...backward()`` in the same block before the step."""
+    stmt, block = m.statement_in_block(step)
+    while block is not None:
+        for earlier in block[: block.index(stmt)]:
+            for loop in ast.walk(earlier):
+                if isinstance(loop, (ast.For, ast.AsyncFor)) and _is_accum_test(loop.iter, strict=True):
+                    found = _backwards(m, loop, helpers)
+                    if found:
+                        return loop, found[-1]
+        parent = m.parents.get(stmt)
+        if parent is None or isinstance(parent, (*_FUNCS, *_LOOPS)):
+            return None
+        stmt, block = m.statement_in_block(parent)
+    return None
+
+
+def _guarded_step(m, step: ast.Call, helpers):
+    """The step sits under ``if <accum test>:`` in a loop (or in a per-iteration function such as an
+    ignite update), with a backward outside that ``if``."""
+    if_node = next((a for a in m.ancestors(step) if isinstance(a, ast.If)), None)
+    if if_node is None:
+        return None
+    loop = m.enclosing_loop(step)
+    if loop is not None:
+        if not _is_accum_test(if_node.test) or not _inside(m, if_node, loop):
+            return None
+        scope = loop
+    else:
+        scope = m.enclosing_function(step)
+        if scope is None or not _is_accum_test(if_node.test, strict=True):
+            return None
+    found = [c for c in _backwards(m, scope, helpers) if not _inside(m, c, if_node)]
+    before = [c for c in found if c.lineno <= if_node.lineno]
+    if not found:
+        return None
+    return if_node, (max(before, key=lambda c: c.lineno) if before else found[0])
+
+
+def _skipped_step(m, step: ast.Call, helpers):
+    """``if step % accum != 0: continue`` in the loop before the step, with a backward before it."""
+    loop = m.enclosing_loop(step)
+    if loop is None:
+        return None
+    for st in loop.body:
+        if st.lineno >= step.lineno:
+            break
+        if (
+            isinstance(st, ast.If)
+            and any(isinstance(s, ast.Continue) for s in st.body)
+            and _is_accum_test(st.test)
+        ):
+            found = [c for c in _backwards(m, loop, helpers) if c.lineno < st.lineno]
+            if found:
+                return st, found[-1]
+    return None
+
+
+def _late_sync_toggle(m):
+    """``model.require_backward_grad_sync = ...`` after ``model(...)`` in the same loop iteration."""
+    for node in m.nodes(ast.Assign):
+        for t in node.targets:
+            if not (isinstance(t, ast.Attribute) and t.attr == "require_backward_grad_sync"):
+                continue
+            model = dotted(t.value)
+            loop = m.enclosing_loop(node)
+            if model is None or loop is None:
+                continue
+            forward = next(
+                (
+                    c
+                    for c in ast.walk(loop)
+                    if isinstance(c, ast.Call) and dotted(c.func) == model and c.lineno < node.lineno
+                ),
+                None,
+            )
+            if forward is not None:
+                yield node, forward
 
 
 def check(m):
-    if not m.ddp_constructors or m.mentions(
-        "no_sync", "require_backward_grad_sync", ".accumulate(", "static_graph"
-    ):
+    if not _may_be_ddp(m):
         return
-    for call in m.method_calls("step"):
-        if_node = next((a for a in m.ancestors(call) if isinstance(a, ast.If)), None)
-        loop = m.enclosing_loop(call)
-        if if_node is None or loop is None or not _is_accum_test(if_node.test):
-            continue
-        if not any(a is loop for a in m.ancestors(if_node)):
-            continue
-        backward = next(
-            (
-                c
-                for c in ast.walk(loop)
-                if isinstance(c, ast.Call)
-                and isinstance(c.func, ast.Attribute)
-                and c.func.attr == "backward"
-                and not any(a is if_node for a in m.ancestors(c))
-            ),
-            None,
+    for node, forward in _late_sync_toggle(m):
+        yield m.finding(
+            CODE,
+            node,
+            f"`require_backward_grad_sync` is set after the forward on line {forward.lineno}: DDP reads "
+            "it during the forward, so each micro-step uses the previous one's setting (the last "
+            "micro-step does not sync, the first one does) and the replicas drift apart",
+            SEVERITY,
+            hint="set the flag before the forward (or use `with model.no_sync():` around the forward)",
         )
-        if backward is not None:
+    if m.mentions("no_sync", "require_backward_grad_sync", ".accumulate(", "static_graph"):
+        return
+    helpers = _backward_helpers(m)
+    for step in _optimizer_steps(m):
+        for how in (_accum_range_loop, _guarded_step, _skipped_step):
+            found = how(m, step, helpers)
+            if found is None:
+                continue
+            cond, backward = found
+            via = ""
+            if isinstance(backward.func, ast.Name):
+                inner = helpers[backward.func.id]
+                via = f" (in `{backward.func.id}()`: {m.chain_text((backward.lineno,), inner)})"
             yield m.finding(
                 CODE,
                 backward,
-                f"gradients are accumulated (optimizer steps under the condition on line "
-                f"{if_node.lineno}) but every backward all-reduces: use `model.no_sync()` on the "
-                "accumulation steps",
+                f"gradients are accumulated (the optimizer steps on line {step.lineno} once per "
+                f"accumulation, see line {cond.lineno}) but every backward{via} all-reduces: use "
+                "`model.no_sync()` on the accumulation steps",
                 SEVERITY,
                 hint="wrap non-final accumulation steps in `with model.no_sync():`",
             )

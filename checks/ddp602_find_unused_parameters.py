@@ -26,6 +26,7 @@ CODE = "DDP602"
 TITLE = "find_unused_parameters=True"
 KIND = "script"
 SEVERITY = "info"
+CONFIDENCE = "low"
 
 
 def check(m):

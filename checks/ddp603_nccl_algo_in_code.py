@@ -24,6 +24,7 @@ CODE = "DDP603"
 TITLE = "NCCL_ALGO/NCCL_PROTO set in code"
 KIND = "script"
 SEVERITY = "warning"
+CONFIDENCE = "high"
 
 
 def check(m):

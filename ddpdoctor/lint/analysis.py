@@ -12,8 +12,19 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
-from ddpdoctor.lint.interp import COLLECTIVES, P2P, ClassRef, Interpreter, Trace, module_defs
+from ddpdoctor.lint import ranks as rank_facts
+from ddpdoctor.lint.interp import (
+    COLLECTIVES,
+    P2P,
+    ClassRef,
+    FuncRef,
+    Interpreter,
+    ModuleContext,
+    Trace,
+    module_defs,
+)
 from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, qualify
 from ddpdoctor.report.model import Finding, Location, Severity
 
@@ -59,6 +70,14 @@ def _child_fields(cls: type) -> tuple[str, ...]:
 
 
 @dataclass
+class _Place:
+    """A line to report at when no node of this file is at hand."""
+
+    lineno: int
+    col_offset: int = 0
+
+
+@dataclass
 class Run:
     """Every rank's trace for one entry point (the module, or a function never reached from it)."""
 
@@ -72,6 +91,8 @@ class Run:
 
 
 class ModuleAnalysis:
+    project = None  # the ddpdoctor.lint.project.Project of the files linted together, if several
+
     def __init__(self, path: str, source: str, tree: ast.Module, world_sizes=DEFAULT_WORLD_SIZES):
         self.path = path
         self.source = source
@@ -427,6 +448,28 @@ class ModuleAnalysis:
                         return True
         return False
 
+    # -- which rank (global, node-local, node index): see ddpdoctor.lint.ranks ------------------
+    def rank_kind(self, expr: ast.AST | None) -> str | None:
+        """The kind of rank ``expr`` holds: "global", "local" or "node"; None when ``expr`` it is no rank."""
+        return rank_facts.rank_kind(self, expr)
+
+    def rank_guard(self, node: ast.AST) -> rank_facts.Guard | None:
+        """The rank test deciding whether ``node`` runs (its kind, and the call lines leading there)."""
+        return rank_facts.rank_guard(self, node)
+
+    def callee_guard(self, call: ast.Call) -> rank_facts.Guard | None:
+        """The rank test inside the function that ``call`` runs (``save_on_master(...)``), if any."""
+        return rank_facts.callee_guard(self, call)
+
+    def argparse_dests(self) -> dict[str, rank_facts.ArgDest]:
+        return rank_facts.argparse_dests(self)
+
+    def chain_text(self, lines, end: int | None = None) -> str:
+        """``train.py:88 -> train.py:41``: the evidence chain of a finding that crosses functions."""
+        name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
+        parts = [f"{name}:{ln}" for ln in (*lines, *((end,) if end is not None else ()))]
+        return " -> ".join(parts)
+
     # -- the per-rank interpreter -------------------------------------------------------------
     @cached_property
     def world_sizes(self) -> tuple[int, ...]:
@@ -451,11 +494,40 @@ class ModuleAnalysis:
         return tuple(sorted(fixed)) if fixed else self.configured_world_sizes
 
     @cached_property
+    def ddp_params(self) -> frozenset[str]:
+        """Parameter names that hold a DDP-wrapped model handed in by another file: the file imports
+        DistributedDataParallel without building one, and unwraps that name somewhere
+        (``unwrap_model(model)``, ``model.module``, ``hasattr(model, "module")``)."""
+        if self.ddp_constructors or not any(
+            v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
+        ):
+            return frozenset()
+        params = {a.arg for fn in self.functions for a in (*fn.args.posonlyargs, *fn.args.args)}
+        out = set()
+        for node in self.nodes(ast.Attribute):
+            if node.attr == "module" and isinstance(node.value, ast.Name):
+                out.add(node.value.id)
+        for call, _q in self.calls:
+            name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            if not (call.args and isinstance(call.args[0], ast.Name)):
+                continue
+            if "unwrap" in name or (
+                name == "hasattr"
+                and any(isinstance(a, ast.Constant) and a.value == "module" for a in call.args[1:])
+            ):
+                out.add(call.args[0].id)
+        return frozenset(out & params)
+
+    @cached_property
     def interesting_functions(self) -> set[int]:
         """ids of functions whose own body makes a distributed call or calls a DDP model."""
         out: set[int] = set()
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
         nodes += self.calls_named("torch.save", "torch.load")
+        if self.ddp_params:
+            nodes += [
+                c for c, _q in self.calls if isinstance(c.func, ast.Name) and c.func.id in self.ddp_params
+            ]
         for node in nodes:
             fn = self.enclosing_function(node)
             if fn is not None:
@@ -479,8 +551,11 @@ class ModuleAnalysis:
                 break
             if id(fn) in self.interesting_functions and id(fn) not in entered:
                 cls = classes.get(id(fn))
+                params = self.ddp_params
                 runs = self._runs_for(
-                    fn.name, lambda it, fn=fn, cls=cls: it.run_function(fn, cls), sizes[:ENTRY_SIZES]
+                    fn.name,
+                    lambda it, fn=fn, cls=cls, params=params: it.run_function(fn, cls, params),
+                    sizes[:ENTRY_SIZES],
                 )
                 out.extend(runs)
                 for r in runs:
@@ -500,9 +575,121 @@ class ModuleAnalysis:
         """The interpreter's per-node facts, shared by every walk of this module."""
         return {}
 
+    @cached_property
+    def rank_nodes(self) -> dict[int, str]:
+        """ids of the attributes and subscripts compared in this file that hold a rank, by kind
+        (``self.gpu_id == 0`` after ``self.gpu_id = int(os.environ["LOCAL_RANK"])``)."""
+        out: dict[int, str] = {}
+        for node in self.nodes(ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, (ast.Attribute, ast.Subscript)):
+                    kind = self.rank_kind(side)
+                    if kind is not None:
+                        out[id(side)] = kind
+        return out
+
+    # -- other files of the project ------------------------------------------------------------
+    @cached_property
+    def project_imports(self) -> dict[str, tuple[str, str | None, int]]:
+        """Local name -> (module, name imported from it or None, relative level), every import."""
+        out: dict[str, tuple[str, str | None, int]] = {}
+        for node in self.nodes(ast.Import, ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        out[a.asname] = (a.name, None, 0)
+                    else:
+                        out.setdefault(a.name.split(".", 1)[0], (a.name.split(".", 1)[0], None, 0))
+            else:
+                for a in node.names:
+                    if a.name != "*":
+                        out[a.asname or a.name] = (node.module or "", a.name, node.level or 0)
+        return out
+
+    def resolve(self, name: str | None, importer: str | None = None):
+        """(ModuleAnalysis, def) of the project function that the dotted call name ``name`` of this
+        file reaches through its imports (``utils.train``, ``train`` after ``from utils import train``),
+        else None. ``importer``: resolve in another file of the project instead."""
+        project = self.project
+        if project is None or not name:
+            return None
+        if importer is not None and importer != self.path:
+            other = project.analysis(Path(importer))
+            return other.resolve(name) if other is not None else None
+        head, _, rest = name.partition(".")
+        imp = self.project_imports.get(head)
+        if imp is None:
+            return None
+        module, attr, level = imp
+        candidates = []
+        if attr is None:
+            candidates.append((module, rest))
+        else:
+            sub = f"{module}.{attr}" if module else attr
+            candidates.append((sub, rest))  # from pkg import utils; utils.train
+            if not rest:
+                candidates.append((module, attr))  # from utils import train; train
+        for mod, symbol in candidates:
+            if not symbol or "." in symbol:
+                continue
+            path = project.module_path(mod, self.path, level)
+            if path is None or str(path) == self.path:
+                continue
+            other = project.analysis(path)
+            if other is None:
+                continue
+            target = other._defs.get(symbol)
+            if isinstance(target, FuncRef):
+                return other, target.node
+        return None
+
+    def _resolver(self):
+        """For the interpreter: a FuncRef that walks a project function with its own file's names."""
+        if self.project is None:
+            return None
+
+        def resolve(name: str, importer: str | None):
+            found = self.resolve(name, importer)
+            if found is None:
+                return None
+            other, fn = found
+            ctx = other.__dict__.get("_context")
+            if ctx is None:
+                ctx = ModuleContext(
+                    other.path, other.aliases, {**other._defs, "__name__": Path(other.path).stem}
+                )
+                other.__dict__["_context"] = ctx
+            return FuncRef(fn, ctx=ctx)
+
+        return resolve
+
+    def event_anchor(self, ev) -> ast.AST:
+        """Where to report an event: its node in this file, or for an event in another file of the
+        project the last call of its chain that is in this file."""
+        if ev.path is None or ev.path == self.path:
+            return ev.node
+        for line, path in zip(reversed(ev.chain), reversed(ev.chain_paths)):
+            if path is None or path == self.path:
+                return next((c for c, _q in self.calls if c.lineno == line), None) or _Place(line)
+        return _Place(1)
+
+    def event_chain(self, ev) -> str:
+        """``train.py:88 -> utils.py:41`` for an event reached through calls, else ""."""
+        if not ev.chain:
+            return ""
+        items = [(p or self.path, ln) for ln, p in zip(ev.chain, ev.chain_paths or (None,) * len(ev.chain))]
+        items.append((ev.path or self.path, ev.node.lineno))
+        return " -> ".join(f"{Path(p).name}:{ln}" for p, ln in items)
+
     def _runs_for(self, entry: str, walk, sizes) -> list[Run]:
+        resolver = self._resolver()
+
+        rank_nodes = self.rank_nodes
+
         def go(w: int, r: int) -> Trace:
             it = Interpreter(self.tree, self.aliases, w, r, self._defs, self._syntax)
+            it.resolve = resolver
+            it.rank_nodes = rank_nodes
             trace = walk(it)
             self.steps += it.steps
             self._last = it

@@ -47,7 +47,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class LintConfig:
-    select: tuple[str, ...] | None = None  # None: every rule
+    select: tuple[str, ...] | None = None  # None: the rules that are on by default
     ignore: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
@@ -57,11 +57,15 @@ class LintConfig:
     jobs: int | None = None  # None: one worker per core
     root: str = field(default=".", compare=False)
 
-    def enabled(self, code: str) -> bool:
+    def enabled(self, code: str, default: bool = True) -> bool:
+        """Is the rule ``code`` selected? ``default``: whether it runs when nothing selects it
+        (an opt-in rule runs only when --select or --extend-select names it or a prefix of it)."""
+
         def hit(pats) -> int:
             return max((len(p) for p in pats if code.startswith(p)), default=-1)
 
-        selected = max(hit(self.select) if self.select is not None else 0, hit(self.extend_select))
+        base = hit(self.select) if self.select is not None else (0 if default else -1)
+        selected = max(base, hit(self.extend_select))
         # the most specific pattern wins, as in ruff (--select DDP --ignore DDP2 --extend-select DDP201)
         return selected >= 0 and selected > hit(self.ignore)
 

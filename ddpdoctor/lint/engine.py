@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import gc
 import os
+import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,10 +14,14 @@ from ddpdoctor.lint.analysis import ModuleAnalysis
 from ddpdoctor.lint.config import LintConfig
 from ddpdoctor.lint.files import decode, discover, worth_parsing
 from ddpdoctor.lint.noqa import suppressed
-from ddpdoctor.lint.rules import PARSE_CODE, script_rules
+from ddpdoctor.lint.pyversion import needs_newer_python
+from ddpdoctor.lint.rules import PARSE_CODE, on_by_default, script_rules
 from ddpdoctor.report.model import Finding, Location, Severity
 
 _PARALLEL_MIN_FILES = 24  # below this a worker pool costs more than it saves
+# The files linted together (set by lint_paths before it forks its workers, which inherit it): rules
+# follow calls from one file into another through it.
+_PROJECT = None
 
 
 def _problem(path: str, kind: str, message: str, line: int = 1, col: int = 1) -> Finding:
@@ -30,9 +35,16 @@ def _problem(path: str, kind: str, message: str, line: int = 1, col: int = 1) ->
 
 
 def lint_source(
-    path: str, data: bytes | str, config: LintConfig | None = None, rules=None, prefilter: bool = True
+    path: str,
+    data: bytes | str,
+    config: LintConfig | None = None,
+    rules=None,
+    prefilter: bool = True,
+    project=None,
 ) -> list[Finding]:
-    """Findings for one file's content. Never raises on bad input: it becomes a DDP000 finding."""
+    """Findings for one file's content. Never raises on bad input: it becomes a DDP000 finding.
+    ``project``: the ddpdoctor.lint.project.Project this file is linted with (calls into its other
+    files are followed)."""
     config = config or LintConfig()
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if prefilter and not worth_parsing(raw):
@@ -42,7 +54,7 @@ def lint_source(
     except (UnicodeDecodeError, SyntaxError, LookupError) as e:
         return [_problem(path, "encoding", f"cannot decode: {e}")]
     with _collector_paused():
-        return _lint_text(path, text, config, rules)
+        return _lint_text(path, text, config, rules, project)
 
 
 @contextmanager
@@ -62,20 +74,40 @@ def _collector_paused():
         gc.enable()
 
 
-def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]:
+def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) -> list[Finding]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
             tree = ast.parse(text, filename=path)
     except SyntaxError as e:
+        newer = needs_newer_python(text, e.lineno)
+        if newer is not None:
+            version, what = newer
+            running = ".".join(map(str, sys.version_info[:2]))
+            return [
+                _problem(
+                    path,
+                    "python-version",
+                    f"needs Python {version}+: line {e.lineno} uses {what}, which Python {running} "
+                    f"(running ddpdoctor) cannot parse; run ddpdoctor with Python {version} or newer "
+                    "to lint this file",
+                    e.lineno or 1,
+                    e.offset or 1,
+                )
+            ]
         return [_problem(path, "syntax", f"SyntaxError: {e.msg}", e.lineno or 1, e.offset or 1)]
     except (ValueError, MemoryError, RecursionError) as e:  # null bytes, absurd nesting
         return [_problem(path, "syntax", f"cannot parse: {type(e).__name__}: {e}")]
     module = ModuleAnalysis(path, text, tree, config.world_sizes)
+    if project is not None:
+        module.project = project
+        project.remember(module)
     ignored = config.ignored_for(path)
     out: list[Finding] = []
     for spec in rules if rules is not None else script_rules():
-        if not config.enabled(spec.code) or any(spec.code.startswith(c) for c in ignored):
+        if not config.enabled(spec.code, on_by_default(spec)) or any(
+            spec.code.startswith(c) for c in ignored
+        ):
             continue
         try:
             found = list(spec.module.check(module))
@@ -93,17 +125,17 @@ def _lint_text(path: str, text: str, config: LintConfig, rules) -> list[Finding]
     return out
 
 
-def lint_file(path: Path, config: LintConfig, rules=None, cache=None) -> list[Finding]:
+def lint_file(path: Path, config: LintConfig, rules=None, cache=None, project=None) -> list[Finding]:
     try:
         data = path.read_bytes()
     except OSError as e:
         return [_problem(str(path), "io", f"cannot read: {e.strerror or e}")]
     if cache is None or not worth_parsing(data):
-        return lint_source(str(path), data, config, rules)
+        return lint_source(str(path), data, config, rules, project=project)
     hit = cache.get(str(path), data)
     if hit is not None:
         return hit
-    found = lint_source(str(path), data, config, rules)
+    found = lint_source(str(path), data, config, rules, project=project)
     cache.put(str(path), data, found)
     return found
 
@@ -118,10 +150,12 @@ def _lint_chunk(
 
         # user rule files are part of the key, by path and modification time
         extra_key = [(p, os.stat(p).st_mtime_ns if os.path.exists(p) else 0) for p in extra_rules]
-        cache = ResultCache(cache_dir, repr((config, config.root, extra_key)))
+        # a file's findings may depend on the project's other files: any change there is a new key
+        project_key = _PROJECT.signature if _PROJECT is not None else ""
+        cache = ResultCache(cache_dir, repr((config, config.root, extra_key, project_key)))
     out: list[Finding] = []
     for p in paths:
-        out.extend(lint_file(Path(p), config, rules, cache))
+        out.extend(lint_file(Path(p), config, rules, cache, _PROJECT))
     return out
 
 
@@ -151,6 +185,12 @@ def lint_paths(
     cache_dir = str(cache_dir) if cache_dir is not None else None
     config = config or LintConfig()
     files = discover([str(p) for p in paths], config.exclude + config.extend_exclude)
+    global _PROJECT
+    _PROJECT = None
+    if len(files) > 1:
+        from ddpdoctor.lint.project import Project
+
+        _PROJECT = Project(files, roots=[str(p) for p in paths if Path(p).is_dir()])
     jobs = jobs or config.jobs or os.cpu_count() or 1
     script_rules(extra_rules)  # load once in the parent, so forked workers inherit the modules
     if jobs <= 1 or len(files) < _PARALLEL_MIN_FILES:
@@ -172,4 +212,5 @@ def lint_paths(
                 [cache_dir] * len(chunks),
             ):
                 out.extend(part)
+    _PROJECT = None
     return sorted(out, key=_sort_key)

@@ -111,7 +111,10 @@ class Event:
     chain: tuple[int, ...] = ()  # lines of the calls that led here (outermost first)
     peer: object = None  # p2p: int, None (any source) or UNKNOWN
     req: int | None = None  # isend/irecv: request id; wait: the id waited on
-    arg: str | None = None  # save/load: the path expression's source
+    # save/load: the path expression's source; collective: its group's source, if not the default
+    arg: str | None = None
+    path: str | None = None  # the file of ``node`` when it is not the file being linted
+    chain_paths: tuple[str | None, ...] = ()  # the file of each chain line (None: the linted file)
 
 
 @dataclass
@@ -137,6 +140,16 @@ class FuncRef:
     node: ast.FunctionDef | ast.AsyncFunctionDef
     cls: ClassRef | None = None
     bound_self: bool = False
+    ctx: ModuleContext | None = None  # set for a function of another file of the project
+
+
+@dataclass
+class ModuleContext:
+    """What a function of another file of the project needs to be walked: its file's names."""
+
+    path: str
+    aliases: dict[str, str]
+    globals: dict[str, object]
 
 
 @dataclass
@@ -240,6 +253,13 @@ class Interpreter:
         self.steps = 0
         self.stack: list[ast.AST] = []  # FunctionDefs being walked (recursion guard)
         self.chain: list[int] = []
+        self.chain_paths: list[str | None] = []
+        self.path: str | None = None  # the other file being walked; None for the linted file
+        # resolve(name) -> FuncRef/ClassRef of another file of the project for a dotted call name
+        self.resolve = None
+        # ids of attribute/subscript nodes the file shows to hold a rank (``self.gpu_id``,
+        # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.lint.ranks)
+        self.rank_nodes: dict[int, str] = {}
         self.next_req = 0
         self.touched_rank = False  # did any value depend on the rank or world size?
 
@@ -248,13 +268,45 @@ class Interpreter:
         self._guarded(lambda: self.exec_block(self.tree.body, self.globals))
         return self.trace
 
-    def run_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassRef | None) -> Trace:
-        """Walk one function as if called with unknown arguments (rank-named ones get the rank)."""
+    def run_function(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        cls: ClassRef | None,
+        ddp_params: frozenset[str] = frozenset(),
+    ) -> Trace:
+        """Walk one function as if called with unknown arguments (rank-named ones get the rank;
+        ``ddp_params``: names of parameters that other files hand in wrapped in DDP)."""
         self.globals.update(self.defs if self.defs is not None else module_defs(self.tree))
         # an entry point's callers are unknown: its parameters are too, defaults included
         frame = self._bind(FuncRef(fn, cls, bound_self=cls is not None), [], {}, use_defaults=False)
+        for name in ddp_params:
+            if name in frame:
+                frame[name] = DDPModel()
+        if cls is not None:
+            # the constructor did not run: attributes the class sets to a DDP model are one
+            for key in self._ddp_attributes(cls):
+                self.attrs[key] = DDPModel()
         self._guarded(lambda: self._walk_function(fn, frame))
         return self.trace
+
+    def _ddp_attributes(self, cls: ClassRef) -> tuple[str, ...]:
+        """``self.model`` for ``self.model = DDP(...)`` anywhere in the class (once per class: the
+        answer is kept with the module's syntax facts)."""
+        key = ("ddp_attributes", cls.node)
+        found = self.syntax.get(key)
+        if found is None:
+            out = []
+            for st in ast.walk(cls.node):
+                if (
+                    isinstance(st, ast.Assign)
+                    and isinstance(st.value, ast.Call)
+                    and self._call_syntax(st.value).is_ddp
+                ):
+                    out.extend(
+                        k for t in st.targets if (k := dotted(t)) is not None and k.startswith("self.")
+                    )
+            found = self.syntax[key] = tuple(out)
+        return found  # type: ignore[return-value]
 
     def _guarded(self, fn) -> None:
         try:
@@ -568,7 +620,7 @@ class Interpreter:
                 return base[key]
             except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
-        return UNKNOWN
+        return self._rank_node(e) if self.rank_nodes else UNKNOWN
 
     def _env(self, key: object) -> object:
         if key in _RANK_ENV:
@@ -606,11 +658,22 @@ class Interpreter:
                 return self._named_value(e.attr)
             if e.attr in MAIN_PROCESS_NAMES:
                 return self.rank == 0 if e.attr != "is_local_main_process" else self.local == 0
+            if self.rank_nodes:
+                return self._rank_node(e)
         return UNKNOWN
+
+    def _rank_node(self, e: ast.AST) -> object:
+        kind = self.rank_nodes.get(id(e))
+        if kind is None:
+            return UNKNOWN
+        self.touched_rank = True
+        return self.rank if kind == "global" else self.local if kind == "local" else 0  # one node
 
     # -- calls -------------------------------------------------------------------------------
     def _record(self, kind: str, op: str, node: ast.AST, **kw) -> Event:
-        ev = Event(kind, op, node, tuple(self.chain), **kw)
+        ev = Event(
+            kind, op, node, tuple(self.chain), path=self.path, chain_paths=tuple(self.chain_paths), **kw
+        )
         self.trace.events.append(ev)
         return ev
 
@@ -648,16 +711,29 @@ class Interpreter:
             if name is None or head in frame or (head in self.globals) or syntax.on_self
             else UNKNOWN
         )
+        if (
+            local is UNKNOWN
+            and self.resolve is not None
+            and name is not None
+            and op is None
+            and head not in frame
+            and head not in self.globals
+        ):
+            local = self.resolve(name, self.path)  # a function of another file of the project
+            if local is None:
+                local = UNKNOWN
         if op is not None and not isinstance(local, FuncRef):
             return self._dist_call(op, node, frame)
         args, kwargs = self._args(node, frame)
+        if syntax.last is not None and "unwrap" in syntax.last.lower():
+            return UNKNOWN  # unwrap_model(model): the plain module, whatever the helper's branches say
         if local is not UNKNOWN:  # the usual case: nothing this file defines
             if isinstance(local, FuncRef):
-                return self._invoke(local, node, args, kwargs)
+                return self._invoke(local, node, args, kwargs, frame)
             if isinstance(local, ClassRef):
                 init = local.methods.get("__init__")
                 if init is not None:
-                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs)
+                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs, frame)
                 return Instance(local)
             if isinstance(local, DDPModel):
                 self._record("ddp_forward", "forward", node)
@@ -685,10 +761,12 @@ class Interpreter:
         if syntax.is_ddp:
             return DDPModel()
         if q in ("torch.save",):
-            self._record("save", "save", node, arg=_src(node.args[1]) if len(node.args) > 1 else None)
+            self._record(
+                "save", "save", node, arg=_path_src(node.args[1], frame) if len(node.args) > 1 else None
+            )
             return None
         if q in ("torch.load",):
-            self._record("load", "load", node, arg=_src(node.args[0]) if node.args else None)
+            self._record("load", "load", node, arg=_path_src(node.args[0], frame) if node.args else None)
             return UNKNOWN
         if q in ("os.environ.get", "os.getenv"):
             v = self._env(args[0]) if args else UNKNOWN
@@ -746,7 +824,7 @@ class Interpreter:
         if op in ("is_initialized", "is_available", "is_nccl_available", "is_gloo_available"):
             return True
         if op in COLLECTIVES:
-            self._record("collective", op, node)
+            self._record("collective", op, node, arg=_group_of(op, node))
             return UNKNOWN
         if op in P2P:
             key = "dst" if op in ("send", "isend") else "src"
@@ -775,7 +853,7 @@ class Interpreter:
                 v = self.ev(k.value, frame)
                 extra = list(v) if isinstance(v, tuple) else [UNKNOWN] * len(getattr(k.value, "elts", []))
         self.touched_rank = True
-        return self._invoke(fn, node, [self.local, *extra], {})
+        return self._invoke(fn, node, [self.local, *extra], {}, sources=False)
 
     def _bind(self, ref: FuncRef, args: list, kwargs: dict, use_defaults: bool = True) -> dict:
         fn = ref.node
@@ -805,16 +883,39 @@ class Interpreter:
             frame[a.kwarg.arg] = UNKNOWN
         return frame
 
-    def _invoke(self, ref: FuncRef, node: ast.Call, args: list, kwargs: dict) -> object:
+    def _invoke(
+        self,
+        ref: FuncRef,
+        node: ast.Call,
+        args: list,
+        kwargs: dict,
+        caller: dict | None = None,
+        sources: bool = True,
+    ) -> object:
         fn = ref.node
         if fn in self.stack or len(self.stack) >= MAX_DEPTH:
             return UNKNOWN
-        frame = self._bind(ref, args, kwargs)
-        self.chain.append(node.lineno)
+        ctx = ref.ctx
+        saved = None
+        if ctx is not None and ctx.path != self.path:
+            # walk it with its own file's names (and record its events as that file's)
+            saved = (self.aliases, self.globals, self.path)
+            self.chain.append(node.lineno)
+            self.chain_paths.append(self.path)
+            self.aliases, self.globals, self.path = ctx.aliases, ctx.globals, ctx.path
+        else:
+            self.chain.append(node.lineno)
+            self.chain_paths.append(self.path)
         try:
+            frame = self._bind(ref, args, kwargs)
+            if sources:
+                frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
             return self._walk_function(fn, frame)
         finally:
             self.chain.pop()
+            self.chain_paths.pop()
+            if saved is not None:
+                self.aliases, self.globals, self.path = saved
 
     def _walk_function(self, fn: ast.AST, frame: dict) -> object:
         self.stack.append(fn)
@@ -869,6 +970,40 @@ class _CallSyntax:
         )
 
 
+# where a collective takes its process group when it is passed by position
+_GROUP_POSITION = {
+    "barrier": 0,
+    "monitored_barrier": 0,
+    "broadcast": 2,
+    "all_reduce": 2,
+    "all_gather": 2,
+    "all_gather_object": 2,
+    "broadcast_object_list": 2,
+    "all_to_all": 2,
+    "reduce": 3,
+    "gather": 3,
+    "scatter": 3,
+    "reduce_scatter": 3,
+    "gather_object": 3,
+    "scatter_object_list": 3,
+    "all_gather_into_tensor": 2,
+    "reduce_scatter_tensor": 3,
+    "all_to_all_single": 4,
+}
+
+
+def _group_of(op: str, node: ast.Call) -> str | None:
+    """The source of the process group a collective runs on; None for the default (whole) group."""
+    g = next((k.value for k in node.keywords if k.arg == "group"), None)
+    if g is None:
+        i = _GROUP_POSITION.get(op)
+        g = node.args[i] if i is not None and len(node.args) > i else None
+    if g is None or (isinstance(g, ast.Constant) and g.value is None):
+        return None
+    text = _src(g)
+    return None if text is None or text.endswith("WORLD") else text
+
+
 def _expects_error(expr: ast.AST) -> bool:
     func = expr.func if isinstance(expr, ast.Call) else expr
     name = dotted(func) or ""
@@ -886,6 +1021,41 @@ def module_defs(tree: ast.Module) -> dict[str, object]:
                 st, {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
             )
     return out
+
+
+_SRC = "\0sources"  # frame key: parameter -> the caller's source text for it (not a Python name)
+
+
+def _argument_sources(ref: FuncRef, node: ast.Call, caller: dict | None) -> dict[str, str]:
+    """What the caller wrote for each parameter (through the caller's own parameters), so a path
+    handed down to ``save_checkpoint(path)`` is still the caller's ``os.path.join(out, "last.pt")``."""
+    fn = ref.node
+    params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+    if ref.bound_self and params:
+        params = params[1:]
+    out: dict[str, str] = {}
+    for i, a in enumerate(node.args[: len(params)]):
+        if isinstance(a, ast.Starred):
+            break
+        text = _path_src(a, caller)
+        if text is not None:
+            out[params[i]] = text
+    for k in node.keywords:
+        if k.arg is not None:
+            text = _path_src(k.value, caller)
+            if text is not None:
+                out[k.arg] = text
+    return out
+
+
+def _path_src(node: ast.AST, frame: dict | None) -> str | None:
+    if isinstance(node, ast.Name) and frame is not None:
+        known = frame.get(_SRC)
+        if isinstance(known, tuple):
+            known = frame[_SRC] = _argument_sources(*known)
+        if known and node.id in known:
+            return known[node.id]
+    return _src(node)
 
 
 def _src(node: ast.AST) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ddpdoctor.lint.rules import PARSE_CODE, confidence
 from ddpdoctor.report.model import Finding, Severity
 
 FORMATS = ("text", "json", "sarif", "github")
@@ -26,8 +27,19 @@ def render_text(findings: list[Finding], show_hints: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(findings: list[Finding]) -> str:
-    return json.dumps([f.to_dict() for f in findings], indent=2) + "\n"
+def _confidences(rules) -> dict[str, str]:
+    """Each rule's confidence by code (the engine's own DDP000 is certain: the file did not parse)."""
+    return {PARSE_CODE: "high", **{s.code: confidence(s) for s in rules}}
+
+
+def render_json(findings: list[Finding], rules=()) -> str:
+    conf = _confidences(rules)
+    out = []
+    for f in findings:
+        d = f.to_dict()
+        d["confidence"] = conf.get(f.code, confidence(None))
+        out.append(d)
+    return json.dumps(out, indent=2) + "\n"
 
 
 def _github_escape(s: str, prop: bool = False) -> str:
@@ -51,6 +63,7 @@ def render_sarif(findings: list[Finding], rules) -> str:
 
     used = sorted({f.code for f in findings})
     titles = {s.code: s for s in rules}
+    conf = _confidences(rules)
     rule_objs = []
     for code in used:
         spec = titles.get(code)
@@ -60,6 +73,7 @@ def render_sarif(findings: list[Finding], rules) -> str:
                 "name": spec.name if spec else code,
                 "shortDescription": {"text": spec.title if spec else "file could not be linted"},
                 "fullDescription": {"text": spec.doc if spec else ""},
+                "properties": {"confidence": conf.get(code, confidence(None))},
             }
         )
     results = []
@@ -75,6 +89,7 @@ def render_sarif(findings: list[Finding], rules) -> str:
                 "level": {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(f.severity, "note"),
                 "message": {"text": f.message + (f" ({f.hint})" if f.hint else "")},
                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}, "region": region}}],
+                "properties": {"confidence": conf.get(f.code, confidence(None))},
             }
         )
     doc = {
@@ -101,7 +116,7 @@ def render(findings: list[Finding], fmt: str, rules=()) -> str:
     if fmt == "text":
         return render_text(findings)
     if fmt == "json":
-        return render_json(findings)
+        return render_json(findings, rules)
     if fmt == "github":
         return render_github(findings)
     if fmt == "sarif":

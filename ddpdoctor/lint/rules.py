@@ -5,7 +5,10 @@ A rule module declares CODE, TITLE, KIND = "script", a docstring with the sectio
 
     def check(module: ModuleAnalysis) -> Iterable[Finding]
 
-Optionally ``SEVERITY`` ("error" default, "warning", "info") for documentation and SARIF.
+Optionally ``SEVERITY`` ("error" default, "warning", "info") for documentation and SARIF, and
+``CONFIDENCE``: "high" (default) for a bug the rule rarely mistakes; "medium" or "low" for rules
+that are opinionated or depend on the environment. Only high-confidence rules run by default (as
+ruff's defaults are a small safe set); the others are opt-in with --select/--extend-select.
 """
 
 from __future__ import annotations
@@ -36,12 +39,26 @@ Fix the syntax or the encoding declaration.
 """
 
 
+CONFIDENCES = ("high", "medium", "low")
+DEFAULT_CONFIDENCE = "high"  # what runs when nothing is selected
+
+
+def confidence(spec) -> str:
+    return getattr(spec.module, "CONFIDENCE", DEFAULT_CONFIDENCE) if spec is not None else DEFAULT_CONFIDENCE
+
+
+def on_by_default(spec) -> bool:
+    return confidence(spec) == DEFAULT_CONFIDENCE
+
+
 @lru_cache(maxsize=8)
 def script_rules(extra: tuple[str, ...] = ()) -> tuple[CheckSpec, ...]:
     specs = discover(list(extra), kind="script")
     for s in specs:
         if not callable(getattr(s.module, "check", None)):
             raise RegistryError(f"{s.module.__name__}: a script check needs check(module)")
+        if confidence(s) not in CONFIDENCES:
+            raise RegistryError(f"{s.module.__name__}: CONFIDENCE must be one of {CONFIDENCES}")
     return tuple(specs)
 
 
@@ -56,5 +73,14 @@ def explain(code: str, extra: tuple[str, ...] = ()) -> str | None:
     for s in script_rules(extra):
         if s.code == code:
             sev = getattr(s.module, "SEVERITY", "error")
-            return f"{s.code}: {s.title}  (severity: {sev})\n\n{s.doc}\n"
+            head = f"{s.code}: {s.title}  (severity: {sev}, confidence: {confidence(s)})"
+            if on_by_default(s):
+                head += "\nOn by default."
+            else:
+                head += (
+                    f"\nOpt-in (not in the default selection): enable it with\n"
+                    f"`--extend-select {s.code}`, or in pyproject.toml under [tool.ddpdoctor.lint]:\n"
+                    f'extend-select = ["{s.code}"]'
+                )
+            return f"{head}\n\n{s.doc}\n"
     return None

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.lint import lint_paths
+from ddpdoctor.lint import LintConfig, lint_paths
+
+EVERY_RULE = LintConfig(select=("DDP",))  # the opt-in rules too
 
 CORPUS = Path(__file__).parent / "corpus"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)")
@@ -16,7 +18,7 @@ _EXPECT = re.compile(r"#\s*expect:\s*([A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)")
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("good_*.py")), ids=lambda p: p.name)
 def test_correct_scripts_have_no_findings(path):
-    found = lint_paths([path], jobs=1)
+    found = lint_paths([path], EVERY_RULE, jobs=1)
     assert found == [], "\n".join(f"{f.location.line}: {f.code} {f.message}" for f in found)
 
 
@@ -27,5 +29,5 @@ def test_buggy_scripts_report_the_marked_lines(path):
         m = _EXPECT.search(line)
         if m:
             want |= {(i, c.strip()) for c in m.group(1).split(",")}
-    got = {(f.location.line, f.code) for f in lint_paths([path], jobs=1)}
+    got = {(f.location.line, f.code) for f in lint_paths([path], EVERY_RULE, jobs=1)}
     assert got == want

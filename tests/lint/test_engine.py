@@ -67,12 +67,74 @@ def test_explain(capsys):
     assert main(["lint", "--explain", "DDP999"]) == 2
 
 
+def test_explain_shows_confidence_and_how_to_opt_in(capsys):
+    assert main(["lint", "--explain", "DDP301"]) == 0
+    out = capsys.readouterr().out
+    assert "confidence: high" in out and "On by default" in out
+    for code in ("DDP403", "DDP406", "DDP602"):
+        assert main(["lint", "--explain", code]) == 0
+        out = capsys.readouterr().out
+        assert "Opt-in" in out and f"--extend-select {code}" in out and "confidence: high" not in out
+
+
+def test_default_selection_is_the_high_confidence_rules():
+    from ddpdoctor.lint.rules import on_by_default, script_rules
+
+    off = {s.code for s in script_rules() if not on_by_default(s)}
+    assert {"DDP403", "DDP406", "DDP602"} <= off
+    assert {"DDP101", "DDP201", "DDP301", "DDP501"}.isdisjoint(off)
+
+
+def test_confidence_in_json_and_sarif(tmp_path, capsys):
+    p = write(tmp_path, "train.py", BAD.replace("dist.destroy_process_group()", ""))
+    main(["lint", "--isolated", "--no-cache", "--extend-select", "DDP403", "--output-format", "json", str(p)])
+    got = {d["code"]: d["confidence"] for d in json.loads(capsys.readouterr().out)}
+    assert got == {"DDP301": "high", "DDP403": "low"}
+    main(["lint", "--isolated", "--no-cache", "--select", "DDP403", "--output-format", "sarif", str(p)])
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    assert run["tool"]["driver"]["rules"][0]["properties"]["confidence"] == "low"
+    assert run["results"][0]["properties"]["confidence"] == "low"
+
+
+def test_opt_in_rule_from_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.ddpdoctor.lint]\nextend-select = ["DDP403"]\n')
+    p = write(tmp_path, "train.py", BAD.replace("dist.destroy_process_group()", ""))
+    cfg = load_config(tmp_path / "pyproject.toml")
+    assert {f.code for f in lint_paths([p], cfg, jobs=1)} == {"DDP301", "DDP403"}
+
+
+def test_newer_python_syntax_is_named_not_called_broken():
+    import sys
+
+    from ddpdoctor.lint.pyversion import needs_newer_python
+
+    head = "import torch.distributed as dist\ndist.init_process_group()\n"
+    src = head + "def first[T](xs: list[T]) -> T:\n    return xs[0]\n"
+    assert needs_newer_python(src, 3, (3, 11)) == ("3.12", "a generic function (PEP 695)")
+    assert needs_newer_python("type Pair = tuple[int, int]\n", 1, (3, 11))[0] == "3.12"
+    assert needs_newer_python("class Box[T]:\n", 1, (3, 10))[0] == "3.12"
+    assert needs_newer_python("type Pair = tuple[int, int]\n", 1, (3, 12)) is None
+    assert needs_newer_python("def main(:\n", 1, (3, 11)) is None
+    found = lint_source("gen.py", src)
+    if sys.version_info >= (3, 12):
+        assert all(f.code != "DDP000" for f in found)
+        return
+    assert [f.evidence["kind"] for f in found] == ["python-version"]
+    assert "needs Python 3.12+" in found[0].message and found[0].location.line == 3
+    # a real syntax error is still one
+    bad = lint_source("bad.py", head + "def main(:\n    pass\n")
+    assert [f.evidence["kind"] for f in bad] == ["syntax"]
+
+
 def test_select_ignore_extend_select(tmp_path):
     p = write(tmp_path, "train.py", BAD.replace("dist.destroy_process_group()", ""))
     codes = lambda cfg: {f.code for f in lint_paths([p], cfg, jobs=1)}  # noqa: E731
-    assert codes(LintConfig()) == {"DDP301", "DDP403"}
+    # DDP403 is opt-in: off by default, on when a selection names it or a prefix of it
+    assert codes(LintConfig()) == {"DDP301"}
+    assert codes(LintConfig(extend_select=("DDP403",))) == {"DDP301", "DDP403"}
+    assert codes(LintConfig(select=("DDP",))) == {"DDP301", "DDP403"}
     assert codes(LintConfig(select=("DDP4",))) == {"DDP403"}
-    assert codes(LintConfig(ignore=("DDP3",))) == {"DDP403"}
+    assert codes(LintConfig(ignore=("DDP3",))) == set()
     assert codes(LintConfig(select=("DDP4",), extend_select=("DDP301",))) == {"DDP301", "DDP403"}
     # the most specific pattern wins
     assert codes(LintConfig(ignore=("DDP",), extend_select=("DDP301",))) == {"DDP301"}

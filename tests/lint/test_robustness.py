@@ -59,14 +59,29 @@ WORDS = [
     "async def h():\n",
     "    await x\n",
     "match x:\n",
+    "if local_rank == 0:\n",
+    "    os.makedirs(d)\n",
+    "    open(p, 'w')\n",
+    "model.save_pretrained(d)\n",
+    "np.save(p, x)\n",
+    "try:\n",
+    "except KeyboardInterrupt:\n",
+    "    save_checkpoint(p)\n",
+    "os.environ['CUDA_VISIBLE_DEVICES'] = str(local_rank)\n",
+    "torch.cuda.set_device(local_rank)\n",
+    "parser.add_argument('--rank', '--local_rank', type=int)\n",
+    "if isinstance(model, DistributedDataParallel):\n",
+    "type Alias = int\n",
+    "def g[T](x: T) -> T:\n",
 ]
+EVERY_RULE = LintConfig(select=("DDP",), world_sizes=(2, 3))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=2000))
 def test_random_bytes_never_crash(data):
     head = b"import torch.distributed as dist\ndist.init_process_group()\n"
-    for f in lint_source("rand.py", head + data, LintConfig(world_sizes=(2, 3))):
+    for f in lint_source("rand.py", head + data, EVERY_RULE):
         assert f.evidence.get("kind") != "internal", f.message
 
 
@@ -74,12 +89,14 @@ def test_random_bytes_never_crash(data):
 @given(st.lists(st.sampled_from(WORDS), max_size=40))
 def test_generated_sources_never_crash(parts):
     src = "".join(parts)
-    for f in lint_source("gen.py", src, LintConfig(world_sizes=(2, 3))):
+    for f in lint_source("gen.py", src, EVERY_RULE):
         assert f.evidence.get("kind") != "internal", f"{f.message}\n---\n{src}"
 
 
 SIMPLE = [w.strip() for w in WORDS if w.strip() and not w.strip().endswith(":") and w.strip() not in "():"]
 HEADERS = [
+    "if local_rank == 0:",
+    "except KeyboardInterrupt:",
     "if rank == 0:",
     "if rank % 2:",
     "for epoch in range(3):",
@@ -99,6 +116,8 @@ def _render(block, depth=0) -> str:
     for item in block or ["pass"]:
         if isinstance(item, tuple):
             header, body = item
+            if header.startswith("except"):  # a handler needs its try
+                out.append("    " * depth + "try:\n" + "    " * (depth + 1) + "pass")
             out.append("    " * depth + header)
             out.append(_render(body, depth + 1))
             if header == "try:":
@@ -121,8 +140,32 @@ _blocks = st.recursive(
 @given(_blocks)
 def test_generated_valid_programs_never_crash(block):
     src = "import torch.distributed as dist\ndist.init_process_group()\n" + _render(block) + "\n"
-    for f in lint_source("prog.py", src, LintConfig(world_sizes=(2, 3))):
+    for f in lint_source("prog.py", src, EVERY_RULE):
         assert f.evidence.get("kind") != "internal", f"{f.message}\n---\n{src}"
+
+
+NEWER_SYNTAX = [
+    "type Pair = tuple[int, int]\n",
+    "type Tree[T] = list[T | Tree[T]]\n",
+    "def first[T](xs: list[T]) -> T:\n    return xs[0]\n",
+    "class Box[T]:\n    item: T\n",
+    "async def fetch[K, V](d: dict[K, V], k: K) -> V:\n    return d[k]\n",
+    "def wrap[**P, R](fn: Callable[P, R]) -> Callable[P, R]:\n    return fn\n",
+]
+
+
+@pytest.mark.parametrize("snippet", NEWER_SYNTAX)
+def test_newer_python_syntax_is_named_not_called_broken(snippet):
+    """PEP 695 code linted by an older Python: one DDP000 that says which Python it needs."""
+    src = (
+        "import torch.distributed as dist\ndist.init_process_group()\nx = 1\n" + snippet + "dist.barrier()\n"
+    )
+    found = lint_source("new.py", src, EVERY_RULE)
+    if sys.version_info >= (3, 12):
+        assert all(f.code != "DDP000" for f in found), [f.message for f in found]
+        return
+    assert [(f.code, f.evidence["kind"]) for f in found] == [("DDP000", "python-version")]
+    assert "needs Python 3.12+" in found[0].message and found[0].location.line == 4
 
 
 def _sample(root: Path, n: int, seed: int) -> list[Path]:
@@ -131,7 +174,7 @@ def _sample(root: Path, n: int, seed: int) -> list[Path]:
 
 
 def _no_internal_errors(paths: list[Path]) -> None:
-    found = lint_paths(paths, LintConfig(world_sizes=(2, 4)))
+    found = lint_paths(paths, LintConfig(select=("DDP",), world_sizes=(2, 4)))
     internal = [f for f in found if f.evidence.get("kind") == "internal"]
     assert not internal, [(f.location.path, f.message) for f in internal[:5]]
 

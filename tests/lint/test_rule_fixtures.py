@@ -33,9 +33,10 @@ def found(path: Path, code: str) -> set[tuple[int, str]]:
 def test_bad_fixture_reports_exactly_the_marked_lines(code):
     path = FIXTURES / f"{code}_bad.py"
     assert path.is_file(), f"missing fixture {path.name}"
-    want = expected(path, code)
-    assert want, f"{path.name} marks no expected {code}"
-    assert found(path, code) == want
+    for path in sorted(FIXTURES.glob(f"{code}_bad*.py")):  # DDPxxx_bad.py and DDPxxx_bad_<case>.py
+        want = expected(path, code)
+        assert want, f"{path.name} marks no expected {code}"
+        assert found(path, code) == want, path.name
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -54,3 +55,5 @@ def test_every_rule_documents_the_fixed_sections():
             assert f"## {section}" in spec.doc, f"{spec.code} lacks '## {section}'"
         assert spec.kind == "script"
         assert getattr(spec.module, "SEVERITY", "error") in ("error", "warning", "info")
+        # on by default or opt-in: every rule says which (ddpdoctor.lint.rules.CONFIDENCES)
+        assert getattr(spec.module, "CONFIDENCE", None) in ("high", "medium", "low"), spec.code

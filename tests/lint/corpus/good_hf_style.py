@@ -48,7 +48,8 @@ def train(args, model, train_dataset, tokenizer):
             optimizer.step()
             model.zero_grad()
             global_step += 1
-            if args.local_rank in [-1, 0] and global_step % args.save_steps == 0:
+            # the global rank: one writer per job even on several nodes
+            if (args.local_rank == -1 or dist.get_rank() == 0) and global_step % args.save_steps == 0:
                 output_dir = os.path.join(args.output_dir, f"checkpoint-{global_step}")
                 model_to_save = model.module if hasattr(model, "module") else model
                 model_to_save.save_pretrained(output_dir)

@@ -1,5 +1,5 @@
 """The shape of pytorch/examples distributed/ddp-tutorial-series multigpu_torchrun.py: snapshots
-saved by local rank 0 only, resumable, sampler reshuffled each epoch."""
+saved by global rank 0 only (local rank 0 would be one writer per node), resumable, sampler reshuffled each epoch."""
 import os
 
 import torch
@@ -18,6 +18,7 @@ def ddp_setup():
 class Trainer:
     def __init__(self, model, train_data: DataLoader, optimizer, save_every: int, snapshot_path: str):
         self.gpu_id = int(os.environ["LOCAL_RANK"])
+        self.global_rank = int(os.environ["RANK"])
         self.model = model.to(self.gpu_id)
         self.train_data = train_data
         self.optimizer = optimizer
@@ -58,7 +59,7 @@ class Trainer:
     def train(self, max_epochs: int):
         for epoch in range(self.epochs_run, max_epochs):
             self._run_epoch(epoch)
-            if self.gpu_id == 0 and epoch % self.save_every == 0:
+            if self.global_rank == 0 and epoch % self.save_every == 0:
                 self._save_snapshot(epoch)
 
 

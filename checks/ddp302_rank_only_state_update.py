@@ -1,0 +1,82 @@
+"""DDP302: learning-rate scheduler or optimizer stepped on some ranks only.
+
+## What it does
+Finds `scheduler.step()`, `optimizer.step()` (and `scaler.step(optimizer)`) that run only under a
+rank test (`if rank == 0:`, `if args.nr == 0 and scheduler:`, `if is_main_process():`, an early
+return on the rank, or a guard around every call of the function that does it) in a DDP script.
+
+## Why is this bad?
+DDP keeps the replicas equal by averaging gradients, but each rank applies them with its own
+optimizer and learning rate. A scheduler stepped on rank 0 alone decays rank 0's learning rate
+while the others keep the initial one, so the parameters silently drift apart, and usually only
+rank 0's copy is checkpointed. No error is raised.
+
+## Example
+```python
+for epoch in range(args.epochs):
+    train(loader, model, optimizer)
+    if rank == 0:
+        scheduler.step()
+        save(model)
+```
+
+## Use instead
+```python
+for epoch in range(args.epochs):
+    train(loader, model, optimizer)
+    scheduler.step()          # every rank
+    if rank == 0:
+        save(model)
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.lint.names import dotted
+
+CODE = "DDP302"
+TITLE = "Scheduler or optimizer stepped on some ranks only"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "high"
+
+
+def _stepped(call: ast.Call) -> str | None:
+    """``scheduler`` for ``scheduler.step()``: a learning-rate scheduler or optimizer, else None."""
+    owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+    if owner is None:
+        return None
+    last = owner.rsplit(".", 1)[-1].lower()
+    if "sched" in last or "optim" in last or last in ("opt", "lr_scheduler"):
+        return owner
+    if "scaler" in last and call.args:
+        return owner
+    return None
+
+
+def check(m):
+    if not (m.ddp_constructors or m.ddp_params):
+        return
+    for call in m.method_calls("step"):
+        owner = _stepped(call)
+        if owner is None:
+            continue
+        guard = m.rank_guard(call)
+        if guard is None:
+            continue
+        via = f", reached through {m.chain_text(guard.chain, call.lineno)}" if guard.chain else ""
+        test = ast.unparse(guard.test)
+        if len(test) > 40:
+            test = test[:37] + "..."
+        yield m.finding(
+            CODE,
+            call,
+            f"`{owner}.step()` runs only where `{test}` (line {guard.line}{via}): the other ranks keep "
+            "their old learning rate or weights, and the replicas silently drift apart",
+            SEVERITY,
+            hint="step schedulers and optimizers on every rank; keep only logging and saving under the "
+            "rank test",
+            guard_line=guard.line,
+        )

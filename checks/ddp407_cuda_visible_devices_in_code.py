@@ -1,0 +1,111 @@
+"""DDP407: CUDA_VISIBLE_DEVICES set inside a multi-process script.
+
+## What it does
+Finds `os.environ["CUDA_VISIBLE_DEVICES"] = ...` (also `.update`, `putenv`) in a script that runs
+several processes (torch.distributed, `mp.spawn`, a `LOCAL_RANK`), when the value is a fixed list
+(`"0,1,2,3"`), or when it is the process's own rank and the script then also picks the device by
+that rank (`set_device(local_rank)`, `f"cuda:{local_rank}"`, `device_ids=[local_rank]`).
+`setdefault` and an assignment only when the variable is unset are left alone.
+
+## Why is this bad?
+The launcher or the scheduler (Slurm, Kubernetes, torchrun with a GPU list) has already chosen
+which GPUs each job and process may use; a fixed list in the script overrides that, so two jobs on
+one node land on the same GPUs and the GPUs the scheduler granted stay idle. Masking the GPUs down
+to the process's own one renumbers it to `cuda:0`: `set_device(local_rank)` then fails with
+"invalid device ordinal" on every rank but 0.
+
+## Example
+```python
+os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)
+torch.cuda.set_device(local_rank)
+```
+
+## Use instead
+```python
+torch.cuda.set_device(local_rank)   # leave device visibility to the launcher
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.lint.names import dotted
+from ddpdoctor.lint.writers import spawn_calls
+
+CODE = "DDP407"
+TITLE = "CUDA_VISIBLE_DEVICES set in a multi-process script"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "high"
+
+_VAR = "CUDA_VISIBLE_DEVICES"
+_DEVICE_CALLS = ("torch.cuda.set_device", "torch.cuda.device", "torch.device")
+
+
+def _multi_process(m) -> bool:
+    return m.uses_distributed or bool(spawn_calls(m)) or m.mentions("LOCAL_RANK")
+
+
+def _only_when_unset(m, node) -> bool:
+    """Under ``if "CUDA_VISIBLE_DEVICES" not in os.environ:`` (or ``.get(...) is None``)."""
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and _VAR in ast.unparse(a.test):
+            return True
+    return False
+
+
+def _names(expr: ast.AST) -> set[str]:
+    return {dotted(n) for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+
+
+def _indexed_by(m, names: set[str]) -> ast.AST | None:
+    """A place that picks a GPU by one of ``names`` (the value the mask was set to)."""
+    for call, q in m.calls:
+        exprs = []
+        if q in _DEVICE_CALLS:
+            exprs.extend(call.args)
+        exprs.extend(k.value for k in call.keywords if k.arg in ("device_ids", "output_device", "device_id"))
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to") and call.args:
+            exprs.append(call.args[0])
+        for e in exprs:
+            if _names(e) & names:
+                return call
+    for node in m.nodes(ast.JoinedStr):
+        if "cuda:" in ast.unparse(node) and _names(node) & names:
+            return node
+    return None
+
+
+def check(m):
+    if not m.mentions(_VAR) or not _multi_process(m):
+        return
+    for key, value, node, how in m.env_writes:
+        if key != _VAR or how != "assign" or value is None or _only_when_unset(m, node):
+            continue
+        if isinstance(value, ast.Constant):
+            if str(value.value).strip() in ("", "-1"):
+                continue  # hiding every GPU (a CPU-only run) overrides nothing
+            yield m.finding(
+                CODE,
+                node,
+                f"`{_VAR}` is fixed to {value.value!r} in a multi-process script: it overrides the GPUs "
+                "the scheduler or launcher gave this job, so jobs sharing a node collide",
+                SEVERITY,
+                hint=f"remove it; choose GPUs at launch (`{_VAR}=... torchrun ...`, Slurm --gpus)",
+            )
+            continue
+        names = _names(value)
+        if not any("rank" in n.lower() or "gpu" in n.lower() for n in names):
+            continue
+        picked = _indexed_by(m, names)
+        if picked is not None:
+            yield m.finding(
+                CODE,
+                node,
+                f"`{_VAR}` is set to this process's `{ast.unparse(value)}`, so its GPU becomes cuda:0; "
+                f"line {picked.lineno} still picks the device by that index: 'invalid device ordinal' "
+                "on every process but the first",
+                SEVERITY,
+                hint="leave CUDA_VISIBLE_DEVICES to the launcher and `torch.cuda.set_device(local_rank)`",
+            )

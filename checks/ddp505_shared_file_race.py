@@ -1,0 +1,145 @@
+"""DDP505: every rank writes the same file or creates the same folder.
+
+## What it does
+Finds, in a distributed script, file-system writes that every rank reaches with the same path:
+`os.makedirs`/`os.mkdir`/`Path.mkdir` without `exist_ok=True` (also behind an
+`if not os.path.exists(...)` check), `open(path, "w")` and `Path.write_text`, `np.save`, and
+`save_pretrained` of any library. Writes under a rank test (also through this file's helper
+functions or an early `return`), paths that name the rank, host or process, and appends are left
+alone. `torch.save` is DDP501.
+
+## Why is this bad?
+The ranks start together, so they race: `makedirs` without `exist_ok` raises `FileExistsError` on
+every rank that loses (the job dies at startup, only when the folder is new), a late rank's
+`open(..., "w")` truncates what rank 0 already logged, and N ranks writing one model file on shared
+storage interleave into a corrupt file that fails only when it is loaded.
+
+## Example
+```python
+dist.init_process_group("nccl")
+if not os.path.exists(args.outdir):
+    os.makedirs(args.outdir)
+with open(os.path.join(args.outdir, "train.log"), "w") as f:
+    f.write("start\\n")
+```
+
+## Use instead
+```python
+os.makedirs(args.outdir, exist_ok=True)
+if dist.get_rank() == 0:
+    with open(os.path.join(args.outdir, "train.log"), "w") as f:
+        f.write("start\\n")
+dist.barrier()
+```
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ddpdoctor.lint.names import dotted
+from ddpdoctor.lint.writers import enclosing_statements, every_rank_reaches, per_process_path
+
+CODE = "DDP505"
+TITLE = "Every rank writes the same file or folder"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "high"
+
+_NUMPY_SAVES = ("numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt")
+_MODE = re.compile(r"^[rwxabt+]{1,3}$")
+_HANDLED = ("FileExistsError", "OSError", "Exception", "BaseException", "IOError")
+
+
+def _kw(call: ast.Call, name: str) -> ast.AST | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _const(node) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _handles_exists(m, node) -> bool:
+    """Inside ``try:`` whose handler catches FileExistsError (or broader): the race is handled."""
+    return any(
+        isinstance(st, ast.Try)
+        and any(h.type is None or any(n in ast.unparse(h.type) for n in _HANDLED) for h in st.handlers)
+        and any(b.lineno <= node.lineno <= b.end_lineno for b in st.body)
+        for st in enclosing_statements(m, node)
+    )
+
+
+def _writes(m):
+    """(call, path expression, what it does) for each write this rule knows."""
+    for call, q in m.calls:
+        f = call.func
+        last = q.rsplit(".", 1)[-1] if q else (f.attr if isinstance(f, ast.Attribute) else None)
+        if q in ("os.makedirs", "os.mkdir") or (last == "mkdir" and isinstance(f, ast.Attribute)):
+            if _const(_kw(call, "exist_ok")) is True or (q == "os.makedirs" and len(call.args) > 2):
+                continue
+            if q in ("os.makedirs", "os.mkdir"):
+                path = call.args[0] if call.args else _kw(call, "name") or _kw(call, "path")
+            else:
+                path = f.value  # pathlib: Path(p).mkdir()
+            yield (
+                call,
+                path,
+                "creates",
+                "without `exist_ok=True`: the ranks that lose the race get FileExistsError",
+            )
+        elif q == "open" or (
+            last == "open"
+            and isinstance(f, ast.Attribute)
+            and (dotted(f.value) or "").split(".")[0] not in m.aliases
+        ):
+            # builtin open(path, mode) or pathlib's Path(p).open(mode)
+            mode = call.args[1] if q == "open" and len(call.args) > 1 else _kw(call, "mode")
+            if q != "open" and call.args:
+                mode = call.args[0]
+            mode = _const(mode)
+            if isinstance(mode, str) and _MODE.match(mode) and ("w" in mode or "x" in mode):
+                path = (call.args[0] if call.args else _kw(call, "file")) if q == "open" else f.value
+                yield (
+                    call,
+                    path,
+                    "truncates",
+                    f"(mode {mode!r}): a late rank wipes what another already wrote",
+                )
+        elif last in ("write_text", "write_bytes") and isinstance(f, ast.Attribute):
+            yield (
+                call,
+                f.value,
+                "overwrites",
+                "at the same time: the last writer wins, partial files in between",
+            )
+        elif q in _NUMPY_SAVES and call.args:
+            yield call, call.args[0], "writes", "at the same time: interleaved writes corrupt it"
+        elif last == "save_pretrained" and isinstance(f, ast.Attribute):
+            if _kw(call, "is_main_process") is not None or _kw(call, "save_function") is not None:
+                continue  # the library is told which process writes
+            path = call.args[0] if call.args else _kw(call, "save_directory")
+            yield call, path, "writes", "at the same time: interleaved writes corrupt the files"
+
+
+def check(m):
+    if not m.is_training_script and not m.dist_calls("get_rank"):
+        return
+    seen: set[int] = set()
+    for call, path, verb, why in _writes(m):
+        if call.lineno in seen or per_process_path(path, m) or _handles_exists(m, call):
+            continue
+        if path is not None and "devnull" in ast.unparse(path):
+            continue
+        if not every_rank_reaches(m, call):
+            continue
+        seen.add(call.lineno)
+        target = ast.unparse(path) if path is not None else (dotted(call.func) or "it")
+        yield m.finding(
+            CODE,
+            call,
+            f"every rank {verb} `{target}` {why}",
+            SEVERITY,
+            hint="write on rank 0 only (`if dist.get_rank() == 0:`) then `dist.barrier()`; "
+            "`os.makedirs(..., exist_ok=True)` for folders",
+        )

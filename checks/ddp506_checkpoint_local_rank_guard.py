@@ -1,0 +1,108 @@
+"""DDP506: a checkpoint written by local rank 0, once per node.
+
+## What it does
+Finds a checkpoint save (`torch.save`, `save_pretrained`, or this file's helper that does one)
+whose only rank test is on the node-local rank (`local_rank == 0`, `LOCAL_RANK`, an argparse option
+fed by `--local_rank`), in a script that can run on several nodes (nothing pins its rendezvous
+to localhost). Saves to a path that names the host or node are left alone.
+
+## Why is this bad?
+Every node has a local rank 0, so on N nodes N processes write the same checkpoint at the same time.
+On shared storage (NFS, Lustre, a bucket) the writes interleave into a corrupt or truncated file,
+and a reader may load a half-written one. It works on one node, so it shows up only when the job
+scales out.
+
+## Example
+```python
+local_rank = int(os.environ["LOCAL_RANK"])
+if local_rank == 0:
+    torch.save(model.module.state_dict(), "ckpt.pt")
+```
+
+## Use instead
+```python
+if dist.get_rank() == 0:          # the global rank: one writer per job
+    torch.save(model.module.state_dict(), "ckpt.pt")
+dist.barrier()
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.lint import ranks
+from ddpdoctor.lint.names import dotted
+from ddpdoctor.lint.writers import guard_chains, per_process_path
+
+CODE = "DDP506"
+TITLE = "Checkpoint guarded by the local rank"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "high"
+
+_LOCALHOST = ("localhost", "127.0.0.1", "::1")
+
+
+def _local_only(m, test: ast.AST) -> bool:
+    """The test reads the node-local rank and no global one (ddpdoctor.lint.ranks knows the
+    spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...)."""
+    return ranks.guard_kind(m, test) == (ranks.LOCAL,)
+
+
+def single_node(m) -> bool:
+    """The script pins its rendezvous to this machine: it cannot run on several nodes."""
+    for key, value, _node, how in m.env_writes:
+        local = isinstance(value, ast.Constant) and str(value.value) in _LOCALHOST
+        if key == "MASTER_ADDR" and how == "assign" and local:
+            return True
+    for call in m.dist_calls("init_process_group"):
+        init = m.keyword(call, "init_method")
+        if isinstance(init, (ast.Constant, ast.JoinedStr)) and any(
+            h in ast.unparse(init) for h in _LOCALHOST
+        ):
+            return True
+    return False
+
+
+def _saves(m):
+    for call in m.calls_named("torch.save"):
+        yield call, call.args[1] if len(call.args) > 1 else m.keyword(call, "f")
+    for call in m.method_calls("save_pretrained"):
+        if m.keyword(call, "is_main_process") is None:
+            yield call, call.args[0] if call.args else m.keyword(call, "save_directory")
+
+
+def check(m):
+    if not m.uses_distributed or not m.mentions("local_rank", "LOCAL_RANK", "local-rank", "local_main"):
+        return
+    if single_node(m):
+        return
+    reported: set[int] = set()
+    for save, path in _saves(m):
+        if per_process_path(path, m):
+            continue
+        for chain in guard_chains(m, save):
+            if not chain:
+                continue
+            tests = [t for t, _ in chain]
+            if not all(_local_only(m, t) for t in tests):
+                continue
+            test = tests[-1]  # the outermost: where the one-per-node decision is taken
+            if id(test) in reported:
+                continue
+            reported.add(id(test))
+            lines = [test.lineno, *(node.lineno for _t, node in reversed(chain)), save.lineno]
+            via = m.chain_text(list(dict.fromkeys(lines)))
+            yield m.finding(
+                CODE,
+                test,
+                f"the checkpoint save is guarded only by the node-local rank (`{ast.unparse(test)}`): "
+                f"on several nodes every node's local rank 0 writes the same file at once ({via})",
+                SEVERITY,
+                hint="guard the save with the global rank (`dist.get_rank() == 0`), or put the "
+                "host name in the path",
+                chain=lines,
+                writer=dotted(save.func) or "save",
+            )
+            break

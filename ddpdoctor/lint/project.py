@@ -1,0 +1,148 @@
+"""The files linted together, by module name: so ``train.py`` calling ``utils.train(...)`` can be
+followed into ``utils.py``.
+
+A file ``src/pkg/utils.py`` is known as ``pkg.utils`` and ``utils`` (every dotted suffix of its path
+below the folder it was found in, ``__init__`` dropped); the first file found keeps a name two files
+share. Other modules are read and analysed only when a rule follows a call into them, once per
+process. Nothing here imports the code.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+_MAX_BYTES = 2_000_000  # a module bigger than this is not followed (generated code, vendored data)
+
+
+class Project:
+    def __init__(self, files: list[Path] | list[str], roots: list[str] | None = None):
+        self.files = [Path(f) for f in files]
+        self.by_name: dict[str, Path] = {}
+        bases = [Path(r) for r in roots or ()]
+        for f in self.files:
+            for name in _module_names(f, bases):
+                self.by_name.setdefault(name, f)
+        self._analyses: dict[Path, object] = {}
+
+    @property
+    def signature(self) -> str:
+        """Changes when any file of the project changes (it goes into each file's cache key)."""
+        h = hashlib.sha1()
+        for f in sorted(self.files):
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}".encode())
+        return h.hexdigest()
+
+    def module_path(self, module: str, importer: str | None = None, level: int = 0) -> Path | None:
+        """The file of ``module`` (``from .utils import x`` in ``pkg/train.py``: level 1)."""
+        if level and importer is not None:
+            base = Path(importer).parent
+            for _ in range(level - 1):
+                base = base.parent
+            candidate = base.joinpath(*module.split(".")) if module else base
+            for p in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+                if p in self._file_set:
+                    return p
+            return None
+        return self.by_name.get(module)
+
+    @property
+    def _file_set(self) -> set[Path]:
+        s = self.__dict__.get("_files_cached")
+        if s is None:
+            s = self.__dict__["_files_cached"] = set(self.files)
+        return s
+
+    def analysis(self, path: Path):
+        """The ModuleAnalysis of another file of the project, or None if it cannot be read or parsed."""
+        if path in self._analyses:
+            return self._analyses[path]
+        from ddpdoctor.lint.analysis import ModuleAnalysis
+        from ddpdoctor.lint.files import decode
+
+        out = None
+        try:
+            if path.stat().st_size <= _MAX_BYTES:
+                text = decode(path.read_bytes())
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tree = ast.parse(text, filename=str(path))
+                out = ModuleAnalysis(str(path), text, tree)
+                out.project = self
+        except (
+            OSError,
+            SyntaxError,
+            ValueError,
+            UnicodeDecodeError,
+            LookupError,
+            RecursionError,
+            MemoryError,
+        ):
+            out = None
+        self._analyses[path] = out
+        return out
+
+    # a reverse index over at most this many files: beyond it (a whole library such as torch)
+    # reading every file in every worker would cost more than the answers are worth
+    MAX_CALLER_INDEX = 400
+
+    def callers(self, path: str, name: str) -> list[tuple[object, ast.Call]]:
+        """(module, call) for calls in the project's other files that reach the top-level function
+        ``name`` of the file ``path`` through their imports. Only files that look like DDP code (the
+        lint pre-filter) are read; empty for a project larger than MAX_CALLER_INDEX files."""
+        index = self.__dict__.get("_callers")
+        if index is None:
+            index = self.__dict__["_callers"] = self._caller_index()
+        return index.get((str(Path(path)), name), [])
+
+    def _caller_index(self) -> dict[tuple[str, str], list]:
+        from ddpdoctor.lint.files import worth_parsing
+        from ddpdoctor.lint.names import dotted
+
+        out: dict[tuple[str, str], list] = {}
+        if len(self.files) > self.MAX_CALLER_INDEX:
+            return out
+        for f in self.files:
+            try:
+                if not worth_parsing(f.read_bytes()):
+                    continue
+            except OSError:
+                continue
+            mod = self.analysis(f)
+            if mod is None:
+                continue
+            for call, _q in mod.calls:
+                name = dotted(call.func)
+                if name is None or name.split(".", 1)[0] not in mod.project_imports:
+                    continue
+                found = mod.resolve(name)
+                if found is not None:
+                    other, fn = found
+                    out.setdefault((str(Path(other.path)), fn.name), []).append((mod, call))
+        return out
+
+    def remember(self, module) -> None:
+        """The analysis a file's own lint made: reuse it when another file follows a call into it."""
+        self._analyses.setdefault(Path(module.path), module)
+
+
+def _module_names(f: Path, bases: list[Path]) -> list[str]:
+    parts = list(f.with_suffix("").parts)
+    for b in bases:
+        try:
+            rel = f.relative_to(b)
+        except ValueError:
+            continue
+        parts = list(rel.with_suffix("").parts)
+        break
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    parts = [p for p in parts if p not in ("", ".", "..", os.sep)]
+    return [".".join(parts[i:]) for i in range(len(parts)) if all(p.isidentifier() for p in parts[i:])]

@@ -1,0 +1,143 @@
+"""Which rank a value is and which rank test guards a statement (ddpdoctor.lint.ranks)."""
+
+import ast
+import textwrap
+
+from ddpdoctor.lint.analysis import ModuleAnalysis
+
+SRC = textwrap.dedent(
+    """
+    import argparse, os
+    import torch
+    import torch.distributed as dist
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rank", "--local_rank", type=int, default=-1)
+    parser.add_argument("--node-rank", type=int, default=0)
+    parser.add_argument("--world_rank", dest="grank", type=int)
+    args = parser.parse_args()
+    config = vars(args)
+
+    def is_main_process():
+        return dist.get_rank() == 0
+
+    class Trainer:
+        def __init__(self):
+            self.gpu_id = int(os.environ["LOCAL_RANK"])
+            self.global_rank = dist.get_rank()
+            self.ngpus = torch.cuda.device_count()
+
+        def save(self):
+            torch.save({}, "ckpt.pt")
+
+        def maybe_save(self):
+            if self.gpu_id == 0:
+                self.save()
+
+        def node_index(self):
+            return self.global_rank % self.ngpus
+
+    def evaluate():
+        if not is_main_process():
+            return
+        torch.save({}, "eval.pt")
+
+    print(args.rank)
+    if config["rank"] == 0:
+        torch.save({}, "a.pt")
+    if args.node_rank == 0:
+        torch.save({}, "b.pt")
+    if args.grank in (-1, 0):
+        torch.save({}, "c.pt")
+    """
+)
+
+
+def _m():
+    return ModuleAnalysis("train.py", SRC, ast.parse(SRC))
+
+
+def _expr(m, text):
+    return next(n for n in ast.walk(m.tree) if isinstance(n, ast.expr) and ast.unparse(n) == text)
+
+
+def _save(m, path):
+    return next(c for c, q in m.calls if q == "torch.save" and ast.unparse(c.args[1]) == repr(path))
+
+
+def test_argparse_dest_shared_by_local_rank_flag_is_local():
+    m = _m()
+    assert m.argparse_dests()["rank"].kind == "local"
+    assert m.argparse_dests()["node_rank"].kind == "node"
+    assert m.rank_kind(_expr(m, "args.rank")) == "local"
+    assert m.rank_kind(_expr(m, "config['rank']")) == "local"  # config filled from vars(args)
+
+
+def test_self_attributes_set_in_init():
+    m = _m()
+    assert m.rank_kind(_expr(m, "self.gpu_id")) == "local"
+    assert m.rank_kind(_expr(m, "self.global_rank")) == "global"
+    assert m.rank_kind(_expr(m, "self.global_rank % self.ngpus")) == "local"
+
+
+def test_guards_of_each_kind():
+    m = _m()
+    assert m.rank_guard(_save(m, "a.pt")).kind == "local"
+    assert m.rank_guard(_save(m, "b.pt")).kind == "node"
+    assert m.rank_guard(_save(m, "eval.pt")).kind == "global"  # early return on a file-local predicate
+
+
+def test_guard_through_the_callers_names_the_chain():
+    m = _m()
+    g = m.rank_guard(_save(m, "ckpt.pt"))
+    assert g is not None and g.kind == "local"
+    call = next(c for c, _q in m.calls if ast.unparse(c.func) == "self.save")
+    assert g.chain == (call.lineno,)
+    assert m.chain_text(g.chain, 22).startswith(f"train.py:{call.lineno} -> train.py:22")
+
+
+def test_unguarded_call_site_means_no_guard():
+    src = SRC + "\nTrainer().save()\n"
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    assert m.rank_guard(_save(m, "ckpt.pt")) is None
+
+
+WRAPPERS = textwrap.dedent(
+    """
+    import torch
+    import torch.distributed as dist
+
+    def is_main_process():
+        return dist.get_rank() == 0
+
+    def save_on_master(*args, **kwargs):
+        if is_main_process():
+            torch.save(*args, **kwargs)
+
+    def log_local(msg):
+        \"\"\"Only the first process of each node prints.\"\"\"
+        if int(os.environ["LOCAL_RANK"]) != 0:
+            return
+        print(msg)
+
+    save_on_master({}, "a.pt")
+    log_local("hi")
+    print("x")
+    """
+)
+
+
+def test_minus_one_is_not_a_rank_test():
+    src = "import torch\nif args.local_rank == -1:\n    torch.save({}, 'a')\nif args.local_rank in (-1, 0):\n    torch.save({}, 'b')\n"
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    a, b = (c for c, q in m.calls if q == "torch.save")
+    assert m.rank_guard(a) is None
+    assert m.rank_guard(b).kind == "local"
+
+
+def test_callee_guard_of_wrappers():
+    m = ModuleAnalysis("w.py", WRAPPERS, ast.parse(WRAPPERS))
+    calls = {ast.unparse(c.func): c for c, _q in m.calls}
+    assert m.callee_guard(calls["save_on_master"]).kind == "global"
+    assert m.callee_guard(calls["log_local"]).kind == "local"
+    assert m.callee_guard(calls["print"]) is None
