@@ -9,7 +9,7 @@ Rules (facts from torch's Flight Recorder analyser, our own code):
   last entry is older), ranks that called different operations, or the same operation with different
   sizes / dtypes. A buffer that wrapped (a rank's oldest entry is newer) is not a disagreement.
 - gloo does not record send/recv in the Flight Recorder: blocked p2p calls are read from the stacks
-  (the peer from the frame's ``locals``), and a waits-for walk finds cycles (0->1->2->0) or the rank
+  (the peer from the frame's ``args``), and a waits-for walk finds cycles (0->1->2->0) or the rank
   the chain ends at.
 - For each culprit rank: where its main thread is, innermost user frame first (frames of torch,
   ddpdoctor and the standard library skipped), or the exception it died of, or "no evidence".
@@ -188,8 +188,8 @@ def _blocked_call(ev: RankEvidence) -> _Blocked | None:
         if _DC10D.search(f.file.replace("\\", "/")) and not f.function.startswith("_"):
             peer = None
             for key in ("dst", "src"):
-                if f.locals.get(key, "").lstrip("-").isdigit():
-                    peer = int(f.locals[key])
+                if f.args.get(key, "").lstrip("-").isdigit():
+                    peer = int(f.args[key])
             return _Blocked(f.function, peer)
     return None
 
