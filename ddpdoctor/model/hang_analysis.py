@@ -177,7 +177,8 @@ class HangDiagnosis:
 @dataclass(frozen=True)
 class _Blocked:
     call: str  # the torch.distributed function the main thread is in
-    peer: int | None  # send: dst, recv: src
+    peer: int | None  # send: dst, recv: src (global ranks)
+    seq: int | None = None  # p2p_seq_id, when the Flight Recorder has the entry (NCCL)
 
 
 def _blocked_call(ev: RankEvidence) -> _Blocked | None:
@@ -371,8 +372,27 @@ def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, 
 # ---------------------------------------------------------------- p2p: waits-for walk
 
 
-def _p2p_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding | None:
+def _fr_blocked_p2p(ev: Evidence, groups: dict[str, dict[int, list[FROp]]]) -> dict[int, _Blocked]:
+    """Each rank's oldest unfinished p2p entry (NCCL records them; gloo does not), peer made global."""
+    out: dict[int, _Blocked] = {}
+    for name, by_rank in groups.items():
+        desc = next((o.pg_desc for ops in by_rank.values() for o in ops if o.pg_desc), "")
+        members = _members(ev, name, desc, by_rank)
+        for r, ops in by_rank.items():
+            pend = _last_pending([o for o in ops if o.is_p2p])
+            if pend is None or r in out:
+                continue
+            lp = pend.local_peer
+            peer = members[lp] if lp is not None and 0 <= lp < len(members) else None
+            out[r] = _Blocked(pend.op, peer, pend.p2p_seq_id)
+    return out
+
+
+def _p2p_finding(ev: Evidence, reports: dict[int, RankReport], from_fr: dict[int, _Blocked]) -> GroupFinding | None:
     blocked = {r: b for r, e in ev.ranks.items() if (b := _blocked_call(e)) and b.call in P2P_CALLS}
+    for r, b in from_fr.items():  # the entry knows the peer and seq even where the stack does not
+        if b.call in P2P_CALLS and (r not in blocked or blocked[r].peer is None):
+            blocked[r] = b
     if not blocked:
         return None
 
@@ -402,7 +422,8 @@ def _p2p_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding |
                 head = f"every rank is blocked in {call} with no matching {match}" if same and len(cycle) - 1 == len(blocked) \
                     else f"{rank_list(cycle[:-1])} wait on each other in send/recv"
                 summary = f"{head}: a cycle {text}"
-                return GroupFinding("default_pg", "p2p_cycle", "p2p", None, call, summary, [],
+                seqs = {blocked[r].seq for r in cycle[:-1]} - {None}
+                return GroupFinding("default_pg", "p2p_cycle", "p2p", min(seqs) if seqs else None, call, summary, [],
                                     sorted(cycle[:-1]), [], 0)
             if nxt not in blocked:  # the chain ends at a rank that is not in p2p at all
                 target = reports.get(nxt)
@@ -411,7 +432,7 @@ def _p2p_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding |
                 summary = f"rank {path[-1]} waits in {b.call} on rank {nxt}, which never called the matching " \
                           f"{'recv' if 'send' in b.call else 'send'}"
                 details = [f"rank {nxt} {state}"] + [f"rank {r} {reports[r].state}" for r in path]
-                return GroupFinding("default_pg", "p2p_waits", "p2p", None, b.call, summary, details,
+                return GroupFinding("default_pg", "p2p_waits", "p2p", b.seq, b.call, summary, details,
                                     [nxt], sorted(path), 0)
             path.append(nxt)
     if len(calls) == 1 and len(blocked) == ev.world_size:
@@ -487,7 +508,7 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         grids.append(_grid(ev, name, desc, by_rank, f))
     # a p2p deadlock shows only in the stacks on gloo; look for it when no collective disagrees
     if not [f for f in findings if f.kind != "stalled"]:
-        p = _p2p_finding(ev, reports)
+        p = _p2p_finding(ev, reports, _fr_blocked_p2p(ev, groups))
         if p is not None:
             findings.insert(0, p)
     findings.sort(key=lambda f: (f.kind == "stalled", f.created_ns or 0))

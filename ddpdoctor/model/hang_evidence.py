@@ -16,6 +16,7 @@ Flight Recorder (optional; with them a p2p cycle is named by its peers, 0->1->2-
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,12 @@ class FROp:
         """The operation without backend prefix or peers: ``all_reduce``, ``send``."""
         name = self.profiling_name.split(":", 1)[-1]
         return name.split()[0] if name.split() else name
+
+    @property
+    def local_peer(self) -> int | None:
+        """The peer of a p2p entry in group ranks: torch names them "send 1->2" and "recv 3<-0"."""
+        m = re.search(r"(\d+)\s*(->|<-)\s*(\d+)", self.profiling_name)
+        return int(m.group(3)) if m else None
 
     @property
     def signature(self) -> tuple:
@@ -352,10 +359,12 @@ def rank_from_dict(d: Any, path: str) -> RankEvidence:
 def torch_dump_from_dict(d: Any, path: str, rank: int) -> RankEvidence:
     """One of torch's own Flight Recorder dumps (rank from the file name; no host, no stacks)."""
     fr = flight_record_from_dict(d, path, where="")
-    sizes = [len(g.ranks) for g in fr.groups if g.ranks and g.desc == "default_pg"]
+    # the default group spans the world; torch 2.13's gloo leaves its name and desc empty, so take
+    # the largest group listed
+    sizes = [len(g.ranks) for g in fr.groups if g.ranks]
     return RankEvidence(
         rank=rank,
-        world_size=sizes[0] if sizes else None,
+        world_size=max(sizes) if sizes else None,
         host=None,
         source=path,
         kind="torch-fr",

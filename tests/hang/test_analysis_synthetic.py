@@ -120,3 +120,35 @@ def test_user_frames_skip_torch_stdlib_and_ddpdoctor():
     assert not is_user_frame(Frame("<frozen runpy>", 1, "_run_code"))
     assert not is_user_frame(Frame("/venv/lib/python3.11/site-packages/ddpdoctor/runtime/rank_agent.py", 1, "f"))
     assert rank_list([3, 1, 2]) == "ranks 1-3" and rank_list([0, 2]) == "ranks 0, 2" and rank_list([5]) == "rank 5"
+
+
+def _nccl_p2p(seq: int, name: str, retired: bool = False) -> dict:
+    e = entry(seq, p2p=True, retired=retired)
+    e["profiling_name"] = f"nccl:{name}"
+    return e
+
+
+def test_nccl_p2p_entries_give_the_cycle_and_its_sequence_number(tmp_path):
+    # NCCL records p2p in the Flight Recorder ("send 0->1", group ranks); no stacks needed
+    docs = [
+        rank_doc(0, 2, [entry(1), _nccl_p2p(1, "send 0->1", retired=True), _nccl_p2p(2, "send 0->1")]),
+        rank_doc(1, 2, [entry(1), _nccl_p2p(1, "recv 1<-0", retired=True), _nccl_p2p(2, "send 1->0")]),
+    ]
+    d = _diag(tmp_path, docs)
+    assert d.kind == "p2p_cycle" and d.seq_kind == "p2p" and d.seq == 2 and d.operation == "send"
+    assert d.culprit_ranks == [0, 1] and "a cycle 0\u21921\u21920" in d.verdict
+    assert d.rank(0).state.startswith("waiting in send #2")
+
+
+def test_nccl_p2p_peer_is_mapped_to_global_ranks(tmp_path):
+    groups = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
+              "1": {"name": "1", "desc": "pp", "ranks": "[1, 3]"}}
+    pp = ("1", "pp")
+    send = {**entry(1, p2p=True, retired=False, pg=pp), "profiling_name": "nccl:send 0->1"}  # group 0->1 = 1->3
+    docs = [rank_doc(r, 4, [entry(1)], groups=groups) for r in (0, 2)] + [
+        rank_doc(1, 4, [entry(1), send], groups=groups),
+        rank_doc(3, 4, [entry(1)], [frame(USER, 50, "evaluate")], groups=groups),
+    ]
+    d = _diag(tmp_path, docs)
+    assert d.kind == "p2p_waits" and d.culprit_ranks == [3] and d.seq == 1
+    assert "rank 1 waits in send on rank 3" in d.verdict and d.rank(3).location == f"{USER}:50"
