@@ -19,7 +19,12 @@ LIVE_OPTIONS = ("nodes", "nproc_per_node", "backend")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("report", nargs="?", metavar="REPORT.json", help="open a saved report or hang diagnosis instead of running")
+    p.add_argument(
+        "report",
+        nargs="?",
+        metavar="REPORT.json",
+        help="open a saved report or hang diagnosis instead of running",
+    )
     p.add_argument("--lint", action="append", metavar="PATH", help="lint PATH (file or folder; repeatable)")
     g = p.add_argument_group("live run (passed on to `ddpdoctor check`)")
     g.add_argument("--nodes", help="number of nodes (or MIN:MAX)")

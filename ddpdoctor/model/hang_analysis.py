@@ -30,7 +30,9 @@ GRID_COLUMNS = 12
 
 _STDLIB = re.compile(r"/lib/(python|pypy)\d+(\.\d+)?/(?!site-packages/|dist-packages/)")
 _TORCH = re.compile(r"/(site|dist)-packages/torch/|/torch/(distributed|nn|utils|_C|multiprocessing)/")
-_DDPDOCTOR = re.compile(r"/ddpdoctor/(runtime|commands|model|probes|lint|report|tui|checks)/|/ddpdoctor/\w+\.py$")
+_DDPDOCTOR = re.compile(
+    r"/ddpdoctor/(runtime|commands|model|probes|lint|report|tui|checks)/|/ddpdoctor/\w+\.py$"
+)
 _DC10D = re.compile(r"/torch/distributed/distributed_c10d\.py$")
 
 
@@ -240,7 +242,11 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
     elif blocked is not None:
         rep.kind = "p2p" if blocked.call in P2P_CALLS else "collective"
         rep.operation = blocked.call
-        peer = "" if blocked.peer is None else (f" to rank {blocked.peer}" if "send" in blocked.call else f" from rank {blocked.peer}")
+        peer = (
+            ""
+            if blocked.peer is None
+            else (f" to rank {blocked.peer}" if "send" in blocked.call else f" from rank {blocked.peer}")
+        )
         rep.state = f"blocked in {blocked.call}{peer}"
     elif e.main_thread is not None:
         rep.state = "in Python, in no collective"
@@ -302,13 +308,18 @@ def _pick_culprits(groups: dict[Any, list[int]], prev: tuple | None, key) -> lis
     return sorted(r for v in groups.values() for r in v)
 
 
-def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]]) -> GroupFinding | None:
+def _collective_finding(
+    ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]]
+) -> GroupFinding | None:
     members = _members(ev, group, desc, by_rank)
-    ops = {r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p} for r in members if r in by_rank}
+    ops = {
+        r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p}
+        for r in members
+        if r in by_rank
+    }
     ops = {r: m for r, m in ops.items() if m}
     if not ops:
         return None
-    lo = {r: min(m) for r, m in ops.items()}
     hi = {r: max(m) for r, m in ops.items()}
     name = desc or group
     prev_sig: tuple | None = None
@@ -322,14 +333,27 @@ def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, 
         waiting = sorted(r for r, o in present.items() if not o.retired)
         if len(by_op) > 1:
             culprits = _pick_culprits(by_op, prev_sig[0] if prev_sig else None, key=lambda k: k)
-            pairs = sorted(by_op.items(), key=lambda kv: (kv[1] != culprits[:1] and not set(kv[1]) & set(culprits), kv[1]))
+            pairs = sorted(
+                by_op.items(),
+                key=lambda kv: (kv[1] != culprits[:1] and not set(kv[1]) & set(culprits), kv[1]),
+            )
             vs = " vs ".join(f"{op} on {_who(rs, ev)}" for op, rs in pairs)
             summary = f"ranks called different collectives at #{s} ({' vs '.join(op for op, _ in pairs)})"
             details = [f"{name} #{s}: {vs}"]
             if never:
                 details.append(f"{_who(never, ev)} never got to #{s}")
-            return GroupFinding(name, "mismatch_op", "collective", s, "/".join(op for op, _ in pairs), summary,
-                                details, culprits, [r for r in waiting if r not in culprits], created)
+            return GroupFinding(
+                name,
+                "mismatch_op",
+                "collective",
+                s,
+                "/".join(op for op, _ in pairs),
+                summary,
+                details,
+                culprits,
+                [r for r in waiting if r not in culprits],
+                created,
+            )
         op = next(iter(by_op))
         by_sig: dict[tuple, list[int]] = {}
         for r, o in present.items():
@@ -341,13 +365,25 @@ def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, 
             sample = {tuple(rs): present[rs[0]] for rs in by_sig.values()}
             vs = " vs ".join(f"{_sig_text(o, kind)} on {_who(list(rs), ev)}" for rs, o in sample.items())
             summary = f"ranks called {op} #{s} with different {word}"
-            return GroupFinding(name, kind, "collective", s, op, summary, [f"{name} {op} #{s}: {vs}"], culprits,
-                                [r for r in waiting if r not in culprits], created)
+            return GroupFinding(
+                name,
+                kind,
+                "collective",
+                s,
+                op,
+                summary,
+                [f"{name} {op} #{s}: {vs}"],
+                culprits,
+                [r for r in waiting if r not in culprits],
+                created,
+            )
         if never:
             summary = f"{rank_list(never)} never called {op} #{s}"
             waits = _who(sorted(present), ev)
             details = [f"{name} {op} #{s}: {waits} called it; {_who(never, ev)} did not"]
-            return GroupFinding(name, "missing", "collective", s, op, summary, details, never, waiting, created)
+            return GroupFinding(
+                name, "missing", "collective", s, op, summary, details, never, waiting, created
+            )
         prev_sig = next(iter(by_sig))
     # every rank with evidence agrees up to its last entry
     last = max(hi.values())
@@ -356,16 +392,39 @@ def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, 
     if pending and no_ev:
         op = next(iter(pending.values())).op
         summary = f"{rank_list(no_ev)} gave no evidence; {rank_list(sorted(pending))} wait in {op} #{last}"
-        return GroupFinding(name, "missing", "collective", last, op, summary,
-                            [f"{name} {op} #{last}: no Flight Recorder entries from {rank_list(no_ev)}"],
-                            no_ev, sorted(pending), min(o.time_created_ns for o in pending.values()))
+        return GroupFinding(
+            name,
+            "missing",
+            "collective",
+            last,
+            op,
+            summary,
+            [f"{name} {op} #{last}: no Flight Recorder entries from {rank_list(no_ev)}"],
+            no_ev,
+            sorted(pending),
+            min(o.time_created_ns for o in pending.values()),
+        )
     if pending and len(pending) == len(ops) == len(members):
         op = next(iter(pending.values())).op
         summary = f"every rank is inside {op} #{last} and it does not complete"
-        details = [f"{name} {op} #{last}: all ranks called it with the same arguments: not a program "
-                   "mismatch; suspect the network or a peer process"]
-        return GroupFinding(name, "stalled", "collective", last, op, summary, details, [], sorted(pending),
-                            min(o.time_created_ns for o in pending.values()))
+        details = [
+            (
+                f"{name} {op} #{last}: all ranks called it with the same arguments: not a program "
+                "mismatch; suspect the network or a peer process"
+            )
+        ]
+        return GroupFinding(
+            name,
+            "stalled",
+            "collective",
+            last,
+            op,
+            summary,
+            details,
+            [],
+            sorted(pending),
+            min(o.time_created_ns for o in pending.values()),
+        )
     return None
 
 
@@ -388,7 +447,9 @@ def _fr_blocked_p2p(ev: Evidence, groups: dict[str, dict[int, list[FROp]]]) -> d
     return out
 
 
-def _p2p_finding(ev: Evidence, reports: dict[int, RankReport], from_fr: dict[int, _Blocked]) -> GroupFinding | None:
+def _p2p_finding(
+    ev: Evidence, reports: dict[int, RankReport], from_fr: dict[int, _Blocked]
+) -> GroupFinding | None:
     blocked = {r: b for r, e in ev.ranks.items() if (b := _blocked_call(e)) and b.call in P2P_CALLS}
     for r, b in from_fr.items():  # the entry knows the peer and seq even where the stack does not
         if b.call in P2P_CALLS and (r not in blocked or blocked[r].peer is None):
@@ -414,26 +475,42 @@ def _p2p_finding(ev: Evidence, reports: dict[int, RankReport], from_fr: dict[int
             if nxt is None:
                 break
             if nxt in path:
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 call = blocked[cycle[0]].call
                 text = "\u2192".join(map(str, cycle))
                 match = "recv" if "send" in call else "send"
                 same = all(blocked[r].call == call for r in cycle[:-1])
-                head = f"every rank is blocked in {call} with no matching {match}" if same and len(cycle) - 1 == len(blocked) \
+                head = (
+                    f"every rank is blocked in {call} with no matching {match}"
+                    if same and len(cycle) - 1 == len(blocked)
                     else f"{rank_list(cycle[:-1])} wait on each other in send/recv"
+                )
                 summary = f"{head}: a cycle {text}"
                 seqs = {blocked[r].seq for r in cycle[:-1]} - {None}
-                return GroupFinding("default_pg", "p2p_cycle", "p2p", min(seqs) if seqs else None, call, summary, [],
-                                    sorted(cycle[:-1]), [], 0)
+                return GroupFinding(
+                    "default_pg",
+                    "p2p_cycle",
+                    "p2p",
+                    min(seqs) if seqs else None,
+                    call,
+                    summary,
+                    [],
+                    sorted(cycle[:-1]),
+                    [],
+                    0,
+                )
             if nxt not in blocked:  # the chain ends at a rank that is not in p2p at all
                 target = reports.get(nxt)
                 state = target.state if target else "gave no evidence"
                 b = blocked[path[-1]]
-                summary = f"rank {path[-1]} waits in {b.call} on rank {nxt}, which never called the matching " \
-                          f"{'recv' if 'send' in b.call else 'send'}"
+                summary = (
+                    f"rank {path[-1]} waits in {b.call} on rank {nxt}, which never called the matching "
+                    f"{'recv' if 'send' in b.call else 'send'}"
+                )
                 details = [f"rank {nxt} {state}"] + [f"rank {r} {reports[r].state}" for r in path]
-                return GroupFinding("default_pg", "p2p_waits", "p2p", b.seq, b.call, summary, details,
-                                    [nxt], sorted(path), 0)
+                return GroupFinding(
+                    "default_pg", "p2p_waits", "p2p", b.seq, b.call, summary, details, [nxt], sorted(path), 0
+                )
             path.append(nxt)
     if len(calls) == 1 and len(blocked) == ev.world_size:
         call = next(iter(calls))
@@ -446,13 +523,15 @@ def _p2p_finding(ev: Evidence, reports: dict[int, RankReport], from_fr: dict[int
 # ---------------------------------------------------------------- grid for the TUI
 
 
-def _grid(ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]], finding: GroupFinding | None) -> Grid:
+def _grid(
+    ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]], finding: GroupFinding | None
+) -> Grid:
     members = _members(ev, group, desc, by_rank)
     ops = {r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p} for r in members}
     seqs = sorted({s for m in ops.values() for s in m})
     if finding and finding.seq is not None and finding.seq in seqs:
         i = seqs.index(finding.seq)
-        seqs = seqs[max(0, i - GRID_COLUMNS + 3): i + 3]
+        seqs = seqs[max(0, i - GRID_COLUMNS + 3) : i + 3]
     seqs = seqs[-GRID_COLUMNS:]
     culprits = set(finding.culprit_ranks) if finding else set()
     columns = []
@@ -465,7 +544,12 @@ def _grid(ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]], f
         row = []
         for s in seqs:
             if s in m:
-                mism = finding is not None and finding.kind.startswith("mismatch") and s == finding.seq and r in culprits
+                mism = (
+                    finding is not None
+                    and finding.kind.startswith("mismatch")
+                    and s == finding.seq
+                    and r in culprits
+                )
                 row.append("mismatch" if mism else ("done" if m[s].retired else "waiting"))
             elif m and s > max(m):
                 row.append("never")
@@ -483,15 +567,23 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
     if f is None or f.kind not in ("mismatch_size", "mismatch_dtype"):
         return None
-    crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(x.kind == "died" for x in reports.values())
-    gloo = any(o.profiling_name.startswith("gloo:") for e in ev.ranks.values() if e.flight_recorder
-               for o in e.flight_recorder.entries)
+    crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
+        x.kind == "died" for x in reports.values()
+    )
+    gloo = any(
+        o.profiling_name.startswith("gloo:")
+        for e in ev.ranks.values()
+        if e.flight_recorder
+        for o in e.flight_recorder.entries
+    )
     if not gloo:
         return "on NCCL a collective size mismatch hangs or silently corrupts the result"
     what = "explains the crash" if crashed else "crashes the job"
-    return (f"this mismatch {what}: on gloo, ranks that disagree on a collective's size end in "
-            "\"Received data size doesn't match expected size\" (SIGABRT) on one rank and "
-            "\"Connection reset by peer\" on the others")
+    return (
+        f"this mismatch {what}: on gloo, ranks that disagree on a collective's size end in "
+        '"Received data size doesn\'t match expected size" (SIGABRT) on one rank and '
+        '"Connection reset by peer" on the others'
+    )
 
 
 def diagnose(ev: Evidence) -> HangDiagnosis:
@@ -514,8 +606,20 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
     findings.sort(key=lambda f: (f.kind == "stalled", f.created_ns or 0))
     missing = ev.missing_ranks
     if not findings and missing:
-        findings.append(GroupFinding("default_pg", "missing", "collective", None, "", f"{rank_list(missing)} gave no evidence",
-                                     [], list(missing), [], 0))
+        findings.append(
+            GroupFinding(
+                "default_pg",
+                "missing",
+                "collective",
+                None,
+                "",
+                f"{rank_list(missing)} gave no evidence",
+                [],
+                list(missing),
+                [],
+                0,
+            )
+        )
     top = findings[0] if findings else None
     for f in findings[:1]:
         for r in f.culprit_ranks:
@@ -524,10 +628,17 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
     watch = None
     if ev.watch:
         w = ev.watch
-        watch = {"command": list(w.command), "outcome": w.outcome, "hang_after_s": w.hang_after_s,
-                 "trigger": w.trigger, "exit_codes": {str(k): v for k, v in w.exit_codes.items()}}
+        watch = {
+            "command": list(w.command),
+            "outcome": w.outcome,
+            "hang_after_s": w.hang_after_s,
+            "trigger": w.trigger,
+            "exit_codes": {str(k): v for k, v in w.exit_codes.items()},
+        }
     return HangDiagnosis(
-        verdict=_verdict(top, reports, ev) if top else "no hang found: the ranks agree on every operation recorded",
+        verdict=_verdict(top, reports, ev)
+        if top
+        else "no hang found: the ranks agree on every operation recorded",
         kind=top.kind if top else "none",
         group=top.group if top else None,
         operation=top.operation if top else None,
@@ -558,7 +669,9 @@ def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> s
         if x.kind == "missing":
             text += f"; rank {x.rank} gave no evidence"
         elif x.kind == "died":
-            text += f"; rank {x.rank}{host} died of {x.exception}" + (f" at {x.location}" if x.location else "")
+            text += f"; rank {x.rank}{host} died of {x.exception}" + (
+                f" at {x.location}" if x.location else ""
+            )
         elif x.kind == "python":
             text += f"; rank {x.rank}{host} is in Python at {x.location}" if x.location else ""
         elif x.location:

@@ -269,7 +269,11 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
     for key, cfg in r.obj(d.get("pg_config") or {}, f"{w}pg_config").items():
         cfg = r.obj(cfg, f"{w}pg_config.{key}")
         groups.append(
-            GroupConfig(name=str(cfg.get("name", key)), desc=str(cfg.get("desc", "")), ranks=_parse_ranks(cfg.get("ranks")))
+            GroupConfig(
+                name=str(cfg.get("name", key)),
+                desc=str(cfg.get("desc", "")),
+                ranks=_parse_ranks(cfg.get("ranks")),
+            )
         )
     entries = []
     for i, e in enumerate(r.list_(d, "entries", w)):
@@ -416,14 +420,17 @@ def combine(ranks: list[RankEvidence], watch: WatchInfo | None, sources: list[st
     by_rank: dict[int, RankEvidence] = {}
     for ev in ranks:
         if ev.rank in by_rank:
-            raise EvidenceError(ev.source, f"rank {ev.rank} already read from {by_rank[ev.rank].source} (mixed runs?)")
+            raise EvidenceError(
+                ev.source, f"rank {ev.rank} already read from {by_rank[ev.rank].source} (mixed runs?)"
+            )
         by_rank[ev.rank] = ev
     sizes = {ev.world_size: ev for ev in ranks if ev.world_size is not None}
     if watch and watch.world_size is not None:
         if sizes and watch.world_size not in sizes:
             other = next(iter(sizes.values()))
             raise EvidenceError(
-                watch.source, f"world size {watch.world_size}, but {other.source} says {other.world_size} (mixed runs?)"
+                watch.source,
+                f"world size {watch.world_size}, but {other.source} says {other.world_size} (mixed runs?)",
             )
         sizes.setdefault(watch.world_size, None)  # type: ignore[arg-type]
     if len(sizes) > 1:

@@ -69,7 +69,9 @@ def _load(path: Path, allow_pickle: bool) -> Any:
     except UnicodeDecodeError:
         raise EvidenceError(str(path), "neither JSON nor a Flight Recorder pickle") from None
     except json.JSONDecodeError as e:
-        raise EvidenceError(str(path), f"invalid JSON at line {e.lineno} column {e.colno} (truncated?)") from None
+        raise EvidenceError(
+            str(path), f"invalid JSON at line {e.lineno} column {e.colno} (truncated?)"
+        ) from None
 
 
 def _classify(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, int]]]:
@@ -116,7 +118,8 @@ def read_evidence(paths: list[Path], allow_pickle: bool = False) -> Evidence:
             )
         if ranks and dumps:
             raise EvidenceError(
-                str(dumps[0][0]), f"torch Flight Recorder dump beside ddpdoctor's {ranks[0].name}: give one kind per folder"
+                str(dumps[0][0]),
+                f"torch Flight Recorder dump beside ddpdoctor's {ranks[0].name}: give one kind per folder",
             )
         for p in ranks:
             doc = _load(p, allow_pickle=False)
@@ -128,7 +131,9 @@ def read_evidence(paths: list[Path], allow_pickle: bool = False) -> Evidence:
         for p, rank in dumps:
             doc = _load(p, allow_pickle)
             if isinstance(doc, dict) and doc.get("format") in (EVIDENCE_FORMAT, WATCH_FORMAT):
-                raise EvidenceError(str(p), f"a {doc['format']} file under another name: expected rank-<R>.json / watch.json")
+                raise EvidenceError(
+                    str(p), f"a {doc['format']} file under another name: expected rank-<R>.json / watch.json"
+                )
             rank_evs.append(torch_dump_from_dict(doc, str(p), rank))
         for p in watches:
             w = watch_from_dict(_load(p, allow_pickle=False), str(p))

@@ -11,7 +11,13 @@ from rich.text import Text
 
 from ddpdoctor.model.hang_analysis import HangDiagnosis, RankReport, rank_list
 
-CELL_STYLE = {"done": "green", "waiting": "yellow", "mismatch": "bold red", "never": "bold red", "unknown": "dim"}
+CELL_STYLE = {
+    "done": "green",
+    "waiting": "yellow",
+    "mismatch": "bold red",
+    "never": "bold red",
+    "unknown": "dim",
+}
 CELL_MARK = {"done": "ok", "waiting": "wait", "mismatch": "DIFF", "never": "--", "unknown": "?"}
 
 

@@ -82,7 +82,9 @@ def test_size_mismatch_explains_the_gloo_crash(tmp_path):
     d = analyse([fixture("size_mismatch", tmp_path)])
     assert d.kind == "mismatch_size" and d.operation == "all_reduce" and d.seq == 2
     assert d.culprit_ranks == [0, 1]  # 10 vs 11 floats on two ranks: no majority to blame
-    assert "10 Float on rank 0" in d.findings[0].details[0] and "11 Float on rank 1" in d.findings[0].details[0]
+    assert (
+        "10 Float on rank 0" in d.findings[0].details[0] and "11 Float on rank 1" in d.findings[0].details[0]
+    )
     assert d.rank(0).location == _loc("size_mismatch.py", 12)
     assert "explains the crash" in d.crash and "Received data size doesn't match" in d.crash
     assert d.watch["outcome"] == "crash" and d.watch["exit_codes"] == {"0": -6, "1": -15}

@@ -17,12 +17,17 @@ def _diag(tmp_path, docs):
 
 def test_rank_never_called_with_hosts_named(tmp_path):
     ok = [entry(s) for s in range(1, 14)]
-    d = _diag(tmp_path, [
-        rank_doc(0, 4, ok + [entry(14, retired=False)], [frame(USER, 40, "step"), frame(C10D, 1, "all_reduce")]),
-        rank_doc(1, 4, ok, [frame(USER, 10, "main"), frame(USER, 77, "log_metrics", "print(x)")]),
-        rank_doc(2, 4, ok + [entry(14, retired=False)]),
-        rank_doc(3, 4, ok + [entry(14, retired=False)]),
-    ])
+    d = _diag(
+        tmp_path,
+        [
+            rank_doc(
+                0, 4, ok + [entry(14, retired=False)], [frame(USER, 40, "step"), frame(C10D, 1, "all_reduce")]
+            ),
+            rank_doc(1, 4, ok, [frame(USER, 10, "main"), frame(USER, 77, "log_metrics", "print(x)")]),
+            rank_doc(2, 4, ok + [entry(14, retired=False)]),
+            rank_doc(3, 4, ok + [entry(14, retired=False)]),
+        ],
+    )
     assert d.kind == "missing" and d.seq == 14 and d.operation == "all_reduce"
     assert d.culprit_ranks == [1] and d.waiting_ranks == [0, 2, 3]
     assert d.rank(1).location == f"{USER}:77" and d.rank(1).host == "node0"
@@ -33,15 +38,19 @@ def test_rank_never_called_with_hosts_named(tmp_path):
 
 def test_majority_decides_who_called_the_other_collective(tmp_path):
     base = [entry(s) for s in range(1, 6)]
-    docs = [rank_doc(r, 4, base + [entry(6, "barrier" if r == 2 else "all_reduce", sizes=(), retired=False)])
-            for r in range(4)]
+    docs = [
+        rank_doc(r, 4, base + [entry(6, "barrier" if r == 2 else "all_reduce", sizes=(), retired=False)])
+        for r in range(4)
+    ]
     d = _diag(tmp_path, docs)
     assert d.kind == "mismatch_op" and d.seq == 6 and d.culprit_ranks == [2]
     assert "ranks called different collectives at #6 (barrier vs all_reduce)" in d.verdict
 
 
 def test_dtype_mismatch(tmp_path):
-    docs = [rank_doc(r, 2, [entry(1), entry(2, dtype="Half" if r else "Float", retired=False)]) for r in range(2)]
+    docs = [
+        rank_doc(r, 2, [entry(1), entry(2, dtype="Half" if r else "Float", retired=False)]) for r in range(2)
+    ]
     d = _diag(tmp_path, docs)
     assert d.kind == "mismatch_dtype" and d.seq == 2
     assert "Float on rank 0" in d.findings[0].details[0] and "Half on rank 1" in d.findings[0].details[0]
@@ -61,11 +70,18 @@ def test_wrapped_buffer_is_not_a_disagreement(tmp_path):
 
 
 def test_subgroup_matched_on_its_own_members(tmp_path):
-    groups = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
-              "1": {"name": "1", "desc": "tp", "ranks": "[2, 3]"}}
+    groups = {
+        "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
+        "1": {"name": "1", "desc": "tp", "ranks": "[2, 3]"},
+    }
     tp = ("1", "tp")
     docs = [rank_doc(r, 4, [entry(1)], groups=groups) for r in range(2)] + [
-        rank_doc(2, 4, [entry(1), entry(1, pg=tp, created=5), entry(2, pg=tp, retired=False, created=9)], groups=groups),
+        rank_doc(
+            2,
+            4,
+            [entry(1), entry(1, pg=tp, created=5), entry(2, pg=tp, retired=False, created=9)],
+            groups=groups,
+        ),
         rank_doc(3, 4, [entry(1), entry(1, pg=tp, created=5)], [frame(USER, 8, "wait")], groups=groups),
     ]
     d = _diag(tmp_path, docs)
@@ -118,8 +134,14 @@ def test_user_frames_skip_torch_stdlib_and_ddpdoctor():
     assert not is_user_frame(Frame(C10D, 1, "send"))
     assert not is_user_frame(Frame("/usr/lib/python3.11/threading.py", 1, "run"))
     assert not is_user_frame(Frame("<frozen runpy>", 1, "_run_code"))
-    assert not is_user_frame(Frame("/venv/lib/python3.11/site-packages/ddpdoctor/runtime/rank_agent.py", 1, "f"))
-    assert rank_list([3, 1, 2]) == "ranks 1-3" and rank_list([0, 2]) == "ranks 0, 2" and rank_list([5]) == "rank 5"
+    assert not is_user_frame(
+        Frame("/venv/lib/python3.11/site-packages/ddpdoctor/runtime/rank_agent.py", 1, "f")
+    )
+    assert (
+        rank_list([3, 1, 2]) == "ranks 1-3"
+        and rank_list([0, 2]) == "ranks 0, 2"
+        and rank_list([5]) == "rank 5"
+    )
 
 
 def _nccl_p2p(seq: int, name: str, retired: bool = False) -> dict:
@@ -141,10 +163,15 @@ def test_nccl_p2p_entries_give_the_cycle_and_its_sequence_number(tmp_path):
 
 
 def test_nccl_p2p_peer_is_mapped_to_global_ranks(tmp_path):
-    groups = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
-              "1": {"name": "1", "desc": "pp", "ranks": "[1, 3]"}}
+    groups = {
+        "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
+        "1": {"name": "1", "desc": "pp", "ranks": "[1, 3]"},
+    }
     pp = ("1", "pp")
-    send = {**entry(1, p2p=True, retired=False, pg=pp), "profiling_name": "nccl:send 0->1"}  # group 0->1 = 1->3
+    send = {
+        **entry(1, p2p=True, retired=False, pg=pp),
+        "profiling_name": "nccl:send 0->1",
+    }  # group 0->1 = 1->3
     docs = [rank_doc(r, 4, [entry(1)], groups=groups) for r in (0, 2)] + [
         rank_doc(1, 4, [entry(1), send], groups=groups),
         rank_doc(3, 4, [entry(1)], [frame(USER, 50, "evaluate")], groups=groups),

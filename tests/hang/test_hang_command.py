@@ -14,8 +14,15 @@ from tests.hang.evidence_helpers import entry, fixture, rank_doc, write_ranks
 
 
 def _run(*args, cwd=None):
-    out = subprocess.run([sys.executable, "-m", "ddpdoctor", "hang", *map(str, args)], capture_output=True,
-                         text=True, timeout=120, cwd=cwd, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-m", "ddpdoctor", "hang", *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+    )
     assert "Traceback" not in out.stderr, out.stderr
     return out
 
@@ -58,16 +65,30 @@ def _bad(tmp_path, name, content):
     [
         ("rank-1.json", '{"format": "ddpdoctor-hang-evidence", "version": 1, "rank": 1', "invalid JSON"),
         ("rank-1.json", "", "empty file"),
-        ("rank-1.json", json.dumps({"format": "something-else", "version": 1}), "expected 'ddpdoctor-hang-evidence'"),
+        (
+            "rank-1.json",
+            json.dumps({"format": "something-else", "version": 1}),
+            "expected 'ddpdoctor-hang-evidence'",
+        ),
         ("rank-1.json", json.dumps({**rank_doc(1, 2), "version": 7}), "version 1"),
         ("rank-1.json", json.dumps(rank_doc(0, 2)), "holds rank 0, but its name says rank 1"),
         ("rank-1.json", json.dumps(rank_doc(1, 4)), "world size"),
-        ("rank-1.json", json.dumps({**rank_doc(1, 2), "threads": [{"frames": [{"file": "a.py"}]}]}),
-         "threads[0].frames[0].line"),
-        ("rank-1.json", json.dumps(rank_doc(1, 2, [{**entry(1), "collective_seq_id": "x"}])),
-         "entries[0].collective_seq_id"),
+        (
+            "rank-1.json",
+            json.dumps({**rank_doc(1, 2), "threads": [{"frames": [{"file": "a.py"}]}]}),
+            "threads[0].frames[0].line",
+        ),
+        (
+            "rank-1.json",
+            json.dumps(rank_doc(1, 2, [{**entry(1), "collective_seq_id": "x"}])),
+            "entries[0].collective_seq_id",
+        ),
         ("rank-1.json", b"\xff\xfe garbage", "neither JSON nor"),
-        ("watch.json", json.dumps({"format": "ddpdoctor-hang-watch", "version": 1, "outcome": "exploded"}), "outcome"),
+        (
+            "watch.json",
+            json.dumps({"format": "ddpdoctor-hang-watch", "version": 1, "outcome": "exploded"}),
+            "outcome",
+        ),
         ("nccl_trace_rank_0", json.dumps({"entries": []}), "give one kind per folder"),
     ],
 )
@@ -97,8 +118,11 @@ def test_pickle_refused_by_default_and_read_with_flag(tmp_path):
     d = tmp_path / "fr"
     d.mkdir()
     for r in range(2):
-        fr = {"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-              "entries": [entry(1)] + ([entry(2, retired=False)] if r == 0 else [])}
+        fr = {
+            "version": "2.10",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "entries": [entry(1)] + ([entry(2, retired=False)] if r == 0 else []),
+        }
         (d / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(fr, protocol=2))
     out = _run(d)
     assert out.returncode == 2 and "--allow-pickle" in out.stderr and "nccl_trace_rank_" in out.stderr

@@ -34,7 +34,9 @@ async def test_grid_verdict_and_culprit_stack(tmp_path):
         text = screen_text(app)
         assert "Verdict: rank 2 never called all_reduce #2" in text
         assert "#1 all_reduce" in text and "#2 all_reduce" in text
-        rows = {line.split()[0]: line.split() for line in text.splitlines() if line.split()[:2][-1:] == ["vm"]}
+        rows = {
+            line.split()[0]: line.split() for line in text.splitlines() if line.split()[:2][-1:] == ["vm"]
+        }
         assert rows["0"][2:4] == ["ok", "wait"] and rows["2"][2:4] == ["ok", "--"]
         # the cursor starts on the culprit: its stack, innermost user frame first
         assert "rank 2 on vm: in Python, in no collective" in text

@@ -14,8 +14,11 @@ from ddpdoctor.model.hang_analysis import Grid, HangDiagnosis, RankReport
 from ddpdoctor.report.hang_view import CELL_MARK, CELL_STYLE, rank_block, short_path
 
 LEGEND = Text.assemble(
-    *(part for state in ("done", "waiting", "mismatch", "never", "unknown")
-      for part in ((CELL_MARK[state], CELL_STYLE[state]), f" {state}  "))
+    *(
+        part
+        for state in ("done", "waiting", "mismatch", "never", "unknown")
+        for part in ((CELL_MARK[state], CELL_STYLE[state]), f" {state}  ")
+    )
 )
 
 
@@ -74,7 +77,9 @@ class HangPane(Vertical):
         table.add_column("rank")
         table.add_column("host")
         if not grids:
-            self.query_one("#hang-group", Static).update(Text("no Flight Recorder entries in the evidence", "dim"))
+            self.query_one("#hang-group", Static).update(
+                Text("no Flight Recorder entries in the evidence", "dim")
+            )
             rows = [(r.rank, []) for r in self.diag.ranks]
         else:
             self.group_index = index % len(grids)
@@ -89,8 +94,12 @@ class HangPane(Vertical):
         for rank, cells in rows:
             r = self.diag.rank(rank)
             label = Text(str(rank), "bold red" if r and r.culprit else "")
-            table.add_row(label, (r.host if r else None) or "?",
-                          *(Text(CELL_MARK[c], CELL_STYLE[c]) for c in cells), key=str(rank))
+            table.add_row(
+                label,
+                (r.host if r else None) or "?",
+                *(Text(CELL_MARK[c], CELL_STYLE[c]) for c in cells),
+                key=str(rank),
+            )
         start = next((i for i, (rank, _) in enumerate(rows) if rank in self.diag.culprit_ranks), 0)
         if rows:
             table.move_cursor(row=start)
@@ -112,7 +121,7 @@ class HangApp(App[int]):
     TITLE = "ddpdoctor"
     SUB_TITLE = "hang diagnosis"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [Binding("q", "quit", "Quit"), Binding("g", "next_group", "Next group")]
+    BINDINGS = (Binding("q", "quit", "Quit"), Binding("g", "next_group", "Next group"))
 
     def __init__(self, diag: HangDiagnosis) -> None:
         super().__init__()
@@ -132,4 +141,3 @@ class HangApp(App[int]):
 
     def action_quit(self) -> None:
         self.exit(0 if self.diag.kind == "none" else 1)
-
