@@ -221,7 +221,9 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
     if e is None:
         code = ev.watch.exit_codes.get(r) if ev.watch else None
         extra = f" (exit code {code})" if code is not None else ""
-        return RankReport(r, None, "missing", f"gave no evidence{extra}: killed, lost or never started?")
+        return RankReport(
+            r, ev.host(r), "missing", f"gave no evidence{extra}: killed, lost or never started?"
+        )
     loc, chain = _place(e)
     rep = RankReport(r, e.host, "python", "", location=loc, chain=chain)
     if e.exception:
@@ -391,7 +393,7 @@ def _collective_finding(
     no_ev = [r for r in members if r not in ev.ranks]
     if pending and no_ev:
         op = next(iter(pending.values())).op
-        summary = f"{rank_list(no_ev)} gave no evidence; {rank_list(sorted(pending))} wait in {op} #{last}"
+        summary = f"{_who(no_ev, ev)} gave no evidence; {rank_list(sorted(pending))} wait in {op} #{last}"
         return GroupFinding(
             name,
             "missing",
@@ -520,6 +522,45 @@ def _p2p_finding(
     return None
 
 
+def _stack_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding | None:
+    """Without any Flight Recorder entry (FR off, or it failed): the collective each main thread is
+    blocked in, from its stack. No sequence numbers, so only "who is not there" and "who called what"."""
+    blocked = {r: b.call for r, e in ev.ranks.items() if (b := _blocked_call(e)) and b.call not in P2P_CALLS}
+    if not blocked:
+        return None
+    calls: dict[str, list[int]] = {}
+    for r, call in blocked.items():
+        calls.setdefault(call, []).append(r)
+    absent = sorted(r for r in range(ev.world_size) if r not in blocked)
+    if len(calls) > 1:
+        culprits = _pick_culprits(calls, None, key=lambda k: k)
+        vs = " vs ".join(f"{c} on {_who(rs, ev)}" for c, rs in sorted(calls.items(), key=lambda kv: kv[1]))
+        summary = f"ranks are blocked in different collectives ({' vs '.join(sorted(calls))})"
+        return GroupFinding(
+            "default_pg",
+            "mismatch_op",
+            "collective",
+            None,
+            "/".join(sorted(calls)),
+            summary,
+            [f"from the stacks (no Flight Recorder entries): {vs}"],
+            culprits,
+            sorted(r for r in blocked if r not in culprits),
+            0,
+        )
+    if not absent:
+        return None
+    call = next(iter(calls))
+    summary = f"{rank_list(absent)} never called {call}"
+    details = [
+        f"from the stacks (no Flight Recorder entries): {_who(sorted(blocked), ev)} wait in {call}; "
+        f"{_who(absent, ev)} not"
+    ]
+    return GroupFinding(
+        "default_pg", "missing", "collective", None, call, summary, details, absent, sorted(blocked), 0
+    )
+
+
 # ---------------------------------------------------------------- grid for the TUI
 
 
@@ -604,6 +645,17 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         if p is not None:
             findings.insert(0, p)
     findings.sort(key=lambda f: (f.kind == "stalled", f.created_ns or 0))
+    if not findings and not groups:
+        f = _stack_finding(ev, reports)
+        if f is not None:
+            findings.append(f)
+    died = [r for r, x in reports.items() if x.kind == "died"]
+    if not findings and died:
+        findings.append(
+            GroupFinding(
+                "default_pg", "died", "collective", None, "", f"{_who(died, ev)} died", [], died, [], 0
+            )
+        )
     missing = ev.missing_ranks
     if not findings and missing:
         findings.append(
@@ -613,7 +665,7 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
                 "collective",
                 None,
                 "",
-                f"{rank_list(missing)} gave no evidence",
+                f"{_who(missing, ev)} gave no evidence",
                 [],
                 list(missing),
                 [],
@@ -629,6 +681,9 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
     if ev.watch:
         w = ev.watch
         watch = {
+            "detected_after_s": (w.detected_ns - w.started_ns) / 1e9
+            if w.detected_ns and w.started_ns
+            else None,
             "command": list(w.command),
             "outcome": w.outcome,
             "hang_after_s": w.hang_after_s,
@@ -667,7 +722,8 @@ def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> s
         x = c[0]
         host = f" on {x.host}" if x.host else ""
         if x.kind == "missing":
-            text += f"; rank {x.rank} gave no evidence"
+            if "gave no evidence" not in text:
+                text += f"; rank {x.rank}{host} gave no evidence"
         elif x.kind == "died":
             text += f"; rank {x.rank}{host} died of {x.exception}" + (
                 f" at {x.location}" if x.location else ""

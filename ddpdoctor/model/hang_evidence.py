@@ -151,6 +151,7 @@ class WatchInfo:
     world_size: int | None
     exit_codes: dict[int, int]
     missing_ranks: tuple[int, ...]
+    hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, also for ranks without evidence
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,9 @@ class Evidence:
 
     def host(self, rank: int) -> str | None:
         ev = self.ranks.get(rank)
-        return ev.host if ev else None
+        if ev is not None and ev.host:
+            return ev.host
+        return self.watch.hosts.get(rank) if self.watch else None
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -401,6 +404,9 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
     missing = r.list_(d, "missing_ranks", "", optional=True)
     if not all(isinstance(m, int) for m in missing):
         raise r.fail("missing_ranks", "expected a list of integers")
+    hosts = r.obj(d.get("hosts") or {}, "hosts")
+    if not all(str(k).isdigit() for k in hosts):
+        raise r.fail("hosts", "expected {rank: host}")
     return WatchInfo(
         source=path,
         command=tuple(str(c) for c in r.list_(d, "command", "", optional=True)),
@@ -412,6 +418,7 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
         world_size=r.int_(d, "world_size", "", optional=True),
         exit_codes=exit_codes,
         missing_ranks=tuple(missing),
+        hosts={int(k): str(v) for k, v in hosts.items() if v},
     )
 
 
@@ -425,7 +432,7 @@ def combine(ranks: list[RankEvidence], watch: WatchInfo | None, sources: list[st
             )
         by_rank[ev.rank] = ev
     sizes = {ev.world_size: ev for ev in ranks if ev.world_size is not None}
-    if watch and watch.world_size is not None:
+    if watch and watch.world_size:  # 0 / null: the watch never learnt it
         if sizes and watch.world_size not in sizes:
             other = next(iter(sizes.values()))
             raise EvidenceError(

@@ -75,22 +75,21 @@ def _load(path: Path, allow_pickle: bool) -> Any:
 
 
 def _classify(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, int]]]:
-    """(rank files, watch files, torch dumps with their rank) among ``paths``; others are ignored."""
-    ranks, watches, dumps = [], [], []
+    """(rank files, watch files, torch dumps with their rank) among ``paths``. In a folder that
+    ``ddpdoctor watch`` wrote, other files (logs, temp files) are not evidence and are skipped."""
+    ranks = [p for p in paths if RANK_FILE.match(p.name)]
+    watches = [p for p in paths if p.name == WATCH_FILE]
+    if ranks or watches:
+        return ranks, watches, []
+    dumps = []
     prefixes: dict[str, Path] = {}
     for p in paths:
-        if RANK_FILE.match(p.name):
-            ranks.append(p)
-        elif p.name == WATCH_FILE:
-            watches.append(p)
-        elif (m := TORCH_DUMP.match(p.name)) and not p.name.endswith(".tmp"):
+        if (m := TORCH_DUMP.match(p.name)) and not p.name.endswith(".tmp"):
             prefixes.setdefault(m.group(1), p)
             dumps.append((p, int(m.group(2))))
     if len(prefixes) > 1:
         a, b = list(prefixes.values())[:2]
-        raise EvidenceError(
-            str(b), f"its name prefix differs from {a.name}: give only one job's Flight Recorder dumps"
-        )
+        raise EvidenceError(str(b), f"its name prefix differs from {a.name}: give only one job's Flight Recorder dumps")
     return ranks, watches, dumps
 
 
@@ -115,11 +114,6 @@ def read_evidence(paths: list[Path], allow_pickle: bool = False) -> Evidence:
         if not (ranks or watches or dumps):
             raise EvidenceError(
                 str(arg), "no evidence here (expected rank-<R>.json and watch.json, or Flight Recorder dumps)"
-            )
-        if ranks and dumps:
-            raise EvidenceError(
-                str(dumps[0][0]),
-                f"torch Flight Recorder dump beside ddpdoctor's {ranks[0].name}: give one kind per folder",
             )
         for p in ranks:
             doc = _load(p, allow_pickle=False)

@@ -34,6 +34,22 @@ def where(r: RankReport) -> str:
     return f"rank {r.rank}" + (f" on {r.host}" if r.host else "")
 
 
+def watch_line(w: dict) -> str:
+    """What `ddpdoctor watch` saw: the outcome and what set it off."""
+    out = f"watch: {w.get('outcome')}"
+    t = w.get("trigger") or {}
+    if t.get("rank") is not None:
+        op = f" in {t['operation']}" if t.get("operation") else ""
+        waited = f" waited {t['waiting_s']:.1f} s" if isinstance(t.get("waiting_s"), (int, float)) else " waited"
+        out += f" · rank {t['rank']}{waited}{op}"
+    if w.get("outcome") == "hang" and w.get("hang_after_s") is not None:
+        out += f" (--hang-after {w['hang_after_s']:g} s)"
+    codes = w.get("exit_codes") or {}
+    if codes:
+        out += " · exit codes " + ", ".join(f"rank {r}: {c}" for r, c in sorted(codes.items(), key=lambda x: int(x[0])))
+    return out
+
+
 def rank_block(r: RankReport, max_lines: int = 8) -> Group:
     """A culprit rank: its state, then its stack (innermost user frame first) with lint findings."""
     out = [Text.assemble((where(r), "bold"), ": ", r.state)]
@@ -76,6 +92,8 @@ class HangView:
             if r.location:
                 verdict = verdict.replace(r.location, short_path(r.location))
         yield Text.assemble(("Hang diagnosis: ", "bold"), (verdict, "bold red" if bad else "bold green"))
+        if d.watch:
+            yield Text(watch_line(d.watch), style="dim")
         if d.crash:
             yield Text(d.crash, style="red")
         for f in d.findings:

@@ -179,3 +179,69 @@ def test_nccl_p2p_peer_is_mapped_to_global_ranks(tmp_path):
     d = _diag(tmp_path, docs)
     assert d.kind == "p2p_waits" and d.culprit_ranks == [3] and d.seq == 1
     assert "rank 1 waits in send on rank 3" in d.verdict and d.rank(3).location == f"{USER}:50"
+
+
+def _watch(**kw) -> dict:
+    return {
+        "format": "ddpdoctor-hang-watch",
+        "version": 1,
+        "command": ["torchrun", "train.py"],
+        "hang_after_s": 5,
+        "started_ns": 1,
+        "detected_ns": 9_000_000_001,
+        "outcome": "hang",
+        "trigger": {"rank": 0, "operation": "gloo:all_reduce", "waiting_s": 5.2},
+        "world_size": 4,
+        "exit_codes": {},
+        "missing_ranks": [],
+        **kw,
+    }
+
+
+def test_watch_record_names_the_host_of_a_rank_without_evidence(tmp_path):
+    import json
+
+    docs = [rank_doc(r, 4, [entry(1), entry(2, retired=False)]) for r in range(3)]
+    ev = write_ranks(tmp_path / "ev", docs)
+    (ev / "watch.json").write_text(
+        json.dumps(_watch(missing_ranks=[3], hosts={"3": "gpu-node-17"}, job_exit_code=1))
+    )
+    d = diagnose(read_evidence([ev]))
+    assert d.kind == "missing" and d.culprit_ranks == [3] and d.missing_ranks == [3]
+    assert d.rank(3).host == "gpu-node-17" and d.rank(3).kind == "missing"
+    assert "rank 3 (gpu-node-17)" in " ".join(d.findings[0].details) or "gpu-node-17" in d.verdict
+    assert d.watch["trigger"]["rank"] == 0 and d.watch["detected_after_s"] == 9.0
+
+
+def test_watch_without_world_size_is_not_mixed_input(tmp_path):
+    import json
+
+    ev = write_ranks(tmp_path / "ev", [rank_doc(r, 2, [entry(1)]) for r in range(2)])
+    (ev / "watch.json").write_text(json.dumps(_watch(world_size=0, outcome="finished", trigger=None)))
+    d = diagnose(read_evidence([ev]))
+    assert d.kind == "none" and d.world_size == 2
+
+
+def test_without_flight_recorder_the_stacks_still_name_the_rank(tmp_path):
+    docs = [
+        rank_doc(0, 3, None, [frame(USER, 9, "save"), frame(C10D, 1, "barrier")]),
+        rank_doc(1, 3, None, [frame(USER, 20, "main"), frame(C10D, 1, "all_reduce")]),
+        rank_doc(2, 3, None, [frame(USER, 20, "main"), frame(C10D, 1, "all_reduce")]),
+    ]
+    d = _diag(tmp_path, docs)
+    assert d.kind == "mismatch_op" and d.culprit_ranks == [0] and d.rank(0).location == f"{USER}:9"
+    docs[0] = rank_doc(0, 3, None, [frame(USER, 44, "spin")])
+    d = _diag(tmp_path / "b", docs)
+    assert d.kind == "missing" and d.operation == "all_reduce" and d.culprit_ranks == [0]
+    assert d.seq is None and d.rank(0).location == f"{USER}:44"
+
+
+def test_a_rank_that_died_outside_any_collective_is_still_named(tmp_path):
+    exc = {"type": "KeyError", "message": "'label'", "frames": [frame(USER, 61, "collate")]}
+    docs = [
+        rank_doc(0, 2, [entry(1)], [frame(USER, 5, "compute")]),
+        rank_doc(1, 2, [entry(1)], exception=exc),
+    ]
+    d = _diag(tmp_path, docs)
+    assert d.kind == "died" and d.culprit_ranks == [1] and d.rank(1).location == f"{USER}:61"
+    assert "KeyError" in d.verdict

@@ -89,7 +89,6 @@ def _bad(tmp_path, name, content):
             json.dumps({"format": "ddpdoctor-hang-watch", "version": 1, "outcome": "exploded"}),
             "outcome",
         ),
-        ("nccl_trace_rank_0", json.dumps({"entries": []}), "give one kind per folder"),
     ],
 )
 def test_bad_input_is_a_clear_error_naming_the_file(tmp_path, name, content, words):
@@ -97,6 +96,22 @@ def test_bad_input_is_a_clear_error_naming_the_file(tmp_path, name, content, wor
     out = _run(ev)
     assert out.returncode == 2, out.stdout
     assert str(p) in out.stderr and words in out.stderr, out.stderr
+
+
+def test_torch_dumps_with_two_prefixes_are_mixed_input(tmp_path):
+    d = tmp_path / "fr"
+    d.mkdir()
+    (d / "nccl_trace_rank_0").write_text(json.dumps({"entries": []}))
+    (d / "trace_1").write_text(json.dumps({"entries": []}))
+    out = _run(d)
+    assert out.returncode == 2 and "prefix differs" in out.stderr
+
+
+def test_other_files_beside_ddpdoctor_evidence_are_skipped(tmp_path):
+    ev, _ = _bad(tmp_path, "job-output.1234", "not evidence")
+    (ev / "rank-0.json.77.tmp").write_text("{half")
+    out = _run(ev)
+    assert out.returncode == 0, out.stderr
 
 
 def test_same_rank_in_two_folders_is_mixed_input(tmp_path):
