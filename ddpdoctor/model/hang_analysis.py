@@ -552,10 +552,8 @@ def _stack_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding
         return None
     call = next(iter(calls))
     summary = f"{rank_list(absent)} never called {call}"
-    details = [
-        f"from the stacks (no Flight Recorder entries): {_who(sorted(blocked), ev)} wait in {call}; "
-        f"{_who(absent, ev)} not"
-    ]
+    waits = f"{_who(sorted(blocked), ev)} wait in {call}"
+    details = [f"from the stacks (no Flight Recorder entries): {waits}; {_who(absent, ev)} not"]
     return GroupFinding(
         "default_pg", "missing", "collective", None, call, summary, details, absent, sorted(blocked), 0
     )

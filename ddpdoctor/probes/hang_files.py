@@ -89,7 +89,9 @@ def _classify(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Pat
             dumps.append((p, int(m.group(2))))
     if len(prefixes) > 1:
         a, b = list(prefixes.values())[:2]
-        raise EvidenceError(str(b), f"its name prefix differs from {a.name}: give only one job's Flight Recorder dumps")
+        raise EvidenceError(
+            str(b), f"its name prefix differs from {a.name}: give only one job's Flight Recorder dumps"
+        )
     return ranks, watches, dumps
 
 

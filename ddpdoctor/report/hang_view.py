@@ -40,13 +40,17 @@ def watch_line(w: dict) -> str:
     t = w.get("trigger") or {}
     if t.get("rank") is not None:
         op = f" in {t['operation']}" if t.get("operation") else ""
-        waited = f" waited {t['waiting_s']:.1f} s" if isinstance(t.get("waiting_s"), (int, float)) else " waited"
+        waited = (
+            f" waited {t['waiting_s']:.1f} s" if isinstance(t.get("waiting_s"), (int, float)) else " waited"
+        )
         out += f" · rank {t['rank']}{waited}{op}"
     if w.get("outcome") == "hang" and w.get("hang_after_s") is not None:
         out += f" (--hang-after {w['hang_after_s']:g} s)"
     codes = w.get("exit_codes") or {}
     if codes:
-        out += " · exit codes " + ", ".join(f"rank {r}: {c}" for r, c in sorted(codes.items(), key=lambda x: int(x[0])))
+        out += " · exit codes " + ", ".join(
+            f"rank {r}: {c}" for r, c in sorted(codes.items(), key=lambda x: int(x[0]))
+        )
     return out
 
 
