@@ -16,7 +16,7 @@ def fixture(name: str, dest: Path) -> Path:
     """A copy of fixture folder ``name`` under ``dest`` whose stack paths name this checkout's scripts."""
     out = dest / name
     shutil.copytree(FIXTURES / name, out)
-    for p in out.iterdir():
+    for p in out.rglob("*.json"):
         p.write_text(p.read_text().replace(RECORDED, str(SCRIPTS)))
     return out
 

@@ -164,3 +164,19 @@ def test_allow_pickle_still_refuses_objects(tmp_path):
     (dest / "nccl_trace_rank_0").write_bytes(pickle.dumps({"entries": [Evil()]}, protocol=2))
     with pytest.raises(EvidenceError, match="refusing to load"):
         analyse([dest], allow_pickle=True)
+
+
+def test_two_nodes_one_folder_each_names_hosts(tmp_path):
+    fixture("two_nodes", tmp_path)
+    ev = tmp_path / "two_nodes"
+    d = analyse([ev / "node0", ev / "node1"])
+    assert d.kind == "missing" and d.operation == "all_reduce" and d.seq == 2
+    assert d.culprit_ranks == [2] and d.waiting_ranks == [0, 1, 3]
+    c = d.rank(2)
+    assert c.host == "ddpd-node1" and c.location == _loc("python_stuck.py", 12)
+    assert "rank 2 on ddpd-node1 is in Python" in d.verdict
+    assert "rank 2 (ddpd-node1) did not" in d.findings[0].details[0]
+    assert {r.host for r in d.ranks} == {"ddpd-node0", "ddpd-node1"}
+    # one node's folder alone: the other node's ranks are missing evidence, not a wrong verdict
+    d = analyse([ev / "node0"])
+    assert d.missing_ranks == [2, 3] and d.culprit_ranks == [2, 3] and d.seq == 2
