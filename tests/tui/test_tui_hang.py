@@ -77,3 +77,20 @@ async def test_broken_hang_file_is_a_clear_error(tmp_path):
     assert "version 9" in tui_cmd._hang_diagnosis(str(p))
     p.write_text(json.dumps({"schema_version": 1}))
     assert tui_cmd._hang_diagnosis(str(p)) is None  # a check report: not ours to judge
+
+
+async def test_cli_refuses_a_broken_hang_file_before_taking_the_terminal(tmp_path):
+    import subprocess
+    import sys
+
+    p = tmp_path / "hang.json"
+    p.write_text(json.dumps({"format": "ddpdoctor-hang-diagnosis", "version": 1, "verdict": "x"}))
+    out = subprocess.run(
+        [sys.executable, "-m", "ddpdoctor", "tui", str(p)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2 and str(p) in out.stderr and "not a readable hang diagnosis" in out.stderr
+    assert "Traceback" not in out.stderr
