@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from ddpdoctor.model.hang_evidence import Evidence, Frame, FROp, RankEvidence
@@ -51,6 +52,11 @@ def user_chain(frames: tuple[Frame, ...] | list[Frame]) -> list[Frame]:
 def innermost_user(chain: list[Frame]) -> Frame | None:
     own = [f for f in chain if "-packages/" not in f.file]
     return own[0] if own else (chain[0] if chain else None)
+
+
+def clock(ns: int) -> str:
+    """A wall-clock time in UTC, as the logs of a cluster usually are."""
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%H:%M:%S UTC")
 
 
 def rank_list(ranks: list[int]) -> str:
@@ -240,6 +246,8 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
         if e.captured_ns and pend.time_created_ns:
             rep.waiting_s = max(0.0, (e.captured_ns - pend.time_created_ns) / 1e9)
         since = f" for {rep.waiting_s:.1f} s" if rep.waiting_s is not None else ""
+        if pend.time_created_ns:
+            since += f" (since {clock(pend.time_created_ns)})"
         rep.state = f"waiting in {pend.op} #{pend.seq}{since}"
     elif blocked is not None:
         rep.kind = "p2p" if blocked.call in P2P_CALLS else "collective"
@@ -314,15 +322,12 @@ def _collective_finding(
     ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]]
 ) -> GroupFinding | None:
     members = _members(ev, group, desc, by_rank)
-    ops = {
-        r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p}
-        for r in members
-        if r in by_rank
-    }
-    ops = {r: m for r, m in ops.items() if m}
-    if not ops:
+    # a rank with a Flight Recorder record but no entry here never called anything in this group
+    with_fr = [r for r in members if r in ev.ranks and ev.ranks[r].flight_recorder is not None]
+    ops = {r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p} for r in with_fr}
+    if not any(ops.values()):
         return None
-    hi = {r: max(m) for r, m in ops.items()}
+    hi = {r: max(m, default=0) for r, m in ops.items()}
     name = desc or group
     prev_sig: tuple | None = None
     for s in sorted({s for m in ops.values() for s in m}):
@@ -335,10 +340,7 @@ def _collective_finding(
         waiting = sorted(r for r, o in present.items() if not o.retired)
         if len(by_op) > 1:
             culprits = _pick_culprits(by_op, prev_sig[0] if prev_sig else None, key=lambda k: k)
-            pairs = sorted(
-                by_op.items(),
-                key=lambda kv: (kv[1] != culprits[:1] and not set(kv[1]) & set(culprits), kv[1]),
-            )
+            pairs = sorted(by_op.items(), key=lambda kv: (not set(kv[1]) & set(culprits), kv[1]))
             vs = " vs ".join(f"{op} on {_who(rs, ev)}" for op, rs in pairs)
             summary = f"ranks called different collectives at #{s} ({' vs '.join(op for op, _ in pairs)})"
             details = [f"{name} #{s}: {vs}"]
@@ -390,10 +392,13 @@ def _collective_finding(
     # every rank with evidence agrees up to its last entry
     last = max(hi.values())
     pending = {r: ops[r][last] for r in ops if last in ops[r] and not ops[r][last].retired}
-    no_ev = [r for r in members if r not in ev.ranks]
+    no_ev = [r for r in members if r not in with_fr]
     if pending and no_ev:
         op = next(iter(pending.values())).op
-        summary = f"{_who(no_ev, ev)} gave no evidence; {rank_list(sorted(pending))} wait in {op} #{last}"
+        what = (
+            "gave no evidence" if all(r not in ev.ranks for r in no_ev) else "left no Flight Recorder record"
+        )
+        summary = f"{_who(no_ev, ev)} {what}; {rank_list(sorted(pending))} wait in {op} #{last}"
         return GroupFinding(
             name,
             "missing",

@@ -245,3 +245,21 @@ def test_a_rank_that_died_outside_any_collective_is_still_named(tmp_path):
     d = _diag(tmp_path, docs)
     assert d.kind == "died" and d.culprit_ranks == [1] and d.rank(1).location == f"{USER}:61"
     assert "KeyError" in d.verdict
+
+
+def test_rank_stuck_before_its_first_collective(tmp_path):
+    docs = [rank_doc(r, 3, [entry(1, retired=False)], [frame(USER, 12, "main")]) for r in (0, 1)]
+    docs.append(rank_doc(2, 3, [], [frame(USER, 4, "download_dataset")]))
+    d = _diag(tmp_path, docs)
+    assert d.kind == "missing" and d.seq == 1 and d.operation == "all_reduce" and d.culprit_ranks == [2]
+    assert d.rank(2).location == f"{USER}:4" and d.waiting_ranks == [0, 1]
+
+
+def test_rank_whose_flight_recorder_failed_is_judged_by_its_stack(tmp_path):
+    docs = [rank_doc(r, 2, [entry(1), entry(2, retired=False)]) for r in (0,)]
+    docs.append(
+        {**rank_doc(1, 2, None, [frame(USER, 8, "loop")]), "flight_recorder_error": "RuntimeError: off"}
+    )
+    d = _diag(tmp_path, docs)
+    assert d.culprit_ranks == [1] and d.seq == 2 and "left no Flight Recorder record" in d.verdict
+    assert d.rank(1).location == f"{USER}:8"
