@@ -9,9 +9,10 @@ Formats read here:
 - torch's own Flight Recorder dump (``_dump_fr_trace_json`` / the unpickled ``_dump_fr_trace``:
   ``version``, ``pg_config``, ``entries``), which carries neither host nor stacks.
 
-A frame inside ``torch/distributed/distributed_c10d.py`` may carry ``"args": {"dst": 1, "tensor":
-"float32[8]"}``: the arguments of a blocked ``send``/``recv``, which gloo does not record in the
-Flight Recorder (optional; with them a p2p cycle is named by its peers, 0->1->2->0).
+A frame inside ``torch/distributed/distributed_c10d.py`` may carry ``"locals": {"dst": "1", "tensor":
+"float32[8]"}`` (``"args"`` is read as well): the arguments of a blocked ``send``/``recv``, which
+gloo does not record in the Flight Recorder (optional; with them a p2p cycle is named by its peers,
+0->1->2->0).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Frame:
     line: int
     function: str
     code: str = ""
-    args: dict[str, str] = field(default_factory=dict)  # c10d call arguments (peer), as text
+    locals: dict[str, str] = field(default_factory=dict)  # c10d call arguments (peer), as text
 
     @property
     def where(self) -> str:
@@ -227,16 +228,17 @@ def _frames(r: _Reader, items: list, where: str) -> tuple[Frame, ...]:
     for i, f in enumerate(items):
         w = f"{where}[{i}]."
         f = r.obj(f, w[:-1])
-        loc = f.get("args") or {}
+        key = "locals" if "locals" in f else "args"
+        loc = f.get(key) or {}
         if not isinstance(loc, dict):
-            raise r.fail(f"{w}args", "expected an object")
+            raise r.fail(f"{w}{key}", "expected an object")
         out.append(
             Frame(
                 file=r.str_(f, "file", w),
                 line=r.int_(f, "line", w),
                 function=r.str_(f, "function", w),
                 code=r.str_(f, "code", w, optional=True) or "",
-                args={str(k): str(v) for k, v in loc.items()},
+                locals={str(k): str(v) for k, v in loc.items()},
             )
         )
     return tuple(out)
