@@ -256,8 +256,10 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
     if pend is not None:
         rep.kind = "p2p" if pend.is_p2p else "collective"
         rep.operation, rep.seq, rep.since_ns = pend.op, pend.seq, pend.time_created_ns
-        if e.captured_ns and pend.time_created_ns:
-            rep.waiting_s = max(0.0, (e.captured_ns - pend.time_created_ns) / 1e9)
+        # torch's own dumps carry no capture time: the watch's detection time stands in
+        captured = e.captured_ns or (ev.watch.detected_ns if ev.watch else None)
+        if captured and pend.time_created_ns:
+            rep.waiting_s = max(0.0, (captured - pend.time_created_ns) / 1e9)
         since = f" for {rep.waiting_s:.1f} s" if rep.waiting_s is not None else ""
         if pend.time_created_ns:
             since += f" (since {clock(pend.time_created_ns)})"
@@ -500,11 +502,12 @@ def _p2p_finding(
                 text = "\u2192".join(map(str, cycle))
                 match = "recv" if "send" in call else "send"
                 same = all(blocked[r].call == call for r in cycle[:-1])
-                head = (
-                    f"every rank is blocked in {call} with no matching {match}"
-                    if same and len(cycle) - 1 == len(blocked)
-                    else f"{rank_list(cycle[:-1])} wait on each other in send/recv"
-                )
+                if same and len(cycle) - 1 == ev.world_size:
+                    head = f"every rank is blocked in {call} with no matching {match}"
+                elif same:
+                    head = f"{rank_list(cycle[:-1])} are each blocked in {call} with no matching {match}"
+                else:
+                    head = f"{rank_list(cycle[:-1])} wait on each other in send/recv"
                 summary = f"{head}: a cycle {text}"
                 seqs = {blocked[r].seq for r in cycle[:-1]} - {None}
                 return GroupFinding(

@@ -163,7 +163,7 @@ class Evidence:
     @property
     def missing_ranks(self) -> list[int]:
         listed = set(self.watch.missing_ranks) if self.watch else set()
-        return sorted(listed | (set(range(self.world_size)) - set(self.ranks)))
+        return sorted((listed | set(range(self.world_size))) - set(self.ranks))
 
     def host(self, rank: int) -> str | None:
         ev = self.ranks.get(rank)

@@ -308,3 +308,16 @@ def test_frame_args_key_is_read_like_locals(tmp_path):
     d = diagnose(read_evidence([ev]))
     assert d.kind == "p2p_cycle" and "a cycle 0\u21921\u21920" in d.verdict
     assert json.loads(json.dumps(d.to_dict()))["culprit_ranks"] == [0, 1]
+
+
+def test_cycle_among_some_ranks_is_not_called_every_rank(tmp_path):
+    docs = [
+        rank_doc(r, 3, [entry(1)], [frame(USER, 5, "x"), frame(C10D, 9, "send", args={"dst": 1 - r})])
+        for r in range(2)
+    ]
+    docs.append(rank_doc(2, 3, [entry(1)], [frame(USER, 50, "idle")]))
+    d = _diag(tmp_path, docs)
+    assert d.kind == "p2p_cycle" and d.culprit_ranks == [0, 1]
+    assert d.verdict.startswith(
+        "ranks 0, 1 are each blocked in send with no matching recv: a cycle 0\u21921\u21920"
+    )
