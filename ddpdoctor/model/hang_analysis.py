@@ -673,11 +673,13 @@ def _grid(
 def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankReport]) -> str | None:
     """Why the job crashed, when the evidence explains it: on gloo a size/type mismatch is not a hang
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
-    if f is None or f.kind not in ("mismatch_size", "mismatch_dtype"):
+    if f is None or not f.kind.startswith("mismatch"):
         return None
     crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
         x.kind == "died" for x in reports.values()
     )
+    if f.kind == "mismatch_op" and not crashed:
+        return None  # different collectives mostly hang (barrier vs all_reduce did, here)
     gloo = any(
         o.profiling_name.startswith("gloo:")
         for e in ev.ranks.values()
@@ -685,7 +687,7 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
         for o in e.flight_recorder.entries
     )
     if not gloo:
-        return "on NCCL a collective size mismatch hangs or silently corrupts the result"
+        return "on NCCL a collective mismatch hangs or silently corrupts the result"
     what = "explains the crash" if crashed else "crashes the job"
     return (
         f"this mismatch {what}: on gloo, ranks that disagree on a collective's size end in "
@@ -773,9 +775,10 @@ def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> s
             if "gave no evidence" not in text:
                 text += f"; rank {x.rank}{host} gave no evidence"
         elif x.kind == "died":
-            text += f"; rank {x.rank}{host} died of {x.state.removeprefix('died: ')}" + (
+            died = f"rank {x.rank}{host} died of {x.state.removeprefix('died: ')}" + (
                 f" at {x.location}" if x.location else ""
             )
+            text = died if f.kind == "died" else f"{text}; {died}"
         elif x.kind == "python":
             text += f"; rank {x.rank}{host} is in Python at {x.location}" if x.location else ""
         elif x.location:

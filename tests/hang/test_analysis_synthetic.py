@@ -321,3 +321,17 @@ def test_cycle_among_some_ranks_is_not_called_every_rank(tmp_path):
     assert d.verdict.startswith(
         "ranks 0, 1 are each blocked in send with no matching recv: a cycle 0\u21921\u21920"
     )
+
+
+def test_different_collectives_explain_a_gloo_crash_only_when_it_crashed(tmp_path):
+    import json
+
+    docs = [
+        rank_doc(r, 2, [entry(1), entry(2, "all_gather" if r else "all_reduce", retired=False)])
+        for r in range(2)
+    ]
+    ev = write_ranks(tmp_path / "ev", docs)
+    assert diagnose(read_evidence([ev])).crash is None
+    (ev / "watch.json").write_text(json.dumps(_watch(world_size=2, outcome="crash", trigger=None)))
+    d = diagnose(read_evidence([ev]))
+    assert d.kind == "mismatch_op" and "explains the crash" in d.crash
