@@ -194,3 +194,9 @@ def test_two_nodes_one_folder_each_names_hosts(tmp_path):
     # one node's folder alone: the other node's ranks are missing evidence, not a wrong verdict
     d = analyse([ev / "node0"])
     assert d.missing_ranks == [2, 3] and d.culprit_ranks == [2, 3] and d.seq == 2
+
+
+def test_a_folder_of_node_folders_stands_for_them(tmp_path):
+    fixture("two_nodes", tmp_path)
+    d = analyse([tmp_path / "two_nodes"])
+    assert d.culprit_ranks == [2] and not d.missing_ranks and len(d.sources) == 4
