@@ -576,6 +576,22 @@ class ModuleAnalysis:
         return {}
 
     @cached_property
+    def class_ddp_attrs(self) -> dict[int, tuple[str, ...]]:
+        """id of a class -> the ``self.x`` attributes it sets to ``DistributedDataParallel(...)``."""
+        out: dict[int, list[str]] = {}
+        if not self.ddp_constructors:
+            return {}
+        classes = self.nodes(ast.ClassDef)
+        for call in self.ddp_constructors:
+            target = self.assigned_to(call)
+            if target is None or not target.startswith("self."):
+                continue
+            owner = next((a for a in self.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+            if owner is not None and owner in classes:
+                out.setdefault(id(owner), []).append(target)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
     def rank_nodes(self) -> dict[int, str]:
         """ids of the attributes and subscripts compared in this file that hold a rank, by kind
         (``self.gpu_id == 0`` after ``self.gpu_id = int(os.environ["LOCAL_RANK"])``)."""
@@ -583,7 +599,7 @@ class ModuleAnalysis:
         for node in self.nodes(ast.Compare):
             for side in (node.left, *node.comparators):
                 if isinstance(side, (ast.Attribute, ast.Subscript)):
-                    kind = self.rank_kind(side)
+                    kind = rank_facts.strict_rank_kind(self, side)
                     if kind is not None:
                         out[id(side)] = kind
         return out
@@ -685,19 +701,23 @@ class ModuleAnalysis:
         resolver = self._resolver()
 
         rank_nodes = self.rank_nodes
+        class_ddp_attrs = self.class_ddp_attrs
+
+        touched = []  # not kept on self: an interpreter holds the resolver, which holds self (a cycle
+        # the garbage collector would have to find, keeping every file's tree alive until it does)
 
         def go(w: int, r: int) -> Trace:
             it = Interpreter(self.tree, self.aliases, w, r, self._defs, self._syntax)
             it.resolve = resolver
             it.rank_nodes = rank_nodes
+            it.class_ddp_attrs = class_ddp_attrs
             trace = walk(it)
             self.steps += it.steps
-            self._last = it
+            touched.append(it.touched_rank)
             return trace
 
         t0 = go(sizes[0], 0)
-        first = self._last
-        if not first.touched_rank:
+        if not touched[0]:
             # nothing depended on the rank: every rank of every size does exactly this
             return [Run(entry, w, [t0] * w) for w in sizes]
         out = []

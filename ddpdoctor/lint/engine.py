@@ -100,8 +100,7 @@ def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) ->
         return [_problem(path, "syntax", f"cannot parse: {type(e).__name__}: {e}")]
     module = ModuleAnalysis(path, text, tree, config.world_sizes)
     if project is not None:
-        module.project = project
-        project.remember(module)
+        module.project = project  # (not kept in the project: a kept tree costs garbage-collector time)
     ignored = config.ignored_for(path)
     out: list[Finding] = []
     for spec in rules if rules is not None else script_rules():

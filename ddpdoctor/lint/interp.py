@@ -260,6 +260,7 @@ class Interpreter:
         # ids of attribute/subscript nodes the file shows to hold a rank (``self.gpu_id``,
         # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.lint.ranks)
         self.rank_nodes: dict[int, str] = {}
+        self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.next_req = 0
         self.touched_rank = False  # did any value depend on the rank or world size?
 
@@ -290,23 +291,8 @@ class Interpreter:
         return self.trace
 
     def _ddp_attributes(self, cls: ClassRef) -> tuple[str, ...]:
-        """``self.model`` for ``self.model = DDP(...)`` anywhere in the class (once per class: the
-        answer is kept with the module's syntax facts)."""
-        key = ("ddp_attributes", cls.node)
-        found = self.syntax.get(key)
-        if found is None:
-            out = []
-            for st in ast.walk(cls.node):
-                if (
-                    isinstance(st, ast.Assign)
-                    and isinstance(st.value, ast.Call)
-                    and self._call_syntax(st.value).is_ddp
-                ):
-                    out.extend(
-                        k for t in st.targets if (k := dotted(t)) is not None and k.startswith("self.")
-                    )
-            found = self.syntax[key] = tuple(out)
-        return found  # type: ignore[return-value]
+        """``self.model`` for ``self.model = DDP(...)`` anywhere in the class (from the module's index)."""
+        return self.class_ddp_attrs.get(id(cls.node), ())
 
     def _guarded(self, fn) -> None:
         try:

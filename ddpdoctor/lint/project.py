@@ -13,9 +13,13 @@ import ast
 import hashlib
 import os
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 
 _MAX_BYTES = 2_000_000  # a module bigger than this is not followed (generated code, vendored data)
+# analyses kept at once: every kept tree is memory the garbage collector keeps walking, and a whole
+# library's trees (torch) would slow the run down by a third
+_KEEP = 48
 
 
 class Project:
@@ -26,7 +30,7 @@ class Project:
         for f in self.files:
             for name in _module_names(f, bases):
                 self.by_name.setdefault(name, f)
-        self._analyses: dict[Path, object] = {}
+        self._analyses: OrderedDict[Path, object] = OrderedDict()
 
     @property
     def signature(self) -> str:
@@ -63,6 +67,7 @@ class Project:
     def analysis(self, path: Path):
         """The ModuleAnalysis of another file of the project, or None if it cannot be read or parsed."""
         if path in self._analyses:
+            self._analyses.move_to_end(path)
             return self._analyses[path]
         from ddpdoctor.lint.analysis import ModuleAnalysis
         from ddpdoctor.lint.files import decode
@@ -86,8 +91,14 @@ class Project:
             MemoryError,
         ):
             out = None
-        self._analyses[path] = out
+        self._keep(path, out)
         return out
+
+    def _keep(self, path: Path, module) -> None:
+        self._analyses[path] = module
+        self._analyses.move_to_end(path)
+        while len(self._analyses) > _KEEP:
+            self._analyses.popitem(last=False)
 
     # a reverse index over at most this many files: beyond it (a whole library such as torch)
     # reading every file in every worker would cost more than the answers are worth
@@ -127,10 +138,6 @@ class Project:
                     other, fn = found
                     out.setdefault((str(Path(other.path)), fn.name), []).append((mod, call))
         return out
-
-    def remember(self, module) -> None:
-        """The analysis a file's own lint made: reuse it when another file follows a call into it."""
-        self._analyses.setdefault(Path(module.path), module)
 
 
 def _module_names(f: Path, bases: list[Path]) -> list[str]:

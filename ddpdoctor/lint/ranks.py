@@ -169,7 +169,9 @@ def _env_key(m, expr: ast.AST) -> str | None:
     return None
 
 
-def _by_name(name: str) -> str | None:
+def _by_name(name: str, m=None) -> str | None:
+    if m is not None and m.__dict__.get("_rank_strict"):
+        return None  # strict_rank_kind: evidence only, not what a name suggests
     return _NAME_KIND.get(name) or (LOCAL if "local_rank" in name else None)
 
 
@@ -226,7 +228,7 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
             if dest is not None and dest.kind:
                 return dest.kind  # config["rank"] filled from the parsed arguments
             found = _from_assignments(m, f"[{k!r}]", depth)
-            return found or _by_name(k)
+            return found or _by_name(k, m)
         return None
     name = dotted(expr)
     if name is None:
@@ -243,16 +245,28 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
         found = _from_assignments(m, f"self.{last}", depth) if head != "self" else None
         if found:
             return found
-    return _by_name(last or name)
+    return _by_name(last or name, m)
 
 
 _PENDING = object()
 
 
+def strict_rank_kind(m, expr: ast.AST) -> str | None:
+    """rank_kind from evidence only (the environment, get_rank(), argparse flags, assignments), not
+    from names alone (``self.device_id`` is often just a device): what the interpreter may trust."""
+    m.__dict__["_rank_strict"] = True
+    try:
+        return rank_kind(m, expr)
+    finally:
+        m.__dict__["_rank_strict"] = False
+
+
 def _from_assignments(m, key: str, depth: int) -> str | None:
     """The one kind every non-constant value assigned to ``key`` has; memoised per file (a name is
     looked up many times, and through chains of assignments: without it the work is exponential)."""
-    memo = m.__dict__.setdefault("_rank_kind_memo", {})
+    memo = m.__dict__.setdefault(
+        "_rank_kind_memo_strict" if m.__dict__.get("_rank_strict") else "_rank_kind_memo", {}
+    )
     hit = memo.get(key, None)
     if hit is _PENDING:
         return None  # a cycle of assignments (x = y; y = x)
