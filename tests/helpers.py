@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"  # public data files, origin and licence in SOURCES.md there
+
+
+def fixture(rel: str) -> Path:
+    """A file or folder under tests/fixtures (a missing one is a broken checkout: fail, never skip)."""
+    p = FIXTURES / rel
+    assert p.exists(), f"fixture {rel} is missing from {FIXTURES}"
+    return p
 
 
 def cli(*args: str) -> list[str]:

@@ -1,5 +1,5 @@
 """Synthetic P2P matrices for the layout tests: nodes × ranks with a speed per link class, and
-matrices built from real topology snapshots (tests/topo/data, ../shared/fixtures)."""
+matrices built from real topology snapshots (tests/topo/data, tests/fixtures)."""
 
 from __future__ import annotations
 
@@ -87,10 +87,7 @@ def from_topology(nodes: list[NodeTopology], noise: float = 0.03, seed: int = 0,
 
 
 def fixture(rel: str) -> Path:
-    """A file under ../shared/fixtures, or a skip saying it is absent."""
-    from tests.helpers import FIXTURES
+    """A file under tests/fixtures."""
+    from tests.helpers import fixture as find
 
-    p = FIXTURES / rel
-    if not p.exists():
-        pytest.skip(f"shared fixture {rel} is absent (clone ../shared beside the repository)")
-    return p
+    return find(rel)
