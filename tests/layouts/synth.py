@@ -6,8 +6,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
-
 from ddpdoctor.model.topo_analysis import nvlink_matrix, rails
 from ddpdoctor.model.topology import NodeTopology, nvlink_count
 

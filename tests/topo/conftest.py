@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import FIXTURES, fixture  # noqa: F401  (re-exported for the topology tests)
 
 DATA = Path(__file__).resolve().parent / "data"
