@@ -56,7 +56,8 @@ def test_new_venv_sees_the_running_interpreters_packages(tmp_path):
     import rich
 
     py = make_venv(tmp_path / "venv", with_pip=False)
-    code = "import rich, importlib.util as u\nprint(rich.__file__)\ns = u.find_spec('ddpdoctor')\nprint(s and s.origin)"
+    code = "\n".join(["import rich, importlib.util as u", "print(rich.__file__)",
+                      "s = u.find_spec('ddpdoctor')", "print(s and s.origin)"])
     out = subprocess.run([str(py), "-c", code], check=False, capture_output=True, text=True, timeout=60,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
