@@ -49,7 +49,7 @@ def node_payload(
 
     out: dict[str, Any] = {"node": node.hostname, "leader": True}
     if needs_gpu and node.no_gpu_reason:
-        out["skipped"] = f"{SKIP_NO_GPU} ({node.no_gpu_reason.removeprefix('no NVIDIA GPU: ')})"
+        out["skipped"] = f"skipped: {node.no_gpu_reason}"  # "skipped: no NVIDIA GPU: NVML could not start (…)"
         return out
     reason = skip_if(node) if skip_if is not None else None
     if reason:

@@ -19,6 +19,17 @@ def fixture(rel: str) -> Path:
     return p
 
 
+def without_numpy(folder: Path) -> dict[str, str]:
+    """Environment for a subprocess that cannot import numpy (as with the CPU torch wheel, which does not
+    bring it), whether or not numpy is installed here: a numpy that raises ModuleNotFoundError first on
+    PYTHONPATH."""
+    (folder / "numpy").mkdir(parents=True, exist_ok=True)
+    (folder / "numpy" / "__init__.py").write_text(
+        'raise ModuleNotFoundError("No module named \'numpy\' (hidden by the test)", name="numpy")\n'
+    )
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
+
+
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "ddpdoctor", *args]
 
