@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.model.spread import fmt_ranks
 from ddpdoctor.report.model import Finding, Severity, Status
 
 
@@ -19,22 +20,6 @@ class Verdict:
     status: Status | None = None  # None: the check's own summary decides
     summary: str = ""
     next_step: str = "continue"  # continue | new_group | abort
-
-
-def fmt_ranks(ranks) -> str:
-    ranks = sorted(ranks)
-    if not ranks:
-        return "none"
-    # 0,1,2,5 -> "0-2,5": short enough for 1000 ranks in a message
-    parts, start, prev = [], ranks[0], ranks[0]
-    for r in ranks[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ",".join(parts)
 
 
 def _nodes_of(ranks, world: WorldInfo) -> str:
