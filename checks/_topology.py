@@ -48,8 +48,10 @@ def node_payload(
     from ddpdoctor.model.topo_compare import node_facts
 
     out: dict[str, Any] = {"node": node.hostname, "leader": True}
-    if needs_gpu and node.no_gpu_reason:
-        out["skipped"] = f"skipped: {node.no_gpu_reason}"  # "skipped: no NVIDIA GPU: NVML could not start (…)"
+    if needs_gpu and (node.no_gpu_reason or not node.gpus):
+        # "skipped: no NVIDIA GPU: NVML could not start (…)"; a topology file without GPUs is not a pass
+        why = node.no_gpu_reason or f"no NVIDIA GPU: none listed in {node.source or 'the topology'}"
+        out["skipped"] = f"skipped: {why}"
         return out
     reason = skip_if(node) if skip_if is not None else None
     if reason:

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from ddpdoctor.model.topo_analysis import gdr_verdicts, nvlink_matrix, rails
 from ddpdoctor.model.topology import NodeTopology, format_cpulist
-from ddpdoctor.report.model import CheckResult, Severity
+from ddpdoctor.report.model import CheckResult, Severity, Status
+from ddpdoctor.report.render_text import skipped_lines
 
 _SEV_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _PATH_STYLE = {"X": "dim", "PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
@@ -222,8 +223,12 @@ def gdr_table(node: NodeTopology) -> RenderableType:
 
 
 def findings_view(results: list[CheckResult]) -> RenderableType:
+    """The checks' findings; skipped checks below, one line per reason (not six rows saying one thing)."""
     t = _table("Findings", "check", "status", "severity", "finding", wrap=("finding",))
+    skipped = [(r.code, r.summary) for r in results if r.status is Status.SKIPPED and not r.findings]
     for r in results:
+        if r.status is Status.SKIPPED and not r.findings:
+            continue
         if not r.findings:
             _row(t, r.code, r.status.value, "", r.summary)
         for f in r.findings:
@@ -234,7 +239,10 @@ def findings_view(results: list[CheckResult]) -> RenderableType:
                 Text(f.severity.value, _SEV_STYLE[f.severity]),
                 f.message + (f"\n  hint: {f.hint}" if f.hint else ""),
             )
-    return _no_broken_words(t)
+    lines = skipped_lines(skipped)
+    if t.row_count == 0:
+        return Group(Text("Findings", style="italic"), lines or Text("none"))
+    return Group(_no_broken_words(t), lines) if lines is not None else _no_broken_words(t)
 
 
 def node_view(node: NodeTopology, results: list[CheckResult]) -> RenderableType:
