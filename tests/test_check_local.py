@@ -3,6 +3,8 @@
 import time
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from helpers import check, load, run_cli, without_numpy
 
 
@@ -41,6 +43,34 @@ def test_list_and_bad_arguments():
     assert p.returncode == 2 and "--rdzv-endpoint" in p.stderr
     p = run_cli("check", "--option", "novalue")
     assert p.returncode == 2 and "KEY=VALUE" in p.stderr
+
+
+def test_list_descriptions_say_something_new():
+    """`check --list`: each description adds to the code and the title instead of repeating them."""
+    from ddpdoctor.registry import discover
+
+    for spec in discover():
+        blurb = spec.blurb
+        assert not blurb.startswith(spec.code) and spec.code not in blurb.split(" ")[:2], (spec.code, blurb)
+        assert not blurb.lower().startswith(spec.title.lower()), (spec.code, blurb)
+    p = run_cli("check", "--list", env={"COLUMNS": "100"})
+    assert p.returncode == 0 and "GDR001 —" not in p.stdout and "NVL001 — the NVLink matrix" not in p.stdout
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--nproc-per-node", "0"], "argument --nproc-per-node: must be at least 1, got 0"),
+    (["--nproc-per-node", "-2"], "argument --nproc-per-node: must be at least 1, got -2"),
+    (["--nproc-per-node", "two"], "argument --nproc-per-node: expected a whole number, got 'two'"),
+    (["--nodes", "0"], "argument --nodes: must be at least 1"),
+    (["--node-rank", "-1"], "argument --node-rank: must be 0 or more"),
+    (["--rdzv-timeout", "0"], "argument --rdzv-timeout: must be a positive number of seconds"),
+    (["--rdzv-timeout", "nan"], "argument --rdzv-timeout: must be a positive number of seconds"),
+    (["--budget-scale", "-1"], "argument --budget-scale: must be a positive number"),
+])
+def test_bad_counts_are_clear_errors(argv, words):
+    p = run_cli("check", *argv, timeout=60)
+    assert p.returncode == 2 and words in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
 
 
 def test_report_show_refuses_bad_files(tmp_path):

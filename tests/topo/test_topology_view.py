@@ -3,6 +3,7 @@ codes and path words whole, no word broken across lines, every line within the w
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -37,7 +38,7 @@ NODES = {
 
 
 def render(node: NodeTopology, width: int) -> str:
-    console = Console(width=width, record=True, file=open("/dev/null", "w"), color_system=None)  # noqa: SIM115
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(node_view(node, diagnose([node])))
     return console.export_text()
 
