@@ -119,6 +119,8 @@ def parse_options(items: list[str]) -> dict[str, Any]:
             out[k.strip()] = json.loads(v)
         except ValueError:
             out[k.strip()] = v
+        except RecursionError:
+            raise LaunchError(f"--option {k.strip()}: value nested too deeply") from None
     return out
 
 

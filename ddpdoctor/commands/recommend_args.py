@@ -104,7 +104,6 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
     if count is not None and spec_file is not None:
         raise OptionError("--model-params and --model-spec: give one of them")
     import dataclasses
-    import json
 
     from ddpdoctor.recommend.model_spec import ModelSpec
 
@@ -114,12 +113,12 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
     }
     try:
         if spec_file is not None:
+            from ddpdoctor.report.io import JsonFileError, read_json
+
             try:
-                d = json.loads(Path(spec_file).read_text(encoding="utf-8"))
-            except OSError as e:
-                raise OptionError(f"--model-spec {spec_file}: cannot read: {e.strerror or e}") from None
-            except ValueError as e:
-                raise OptionError(f"--model-spec {spec_file}: not valid JSON: {e}") from None
+                d = read_json(spec_file, "model spec")
+            except JsonFileError as e:
+                raise OptionError(f"--model-spec {e}") from None
             # The flags given on the command line win over the file's (replace() re-validates).
             overrides = {k: v for k, v in flags.items() if v}
             if args.backward_ms is not None:
@@ -127,6 +126,8 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
             spec = dataclasses.replace(ModelSpec.from_dict(d), **overrides)
         else:
             spec = ModelSpec.from_params(count, args.model_dtype, backward_ms=args.backward_ms, **flags)
+    except OptionError:
+        raise
     except ValueError as e:
         raise OptionError(f"model: {e}") from None
     return spec.to_dict()

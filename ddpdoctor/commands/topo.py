@@ -95,16 +95,14 @@ def _merge_nics(node, found) -> None:
 
 def _load_snapshots(paths: list[str]):
     """Snapshots (``--save`` files), or ddpdoctor check reports: GPU001 keeps each node's snapshot."""
-    import json
 
     from ddpdoctor.model.topology import NodeTopology
 
+    from ddpdoctor.report.io import read_json
+
     nodes = []
     for p in paths:
-        try:
-            doc = json.loads(_read(p))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p}: not JSON ({e})") from None
+        doc = read_json(p, "topology snapshot")  # a ValueError naming the file when it is not JSON
         docs = _snapshots_in_report(doc) if isinstance(doc, dict) and "schema_version" in doc else [doc]
         if not docs:
             raise ValueError(f"{p}: a report without GPU001 topology data (was GPU001 run, on GPUs?)")

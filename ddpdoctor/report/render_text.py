@@ -78,10 +78,12 @@ class ReportView:
         t = Text()
         t.append("ddpdoctor ", style="bold")
         nodes = run.get("nodes") or []
+        names = nodes if isinstance(nodes, list) else []  # older sample reports give a count
+        count = len(names) if isinstance(nodes, list) else nodes
         t.append(
-            f"{run.get('world_size', '?')} ranks on {len(nodes)} node(s) [{', '.join(map(str, nodes[:6]))}"
-            f"{', …' if len(nodes) > 6 else ''}], backend {run.get('backend', '?')}, "
-            f"torch {self.report.versions.get('torch', '?')}"
+            f"{run.get('world_size', '?')} ranks on {count} node(s)"
+            + (f" [{', '.join(map(str, names[:6]))}{', …' if len(names) > 6 else ''}]" if names else "")
+            + f", backend {run.get('backend', '?')}, torch {self.report.versions.get('torch', '?')}"
         )
         if self.report.versions.get("nccl"):
             t.append(f", NCCL {self.report.versions['nccl']}")

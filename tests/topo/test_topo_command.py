@@ -87,7 +87,7 @@ def test_from_snapshots_offline(capsys):
 @pytest.mark.parametrize(
     "make, words",
     [
-        (lambda p: p.write_text("not json"), "not JSON"),
+        (lambda p: p.write_text("not json"), "not valid JSON"),
         (lambda p: p.write_text("{}"), "not a ddpdoctor topology snapshot"),
         (lambda p: None, "cannot read"),
     ],
