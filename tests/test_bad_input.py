@@ -114,3 +114,9 @@ def test_a_missing_or_binary_file_is_named(tmp_path):
 def test_an_option_nested_too_deeply_is_refused():
     rc, _, err = cli("check", "--option", "a=" + "[" * 100_000)
     assert rc == 2 and "--option a: value nested too deeply" in err
+
+
+@pytest.mark.parametrize("command", [["check"], ["recommend", str(SAMPLE)]])
+def test_model_flags_without_a_model_are_refused(command):
+    rc, _, err = cli(*command, "--backward-ms", "180")
+    assert rc == 2 and "--backward-ms describes the model: give --model-params COUNT or --model-spec FILE" in err

@@ -100,6 +100,11 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
     """ModelSpec JSON from --model-spec or --model-params (with dtype, backward time and DDP flags)."""
     count, spec_file = getattr(args, "model_params", None), getattr(args, "model_spec", None)
     if count is None and spec_file is None:
+        given = [flag for flag, v in (("--backward-ms", getattr(args, "backward_ms", None) is not None),
+                                      ("--find-unused-parameters", getattr(args, "find_unused_parameters", False)),
+                                      ("--static-graph", getattr(args, "static_graph", False))) if v]
+        if given:  # said about a model that was not given: silently ignoring it would mislead
+            raise OptionError(f"{given[0]} describes the model: give --model-params COUNT or --model-spec FILE too")
         return None
     if count is not None and spec_file is not None:
         raise OptionError("--model-params and --model-spec: give one of them")
