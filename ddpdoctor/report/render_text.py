@@ -7,6 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ddpdoctor.report.fit import no_broken_words
 from ddpdoctor.report.model import Finding, Recommendation, Report, Severity, Status
 
 STATUS_STYLE = {
@@ -128,7 +129,7 @@ class ReportView:
         yield self.header()
         if self.report.checks:
             if any(c.status is not Status.SKIPPED for c in self.report.checks):
-                yield self.checks_table()
+                yield no_broken_words(self.checks_table())
             skipped = self.skipped()
             if skipped is not None:
                 yield skipped

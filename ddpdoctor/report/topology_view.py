@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ddpdoctor.model.topo_analysis import gdr_verdicts, nvlink_matrix, rails
 from ddpdoctor.model.topology import NodeTopology, format_cpulist
+from ddpdoctor.report.fit import no_broken_words
 from ddpdoctor.report.model import CheckResult, Severity, Status
 from ddpdoctor.report.render_text import skipped_lines
 
@@ -24,47 +25,11 @@ def _row(t: Table, *cells) -> None:
 
 def _table(title: str | None, *columns: str, wrap: tuple[str, ...] = ()) -> Table:
     """A table that reads at 80 columns: no vertical rules, two spaces between columns; only the columns
-    in ``wrap`` (free text with spaces) may wrap, and only between words (see _no_broken_words)."""
+    in ``wrap`` (free text with spaces) may wrap, and only between words (see report/fit.py)."""
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for col in columns:
         t.add_column(col, no_wrap=col not in wrap)
     return t
-
-
-def _no_broken_words(t: Table) -> RenderableType:
-    """A wrapping column is at least as wide as its longest word, so rich never breaks a word; a table
-    that cannot fit even so is folded into one paragraph per row (see Folded)."""
-    for col in t.columns:
-        if not col.no_wrap:
-            words = [w for cell in [str(col.header), *col.cells] for w in str(cell).split()]
-            col.min_width = max((len(w) for w in words), default=1)
-    return Folded(t)
-
-
-class Folded:
-    """A table as it is where it fits; otherwise each row as "first-cell  header value · header value …",
-    wrapped between words, so nothing is cut at a narrow terminal."""
-
-    def __init__(self, table: Table) -> None:
-        self.table = table
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        wide = options.update_width(10_000)
-        if Measurement.get(console, wide, self.table).minimum <= options.max_width:
-            yield self.table
-            return
-        cols = self.table.columns
-        cells = [list(c.cells) for c in cols]
-        if self.table.title:
-            yield Text(str(self.table.title), style="italic")
-        for r in range(self.table.row_count):
-            line = Text(str(cells[0][r]) + "  ", style="bold")
-            for k, col in enumerate(cols[1:]):
-                cell = cells[k + 1][r]
-                line.append(f"{col.header} ", style="dim")
-                line.append_text(cell if isinstance(cell, Text) else Text(str(cell)))
-                line.append(" · " if k < len(cols) - 2 else "", style="dim")
-            yield line
 
 
 def _link(cur, mx, fmt: str) -> str:
@@ -115,7 +80,7 @@ def gpu_table(node: NodeTopology) -> RenderableType:
             up,
             "?" if g.ecc_uncorrected_volatile is None else str(g.ecc_uncorrected_volatile),
         )
-    return _no_broken_words(t)
+    return no_broken_words(t)
 
 
 class MatrixView:
@@ -211,7 +176,7 @@ def nic_table(node: NodeTopology) -> RenderableType:
             ", ".join(n.netdevs) or "-",
             ", ".join(rail_of.get(n.name, [])) or "-",
         )
-    return _no_broken_words(t)
+    return no_broken_words(t)
 
 
 def gdr_table(node: NodeTopology) -> RenderableType:
@@ -219,7 +184,7 @@ def gdr_table(node: NodeTopology) -> RenderableType:
     for v in gdr_verdicts(node):
         verdict = {True: Text("on", "green"), False: Text("off", "red"), None: Text("?", "yellow")}[v.enabled]
         _row(t, f"G{v.gpu}", v.nic or "-", v.path or "-", verdict, v.reason)
-    return _no_broken_words(t)
+    return no_broken_words(t)
 
 
 def findings_view(results: list[CheckResult]) -> RenderableType:
@@ -242,7 +207,7 @@ def findings_view(results: list[CheckResult]) -> RenderableType:
     lines = skipped_lines(skipped)
     if t.row_count == 0:
         return Group(Text("Findings", style="italic"), lines or Text("none"))
-    return Group(_no_broken_words(t), lines) if lines is not None else _no_broken_words(t)
+    return Group(no_broken_words(t), lines) if lines is not None else no_broken_words(t)
 
 
 def node_view(node: NodeTopology, results: list[CheckResult]) -> RenderableType:
