@@ -411,19 +411,26 @@ def ib_findings(node: NodeTopology, code: str = "IB001") -> list[Finding]:
                     )
                 )
     rdma = {n.name for n in node.nics if n.rdma or n.ports}
-    for r in rails(node):
-        if r.path == "SYS" and r.nic in rdma:
-            out.append(
-                Finding(
-                    code,
-                    Severity.WARNING,
-                    f"GPU {r.gpu}'s nearest NIC ({r.nic}) is across the socket (SYS)",
-                    where={"node": node.hostname, "gpu": r.gpu, "nic": r.nic},
-                    evidence={"path": r.path},
-                    hint="its network traffic crosses the CPU interconnect and cannot use GPUDirect "
-                    "RDMA; check the slot placement",
-                )
+    far = [r for r in rails(node) if r.path == "SYS" and r.nic in rdma]
+    if len(far) == 1:
+        r = far[0]
+        what, where = f"GPU {r.gpu}'s nearest NIC ({r.nic}) is", {"gpu": r.gpu, "nic": r.nic}
+    else:  # one cause (the slot layout), one finding
+        pairs = ", ".join(f"GPU {r.gpu} → {r.nic}" for r in far)
+        what = f"{gpus_phrase([r.gpu for r in far])}: the nearest NIC ({pairs}) is"
+        where = {"gpus": [r.gpu for r in far], "nics": [r.nic for r in far]}
+    if far:
+        out.append(
+            Finding(
+                code,
+                Severity.WARNING,
+                f"{what} across the socket (SYS)",
+                where={"node": node.hostname, **where},
+                evidence={"path": "SYS"},
+                hint="its network traffic crosses the CPU interconnect and cannot use GPUDirect "
+                "RDMA; check the slot placement",
             )
+        )
     return out
 
 

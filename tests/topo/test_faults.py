@@ -282,3 +282,14 @@ def test_findings_name_their_node_and_merge_across_nodes():
     assert "odd node c: GPU 1 lost a link" in messages(name_nodes(per_node, odd_hosts))
     kept, _ = fold_explained(odd, {"c": per_node["c"]}, ())
     assert messages(kept) == ["odd node c: links is 4 where 3 other node(s) have 6"]
+
+
+def test_gpus_far_from_every_nic_are_one_finding():
+    node = nccl_to_node(parse_nccl_topo(fixture("nccl-topo/azure-ndv5-topo.xml").read_text()))
+    for nic in node.nics:
+        nic.rdma = True
+    for g in node.gpus[:4]:  # GPUs 0-3 lose their PIX NICs: the nearest ones are now across the socket
+        for k in range(4):
+            node.paths[g.label][f"NIC{k}"] = node.paths[f"NIC{k}"][g.label] = "SYS"
+    found = [f.message for f in ib_findings(node) if "across the socket" in f.message]
+    assert len(found) == 1 and found[0].startswith("GPUs 0-3: the nearest NIC (GPU 0 → "), found
