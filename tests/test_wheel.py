@@ -22,9 +22,11 @@ def package_dirs() -> list[str]:
         if not entry or not os.path.isdir(entry):
             continue
         p = Path(entry).resolve()
-        if is_within(p, REPO) or str(p) in out:
+        site = bool({"site-packages", "dist-packages"} & set(p.parts))
+        # The checkout and its tests/ are left out, not a venv inside it (README's `.venv` in the clone).
+        if (is_within(p, REPO) and not site) or str(p) in out:
             continue
-        if any(is_within(p, s) for s in stdlib) and not {"site-packages", "dist-packages"} & set(p.parts):
+        if any(is_within(p, s) for s in stdlib) and not site:
             continue
         out.append(str(p))
     return out
