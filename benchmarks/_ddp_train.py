@@ -108,6 +108,17 @@ def compute_step(ddp: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) ->
     return (t1 - t0) + (t3 - t2), t2 - t1
 
 
+def broadcast_json(obj, src: int):
+    """src's JSON-able object on every rank. Not broadcast_object_list: that one needs numpy, which the CPU
+    torch wheel does not bring."""
+    data = json.dumps(obj).encode() if dist.get_rank() == src else b""
+    size = torch.tensor([len(data)], dtype=torch.int64)
+    dist.broadcast(size, src=src)
+    buf = torch.tensor(list(data), dtype=torch.uint8) if data else torch.empty(int(size), dtype=torch.uint8)
+    dist.broadcast(buf, src=src)
+    return json.loads(bytes(buf.tolist()))
+
+
 def main() -> int:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     rank = int(sys.argv[2])
@@ -134,7 +145,7 @@ def main() -> int:
         model, backward_ms=bwd_ms, forward_ms=rest_ms, timing="measured", notes=notes, name="MLP"
     )
 
-    rec_box: list = [None]
+    rec = None
     report = None
     if rank == 0:
         if curve is not None:
@@ -146,9 +157,8 @@ def main() -> int:
             )
         else:
             report = Report.from_dict(json.loads(Path(cfg["report"]).read_text()))
-        rec_box[0] = recommend(report, spec)[0].to_dict()
-    dist.broadcast_object_list(rec_box, src=0)
-    rec = rec_box[0]
+        rec = recommend(report, spec)[0].to_dict()
+    rec = broadcast_json(rec, src=0)
     rec_cap = None if rec["value"] == "keep the default" else rec["value"]
 
     configs: list = list(cfg["caps_mb"])

@@ -1,8 +1,8 @@
 """How long the topology probes and parsers take (prints figures; no targets asserted).
 
-    python benchmarks/topo_probe.py            # from the repository root, ../shared beside it
+    python benchmarks/topo_probe.py            # from the repository root
 
-Figures: each parser on each shared fixture, this machine's probe (NVML + sysfs), the probe against
+Figures: each parser on each fixture in tests/fixtures, this machine's probe (NVML + sysfs), the probe against
 the recorded 8× H100 NVML double, and the offline diagnosis of three fixture snapshots. Median of N runs.
 """
 
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 N = 20
 
 

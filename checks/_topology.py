@@ -48,8 +48,10 @@ def node_payload(
     from ddpdoctor.model.topo_compare import node_facts
 
     out: dict[str, Any] = {"node": node.hostname, "leader": True}
-    if needs_gpu and node.no_gpu_reason:
-        out["skipped"] = f"{SKIP_NO_GPU} ({node.no_gpu_reason.removeprefix('no NVIDIA GPU: ')})"
+    if needs_gpu and (node.no_gpu_reason or not node.gpus):
+        # "skipped: no NVIDIA GPU: NVML could not start (…)"; a topology file without GPUs is not a pass
+        why = node.no_gpu_reason or f"no NVIDIA GPU: none listed in {node.source or 'the topology'}"
+        out["skipped"] = f"skipped: {why}"
         return out
     reason = skip_if(node) if skip_if is not None else None
     if reason:
@@ -116,8 +118,9 @@ def summarize_concern(
     concern: str,
     severity: dict[str, Severity] | None = None,
     per_node: Callable[[dict, list[dict]], list[Finding]] | None = None,
+    explained: tuple[str, ...] = (),
 ) -> Summary:
-    from ddpdoctor.model.topo_compare import odd_node_findings
+    from ddpdoctor.model.topo_compare import fold_explained, name_nodes, odd_node_findings
 
     leaders = {d["node"]: d for d in results.values() if isinstance(d, dict) and d.get("leader")}
     findings: list[Finding] = []
@@ -150,12 +153,16 @@ def summarize_concern(
                 evidence={"reason": skipped[host]},
             )
         )
+    own: dict[str, list[Finding]] = {}
     for host, d in sorted(probed.items()):
-        findings.extend(Finding.from_dict(f) for f in d.get("findings", []))
+        own[host] = [Finding.from_dict(f) for f in d.get("findings", [])]
         if per_node is not None:
             peers = [r for r in results.values() if isinstance(r, dict) and r.get("node") == host]
-            findings.extend(per_node(d, peers))
-    findings.extend(odd_node_findings({h: d.get("facts", {}) for h, d in probed.items()}, code, severity))
+            own[host].extend(per_node(d, peers))
+    odd = odd_node_findings({h: d.get("facts", {}) for h, d in probed.items()}, code, severity)
+    odd, odd_hosts = fold_explained(odd, own, explained)
+    findings.extend(name_nodes(own, odd_hosts))
+    findings.extend(odd)
     data = {
         "nodes": {
             h: {"facts": d.get("facts", {}), **({"data": d["data"]} if "data" in d else {})}
@@ -187,8 +194,10 @@ def topology_check(
     skip_if: Callable | None = None,
     severity: dict[str, Severity] | None = None,
     per_node: Callable | None = None,
+    explained: tuple[str, ...] = (),
 ):
-    """A topology check's (payload, run, summarize); judge names its findings function lazily."""
+    """A topology check's (payload, run, summarize); judge names its findings function lazily.
+    ``explained``: compared facts whose difference a node's own findings already report (one cause)."""
 
     def payload(node) -> dict:
         judge_fn = _resolve(judge) if judge else (lambda n: [])
@@ -198,6 +207,6 @@ def topology_check(
         return run_concern(ctx, payload)
 
     def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
-        return summarize_concern(results, world, code, concern, severity, per_node)
+        return summarize_concern(results, world, code, concern, severity, per_node, explained)
 
     return payload, run, summarize

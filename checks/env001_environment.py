@@ -102,21 +102,19 @@ def run(ctx) -> dict:
     return data
 
 
-def _skew(results: dict[int, dict], key: str) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = {}
-    for r, d in results.items():
-        groups.setdefault(str(d.get(key)), []).append(r)
-    return groups
+def _skew_finding(res: dict[int, dict], what: str, value_of, show, sev: Severity, hint: str) -> list[Finding]:
+    """One finding when the value differs across ranks, naming nodes (and the odd node when there is one)."""
+    from ddpdoctor.model.spread import describe, spread, where
 
-
-def _odd_nodes(res: dict[int, dict], groups: dict[str, list[int]]) -> list[str]:
-    """Hosts outside the one value most nodes share (none when no value has a strict majority)."""
-    hosts_of = {v: {res[r].get("hostname") for r in rs} for v, rs in groups.items()}
-    every = set().union(*hosts_of.values())
-    best = max(hosts_of, key=lambda v: len(hosts_of[v]))
-    if 2 * len(hosts_of[best]) <= len(every):
+    sp = spread({r: value_of(d) for r, d in res.items()}, {r: d.get("hostname", "?") for r, d in res.items()})
+    if sp is None:
         return []
-    return sorted(every - hosts_of[best])
+    evidence = {show(v): {h: rs for h, rs in by_host.items()} for v, by_host in sp.groups.items()}
+    return [Finding(CODE, sev, describe(sp, what, show), where=where(sp), evidence=evidence, hint=hint)]
+
+
+def _show_env(value) -> str:
+    return "unset" if value is None else repr(value)
 
 
 def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
@@ -129,28 +127,15 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
         ("driver", Severity.WARNING, "mixed drivers behave differently under load"),
         ("python", Severity.WARNING, "mixed Python versions usually mean mixed environments"),
     ):
-        groups = _skew(res, key)
-        if len(groups) > 1:
-            where = {"ranks": sorted(res)}
-            odd = _odd_nodes(res, groups)
-            if odd:
-                where["nodes"] = odd  # the nodes outside the majority: --bad-nodes blames them
-            findings.append(Finding(CODE, sev, f"{key} versions differ across ranks: "
-                                    + "; ".join(f"{v} on ranks {rs}" for v, rs in groups.items()),
-                                    where=where, evidence={key: groups}, hint=why))
+        findings += _skew_finding(res, f"{key} versions differ", lambda d, k=key: str(d.get(k)), str, sev, why)
     # Variables set differently across ranks (or set on some only).
     names = sorted({k for d in res.values() for k in d.get("env", {})} - PER_RANK_OK)
     for name in names:
         if not (name.startswith("NCCL_") or name.startswith("GLOO_") or name.startswith("TORCH_NCCL_")):
             continue
-        values: dict[str, list[int]] = {}
-        for r, d in res.items():
-            values.setdefault(str(d.get("env", {}).get(name, "<unset>")), []).append(r)
-        if len(values) > 1:
-            findings.append(Finding(CODE, Severity.WARNING, f"{name} is set differently across ranks: "
-                                    + "; ".join(f"{v!r} on ranks {rs}" for v, rs in values.items()),
-                                    where={"ranks": sorted(res)}, evidence={name: values},
-                                    hint="set NCCL_/GLOO_ variables the same way on every node (the job script, not ~/.bashrc)"))
+        findings += _skew_finding(
+            res, f"{name} is set differently", lambda d, n=name: d.get("env", {}).get(n), _show_env, Severity.WARNING,
+            "set NCCL_/GLOO_ variables the same way on every node (the job script, not ~/.bashrc)")
     # Two ranks on one GPU.
     by_gpu: dict[tuple, list[int]] = {}
     for r, d in res.items():

@@ -6,9 +6,9 @@ can reach GPU memory — a peer-memory client is present (``/sys/kernel/mm/memor
 CUDA attribute DMA_BUF_SUPPORTED, Linux ≥ 5.12, NVIDIA's open kernel module); (2) the GPU supports it;
 (3) their PCIe distance is within NCCL_NET_GDR_LEVEL (default PXB: same PCIe switch).
 
-Findings (warning), each with its reason: "GPUDirect RDMA is off for GPU 3 ↔ mlx5_3: nvidia_peermem is
-not loaded and DMA-BUF is not available", or "…are SYS apart, farther than NCCL's default level PXB";
-across nodes, a node missing the peer-memory module.
+Findings (warning), one per node and cause: "GPUDirect RDMA is off for all 8 GPU↔NIC pairs: nvidia_peermem
+is not loaded and DMA-BUF is not available", "…for GPU 3 ↔ mlx5_3: GPU 3 and mlx5_3 are SYS apart, farther
+than NCCL's default level PXB"; across nodes the node is named ("odd node hgx-c: …" when the others differ).
 """
 
 from ._topology import topology_check, without_rdma
@@ -35,4 +35,5 @@ payload, run, summarize = topology_check(
     "ddpdoctor.model.topo_analysis:gdr_findings",
     extra=_verdicts,
     skip_if=without_rdma("skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"),
+    explained=("peer memory", "GPUs with GPUDirect RDMA"),
 )

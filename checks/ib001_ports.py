@@ -46,4 +46,5 @@ payload, run, summarize = topology_check(
     needs_gpu=False,
     extra=_rails,
     skip_if=without_rdma("skipped: no InfiniBand/RoCE device"),
+    explained=("active NIC rates (Gb/s)",),
 )

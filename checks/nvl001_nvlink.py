@@ -33,4 +33,5 @@ payload, run, summarize = topology_check(
     "ddpdoctor.model.topo_analysis:nvlink_findings",
     extra=_matrix,
     severity={"NVLinks per GPU": Severity.ERROR},
+    explained=("NVLinks per GPU",),
 )

@@ -19,4 +19,6 @@ BUDGET_S = 20.0
 SUITES = ("quick", "full")
 
 
-payload, run, summarize = topology_check(CODE, "pcie", "ddpdoctor.model.topo_analysis:pcie_findings")
+payload, run, summarize = topology_check(
+    CODE, "pcie", "ddpdoctor.model.topo_analysis:pcie_findings", explained=("GPU PCIe widths",)
+)

@@ -1,3 +1,11 @@
 """ddpdoctor: diagnose and tune PyTorch DistributedDataParallel clusters and scripts."""
 
+import warnings
+
 __version__ = "0.1.0"
+
+# The CPU torch wheel does not bring numpy, and importing torch without it warns "Failed to initialize
+# NumPy" on every run. ddpdoctor never needs numpy, so that one warning is noise for our users. Set here,
+# before any ddpdoctor module imports torch (the CLI, the torchrun workers and probes all import this
+# package first).
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)

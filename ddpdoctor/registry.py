@@ -54,6 +54,42 @@ class CheckSpec:
     def name(self) -> str:
         return self.module.__name__.rsplit(".", 1)[-1]
 
+    @property
+    def blurb(self) -> str:
+        """One sentence for `check --list`, saying what the code and the title do not already say."""
+        return blurb(self.doc, self.code, self.title)
+
+
+def _words(text: str) -> list[str]:
+    return [w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP]
+
+
+_STOP = {"the", "a", "an", "and", "of", "its", "their", "nvidia", "each", "every"}
+
+
+def blurb(doc: str, code: str, title: str) -> str:
+    """The docstring's first sentence without the code, the title or a label repeating it (when nothing
+    new is left: the next paragraph's, "What it does: ..."), up to its first clause, no asides."""
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", doc.strip()) if p.strip()]
+    title_words = set(_words(title))
+    for para in paragraphs:
+        if para.startswith("#") and not re.match(r"#+\s*What it does", para):
+            continue  # "## Why is this bad?" and the other lint-rule sections
+        text = re.sub(r"^(#+\s*)?What it does\s*:?\s*", "", para).replace("``", "").replace("`", "")
+        text = re.sub(rf"^{re.escape(code)}\s*[—:-]\s*", "", text)
+        text = re.sub(rf"^{re.escape(title)}\s*[,:—-]\s*", "", text, flags=re.IGNORECASE)
+        sentence = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+        label, sep, rest = sentence.partition(": ")
+        if sep and set(_words(label)) <= title_words | {"consi"}:  # "Rendezvous: how long ..."
+            sentence = rest
+        sentence = re.sub(r"\s+\([^()]*\)", "", sentence)  # asides in parentheses, not call syntax
+        sentence = re.split(r"; | — |(?<=.{20}): ", sentence, maxsplit=1)[0].rstrip(".") + "."
+        new = [w for w in _words(sentence) if w not in title_words]
+        if len(new) >= 2 and not sentence.lower().startswith(title.lower()):
+            first = sentence.split(" ", 1)[0].strip(",.:;")
+            return sentence[:1].upper() + sentence[1:] if first.isalpha() else sentence
+    return ""
+
 
 def _spec_from_module(mod: ModuleType) -> CheckSpec | None:
     code = getattr(mod, "CODE", None)

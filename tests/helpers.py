@@ -9,7 +9,25 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"  # public data files, origin and licence in SOURCES.md there
+
+
+def fixture(rel: str) -> Path:
+    """A file or folder under tests/fixtures (a missing one is a broken checkout: fail, never skip)."""
+    p = FIXTURES / rel
+    assert p.exists(), f"fixture {rel} is missing from {FIXTURES}"
+    return p
+
+
+def without_numpy(folder: Path) -> dict[str, str]:
+    """Environment for a subprocess that cannot import numpy (as with the CPU torch wheel, which does not
+    bring it), whether or not numpy is installed here: a numpy that raises ModuleNotFoundError first on
+    PYTHONPATH."""
+    (folder / "numpy").mkdir(parents=True, exist_ok=True)
+    (folder / "numpy" / "__init__.py").write_text(
+        'raise ModuleNotFoundError("No module named \'numpy\' (hidden by the test)", name="numpy")\n'
+    )
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
 
 
 def cli(*args: str) -> list[str]:

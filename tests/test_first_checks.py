@@ -43,11 +43,34 @@ def test_env001_flags_version_skew_env_skew_shared_gpu_and_bad_ifname():
     results[0]["gpu"] = results[1]["gpu"] = {"uuid": "GPU-1"}
     s = env.summarize(results, WORLD)
     msgs = [f.message for f in s.findings]
-    assert any("torch versions differ" in m and "2.12.0 on ranks [3]" in m for m in msgs)
-    assert any(m.startswith("NCCL_ALGO is set differently") for m in msgs)
+    # Two nodes, no majority: every value with its node; within node1 the ranks disagree.
+    assert ("torch versions differ across nodes: 2.13.0 on node0 (ranks 0-1), node1 (rank 2); "
+            "2.12.0 on node1 (rank 3)") in msgs
+    assert "NCCL_ALGO is set differently across nodes: unset on node0 (ranks 0-1), node1 (rank 2); " \
+           "'Tree' on node1 (rank 3)" in msgs
     assert any("ranks [0, 1] share one GPU (GPU-1) on node0" in m for m in msgs)
     assert any("GLOO_SOCKET_IFNAME=ib9 on node1 matches no interface" in m for m in msgs)
     assert s.final_status() is Status.FAILED
+
+
+WORLD6 = WorldInfo.from_dicts([
+    {"rank": r, "node_rank": r // 2, "local_rank": r % 2, "hostname": f"node{r // 2}"} for r in range(6)
+])
+
+
+def test_env001_names_the_odd_node():
+    """ENV001's skew says which node, and which node is the odd one out, not only rank numbers."""
+    results = {r: _env(r) for r in range(6)}
+    for r in (2, 3):
+        results[r]["env"] = {"NCCL_ALGO": "Tree"}
+        results[r]["torch"] = "2.12.0"
+    s = env.summarize(results, WORLD6)
+    by_text = {f.message: f for f in s.findings}
+    assert set(by_text) == {
+        "NCCL_ALGO is set differently: odd node node1 has 'Tree' (ranks 2-3) where the 2 other nodes have it unset",
+        "torch versions differ: odd node node1 has 2.12.0 (ranks 2-3) where the 2 other nodes have 2.13.0",
+    }
+    assert all(f.where == {"node": "node1", "ranks": [2, 3]} for f in s.findings)
 
 
 def test_rdz001_flags_non_contiguous_ranks_and_shared_hostnames():

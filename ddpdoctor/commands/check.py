@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
 from ddpdoctor.commands import recommend_args
 
@@ -16,16 +18,57 @@ def _codes(text: str) -> list[str]:
     return [c.strip().upper() for c in text.split(",") if c.strip()]
 
 
+def _count(text: str) -> int:
+    """A count of nodes or ranks: a whole number of at least 1 (argparse names the option on error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _rank(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
+    return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return x
+
+
+def _scale(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return x
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("launch (torchrun semantics)")
-    g.add_argument("--nodes", type=int, default=None, help="number of nodes (default 1, or Slurm's)")
-    g.add_argument("--nproc-per-node", type=int, default=None,
+    g.add_argument("--nodes", type=_count, default=None, help="number of nodes (default 1, or Slurm's)")
+    g.add_argument("--nproc-per-node", type=_count, default=None,
                    help="ranks per node (default: one per visible GPU; 2 on CPU)")
-    g.add_argument("--node-rank", type=int, default=None, help="this node's rank; 0 hosts the rendezvous")
+    g.add_argument("--node-rank", type=_rank, default=None, help="this node's rank; 0 hosts the rendezvous")
     g.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
                    help="rendezvous endpoint, the same on every node (default: a free port on this machine)")
     g.add_argument("--rdzv-id", default=None, help="rendezvous id (default: ddpdoctor, or the Slurm job id)")
-    g.add_argument("--rdzv-timeout", type=float, default=60.0, metavar="S",
+    g.add_argument("--rdzv-timeout", type=_seconds, default=60.0, metavar="S",
                    help="seconds to wait for every node to join (default 60)")
     g.add_argument("--local-addr", default=None, metavar="ADDR",
                    help="this node's address as the other nodes reach it (default: the one routing to the endpoint)")
@@ -37,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--suite", default="quick", help="suite to run: quick (default) or full")
     s.add_argument("--checks-path", action="append", default=[], metavar="PATH",
                    help="extra check file or folder (repeatable)")
-    s.add_argument("--budget-scale", type=float, default=1.0, help="multiply every check's time budget")
+    s.add_argument("--budget-scale", type=_scale, default=1.0, help="multiply every check's time budget")
     s.add_argument("--script", default=None, metavar="PATH", help="also lint this training script")
     b = p.add_argument_group("bandwidth (BW001, P2P001)")
     b.add_argument("--max-size", default=None, metavar="SIZE",
@@ -66,11 +109,87 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the worker config for your own torchrun and exit (see README)")
 
 
+def parse_options(items: list[str]) -> dict[str, Any]:
+    """--option KEY=VALUE pairs; a VALUE that reads as JSON is taken as such (numbers, lists)."""
+    from ddpdoctor.launch import LaunchError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise LaunchError(f"--option {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except ValueError:
+            out[k.strip()] = v
+        except RecursionError:
+            raise LaunchError(f"--option {k.strip()}: value nested too deeply") from None
+    return out
+
+
+def check_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The checks' options: --option KEY=VALUE pairs, then the dedicated flags (validated here, so a
+    bad value ends the run before anything is launched)."""
+    from ddpdoctor.launch import LaunchError
+    from ddpdoctor.model.sizes import parse_size
+
+    out = parse_options(args.option)
+    for flag, key in (("max_size", "max_size"), ("p2p_size", "p2p_size")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            try:
+                out[key] = parse_size(value)
+            except ValueError as e:
+                raise LaunchError(f"--{flag.replace('_', '-')}: {e}") from None
+    for flag in ("p2p_mode", "p2p_plan"):
+        if getattr(args, flag, None):
+            out[flag] = getattr(args, flag)
+    return out
+
+
+def run_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """The checks' options, the profile and the recommendation options, validated once (exit 2 on error)."""
+    return {
+        "options": check_options(args),
+        "profile": recommend_args.profile_option(args),
+        "recommend": recommend_args.recommend_options(args),
+    }
+
+
+def list_checks() -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ddpdoctor.registry import discover
+
+    table = Table(title="ddpdoctor checks")
+    for col in ("code", "kind", "title", "budget", "suites"):
+        table.add_column(col, no_wrap=col in ("code", "kind", "budget"))
+    for s in discover():
+        what = Text(s.title)
+        if s.blurb:  # what the code and the title do not already say
+            what.append(f"\n{s.blurb}", style="dim")
+        table.add_row(s.code, s.kind, what, f"{s.budget_s:g} s" if s.kind == "cluster" else "",
+                      ",".join(s.suites) if s.kind == "cluster" else "")
+    Console().print(table)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    from ddpdoctor.launch import LaunchError
+
+    if args.list:
+        return list_checks()
+    try:
+        inputs = run_inputs(args)
+    except (LaunchError, recommend_args.OptionError) as e:
+        print(f"ddpdoctor check: {e}", file=sys.stderr)
+        return 2
     from ddpdoctor.runtime.launcher import run_check
 
     try:
-        return run_check(args)
+        return run_check(args, inputs)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

@@ -139,7 +139,7 @@ def _validate(args, out) -> int:
     dup_sources = {e.source for e in dups}
     for p in loaded:
         if p.origin not in dup_sources:
-            out.print(f"{p.origin}: ok ({p.name})", highlight=False)
+            out.print(f"{p.origin}: ok ({p.name})", highlight=False, soft_wrap=True)  # a path is never cut
     return 2 if bad or dups else 0
 
 

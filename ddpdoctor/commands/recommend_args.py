@@ -100,11 +100,15 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
     """ModelSpec JSON from --model-spec or --model-params (with dtype, backward time and DDP flags)."""
     count, spec_file = getattr(args, "model_params", None), getattr(args, "model_spec", None)
     if count is None and spec_file is None:
+        given = [flag for flag, v in (("--backward-ms", getattr(args, "backward_ms", None) is not None),
+                                      ("--find-unused-parameters", getattr(args, "find_unused_parameters", False)),
+                                      ("--static-graph", getattr(args, "static_graph", False))) if v]
+        if given:  # said about a model that was not given: silently ignoring it would mislead
+            raise OptionError(f"{given[0]} describes the model: give --model-params COUNT or --model-spec FILE too")
         return None
     if count is not None and spec_file is not None:
         raise OptionError("--model-params and --model-spec: give one of them")
     import dataclasses
-    import json
 
     from ddpdoctor.recommend.model_spec import ModelSpec
 
@@ -114,12 +118,12 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
     }
     try:
         if spec_file is not None:
+            from ddpdoctor.report.io import JsonFileError, read_json
+
             try:
-                d = json.loads(Path(spec_file).read_text(encoding="utf-8"))
-            except OSError as e:
-                raise OptionError(f"--model-spec {spec_file}: cannot read: {e.strerror or e}") from None
-            except ValueError as e:
-                raise OptionError(f"--model-spec {spec_file}: not valid JSON: {e}") from None
+                d = read_json(spec_file, "model spec")
+            except JsonFileError as e:
+                raise OptionError(f"--model-spec {e}") from None
             # The flags given on the command line win over the file's (replace() re-validates).
             overrides = {k: v for k, v in flags.items() if v}
             if args.backward_ms is not None:
@@ -127,6 +131,8 @@ def _model_spec(args: argparse.Namespace) -> dict[str, Any] | None:
             spec = dataclasses.replace(ModelSpec.from_dict(d), **overrides)
         else:
             spec = ModelSpec.from_params(count, args.model_dtype, backward_ms=args.backward_ms, **flags)
+    except OptionError:
+        raise
     except ValueError as e:
         raise OptionError(f"model: {e}") from None
     return spec.to_dict()

@@ -14,7 +14,8 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", default="/", help="filesystem root for sysfs/procfs (default /)")
+    p.add_argument("--root", default="/", help="filesystem root for sysfs/procfs (default /); not read when "
+                   "a topology file is given")
     p.add_argument(
         "--nvidia-smi-topo", metavar="FILE", help="use this `nvidia-smi topo -m` output for GPUs and paths"
     )
@@ -49,18 +50,15 @@ def _read(path: str) -> str:
 
 
 def build_node(args: argparse.Namespace):
-    """The node from the machine, with any user file taking the place of what it describes."""
-    from ddpdoctor.probes.collect import collect_node
-
-    probed = collect_node(root=args.root, hostname=args.hostname)
-    node = probed
+    """The node from the machine, or from a user's topology file alone: a file describes another
+    machine, so nothing of this one (interfaces, kernel, peer memory, NCCL variables) is mixed in."""
     if args.nvidia_smi_topo or args.nccl_topo:
         node = _from_file(args)
-        # The file describes GPUs and paths; the rest is this machine's.
-        node.hostname, node.env, node.driver_version = probed.hostname, probed.env, probed.driver_version
-        node.peermem, node.interfaces = probed.peermem, probed.interfaces
-        node.numa_cpus = node.numa_cpus or probed.numa_cpus
-        _merge_nics(node, probed.nics)
+        node.hostname = args.hostname or ""
+    else:
+        from ddpdoctor.probes.collect import collect_node
+
+        node = collect_node(root=args.root, hostname=args.hostname)
     if args.ibstat:
         from ddpdoctor.probes.ibstat import parse_ib_tool_output
 
@@ -97,16 +95,14 @@ def _merge_nics(node, found) -> None:
 
 def _load_snapshots(paths: list[str]):
     """Snapshots (``--save`` files), or ddpdoctor check reports: GPU001 keeps each node's snapshot."""
-    import json
 
     from ddpdoctor.model.topology import NodeTopology
 
+    from ddpdoctor.report.io import read_json
+
     nodes = []
     for p in paths:
-        try:
-            doc = json.loads(_read(p))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p}: not JSON ({e})") from None
+        doc = read_json(p, "topology snapshot")  # a ValueError naming the file when it is not JSON
         docs = _snapshots_in_report(doc) if isinstance(doc, dict) and "schema_version" in doc else [doc]
         if not docs:
             raise ValueError(f"{p}: a report without GPU001 topology data (was GPU001 run, on GPUs?)")

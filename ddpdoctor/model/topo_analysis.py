@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from ddpdoctor.model.spread import fmt_ranks
 from ddpdoctor.model.topology import (
     Gpu,
     NodeTopology,
@@ -160,6 +161,11 @@ _BAD_THROTTLE = {
 }
 
 
+def gpus_phrase(indices: list[int]) -> str:
+    """[3] -> "GPU 3"; [0, 1, 2, 5] -> "GPUs 0-2,5"."""
+    return f"GPU {indices[0]}" if len(indices) == 1 else f"GPUs {fmt_ranks(indices)}"
+
+
 def gpu_findings(node: NodeTopology, code: str = "GPU001") -> list[Finding]:
     out: list[Finding] = []
     models = Counter(g.name for g in node.gpus if g.name)
@@ -174,6 +180,7 @@ def gpu_findings(node: NodeTopology, code: str = "GPU001") -> list[Finding]:
                 hint="DDP runs at the pace of the slowest GPU",
             )
         )
+    throttled: dict[str, list[Gpu]] = {}
     for g in node.gpus:
         where = {"node": node.hostname, "gpu": g.index, "busid": g.busid}
         if g.nvml_error:
@@ -221,15 +228,19 @@ def gpu_findings(node: NodeTopology, code: str = "GPU001") -> list[Finding]:
             )
         bad = [r for r in g.throttle_reasons if r in _BAD_THROTTLE]
         if bad:
-            out.append(
-                Finding(
-                    code,
-                    Severity.WARNING,
-                    f"GPU {g.index} clocks held down by " + ", ".join(_BAD_THROTTLE[r] for r in bad),
-                    where=where,
-                    evidence={"throttle_reasons": g.throttle_reasons},
-                )
+            throttled.setdefault(", ".join(_BAD_THROTTLE[r] for r in bad), []).append(g)
+    for why, gpus in throttled.items():  # one finding per cause, naming every GPU it holds down
+        out.append(
+            Finding(
+                code,
+                Severity.WARNING,
+                f"{gpus_phrase([g.index for g in gpus])} clocks held down by {why}",
+                where={"node": node.hostname, "gpus": [g.index for g in gpus]}
+                if len(gpus) > 1
+                else {"node": node.hostname, "gpu": gpus[0].index, "busid": gpus[0].busid},
+                evidence={"throttle_reasons": {g.index: g.throttle_reasons for g in gpus}},
             )
+        )
     return out
 
 
@@ -242,6 +253,7 @@ def pcie_findings(node: NodeTopology, code: str = "PCI001") -> list[Finding]:
     out: list[Finding] = []
     devices = [(f"GPU {g.index}", g.pcie, {"gpu": g.index, "busid": g.busid}, True) for g in node.gpus]
     devices += [(f"NIC {n.name}", n.pcie, {"nic": n.name, "busid": n.busid}, False) for n in node.nics]
+    idle: dict[tuple[int, int], list[int]] = {}
     for name, link, where, is_gpu in devices:
         where = {"node": node.hostname, **where}
         ev = {k: v for k, v in asdict(link).items() if v is not None}
@@ -258,20 +270,28 @@ def pcie_findings(node: NodeTopology, code: str = "PCI001") -> list[Finding]:
                 )
             )
         if link.cur_gen and link.max_gen and link.cur_gen < link.max_gen:
-            sev, why = (
-                (Severity.INFO, " (normal while the GPU is idle; re-check under load)")
-                if is_gpu
-                else (Severity.WARNING, "")
-            )
+            if is_gpu:  # idle GPUs all downclock alike: one note for all of them
+                idle.setdefault((link.cur_gen, link.max_gen), []).append(where["gpu"])
+                continue
             out.append(
                 Finding(
                     code,
-                    sev,
-                    f"{name} PCIe link at Gen{link.cur_gen}, capable of Gen{link.max_gen}{why}",
+                    Severity.WARNING,
+                    f"{name} PCIe link at Gen{link.cur_gen}, capable of Gen{link.max_gen}",
                     where=where,
                     evidence=ev,
                 )
             )
+    for (cur, top), gpus in idle.items():
+        out.append(
+            Finding(
+                code,
+                Severity.INFO,
+                f"{gpus_phrase(gpus)} PCIe link{'s' if len(gpus) > 1 else ''} at Gen{cur}, capable of Gen{top} "
+                "(normal while the GPU is idle; re-check under load)",
+                where={"node": node.hostname, "gpus": gpus} if len(gpus) > 1 else {"node": node.hostname, "gpu": gpus[0]},
+            )
+        )
     return out
 
 
@@ -391,19 +411,26 @@ def ib_findings(node: NodeTopology, code: str = "IB001") -> list[Finding]:
                     )
                 )
     rdma = {n.name for n in node.nics if n.rdma or n.ports}
-    for r in rails(node):
-        if r.path == "SYS" and r.nic in rdma:
-            out.append(
-                Finding(
-                    code,
-                    Severity.WARNING,
-                    f"GPU {r.gpu}'s nearest NIC ({r.nic}) is across the socket (SYS)",
-                    where={"node": node.hostname, "gpu": r.gpu, "nic": r.nic},
-                    evidence={"path": r.path},
-                    hint="its network traffic crosses the CPU interconnect and cannot use GPUDirect "
-                    "RDMA; check the slot placement",
-                )
+    far = [r for r in rails(node) if r.path == "SYS" and r.nic in rdma]
+    if len(far) == 1:
+        r = far[0]
+        what, where = f"GPU {r.gpu}'s nearest NIC ({r.nic}) is", {"gpu": r.gpu, "nic": r.nic}
+    else:  # one cause (the slot layout), one finding
+        pairs = ", ".join(f"GPU {r.gpu} → {r.nic}" for r in far)
+        what = f"{gpus_phrase([r.gpu for r in far])}: the nearest NIC ({pairs}) is"
+        where = {"gpus": [r.gpu for r in far], "nics": [r.nic for r in far]}
+    if far:
+        out.append(
+            Finding(
+                code,
+                Severity.WARNING,
+                f"{what} across the socket (SYS)",
+                where={"node": node.hostname, **where},
+                evidence={"path": "SYS"},
+                hint="its network traffic crosses the CPU interconnect and cannot use GPUDirect "
+                "RDMA; check the slot placement",
             )
+        )
     return out
 
 
@@ -445,6 +472,7 @@ class GdrVerdict:
     enabled: bool | None  # None: cannot tell from what was probed
     mechanism: str  # "peermem", "dmabuf", ""
     reason: str
+    cause: str = ""  # the reason without this pair's names, so pairs off for one cause share a finding
 
 
 def gdr_mechanism(node: NodeTopology, gpu: Gpu) -> tuple[str, str]:
@@ -460,11 +488,11 @@ def gdr_mechanism(node: NodeTopology, gpu: Gpu) -> tuple[str, str]:
     if pm.kernel and not kernel_at_least(pm.kernel, 5, 12):
         why_not.append(f"kernel {pm.kernel} predates RDMA DMA-BUF (5.12)")
     if pm.open_kernel_module is False:
-        why_not.append("the proprietary NVIDIA kernel module is loaded (DMA-BUF needs the open one)")
+        why_not.append("the proprietary NVIDIA kernel module is loaded, DMA-BUF needs the open one")
     if not why_not and (gpu.dmabuf_supported or pm.open_kernel_module):
         return "dmabuf", "nvidia_peermem is not loaded, but DMA-BUF is possible"
     detail = "; ".join(why_not) or "DMA-BUF support could not be confirmed"
-    return "", f"nvidia_peermem is not loaded and DMA-BUF is not available ({detail})"
+    return "", f"nvidia_peermem is not loaded and DMA-BUF is not available: {detail}"
 
 
 def gdr_verdicts(node: NodeTopology) -> list[GdrVerdict]:
@@ -485,7 +513,8 @@ def gdr_verdicts(node: NodeTopology) -> list[GdrVerdict]:
             out.append(GdrVerdict(r.gpu, None, None, None, "", "no NIC with a known PCIe distance"))
             continue
         if r.nic not in rdma:
-            out.append(GdrVerdict(r.gpu, r.nic, r.path, False, "", f"{r.nic} is not an RDMA device"))
+            out.append(GdrVerdict(r.gpu, r.nic, r.path, False, "", f"{r.nic} is not an RDMA device",
+                                  "the nearest NIC is not an RDMA device"))
             continue
         if node.env.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
             out.append(
@@ -494,7 +523,8 @@ def gdr_verdicts(node: NodeTopology) -> list[GdrVerdict]:
             continue
         if g.gdr_supported is False:
             out.append(
-                GdrVerdict(r.gpu, r.nic, r.path, False, "", f"GPU {g.index} does not support GPUDirect RDMA")
+                GdrVerdict(r.gpu, r.nic, r.path, False, "", f"GPU {g.index} does not support GPUDirect RDMA",
+                           "the GPU does not support GPUDirect RDMA")
             )
             continue
         mech, why = gdr_mechanism(node, g)
@@ -508,6 +538,7 @@ def gdr_verdicts(node: NodeTopology) -> list[GdrVerdict]:
                     False,
                     mech,
                     f"GPU {g.index} and {r.nic} are {r.path} apart, farther than {src}",
+                    f"GPU and NIC are {r.path} apart, farther than {src}",
                 )
             )
         elif mech == "":
@@ -522,19 +553,34 @@ def gdr_verdicts(node: NodeTopology) -> list[GdrVerdict]:
 
 
 def gdr_findings(node: NodeTopology, code: str = "GDR001") -> list[Finding]:
+    """One finding per cause: pairs off for the same reason (peer memory missing: all of them) share one."""
     out: list[Finding] = []
-    off = [v for v in gdr_verdicts(node) if v.enabled is False and v.nic is not None]
+    verdicts = gdr_verdicts(node)
+    off = [v for v in verdicts if v.enabled is False and v.nic is not None]
+    by_cause: dict[str, list[GdrVerdict]] = {}
     for v in off:
+        by_cause.setdefault(v.cause or v.reason, []).append(v)
+    paired = len([v for v in verdicts if v.nic is not None])
+    for cause, vs in by_cause.items():
+        pairs = [f"GPU {v.gpu} ↔ {v.nic}" for v in vs]
+        if len(vs) == 1:
+            what, reason = pairs[0], vs[0].reason
+        else:
+            what = f"all {len(vs)} GPU↔NIC pairs" if len(vs) == paired else f"{len(vs)} GPU↔NIC pairs"
+            what += f" ({', '.join(pairs)})" if len(vs) < paired else ""
+            reason = cause
         out.append(
             Finding(
                 code,
                 Severity.WARNING,
-                f"GPUDirect RDMA is off for GPU {v.gpu} ↔ {v.nic}: {v.reason}",
-                where={"node": node.hostname, "gpu": v.gpu, "nic": v.nic},
-                evidence={"path": v.path, "peermem": node.peermem.found},
+                f"GPUDirect RDMA is off for {what}: {reason}",
+                where={"node": node.hostname, "gpus": [v.gpu for v in vs], "nics": [v.nic for v in vs]}
+                if len(vs) > 1
+                else {"node": node.hostname, "gpu": vs[0].gpu, "nic": vs[0].nic},
+                evidence={"paths": {f"GPU {v.gpu}": v.path for v in vs}, "peermem": node.peermem.found},
                 hint="inter-node traffic is staged through host memory, costing bandwidth and "
                 "CPU; load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF"
-                if "peermem" in v.reason
+                if "peermem" in cause
                 else None,
             )
         )

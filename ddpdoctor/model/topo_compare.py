@@ -77,7 +77,7 @@ def odd_node_findings(
                     f"nodes disagree on {key}: "
                     + "; ".join(f"{h} has {_show(v)}" for h, v in sorted(values.items())),
                     where={"nodes": sorted(values)},
-                    evidence={"values": values},
+                    evidence={"fact": key, "values": values},
                 )
             )
             continue
@@ -90,9 +90,52 @@ def odd_node_findings(
                         f"odd node {host}: {key} is {_show(v)} where {n_norm} other node(s) have "
                         f"{_show(norm)}",
                         where={"node": host},
-                        evidence={"value": v, "majority": norm, "majority_nodes": n_norm},
+                        evidence={"fact": key, "value": v, "majority": norm, "majority_nodes": n_norm},
                     )
                 )
+    return out
+
+
+def fold_explained(odd: list[Finding], per_node: dict[str, list[Finding]], explained: tuple[str, ...]):
+    """Odd-node findings on facts that a node's own findings already explain (GDR off on every pair and
+    "peer memory: missing" are one cause) are dropped; returns the kept ones and the nodes they named."""
+    kept, odd_hosts = [], set()
+    for f in odd:
+        host = f.where.get("node")
+        if host and per_node.get(host) and f.evidence.get("fact") in explained:
+            odd_hosts.add(host)
+            continue
+        kept.append(f)
+    return kept, odd_hosts
+
+
+def name_nodes(per_node: dict[str, list[Finding]], odd_hosts: set[str] = frozenset()) -> list[Finding]:
+    """Each node's findings with the node named ("hgx-c: …", "odd node hgx-c: …"); the same finding on
+    several nodes becomes one finding naming them all. With one node there is nothing to name."""
+    if len(per_node) < 2:
+        return [f for fs in per_node.values() for f in fs]
+    groups: dict[tuple, list[tuple[str, Finding]]] = {}
+    for host, fs in sorted(per_node.items()):
+        for f in fs:
+            key = (f.code, f.severity, f.message, f.hint, host if host in odd_hosts else None)
+            groups.setdefault(key, []).append((host, f))
+    out: list[Finding] = []
+    for (code, sev, message, hint, odd_host), members in groups.items():
+        hosts = [h for h, _ in members]
+        first = members[0][1]
+        if odd_host:
+            label = f"odd node {odd_host}"
+        elif len(hosts) == len(per_node) and len(hosts) > 3:
+            label = f"all {len(hosts)} nodes"
+        else:
+            label = ", ".join(hosts)
+        text = message if len(hosts) == 1 and hosts[0] in message else f"{label}: {message}"
+        if len(hosts) == 1:
+            out.append(Finding(code, sev, text, where=first.where, evidence=first.evidence, hint=hint))
+            continue
+        where = {k: v for k, v in first.where.items() if k != "node" and all(g.where.get(k) == v for _, g in members)}
+        out.append(Finding(code, sev, text, where={"nodes": hosts, **where},
+                           evidence={"per_node": {h: g.evidence for h, g in members}}, hint=hint))
     return out
 
 

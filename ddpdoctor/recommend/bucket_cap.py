@@ -44,10 +44,9 @@ FORWARD_PER_BACKWARD = 0.5
 FIRST_BUCKET_FOLLOWS_CAP_SINCE = (2, 4)
 HOW_TO_MEASURE = "run `ddpdoctor check --select BW001` on the cluster (same nodes and ranks as the job)"
 HOW_TO_GIVE_MODEL = (
-    "pass it as options['model'] (ddpdoctor.recommend.model_spec: ModelSpec.from_params('124M', "
-    "backward_ms=...).to_dict() for a parameter count, "
-    "ModelSpec.from_module(model, sample_input=x).to_dict() "
-    "for its exact tensors)"
+    "give it to `ddpdoctor check` or `ddpdoctor recommend REPORT` as --model-params 124M --backward-ms 180 "
+    "(its parameter count and one backward pass in ms) or --model-spec FILE (its exact tensors: the JSON "
+    "of ddpdoctor.recommend.model_spec.ModelSpec.from_module(model).to_dict())"
 )
 
 

@@ -46,11 +46,13 @@ def recommend(report: Report, layout: str | None = None) -> list[Recommendation]
     ranks = data.get("ranks") or report.ranks
     nvlink, rails = _topology(report)
     matrix = data.get("matrix")
+    backend = str(report.run.get("backend") or "nccl")
+    device = "cpu" if backend == "gloo" else "cuda"  # the snippets run where this run ran
     missing = _missing(p2p, matrix)
     if missing:
         recs = [_unsupported(i, missing) for i in ("layout_ddp", "layout_hsdp", "layout_tp_dp")]
         if layout is not None:
-            recs.append(_check_node_map(ranks, layout, missing))
+            recs.append(_check_node_map(ranks, layout, missing, device))
         return recs
     try:
         cl = analyze(matrix["values"], ranks, nvlink=nvlink, rails=rails)
@@ -60,9 +62,9 @@ def recommend(report: Report, layout: str | None = None) -> list[Recommendation]
             ("layout_check",) if layout is not None else ()
         )
         return [_unsupported(i, why) for i in ids]
-    recs = [_ddp(cl), _mesh(cl, cl.hsdp), _mesh(cl, cl.tp_dp)]
+    recs = [_ddp(cl, backend), _mesh(cl, cl.hsdp, device), _mesh(cl, cl.tp_dp, device)]
     if layout is not None:
-        recs.append(_check(cl, layout))
+        recs.append(_check(cl, layout, device))
     return recs
 
 
@@ -167,7 +169,7 @@ def _ring_evidence(prefix: str, ring: Ring) -> dict[str, Any]:
 # -- DDP -------------------------------------------------------------------------------------------
 
 
-def _ddp(cl: ClusterLayouts) -> Recommendation:
+def _ddp(cl: ClusterLayouts, backend: str = "nccl") -> Recommendation:
     plan = cl.ddp
     d, b = plan.default, plan.best
     word = cl.island_word
@@ -224,7 +226,7 @@ def _ddp(cl: ClusterLayouts) -> Recommendation:
         evidence=ev,
         confidence=_confidence(cl, estimated=b.estimated_links > 0),
         rationale=rationale,
-        snippet=ddp_ring_code(b.order, cl.world, backend="nccl"),
+        snippet=ddp_ring_code(b.order, cl.world, backend=backend),
         data=data,
     )
 
@@ -246,13 +248,13 @@ _USAGE = {
 }
 
 
-def _mesh(cl: ClusterLayouts, plan: MeshPlan) -> Recommendation:
+def _mesh(cl: ClusterLayouts, plan: MeshPlan, device: str = "cuda") -> Recommendation:
     rec_id = f"layout_{plan.kind}"
     ev = _island_evidence(cl)
     n = cl.world.world_size
     if plan.mesh is None:
         if plan.kind == "hsdp":
-            code = device_mesh_code(MeshLayout(("shard",), (n,), list(range(n))))
+            code = device_mesh_code(MeshLayout(("shard",), (n,), list(range(n))), device)
             usage = [
                 "",
                 "from torch.distributed.fsdp import fully_shard",
@@ -264,7 +266,7 @@ def _mesh(cl: ClusterLayouts, plan: MeshPlan) -> Recommendation:
             usage = [
                 "",
                 f"tp = 1  # the model's TP degree: any divisor of {n} keeps TP inside the one island",
-                f'mesh = init_device_mesh("cuda", ({n} // tp, tp), mesh_dim_names=("dp", "tp"))',
+                f'mesh = init_device_mesh("{device}", ({n} // tp, tp), mesh_dim_names=("dp", "tp"))',
             ]
         return Recommendation(
             id=rec_id,
@@ -311,7 +313,7 @@ def _mesh(cl: ClusterLayouts, plan: MeshPlan) -> Recommendation:
         evidence=ev,
         confidence=_confidence(cl, estimated=ic.estimated or oc.estimated),
         rationale=f"{plan.reason}: {why}{rails}.{order}",
-        snippet=mesh_snippet(plan.mesh, _USAGE[plan.kind]),
+        snippet=mesh_snippet(plan.mesh, _USAGE[plan.kind], device),
         data={"plan": plan.to_dict()},
     )
 
@@ -330,7 +332,7 @@ def _invalid(layout: str, err: Exception) -> Recommendation:
     )
 
 
-def _check(cl: ClusterLayouts, layout: str) -> Recommendation:
+def _check(cl: ClusterLayouts, layout: str, device: str = "cuda") -> Recommendation:
     try:
         chk = check_layout(cl, layout)
     except LayoutError as e:
@@ -356,12 +358,12 @@ def _check(cl: ClusterLayouts, layout: str) -> Recommendation:
         evidence=ev,
         confidence=_confidence(cl, estimated=est),
         rationale=". ".join([head, *(["; ".join(chk.messages)] if chk.messages else [])]) + ".",
-        snippet=mesh_snippet(mesh, []),
+        snippet=mesh_snippet(mesh, [], device),
         data={"check": chk.to_dict()},
     )
 
 
-def _check_node_map(ranks: list[dict], layout: str, missing: str) -> Recommendation:
+def _check_node_map(ranks: list[dict], layout: str, missing: str, device: str = "cuda") -> Recommendation:
     """Without a matrix only the node map speaks: which groups span nodes."""
     try:
         parse_layout(layout)
@@ -381,6 +383,6 @@ def _check_node_map(ranks: list[dict], layout: str, missing: str) -> Recommendat
         evidence=ev,
         confidence="low",
         rationale=f"{missing}. From the node map alone: " + "; ".join(chk.messages) + ".",
-        snippet=mesh_snippet(chk.proposed, []),
+        snippet=mesh_snippet(chk.proposed, [], device),
         data={"check": chk.to_dict()},
     )

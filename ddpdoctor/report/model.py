@@ -12,6 +12,29 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
+_MISSING = object()
+_KIND_NAMES = {str: "a string", dict: "an object", list: "a list", float: "a number", int: "a whole number"}
+
+
+def _field(d: Any, key: str, kind: type, where: str, default: Any = _MISSING) -> Any:
+    """d[key] when it has the JSON type ``kind`` (float: any number), else a ValueError naming the field
+    (``checks[2].duration_s: expected a number, got 'x'``) so a malformed report is refused, not rendered."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: expected an object, got {type(d).__name__}")
+    if key not in d or (d[key] is None and default is not _MISSING):
+        if default is _MISSING:
+            raise ValueError(f"{where}: {key!r} is missing")
+        return default
+    v = d[key]
+    ok = (isinstance(v, (int, float)) if kind is float else isinstance(v, kind)) and not isinstance(v, bool)
+    if not ok:
+        shown = repr(v) if len(repr(v)) < 40 else type(v).__name__
+        raise ValueError(f"{where}.{key}: expected {_KIND_NAMES[kind]}, got {shown}")
+    return v
+
+
+def _items(d: dict, key: str, where: str) -> list:
+    return _field(d, key, list, where, [])
 
 
 class Severity(str, enum.Enum):
@@ -97,15 +120,22 @@ class Finding:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Finding:
+    def from_dict(cls, d: dict[str, Any], where: str = "finding") -> Finding:
+        loc = _field(d, "location", dict, where, None)
+        if loc is not None:
+            loc = Location(
+                path=_field(loc, "path", str, f"{where}.location"),
+                **{k: _field(loc, k, int, f"{where}.location", None) for k in ("line", "col", "end_line", "end_col")
+                   if loc.get(k) is not None},
+            )
         return cls(
-            code=d["code"],
-            severity=Severity.parse(d["severity"]),
-            message=d["message"],
-            where=dict(d.get("where") or {}),
-            evidence=dict(d.get("evidence") or {}),
-            hint=d.get("hint"),
-            location=Location(**d["location"]) if d.get("location") else None,
+            code=_field(d, "code", str, where),
+            severity=Severity.parse(_field(d, "severity", str, where)),
+            message=_field(d, "message", str, where),
+            where=dict(_field(d, "where", dict, where, {})),
+            evidence=dict(_field(d, "evidence", dict, where, {})),
+            hint=_field(d, "hint", str, where, None),
+            location=loc,
         )
 
 
@@ -151,16 +181,17 @@ class CheckResult:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CheckResult:
+    def from_dict(cls, d: dict[str, Any], where: str = "check") -> CheckResult:
+        code = _field(d, "code", str, where)
         return cls(
-            code=d["code"],
-            title=d.get("title", d["code"]),
-            kind=d.get("kind", "cluster"),
-            status=Status(d.get("status", "passed")),
-            summary=d.get("summary", ""),
-            duration_s=float(d.get("duration_s", 0.0)),
-            findings=[Finding.from_dict(f) for f in d.get("findings", [])],
-            data=dict(d.get("data") or {}),
+            code=code,
+            title=_field(d, "title", str, where, code),
+            kind=_field(d, "kind", str, where, "cluster"),
+            status=Status(_field(d, "status", str, where, "passed")),
+            summary=_field(d, "summary", str, where, ""),
+            duration_s=float(_field(d, "duration_s", float, where, 0.0)),
+            findings=[Finding.from_dict(f, f"{where}.findings[{i}]") for i, f in enumerate(_items(d, "findings", where))],
+            data=dict(_field(d, "data", dict, where, {})),
         )
 
 
@@ -181,8 +212,13 @@ class Recommendation:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Recommendation:
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+    def from_dict(cls, d: dict[str, Any], where: str = "recommendation") -> Recommendation:
+        kinds = {"id": str, "title": str, "evidence": dict, "confidence": str, "rationale": str, "snippet": str,
+                 "data": dict}
+        known = {k: _field(d, k, kinds[k], where, None) if k in kinds else d[k]
+                 for k in cls.__dataclass_fields__ if k in d and d[k] is not None}
+        for k in ("id", "title"):
+            _field(d, k, str, where)
         return cls(**known)
 
 
@@ -247,14 +283,23 @@ class Report:
                 f"report schema_version {version!r} is newer than this ddpdoctor understands "
                 f"({SCHEMA_VERSION}); upgrade ddpdoctor"
             )
+        run = dict(_field(d, "run", dict, "report", {}))
+        _field(run, "duration_s", float, "run", None)
+        _field(run, "world_size", int, "run", None)
+        if not isinstance(run.get("nodes", []), (list, int)) or isinstance(run.get("nodes"), bool):
+            raise ValueError(f"run.nodes: expected a list of host names, got {run['nodes']!r:.40}")
+        ranks = _items(d, "ranks", "report")
+        for i, r in enumerate(ranks):
+            _field({"rank": r}, "rank", dict, f"ranks[{i}]")
         return cls(
-            run=dict(d.get("run") or {}),
-            ranks=list(d.get("ranks") or []),
-            versions=dict(d.get("versions") or {}),
-            checks=[CheckResult.from_dict(c) for c in d.get("checks", [])],
-            recommendations=[Recommendation.from_dict(r) for r in d.get("recommendations", [])],
-            lint=[Finding.from_dict(f) for f in d.get("lint", [])],
-            created=float(d.get("created", 0.0)),
+            run=run,
+            ranks=list(ranks),
+            versions=dict(_field(d, "versions", dict, "report", {})),
+            checks=[CheckResult.from_dict(c, f"checks[{i}]") for i, c in enumerate(_items(d, "checks", "report"))],
+            recommendations=[Recommendation.from_dict(r, f"recommendations[{i}]")
+                             for i, r in enumerate(_items(d, "recommendations", "report"))],
+            lint=[Finding.from_dict(f, f"lint[{i}]") for i, f in enumerate(_items(d, "lint", "report"))],
+            created=float(_field(d, "created", float, "report", 0.0)),
             schema_version=version,
-            tool_version=(d.get("tool") or {}).get("version", ""),
+            tool_version=str(_field(_field(d, "tool", dict, "report", {}), "version", str, "tool", "")),
         )

@@ -7,6 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ddpdoctor.report.fit import no_broken_words
 from ddpdoctor.report.model import Finding, Recommendation, Report, Severity, Status
 
 STATUS_STYLE = {
@@ -52,6 +53,22 @@ def recommendation_panel(rec: Recommendation, evidence: bool = False) -> Panel:
     return Panel(body, title=rec.title, title_align="left", expand=False)
 
 
+def skipped_lines(skipped: list[tuple[str, str]]) -> Text | None:
+    """[(code, "skipped: why")] -> "- skipped GPU001, NVL001: why", one line per distinct reason."""
+    by_reason: dict[str, list[str]] = {}
+    for code, summary in skipped:
+        by_reason.setdefault(summary.removeprefix("skipped: ") or "no reason given", []).append(code)
+    if not by_reason:
+        return None
+    t = Text()
+    for i, (reason, codes) in enumerate(by_reason.items()):
+        t.append("\n" if i else "")
+        t.append("- skipped ", style="dim")
+        t.append(", ".join(codes), style="bold")
+        t.append(f": {reason}", style="dim")
+    return t
+
+
 class ReportView:
     def __init__(self, report: Report, verbose: bool = False) -> None:
         self.report = report
@@ -69,10 +86,12 @@ class ReportView:
             t.append(f" ({prof.get('how', '?')})", style="dim")
             return t
         nodes = run.get("nodes") or []
+        names = nodes if isinstance(nodes, list) else []  # older sample reports give a count
+        count = len(names) if isinstance(nodes, list) else nodes
         t.append(
-            f"{run.get('world_size', '?')} ranks on {len(nodes)} node(s) [{', '.join(map(str, nodes[:6]))}"
-            f"{', …' if len(nodes) > 6 else ''}], backend {run.get('backend', '?')}, "
-            f"torch {self.report.versions.get('torch', '?')}"
+            f"{run.get('world_size', '?')} ranks on {count} node(s)"
+            + (f" [{', '.join(map(str, names[:6]))}{', …' if len(names) > 6 else ''}]" if names else "")
+            + f", backend {run.get('backend', '?')}, torch {self.report.versions.get('torch', '?')}"
         )
         if self.report.versions.get("nccl"):
             t.append(f", NCCL {self.report.versions['nccl']}")
@@ -88,8 +107,14 @@ class ReportView:
         table.add_column("summary")
         table.add_column("time", justify="right", no_wrap=True)
         for c in self.report.checks:
-            table.add_row(c.code, c.title, status_text(c.status), c.summary, f"{c.duration_s:.1f} s")
+            if c.status is not Status.SKIPPED:
+                table.add_row(c.code, c.title, status_text(c.status), c.summary, f"{c.duration_s:.1f} s")
         return table
+
+    def skipped(self) -> Text | None:
+        """Skipped checks, one line per reason: on a machine without a GPU seven topology checks skip for
+        the same reason, and the reason is said once."""
+        return skipped_lines([(c.code, c.summary) for c in self.report.checks if c.status is Status.SKIPPED])
 
     def verdict(self) -> Text:
         r = self.report
@@ -113,7 +138,11 @@ class ReportView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.header()
         if self.report.checks:
-            yield self.checks_table()
+            if any(c.status is not Status.SKIPPED for c in self.report.checks):
+                yield no_broken_words(self.checks_table())
+            skipped = self.skipped()
+            if skipped is not None:
+                yield skipped
         findings = [f for f in self.report.findings() if self.verbose or f.severity is not Severity.INFO]
         findings.sort(key=lambda f: -f.severity.rank)
         if findings:

@@ -27,7 +27,6 @@ from typing import Any
 
 from rich.console import Console
 
-from ddpdoctor.commands import recommend_args
 from ddpdoctor.events import EventTail
 from ddpdoctor.launch import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.registry import RegistryError, discover, select
@@ -191,19 +190,6 @@ class RendezvousWatcher(threading.Thread):
 
 
 # -- the run --------------------------------------------------------------------------------------------
-def parse_options(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise LaunchError(f"--option {item!r}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = json.loads(v)
-        except ValueError:
-            out[k.strip()] = v
-    return out
-
-
 def visible_gpus() -> int:
     """GPUs this process may use, from NVML and CUDA_VISIBLE_DEVICES, without importing torch."""
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -224,34 +210,6 @@ def visible_gpus() -> int:
     return n
 
 
-def check_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The checks' options: --option KEY=VALUE pairs, then the dedicated flags (validated here, so a
-    bad value ends the run before anything is launched)."""
-    from ddpdoctor.model.sizes import parse_size
-
-    out = parse_options(args.option)
-    for flag, key in (("max_size", "max_size"), ("p2p_size", "p2p_size")):
-        value = getattr(args, flag, None)
-        if value is not None:
-            try:
-                out[key] = parse_size(value)
-            except ValueError as e:
-                raise LaunchError(f"--{flag.replace('_', '-')}: {e}") from None
-    for flag in ("p2p_mode", "p2p_plan"):
-        if getattr(args, flag, None):
-            out[flag] = getattr(args, flag)
-    return out
-
-
-def run_inputs(args: argparse.Namespace) -> dict[str, Any]:
-    """The checks' options, the profile and the recommendation options, validated once (exit 2 on error)."""
-    return {
-        "options": check_options(args),
-        "profile": recommend_args.profile_option(args),
-        "recommend": recommend_args.recommend_options(args),
-    }
-
-
 def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[str], backend: str,
                  events: str | None, report: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -269,24 +227,10 @@ def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[
     }
 
 
-def list_checks(console: Console) -> int:
-    from rich.table import Table
-
-    table = Table(title="ddpdoctor checks")
-    for col in ("code", "kind", "title", "budget", "suites"):
-        table.add_column(col)
-    for s in discover():
-        first_line = s.doc.splitlines()[0] if s.doc else ""
-        table.add_row(s.code, s.kind, f"{s.title}\n[dim]{first_line}[/dim]",
-                      f"{s.budget_s:g} s" if s.kind == "cluster" else "", ",".join(s.suites) if s.kind == "cluster" else "")
-    console.print(table)
-    return 0
-
-
-def run_check(args: argparse.Namespace) -> int:
+def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:
+    """One node's run. ``args`` holds the parsed command line as plain values; ``inputs`` the checks'
+    options, the profile and the recommendation options, already validated by the command."""
     out = Console()
-    if args.list:
-        return list_checks(out)
     try:
         specs = discover(args.checks_path, kind="cluster")
         if args.select is None:
@@ -314,9 +258,8 @@ def run_check(args: argparse.Namespace) -> int:
                            rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                            rdzv_timeout_s=args.rdzv_timeout, env=os.environ,
                            default_nproc_per_node=gpus if backend == "nccl" else 2)
-        inputs = run_inputs(args)
         outputs = output_paths(args, plan)
-    except (LaunchError, recommend_args.OptionError) as e:
+    except LaunchError as e:
         _error(f"ddpdoctor check: {e}")
         return 2
     nproc = plan.nproc_per_node

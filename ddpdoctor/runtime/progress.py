@@ -63,6 +63,17 @@ class ProgressView:
             t.add_row("", Text("waiting for the rendezvous …", style="dim"), "", "")
         return t
 
+    def _said_before(self, code: str, row: dict[str, Any]) -> str:
+        """A skip's reason once: a later check skipped for the same reason points at the first."""
+        if row["status"] != Status.SKIPPED.value:
+            return row["summary"]
+        for other, r in self.rows.items():
+            if other == code:
+                break
+            if r["status"] == row["status"] and r["summary"] == row["summary"]:
+                return f"as {other}"
+        return row["summary"].removeprefix("skipped: ")
+
     def handle(self, ev: dict[str, Any]) -> None:
         if ev.get("event") != "progress":
             self.events.append(ev)
@@ -90,7 +101,7 @@ class ProgressView:
                 line = Text(f"  {code} ", style="bold")
                 line.append(row["title"] + " ")
                 line.append_text(status_text(Status(row["status"])))
-                line.append(f" ({ev.get('duration_s', 0):.1f} s) {row['summary']}", style="dim")
+                line.append(f" ({ev.get('duration_s', 0):.1f} s) {self._said_before(code, row)}", style="dim")
                 self.console.print(line)
         elif kind == "log" and ev.get("level") in ("error", "warning") and not self.quiet:
             self.console.print(Text(f"  {ev.get('message')}", style="yellow"))

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.hostlist import ranges_text
+from ddpdoctor.model.spread import fmt_ranks
 from ddpdoctor.report.model import Finding, Severity, Status
 
 
@@ -20,11 +20,6 @@ class Verdict:
     status: Status | None = None  # None: the check's own summary decides
     summary: str = ""
     next_step: str = "continue"  # continue | new_group | abort
-
-
-def fmt_ranks(ranks) -> str:
-    # 0,1,2,5 -> "0-2,5": short enough for 1000 ranks in a message
-    return ranges_text(ranks) or "none"
 
 
 def _nodes_of(ranks, world: WorldInfo) -> str:

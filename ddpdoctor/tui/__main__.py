@@ -1,17 +1,17 @@
-"""`python -m ddpdoctor.tui …`: the same as `ddpdoctor tui …`, without the other commands' imports."""
+"""`python -m ddpdoctor.tui …`: the same as `ddpdoctor tui …`.
+
+An entry point like ddpdoctor/cli.py, so it goes through the CLI rather than importing a command
+module: the tui package itself stays below the command layer (tests/test_layers.py)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-
-from ddpdoctor.commands import tui
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ddpdoctor tui", description=tui.DESCRIPTION)
-    tui.add_arguments(parser)
-    return tui.run(parser.parse_args(argv))
+    from ddpdoctor.cli import main as cli_main
+
+    return cli_main(["tui", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Detection: the report fixtures, reports built offline from snapshots of ../shared/fixtures (through
+"""Detection: the report fixtures, reports built offline from snapshots of tests/fixtures (through
 the real topology checks), and what a report too thin to tell gets (nothing)."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_gpu_node_report_gets_dgx_h100():
     assert any("RDMA NIC" in v for v in by_name["gcp-a3-highgpu-8g"].violated)
 
 
-# -- reports built from ../shared/fixtures snapshots ------------------------------------------------------
+# -- reports built from tests/fixtures snapshots ------------------------------------------------------
 def test_hgx_h100_snapshots_get_dgx_h100():
     rep = snapshot_report([snapshot("hgx-h100-a.json"), snapshot("hgx-h100-b.json")])
     facts = report_facts(rep)

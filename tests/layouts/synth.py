@@ -1,12 +1,10 @@
 """Synthetic P2P matrices for the layout tests: nodes × ranks with a speed per link class, and
-matrices built from real topology snapshots (tests/topo/data, ../shared/fixtures)."""
+matrices built from real topology snapshots (tests/topo/data, tests/fixtures)."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-
-import pytest
 
 from ddpdoctor.model.topo_analysis import nvlink_matrix, rails
 from ddpdoctor.model.topology import NodeTopology, nvlink_count
@@ -87,10 +85,7 @@ def from_topology(nodes: list[NodeTopology], noise: float = 0.03, seed: int = 0,
 
 
 def fixture(rel: str) -> Path:
-    """A file under ../shared/fixtures, or a skip saying it is absent."""
-    from tests.helpers import FIXTURES
+    """A file under tests/fixtures."""
+    from tests.helpers import fixture as find
 
-    p = FIXTURES / rel
-    if not p.exists():
-        pytest.skip(f"shared fixture {rel} is absent (clone ../shared beside the repository)")
-    return p
+    return find(rel)

@@ -58,7 +58,9 @@ def test_no_bw001_says_what_to_run():
 def test_no_model_says_how_to_give_one():
     r = one(report(), None)
     assert r.value == "keep the default" and r.confidence == "low"
-    assert "no model was given" in r.rationale and "ModelSpec.from_params" in r.rationale
+    # in a CLI user's words: the flags to pass, not a Python call
+    assert "no model was given" in r.rationale and "--model-params 124M --backward-ms 180" in r.rationale
+    assert "--model-spec FILE" in r.rationale and "options['model']" not in r.rationale
 
 
 def test_both_missing_names_both():

@@ -1,4 +1,4 @@
-"""Shared fixtures for the topology tests: paths to ../shared/fixtures and a sysfs tree builder."""
+"""Shared fixtures for the topology tests: paths to tests/fixtures and a sysfs tree builder."""
 
 from __future__ import annotations
 
@@ -6,17 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURES, fixture  # noqa: F401  (re-exported for the topology tests)
 
-# tests/topo/conftest.py -> repo -> its parent, where CI clones shared/ beside the repository.
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 DATA = Path(__file__).resolve().parent / "data"
-
-
-def fixture(rel: str) -> Path:
-    p = FIXTURES / rel
-    if not p.exists():
-        pytest.skip(f"shared fixture {rel} is absent (clone ../shared beside the repository)")
-    return p
 
 
 @pytest.fixture

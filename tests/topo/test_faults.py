@@ -182,9 +182,27 @@ def test_peermem_present_gives_gdr_on(tmp_path):
 
 def test_no_peermem_module_turns_gdr_off_and_says_why(tmp_path):
     found = gdr_findings(_ndv5_probed(tmp_path, peermem=False))
-    assert len(found) == 8
-    assert found[0].message.startswith("GPUDirect RDMA is off for GPU 0 ↔ NIC0: nvidia_peermem is not loaded")
+    # One cause, one finding (not eight identical ones, one per GPU↔NIC pair).
+    assert len(found) == 1, messages(found)
+    assert found[0].message.startswith("GPUDirect RDMA is off for all 8 GPU↔NIC pairs: nvidia_peermem is not loaded")
     assert "proprietary NVIDIA kernel module" in found[0].message
+    assert found[0].where["gpus"] == list(range(8)) and found[0].where["nics"][0] == "NIC0"
+
+
+def test_gdr_pairs_off_for_different_causes_stay_apart(tmp_path):
+    node = _ndv5_probed(tmp_path, peermem=True)
+    node.gpus[2].gdr_supported = False
+    assert messages(gdr_findings(node)) == [
+        "GPUDirect RDMA is off for GPU 2 ↔ NIC2: GPU 2 does not support GPUDirect RDMA"
+    ]
+    node.gpus[3].gdr_supported = node.gpus[5].gdr_supported = False
+    node.env["NCCL_NET_GDR_LEVEL"] = "LOC"  # nearer than any pair: every other pair is off for distance
+    assert messages(gdr_findings(node)) == [
+        "GPUDirect RDMA is off for 5 GPU↔NIC pairs (GPU 0 ↔ NIC0, GPU 1 ↔ NIC1, GPU 4 ↔ NIC4, GPU 6 ↔ NIC6, "
+        "GPU 7 ↔ NIC7): GPU and NIC are PIX apart, farther than NCCL_NET_GDR_LEVEL=LOC",
+        "GPUDirect RDMA is off for 3 GPU↔NIC pairs (GPU 2 ↔ NIC2, GPU 3 ↔ NIC3, GPU 5 ↔ NIC5): "
+        "the GPU does not support GPUDirect RDMA",
+    ]
 
 
 def test_no_peermem_but_open_module_allows_dmabuf(tmp_path):
@@ -239,3 +257,39 @@ def test_p2p_disabled_between_nvlinked_gpus_is_named():
     assert [f.message for f in nvlink_findings(node)] == [
         "P2P is disabled between NVLink-connected GPU 1 and GPU 6"
     ]
+
+
+# -- Naming nodes, one finding per cause -----------------------------------------------------------------
+
+
+def test_findings_name_their_node_and_merge_across_nodes():
+    from ddpdoctor.model.topo_compare import fold_explained, name_nodes, odd_node_findings
+    from ddpdoctor.report.model import Finding, Severity
+
+    def f(host, msg):
+        return Finding("X001", Severity.WARNING, msg, where={"node": host, "gpu": 1})
+
+    per_node = {h: [f(h, "GPU 1 is hot")] for h in ("a", "b", "c", "d")}
+    per_node["c"].append(f("c", "GPU 1 lost a link"))
+    assert messages(name_nodes(per_node)) == ["all 4 nodes: GPU 1 is hot", "c: GPU 1 lost a link"]
+    merged = name_nodes(per_node)[0]
+    assert merged.where == {"nodes": ["a", "b", "c", "d"], "gpu": 1}
+    assert messages(name_nodes({"a": [f("a", "GPU 1 is hot")]})) == ["GPU 1 is hot"]  # one node: nothing to name
+    # A fact that differs because of what the node's findings say is the same cause: folded into "odd node".
+    odd = odd_node_findings({h: {"links": 4 if h == "c" else 6, "model": "H100"} for h in per_node}, "X001")
+    kept, odd_hosts = fold_explained(odd, {"c": per_node["c"]}, ("links",))
+    assert kept == [] and odd_hosts == {"c"}
+    assert "odd node c: GPU 1 lost a link" in messages(name_nodes(per_node, odd_hosts))
+    kept, _ = fold_explained(odd, {"c": per_node["c"]}, ())
+    assert messages(kept) == ["odd node c: links is 4 where 3 other node(s) have 6"]
+
+
+def test_gpus_far_from_every_nic_are_one_finding():
+    node = nccl_to_node(parse_nccl_topo(fixture("nccl-topo/azure-ndv5-topo.xml").read_text()))
+    for nic in node.nics:
+        nic.rdma = True
+    for g in node.gpus[:4]:  # GPUs 0-3 lose their PIX NICs: the nearest ones are now across the socket
+        for k in range(4):
+            node.paths[g.label][f"NIC{k}"] = node.paths[f"NIC{k}"][g.label] = "SYS"
+    found = [f.message for f in ib_findings(node) if "across the socket" in f.message]
+    assert len(found) == 1 and found[0].startswith("GPUs 0-3: the nearest NIC (GPU 0 → "), found

@@ -1,4 +1,4 @@
-"""Rebuild the snapshots in this folder from ../shared/fixtures.
+"""Rebuild the snapshots in this folder from tests/fixtures.
 
 Run ``python tests/topo/data/build_snapshots.py`` from the repository root.
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 HERE = Path(__file__).resolve().parent
 
 
