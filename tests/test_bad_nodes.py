@@ -60,9 +60,10 @@ def test_env001_version_skew_blames_the_odd_node_only_when_there_is_a_majority()
         return [f for f in summary.findings if "torch" in f.message], blamed_nodes(rep)
 
     (finding,), blamed = run(["2.13", "2.13", "2.12", "2.13"])
-    assert finding.where["nodes"] == ["ddpb-node2"] and blamed == ["ddpb-node2"]
-    (finding,), blamed = run(["2.13", "2.12"])  # one against one: no odd one out
-    assert "nodes" not in finding.where and blamed == []
+    assert finding.where["node"] == "ddpb-node2" and blamed == ["ddpb-node2"]
+    (finding,), blamed = run(["2.13", "2.12"])  # one against one: no odd one out, both nodes named
+    assert "node" not in finding.where and finding.where["nodes"] == ["ddpb-node0", "ddpb-node1"]
+    assert blamed == []
 
 
 def test_cli_bad_nodes_file_and_report_entry(tmp_path):

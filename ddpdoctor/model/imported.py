@@ -19,7 +19,7 @@ from ddpdoctor.model.profile_detect import MatchResult, NodeFacts, ReportFacts, 
 from ddpdoctor.model.profile_judge import _verdict, apply_profile
 from ddpdoctor.model.profile_schema import Profile
 from ddpdoctor.model.sizes import format_size
-from ddpdoctor.probes.tool_output import Parsed
+from ddpdoctor.model.tool_runs import Parsed
 from ddpdoctor.report.model import CheckResult, Finding, Report, Severity, Status
 
 IMPORT_HINT = (
@@ -35,9 +35,7 @@ def file_host(parsed: Parsed) -> str:
     hosts = {d.host for d in parsed.devices if d.host}
     if len(hosts) == 1:
         return hosts.pop()
-    from pathlib import PurePath
-
-    return PurePath(parsed.path).name
+    return parsed.path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def facts(files: list[Parsed]) -> ReportFacts:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ddpdoctor.model.curve import sweep_curves
 from ddpdoctor.model.sizes import format_size
-from ddpdoctor.probes.tool_output import BwMatrix, NcclRun, Parsed, RdmaRun
+from ddpdoctor.model.tool_runs import BwMatrix, NcclRun, Parsed, RdmaRun
 from ddpdoctor.report.model import CheckResult, Finding, Severity, status_from_findings
 
 SLOW_FRAC, BAD_FRAC = 0.5, 0.25  # of the peers' median: warning, error (as P2P001's thresholds)
