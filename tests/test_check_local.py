@@ -34,6 +34,14 @@ def test_default_check_passes_and_writes_reports(tmp_path):
     assert shown.returncode == 0 and "COL001" in shown.stdout
 
 
+def test_a_run_leaves_no_scratch_folder_behind(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    p = run_cli("check", "--select", "ENV001", "--nproc-per-node", "1", "-q", env={"TMPDIR": str(scratch)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [x.name for x in scratch.iterdir() if x.name.startswith("ddpdoctor-")] == []
+
+
 def test_list_and_bad_arguments():
     p = run_cli("check", "--list")
     assert p.returncode == 0 and "COL001" in p.stdout

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import pickle
+import shutil
 import signal
 import socket
 import subprocess
@@ -275,6 +276,21 @@ def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="ddpdoctor-"))
+    rc = 2
+    try:
+        rc = _launch(args, plan, specs, backend, inputs, outputs, out, tmp)
+        return rc
+    finally:
+        # The run's scratch folder (config, events, torchrun's log) goes, unless the failure message
+        # points into it (a launch that produced no report names its torchrun log).
+        if rc != 2 or not (tmp / "torchrun.log").exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: str, inputs: dict[str, Any],
+            outputs: dict[str, str | None], out: Console, tmp: Path) -> int:
+    """Start torchrun for this node with the config in ``tmp``, follow its events, print the report."""
+    codes = [s.code for s in specs]
     events_path = args.events if args.events and args.events != "-" else str(tmp / "events.jsonl")
     report_path = outputs["json"] or str(tmp / "report.json")
     for p in (report_path, outputs["bad_nodes"]):
