@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "re-render or convert a saved report"),
     "recommend": ("recommend", "recompute recommendations from a saved report (another model, layout, profile)"),
     "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
+    "watch": ("watch", "run a training job unchanged; on a hang or crash: which rank, operation and line"),
     "profiles": ("profiles", "list, show or validate hardware profiles (expected bandwidth per link class)"),
 }
 
