@@ -13,6 +13,7 @@ from ddpdoctor import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check", "run the cluster checks on every rank through torchrun"),
     "lint": ("lint", "statically check a training script for DDP bugs"),
+    "hang": ("hang", "diagnose a hung or crashed job from saved evidence (Flight Recorder, stacks)"),
     "tui": ("tui", "the interactive terminal app: live checks, heatmaps, recommendations"),
     "report": ("report", "re-render or convert a saved report"),
     "recommend": ("recommend", "recompute recommendations from a saved report (another model, layout, profile)"),

@@ -45,3 +45,21 @@ def test_lint_command_does_not_import_torch(tmp_path):
         f"    try:\n        main(['lint', {str(script)!r}])\n    except SystemExit:\n        pass"
     )
     assert not _heavy(mods)
+
+
+def test_hang_command_does_not_import_torch(tmp_path):
+    """`ddpdoctor hang` reads evidence on any machine: no torch, no textual."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).parent / "fixtures" / "hang" / "python_stuck"
+    shutil.copytree(src, tmp_path / "ev")
+    mods = _modules_after(
+        "import contextlib, io\nfrom ddpdoctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    rc = main(['hang', {str(tmp_path / 'ev')!r}])\n"
+        "assert rc == 1, rc\n"
+        "import ddpdoctor.commands.hang, ddpdoctor.model.hang_analysis, ddpdoctor.probes.hang_files\n"
+        "import ddpdoctor.report.hang_view"
+    )
+    assert not _heavy(mods)

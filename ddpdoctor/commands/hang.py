@@ -1,0 +1,99 @@
+"""`ddpdoctor hang DIR... [--json PATH] [--allow-pickle]`: diagnose a hang from saved evidence.
+
+Also the API ``ddpdoctor watch`` calls::
+
+    diag = analyse([Path(d)], allow_pickle=False, lint=True)   # raises EvidenceError(path, msg)
+    print_diagnosis(diag, console)
+    diag.to_dict()
+
+Never imports torch (tests/test_imports.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ddpdoctor.model.hang_analysis import HangDiagnosis, diagnose
+from ddpdoctor.model.hang_evidence import EvidenceError
+
+DESCRIPTION = (
+    "Diagnose a hung or crashed distributed job from saved evidence: the folders `ddpdoctor watch` "
+    "writes (rank-<R>.json, watch.json), or torch's own Flight Recorder dumps in JSON form. Names the "
+    "first operation the ranks disagree on, the ranks that wait, and where each culprit rank is "
+    "(path:line). Exit codes: 0 no hang found, 1 a hang or mismatch diagnosed, 2 could not read the evidence."
+)
+
+__all__ = ["EvidenceError", "HangDiagnosis", "analyse", "attach_lint", "print_diagnosis"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="evidence folders (one per node) or files")
+    p.add_argument("--json", metavar="PATH", help="also write the diagnosis as JSON (`ddpdoctor tui PATH` opens it)")
+    p.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="read pickled Flight Recorder dumps (torch's default form); only for files you wrote yourself",
+    )
+    p.add_argument("--no-lint", action="store_true", help="do not lint the source files in the stacks")
+
+
+def attach_lint(diag: HangDiagnosis) -> None:
+    """Run `ddpdoctor lint` on the culprit ranks' source files and put each finding on the stack
+    line it is about ("this is DDP301: barrier reached by rank 0 only"). Files that no longer exist
+    (evidence from another machine) are skipped."""
+    from ddpdoctor.lint import LintConfig, LintInputError, lint_paths
+
+    lines = [s for r in diag.ranks if r.culprit for s in r.chain]
+    files = sorted({s.file for s in lines if Path(s.file).is_file()})
+    if not files:
+        return
+    try:
+        found = lint_paths(files, LintConfig(), jobs=1)
+    except (LintInputError, OSError, SyntaxError):
+        return  # the verdict stands without lint; lint problems are `ddpdoctor lint`'s to report
+    by_place: dict[tuple[str, int], list[dict[str, str]]] = {}
+    for f in found:
+        if f.location is None:
+            continue
+        key = (str(Path(f.location.path).resolve()), f.location.line)
+        by_place.setdefault(key, []).append({"code": f.code, "message": f.message})
+    for s in lines:
+        s.lint = by_place.get((str(Path(s.file).resolve()), s.line), [])
+
+
+def analyse(dirs: list[Path], allow_pickle: bool = False, lint: bool = True) -> HangDiagnosis:
+    """Read the evidence under ``dirs`` and diagnose it. Raises EvidenceError naming the bad file."""
+    from ddpdoctor.probes.hang_files import read_evidence
+
+    diag = diagnose(read_evidence([Path(d) for d in dirs], allow_pickle=allow_pickle))
+    if lint:
+        attach_lint(diag)
+    return diag
+
+
+def print_diagnosis(diag: HangDiagnosis, console: Any) -> None:
+    from ddpdoctor.report.hang_view import HangView
+
+    console.print(HangView(diag))
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    try:
+        diag = analyse([Path(d) for d in args.dirs], allow_pickle=args.allow_pickle, lint=not args.no_lint)
+    except EvidenceError as e:
+        print(f"ddpdoctor hang: {e}", file=sys.stderr)
+        return 2
+    print_diagnosis(diag, Console())
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(diag.to_dict(), indent=1) + "\n")
+        except OSError as e:
+            print(f"ddpdoctor hang: --json {args.json}: cannot write: {e.strerror or e}", file=sys.stderr)
+            return 2
+    return 0 if diag.kind == "none" else 1

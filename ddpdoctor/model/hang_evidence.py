@@ -1,0 +1,428 @@
+"""Hang evidence: what each rank left behind (Flight Recorder entries, thread stacks, the exception it
+died of) as plain dataclasses, validated from the dicts of the files (see HANG-CONTRACT / README).
+
+Pure: no torch, no I/O. Every malformed field raises EvidenceError naming the file and the field.
+
+Formats read here:
+- ``ddpdoctor-hang-evidence`` v1 (``rank-<R>.json``, written by ``ddpdoctor watch``);
+- ``ddpdoctor-hang-watch`` v1 (``watch.json``);
+- torch's own Flight Recorder dump (``_dump_fr_trace_json`` / the unpickled ``_dump_fr_trace``:
+  ``version``, ``pg_config``, ``entries``), which carries neither host nor stacks.
+
+A frame may carry ``"locals": {"dst": "1"}``: the peer arguments of a blocked ``send``/``recv``,
+which gloo does not record in the Flight Recorder (optional; the p2p cycle is then named by peers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+EVIDENCE_FORMAT = "ddpdoctor-hang-evidence"
+WATCH_FORMAT = "ddpdoctor-hang-watch"
+REASONS = ("hang", "crash", "exit", "request")
+OUTCOMES = ("hang", "crash", "finished", "interrupted")
+
+
+class EvidenceError(Exception):
+    """Bad, partial or mixed evidence; ``path`` names the file (or folder)."""
+
+    def __init__(self, path: str, msg: str) -> None:
+        super().__init__(f"{path}: {msg}")
+        self.path = str(path)
+        self.msg = msg
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str
+    code: str = ""
+    locals: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class ThreadStack:
+    id: int
+    name: str
+    main: bool
+    frames: tuple[Frame, ...]  # outermost first, innermost last
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    type: str
+    message: str
+    frames: tuple[Frame, ...]
+
+
+@dataclass(frozen=True)
+class FROp:
+    """One Flight Recorder entry (a collective or p2p operation as this rank enqueued it)."""
+
+    record_id: int
+    pg_name: str
+    pg_desc: str
+    collective_seq_id: int
+    p2p_seq_id: int
+    profiling_name: str  # "gloo:all_reduce", "nccl:send 0->1"
+    input_sizes: tuple
+    input_dtypes: tuple
+    output_sizes: tuple
+    state: str  # scheduled | started | completed (gloo leaves "scheduled"; `retired` tells done)
+    retired: bool
+    is_p2p: bool
+    time_created_ns: int
+    timeout_ms: int | None = None
+
+    @property
+    def op(self) -> str:
+        """The operation without backend prefix or peers: ``all_reduce``, ``send``."""
+        name = self.profiling_name.split(":", 1)[-1]
+        return name.split()[0] if name.split() else name
+
+    @property
+    def signature(self) -> tuple:
+        return (self.op, self.input_sizes, self.input_dtypes)
+
+    @property
+    def seq(self) -> int:
+        return self.p2p_seq_id if self.is_p2p else self.collective_seq_id
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    name: str
+    desc: str
+    ranks: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class FlightRecord:
+    version: str
+    groups: tuple[GroupConfig, ...]
+    entries: tuple[FROp, ...]
+
+
+@dataclass(frozen=True)
+class RankEvidence:
+    rank: int
+    world_size: int | None
+    host: str | None
+    source: str  # the file it came from
+    kind: str  # "ddpdoctor" | "torch-fr"
+    local_rank: int | None = None
+    node_rank: int | None = None
+    pid: int | None = None
+    captured_ns: int | None = None
+    reason: str | None = None
+    flight_recorder: FlightRecord | None = None
+    flight_recorder_error: str | None = None
+    threads: tuple[ThreadStack, ...] = ()
+    exception: ExceptionInfo | None = None
+
+    @property
+    def main_thread(self) -> ThreadStack | None:
+        return next((t for t in self.threads if t.main), None)
+
+
+@dataclass(frozen=True)
+class WatchInfo:
+    source: str
+    command: tuple[str, ...]
+    hang_after_s: float | None
+    started_ns: int | None
+    detected_ns: int | None
+    outcome: str
+    trigger: dict[str, Any] | None
+    world_size: int | None
+    exit_codes: dict[int, int]
+    missing_ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything read for one job: rank -> evidence, the watch record, the files read."""
+
+    ranks: dict[int, RankEvidence]
+    watch: WatchInfo | None
+    world_size: int
+    sources: tuple[str, ...]
+
+    @property
+    def missing_ranks(self) -> list[int]:
+        listed = set(self.watch.missing_ranks) if self.watch else set()
+        return sorted(listed | (set(range(self.world_size)) - set(self.ranks)))
+
+    def host(self, rank: int) -> str | None:
+        ev = self.ranks.get(rank)
+        return ev.host if ev else None
+
+
+# ---------------------------------------------------------------- validation helpers
+
+
+class _Reader:
+    """Typed field access that reports ``path: field: problem``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, where: str, msg: str) -> EvidenceError:
+        return EvidenceError(self.path, f"{where}: {msg}" if where else msg)
+
+    def obj(self, value: Any, where: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, found {type(value).__name__}")
+        return value
+
+    def int_(self, d: dict, key: str, where: str, optional: bool = False) -> int | None:
+        v = d.get(key)
+        if v is None and optional:
+            return None
+        # torch writes some counters as strings ("3"); accept those, refuse everything else
+        if isinstance(v, str) and v.lstrip("-").isdigit():
+            return int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(f"{where}{key}", f"expected an integer, found {v!r}")
+        return v
+
+    def str_(self, d: dict, key: str, where: str, optional: bool = False) -> str | None:
+        v = d.get(key)
+        if v is None and optional:
+            return None
+        if not isinstance(v, str):
+            raise self.fail(f"{where}{key}", f"expected a string, found {v!r}")
+        return v
+
+    def list_(self, d: dict, key: str, where: str, optional: bool = False) -> list:
+        v = d.get(key)
+        if v is None and optional:
+            return []
+        if not isinstance(v, list):
+            raise self.fail(f"{where}{key}", f"expected a list, found {type(v).__name__}")
+        return v
+
+
+def _tuplify(v: Any) -> Any:
+    return tuple(_tuplify(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _frames(r: _Reader, items: list, where: str) -> tuple[Frame, ...]:
+    out = []
+    for i, f in enumerate(items):
+        w = f"{where}[{i}]."
+        f = r.obj(f, w[:-1])
+        loc = f.get("locals") or {}
+        if not isinstance(loc, dict):
+            raise r.fail(f"{w}locals", "expected an object")
+        out.append(
+            Frame(
+                file=r.str_(f, "file", w),
+                line=r.int_(f, "line", w),
+                function=r.str_(f, "function", w),
+                code=r.str_(f, "code", w, optional=True) or "",
+                locals={str(k): str(v) for k, v in loc.items()},
+            )
+        )
+    return tuple(out)
+
+
+def _parse_ranks(text: Any) -> tuple[int, ...] | None:
+    """pg_config ranks come as a string "[0, 1, 2]" (JSON) or a list (pickle)."""
+    if isinstance(text, list):
+        vals = text
+    elif isinstance(text, str):
+        inner = text.strip().strip("[]").strip()
+        if not inner:
+            return None
+        try:
+            vals = [int(x) for x in inner.split(",")]
+        except ValueError:
+            return None
+    else:
+        return None
+    return tuple(int(v) for v in vals) if all(isinstance(v, int) or str(v).isdigit() for v in vals) else None
+
+
+def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -> FlightRecord:
+    r = _Reader(path)
+    d = r.obj(d, where)
+    w = f"{where}."
+    if "entries" not in d:
+        raise r.fail(where, "no 'entries': not a Flight Recorder dump")
+    version = str(d.get("version", ""))
+    groups = []
+    for key, cfg in r.obj(d.get("pg_config") or {}, f"{w}pg_config").items():
+        cfg = r.obj(cfg, f"{w}pg_config.{key}")
+        groups.append(
+            GroupConfig(name=str(cfg.get("name", key)), desc=str(cfg.get("desc", "")), ranks=_parse_ranks(cfg.get("ranks")))
+        )
+    entries = []
+    for i, e in enumerate(r.list_(d, "entries", w)):
+        we = f"{w}entries[{i}]."
+        e = r.obj(e, we[:-1])
+        pg = e.get("process_group")
+        if isinstance(pg, (list, tuple)) and len(pg) == 2:
+            pg_name, pg_desc = str(pg[0]), str(pg[1])
+        else:
+            pg_name, pg_desc = str(e.get("pg_id", "")), ""
+        entries.append(
+            FROp(
+                record_id=r.int_(e, "record_id", we),
+                pg_name=pg_name,
+                pg_desc=pg_desc,
+                collective_seq_id=r.int_(e, "collective_seq_id", we),
+                p2p_seq_id=r.int_(e, "p2p_seq_id", we, optional=True) or 0,
+                profiling_name=r.str_(e, "profiling_name", we),
+                input_sizes=_tuplify(r.list_(e, "input_sizes", we, optional=True)),
+                input_dtypes=_tuplify(r.list_(e, "input_dtypes", we, optional=True)),
+                output_sizes=_tuplify(r.list_(e, "output_sizes", we, optional=True)),
+                state=r.str_(e, "state", we, optional=True) or "",
+                retired=bool(e.get("retired", False)),
+                is_p2p=bool(e.get("is_p2p", False)),
+                time_created_ns=r.int_(e, "time_created_ns", we, optional=True) or 0,
+                timeout_ms=r.int_(e, "timeout_ms", we, optional=True),
+            )
+        )
+    return FlightRecord(version=version, groups=tuple(groups), entries=tuple(entries))
+
+
+def rank_from_dict(d: Any, path: str) -> RankEvidence:
+    """A ``ddpdoctor-hang-evidence`` v1 document."""
+    r = _Reader(path)
+    d = r.obj(d, "")
+    if d.get("format") != EVIDENCE_FORMAT:
+        raise r.fail("format", f"expected {EVIDENCE_FORMAT!r}, found {d.get('format')!r}")
+    if d.get("version") != 1:
+        raise r.fail("version", f"this ddpdoctor reads version 1, found {d.get('version')!r}")
+    rank = r.int_(d, "rank", "")
+    world = r.int_(d, "world_size", "")
+    if rank < 0 or world < 1 or rank >= world:
+        raise r.fail("rank", f"rank {rank} is outside world size {world}")
+    reason = r.str_(d, "reason", "", optional=True)
+    if reason is not None and reason not in REASONS:
+        raise r.fail("reason", f"expected one of {', '.join(REASONS)}, found {reason!r}")
+    fr = d.get("flight_recorder")
+    threads = []
+    for i, t in enumerate(r.list_(d, "threads", "", optional=True)):
+        w = f"threads[{i}]."
+        t = r.obj(t, w[:-1])
+        threads.append(
+            ThreadStack(
+                id=r.int_(t, "id", w, optional=True) or 0,
+                name=r.str_(t, "name", w, optional=True) or "",
+                main=bool(t.get("main", False)),
+                frames=_frames(r, r.list_(t, "frames", w), f"{w}frames"),
+            )
+        )
+    exc = d.get("exception")
+    exception = None
+    if exc is not None:
+        exc = r.obj(exc, "exception")
+        exception = ExceptionInfo(
+            type=r.str_(exc, "type", "exception."),
+            message=r.str_(exc, "message", "exception.", optional=True) or "",
+            frames=_frames(r, r.list_(exc, "frames", "exception.", optional=True), "exception.frames"),
+        )
+    return RankEvidence(
+        rank=rank,
+        world_size=world,
+        host=r.str_(d, "host", "", optional=True),
+        source=path,
+        kind="ddpdoctor",
+        local_rank=r.int_(d, "local_rank", "", optional=True),
+        node_rank=r.int_(d, "node_rank", "", optional=True),
+        pid=r.int_(d, "pid", "", optional=True),
+        captured_ns=r.int_(d, "captured_ns", "", optional=True),
+        reason=reason,
+        flight_recorder=None if fr is None else flight_record_from_dict(fr, path),
+        flight_recorder_error=r.str_(d, "flight_recorder_error", "", optional=True),
+        threads=tuple(threads),
+        exception=exception,
+    )
+
+
+def torch_dump_from_dict(d: Any, path: str, rank: int) -> RankEvidence:
+    """One of torch's own Flight Recorder dumps (rank from the file name; no host, no stacks)."""
+    fr = flight_record_from_dict(d, path, where="")
+    sizes = [len(g.ranks) for g in fr.groups if g.ranks and g.desc == "default_pg"]
+    return RankEvidence(
+        rank=rank,
+        world_size=sizes[0] if sizes else None,
+        host=None,
+        source=path,
+        kind="torch-fr",
+        flight_recorder=fr,
+        reason="hang",
+    )
+
+
+def watch_from_dict(d: Any, path: str) -> WatchInfo:
+    r = _Reader(path)
+    d = r.obj(d, "")
+    if d.get("format") != WATCH_FORMAT:
+        raise r.fail("format", f"expected {WATCH_FORMAT!r}, found {d.get('format')!r}")
+    if d.get("version") != 1:
+        raise r.fail("version", f"this ddpdoctor reads version 1, found {d.get('version')!r}")
+    outcome = r.str_(d, "outcome", "")
+    if outcome not in OUTCOMES:
+        raise r.fail("outcome", f"expected one of {', '.join(OUTCOMES)}, found {outcome!r}")
+    codes = r.obj(d.get("exit_codes") or {}, "exit_codes")
+    try:
+        exit_codes = {int(k): int(v) for k, v in codes.items() if v is not None}
+    except (TypeError, ValueError):
+        raise r.fail("exit_codes", "expected {rank: code} with integers") from None
+    trigger = d.get("trigger")
+    if trigger is not None:
+        trigger = r.obj(trigger, "trigger")
+    hang_after = d.get("hang_after_s")
+    if hang_after is not None and not isinstance(hang_after, (int, float)):
+        raise r.fail("hang_after_s", f"expected a number, found {hang_after!r}")
+    missing = r.list_(d, "missing_ranks", "", optional=True)
+    if not all(isinstance(m, int) for m in missing):
+        raise r.fail("missing_ranks", "expected a list of integers")
+    return WatchInfo(
+        source=path,
+        command=tuple(str(c) for c in r.list_(d, "command", "", optional=True)),
+        hang_after_s=hang_after,
+        started_ns=r.int_(d, "started_ns", "", optional=True),
+        detected_ns=r.int_(d, "detected_ns", "", optional=True),
+        outcome=outcome,
+        trigger=trigger,
+        world_size=r.int_(d, "world_size", "", optional=True),
+        exit_codes=exit_codes,
+        missing_ranks=tuple(missing),
+    )
+
+
+def combine(ranks: list[RankEvidence], watch: WatchInfo | None, sources: list[str]) -> Evidence:
+    """One job's evidence; refuses mixed input (two files for one rank, differing world sizes)."""
+    by_rank: dict[int, RankEvidence] = {}
+    for ev in ranks:
+        if ev.rank in by_rank:
+            raise EvidenceError(ev.source, f"rank {ev.rank} already read from {by_rank[ev.rank].source} (mixed runs?)")
+        by_rank[ev.rank] = ev
+    sizes = {ev.world_size: ev for ev in ranks if ev.world_size is not None}
+    if watch and watch.world_size is not None:
+        if sizes and watch.world_size not in sizes:
+            other = next(iter(sizes.values()))
+            raise EvidenceError(
+                watch.source, f"world size {watch.world_size}, but {other.source} says {other.world_size} (mixed runs?)"
+            )
+        sizes.setdefault(watch.world_size, None)  # type: ignore[arg-type]
+    if len(sizes) > 1:
+        a, b = sorted(sizes)[:2]
+        raise EvidenceError(sizes[b].source, f"world size {b}, but {sizes[a].source} says {a} (mixed runs?)")
+    world = next(iter(sizes)) if sizes else max(by_rank, default=-1) + 1
+    for ev in ranks:
+        if ev.rank >= world:
+            raise EvidenceError(ev.source, f"rank {ev.rank} is outside world size {world}")
+    if not by_rank and watch is None:
+        raise EvidenceError(sources[0] if sources else ".", "no evidence found")
+    return Evidence(ranks=by_rank, watch=watch, world_size=max(world, 1), sources=tuple(sources))
