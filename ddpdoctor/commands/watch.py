@@ -87,10 +87,7 @@ def run(args: argparse.Namespace) -> int:
 def _diagnose(result, json_path: str | None) -> int:
     from rich.console import Console
 
-    try:
-        from ddpdoctor.commands.hang import EvidenceError, analyse, print_diagnosis
-    except ImportError:  # TEMPORARY until hangcore's diagnosis is merged
-        from ddpdoctor.runtime._hang_placeholder import EvidenceError, analyse, print_diagnosis
+    from ddpdoctor.commands.hang import EvidenceError, analyse, print_diagnosis
 
     try:
         diag = analyse([result.dumps], allow_pickle=False, lint=True)

@@ -72,7 +72,7 @@ def _c10d_args(frame) -> dict:
     for name in ("dst", "src", "group_dst", "group_src"):
         v = frame.f_locals.get(name)
         if isinstance(v, int):
-            out[name] = v
+            out[name] = str(v)
     t = frame.f_locals.get("tensor")
     if t is not None and hasattr(t, "shape") and hasattr(t, "dtype"):
         out["tensor"] = f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
@@ -92,7 +92,7 @@ def stack_of(frame) -> list[dict]:
         if d["file"].replace("\\", "/").endswith(C10D_FILE_SUFFIX):
             args = _c10d_args(fo)
             if args:
-                d["args"] = args
+                d["locals"] = args
     return frames
 
 
