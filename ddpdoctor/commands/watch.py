@@ -75,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
     if result.outcome == "hang":
         code = 1
     if not have_evidence:
+        hosts = result.record.get("hosts") or {}
+        lost = ", ".join(f"{r} ({hosts.get(str(r), '?')})" for r in result.missing_ranks)
+        why = (f"ranks {lost} ended without leaving any (killed, e.g. SIGKILL or the OOM killer, or lost); "
+               "the other nodes' watch has the diagnosis") if lost else "did it create a process group?"
         print(f"ddpdoctor watch: the job ended ({result.outcome}, exit {result.record['job_exit_code']}) "
-              "and no rank left evidence (did it create a process group?)", file=sys.stderr)
+              f"and no rank on this node left evidence: {why}", file=sys.stderr)
         if args.json:
             _write_json(args.json, result.record)
         return code

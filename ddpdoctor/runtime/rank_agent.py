@@ -106,6 +106,9 @@ class Agent:
         self.world = None
         self.local_rank = int(environ.get("LOCAL_RANK", environ.get("SLURM_LOCALID", "0")))
         self.node_rank = int(environ.get("GROUP_RANK", environ.get("SLURM_NODEID", "0")))
+        self.nodes = int(environ.get("GROUP_WORLD_SIZE", environ.get("SLURM_NNODES", "1")))
+        self.metas_missing: set[int] = set()  # other nodes' ranks whose host this node does not know yet
+        self.released = False
         self.host = socket.gethostname()
         self.store = None
         self.prefix = "ddpdoctor-watch/{}/{}/".format(environ.get("TORCHELASTIC_RUN_ID", "job"),
@@ -162,12 +165,12 @@ class Agent:
     def _register(self, dist) -> None:
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        _write_json(os.path.join(self.run_dir, f"rank-{self.rank}.meta.json"), {
-            "rank": self.rank, "world_size": self.world, "local_rank": self.local_rank,
-            "node_rank": self.node_rank, "host": self.host, "pid": os.getpid(),
-            "master": f"{os.environ.get('MASTER_ADDR', '')}:{os.environ.get('MASTER_PORT', '')}",
-        })
+        meta = {"rank": self.rank, "world_size": self.world, "local_rank": self.local_rank,
+                "node_rank": self.node_rank, "nodes": self.nodes, "host": self.host, "pid": os.getpid()}
+        _write_json(os.path.join(self.run_dir, f"rank-{self.rank}.meta.json"), meta)
         self.store = self._connect_store()
+        self._store_set(f"meta/{self.rank}", json.dumps(meta))
+        self.metas_missing = set(range(self.world)) - {self.rank} if self.local_rank == 0 else set()
 
     def _connect_store(self):
         """Our own client of the job's store (the torchrun agent's or rank 0's): the main thread may be
@@ -212,13 +215,18 @@ class Agent:
         except Exception as e:  # noqa: BLE001
             fr_err = f"{type(e).__name__}: {e}"
         names = {t.ident: t.name for t in threading.enumerate()}
-        me = threading.get_ident()
         threads = []
         for tid, frame in sys._current_frames().items():
-            if tid == me or names.get(tid) == THREAD_NAME:
+            if names.get(tid) == THREAD_NAME:
                 continue
+            if tid == threading.get_ident():  # the main thread, in our excepthook or SIGTERM handler
+                if exc is not None:
+                    continue  # unwound already: "exception" holds where it was
+                frames = [f for f in stack_of(frame) if f["file"] != __file__]
+            else:
+                frames = stack_of(frame)
             threads.append({"id": tid, "name": names.get(tid, "?"), "main": tid == self.main_ident,
-                            "frames": stack_of(frame)})
+                            "frames": frames})
         threads.sort(key=lambda t: not t["main"])
         doc = {"format": FORMAT, "version": VERSION, "rank": self.rank, "world_size": self.world,
                "local_rank": self.local_rank, "node_rank": self.node_rank, "host": self.host,
@@ -247,22 +255,45 @@ class Agent:
             self._store_set(f"evidence/{self.rank}", json.dumps(doc))
             self.dumped = reason
 
+    def _copy_from_store(self, key: str, path: str) -> bool:
+        if os.path.exists(path):
+            return True
+        if not self._store_has(key):
+            return False
+        try:
+            raw = self.store.get(self.prefix + key)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(raw)
+            os.replace(tmp, path)
+            return True
+        except Exception:  # noqa: BLE001 - the store went away: what we have is what we have
+            self.store = None
+            return False
+
+    def _copy_metas(self) -> None:
+        """Learn the other nodes' ranks (host, pid) so that a rank lost later can still be named."""
+        for r in sorted(self.metas_missing):
+            if self._copy_from_store(f"meta/{r}", os.path.join(self.run_dir, f"rank-{r}.meta.json")):
+                self.metas_missing.discard(r)
+
     def _gather(self) -> None:
-        """Copy the other nodes' evidence from the store into this node's dumps directory."""
+        """Copy the other nodes' evidence from the store into this node's dumps directory; once this
+        node has everyone's, say so, and tell the watch it may end the job when every node has (the
+        store lives in node 0's launcher: ending it early would cut the other nodes off)."""
         if self.store is None or self.world is None:
-            return
-        for r in range(self.world):
-            path = os.path.join(self.dumps, f"rank-{r}.json")
-            if os.path.exists(path) or not self._store_has(f"evidence/{r}"):
-                continue
-            try:
-                raw = self.store.get(self.prefix + f"evidence/{r}")
-                tmp = f"{path}.{os.getpid()}.tmp"
-                with open(tmp, "wb") as f:
-                    f.write(raw)
-                os.replace(tmp, path)
-            except Exception:  # noqa: BLE001 - the store went away: what we have is what we have
-                return
+            return self._release()
+        have = all([self._copy_from_store(f"evidence/{r}", os.path.join(self.dumps, f"rank-{r}.json"))
+                    for r in range(self.world)])
+        if have:
+            self._store_set(f"gathered/{self.node_rank}", "1")
+        if all(self._store_has(f"gathered/{n}") for n in range(self.nodes)):
+            self._release()
+
+    def _release(self) -> None:
+        if not self.released:
+            self.released = True
+            _write_json(os.path.join(self.run_dir, f"released-{self.node_rank}.json"), {"rank": self.rank})
 
     # -- detection ----------------------------------------------------------------------------------
     def _pending(self):
@@ -298,12 +329,16 @@ class Agent:
         requested = os.path.exists(os.path.join(self.run_dir, "request")) or self._store_has("request")
         if requested:
             self.dump("hang")
-            if self.local_rank == 0 and self.store is not None:
+            if self.local_rank == 0 and not self.released:
                 if not self.gather_until:
                     self.gather_until = time.monotonic() + GATHER_S
                 if time.monotonic() < self.gather_until:
                     self._gather()
+                else:
+                    self._release()
             return
+        if self.metas_missing:
+            self._copy_metas()
         p = self._pending()
         if p is None or self.triggered:
             return

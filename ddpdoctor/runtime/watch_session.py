@@ -115,6 +115,12 @@ class Watch:
                 pass
         return out
 
+    def _released(self) -> bool:
+        """Several nodes: this node's first rank says every node has copied everyone's evidence."""
+        if max((int(m.get("nodes") or 1) for m in self._metas().values()), default=1) <= 1:
+            return True
+        return any(self.run_dir.glob("released-*.json"))
+
     def _world_size(self) -> int | None:
         sizes = [m.get("world_size") for m in self._metas().values() if m.get("world_size")]
         return max(sizes) if sizes else None
@@ -170,7 +176,7 @@ class Watch:
         deadline = time.monotonic() + self.collect_s
         while time.monotonic() < deadline:
             world = self._world_size()
-            if world and len(self._evidence()) >= world:
+            if world and len(self._evidence()) >= world and self._released():
                 break
             if self.proc is not None and self.proc.poll() is not None:
                 break
@@ -201,7 +207,7 @@ class Watch:
         for m in self._metas().values():
             try:
                 p = psutil.Process(int(m["pid"]))
-                if p not in procs and rank_agent.ENV_RUN in _environ_keys(p):
+                if p not in procs and _environ(p).get(rank_agent.ENV_RUN) == str(self.run_dir):
                     procs.append(p)
             except (psutil.Error, KeyError, ValueError):
                 pass
@@ -257,11 +263,11 @@ class Watch:
                            self.dumps, record)
 
 
-def _environ_keys(p: psutil.Process) -> set[str]:
+def _environ(p: psutil.Process) -> dict:
     try:
-        return set(p.environ())
+        return p.environ()
     except psutil.Error:
-        return set()
+        return {}
 
 
 def save_record(result: WatchResult) -> Path:

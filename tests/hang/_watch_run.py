@@ -63,3 +63,32 @@ def location(run: Run, r: int) -> str:
     loc = run.rank(r)["location"]
     path, line = loc.rsplit(":", 1)
     return f"{Path(path).name}:{line}"
+
+
+def watch_nodes(bed, tmp: Path, script: str, hang_after: float = 3, env: dict | None = None,
+                timeout: float = 150) -> list[Run]:
+    """`ddpdoctor watch -- torchrun ...` on every node of a NetBed at once, one rank per node, node 0
+    hosting the rendezvous; node i's evidence in tmp/dumps{i}, its diagnosis in tmp/diag{i}.json."""
+    ep = f"{bed.addr(0)}:29400"
+    procs, t0 = [], time.monotonic()
+    for i in range(bed.nodes):
+        job = ["torchrun", "--nnodes", str(bed.nodes), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", ep, "--rdzv-conf", f"is_host={'true' if i == 0 else 'false'}",
+               "--local-addr", bed.addr(i), "--max-restarts", "0", str(SCRIPTS / script)]
+        argv = [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", str(hang_after),
+                "--dumps", str(tmp / f"dumps{i}"), "--json", str(tmp / f"diag{i}.json"), "--", *job]
+        procs.append(bed.popen(i, argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True))
+    runs = []
+    try:
+        for i, p in enumerate(procs):
+            out = p.communicate(timeout=max(1.0, t0 + timeout - time.monotonic()))[0]
+            js = tmp / f"diag{i}.json"
+            diag = json.loads(js.read_text()) if js.exists() else None
+            runs.append(Run(p.returncode, out, diag, tmp / f"dumps{i}", time.monotonic() - t0))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    return runs

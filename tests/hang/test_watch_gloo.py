@@ -80,7 +80,7 @@ def test_rank_killed_in_the_middle(tmp_path):
     assert d["missing_ranks"] == [1]
     assert (d["operation"], d["seq"]) == ("all_reduce", 4)
     for r in (0, 2):
-        assert location(run, r) == "rank_killed.py:13"
+        assert location(run, r) == "rank_killed.py:14"
     assert run.diag["watch"]["outcome"] == "crash"
 
 
