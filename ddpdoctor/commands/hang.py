@@ -32,7 +32,9 @@ __all__ = ["EvidenceError", "HangDiagnosis", "analyse", "attach_lint", "print_di
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="evidence folders (one per node) or files")
-    p.add_argument("--json", metavar="PATH", help="also write the diagnosis as JSON (`ddpdoctor tui PATH` opens it)")
+    p.add_argument(
+        "--json", metavar="PATH", help="also write the diagnosis as JSON (`ddpdoctor tui PATH` opens it)"
+    )
     p.add_argument(
         "--allow-pickle",
         action="store_true",

@@ -3,6 +3,7 @@
 ddpdoctor tui [--nodes N --nproc-per-node K --backend B --select C --skip C] [-- CHECK_OPTIONS]
     run the checks on this machine live (`ddpdoctor check --events … --json …` in a child process)
 ddpdoctor tui REPORT.json      open a saved report (from any cluster)
+ddpdoctor tui HANG.json        open a saved hang diagnosis (`ddpdoctor hang --json`, `watch --json`)
 ddpdoctor tui --lint PATH      lint PATH and show the findings with their source
 """
 
@@ -18,7 +19,12 @@ LIVE_OPTIONS = ("nodes", "nproc_per_node", "backend")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("report", nargs="?", metavar="REPORT.json", help="open a saved report instead of running")
+    p.add_argument(
+        "report",
+        nargs="?",
+        metavar="REPORT.json",
+        help="open a saved report or hang diagnosis instead of running",
+    )
     p.add_argument("--lint", action="append", metavar="PATH", help="lint PATH (file or folder; repeatable)")
     g = p.add_argument_group("live run (passed on to `ddpdoctor check`)")
     g.add_argument("--nodes", help="number of nodes (or MIN:MAX)")
@@ -79,6 +85,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail("--run-timeout must be positive")
 
     app_kwargs: dict = {}
+    if args.report and (hang := _hang_diagnosis(args.report)) is not None:
+        if isinstance(hang, str):
+            return _fail(hang)
+        from ddpdoctor.tui.views.hang import HangApp
+
+        result = HangApp(hang).run()
+        return int(result) if result is not None else (0 if hang.kind == "none" else 1)
     if args.report:
         from ddpdoctor.report.io import ReportError, load_report
 
@@ -109,6 +122,27 @@ def run(args: argparse.Namespace) -> int:
     app = DoctorApp(**app_kwargs)
     result = app.run()
     return app.exit_code if result is None else int(result)
+
+
+def _hang_diagnosis(path: str):
+    """The HangDiagnosis saved in ``path``, an error message when it is one but broken, or None when
+    the file is something else (a check report: load_report judges it)."""
+    import json
+
+    from ddpdoctor.model.hang_analysis import DIAGNOSIS_FORMAT, HangDiagnosis
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != DIAGNOSIS_FORMAT:
+        return None
+    if doc.get("version") != 1:
+        return f"{path}: hang diagnosis version {doc.get('version')!r}; this ddpdoctor reads version 1"
+    try:
+        return HangDiagnosis.from_dict(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        return f"{path}: not a readable hang diagnosis ({e})"
 
 
 def _lint_callable(paths: list[str]):

@@ -9,7 +9,7 @@ Rules (facts from torch's Flight Recorder analyser, our own code):
   last entry is older), ranks that called different operations, or the same operation with different
   sizes / dtypes. A buffer that wrapped (a rank's oldest entry is newer) is not a disagreement.
 - gloo does not record send/recv in the Flight Recorder: blocked p2p calls are read from the stacks
-  (the peer from the frame's ``locals``), and a waits-for walk finds cycles (0->1->2->0) or the rank
+  (the peer from the frame's ``args``), and a waits-for walk finds cycles (0->1->2->0) or the rank
   the chain ends at.
 - For each culprit rank: where its main thread is, innermost user frame first (frames of torch,
   ddpdoctor and the standard library skipped), or the exception it died of, or "no evidence".
@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from ddpdoctor.model.hang_evidence import Evidence, Frame, FROp, RankEvidence
@@ -30,7 +31,9 @@ GRID_COLUMNS = 12
 
 _STDLIB = re.compile(r"/lib/(python|pypy)\d+(\.\d+)?/(?!site-packages/|dist-packages/)")
 _TORCH = re.compile(r"/(site|dist)-packages/torch/|/torch/(distributed|nn|utils|_C|multiprocessing)/")
-_DDPDOCTOR = re.compile(r"/ddpdoctor/(runtime|commands|model|probes|lint|report|tui|checks)/|/ddpdoctor/\w+\.py$")
+_DDPDOCTOR = re.compile(
+    r"/ddpdoctor/(runtime|commands|model|probes|lint|report|tui|checks)/|/ddpdoctor/\w+\.py$"
+)
 _DC10D = re.compile(r"/torch/distributed/distributed_c10d\.py$")
 
 
@@ -49,6 +52,11 @@ def user_chain(frames: tuple[Frame, ...] | list[Frame]) -> list[Frame]:
 def innermost_user(chain: list[Frame]) -> Frame | None:
     own = [f for f in chain if "-packages/" not in f.file]
     return own[0] if own else (chain[0] if chain else None)
+
+
+def clock(ns: int) -> str:
+    """A wall-clock time in UTC, as the logs of a cluster usually are."""
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%H:%M:%S UTC")
 
 
 def rank_list(ranks: list[int]) -> str:
@@ -177,7 +185,8 @@ class HangDiagnosis:
 @dataclass(frozen=True)
 class _Blocked:
     call: str  # the torch.distributed function the main thread is in
-    peer: int | None  # send: dst, recv: src
+    peer: int | None  # send: dst, recv: src (global ranks)
+    seq: int | None = None  # p2p_seq_id, when the Flight Recorder has the entry (NCCL)
 
 
 def _blocked_call(ev: RankEvidence) -> _Blocked | None:
@@ -188,8 +197,8 @@ def _blocked_call(ev: RankEvidence) -> _Blocked | None:
         if _DC10D.search(f.file.replace("\\", "/")) and not f.function.startswith("_"):
             peer = None
             for key in ("dst", "src"):
-                if f.locals.get(key, "").lstrip("-").isdigit():
-                    peer = int(f.locals[key])
+                if f.args.get(key, "").lstrip("-").isdigit():
+                    peer = int(f.args[key])
             return _Blocked(f.function, peer)
     return None
 
@@ -218,7 +227,9 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
     if e is None:
         code = ev.watch.exit_codes.get(r) if ev.watch else None
         extra = f" (exit code {code})" if code is not None else ""
-        return RankReport(r, None, "missing", f"gave no evidence{extra}: killed, lost or never started?")
+        return RankReport(
+            r, ev.host(r), "missing", f"gave no evidence{extra}: killed, lost or never started?"
+        )
     loc, chain = _place(e)
     rep = RankReport(r, e.host, "python", "", location=loc, chain=chain)
     if e.exception:
@@ -235,11 +246,17 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
         if e.captured_ns and pend.time_created_ns:
             rep.waiting_s = max(0.0, (e.captured_ns - pend.time_created_ns) / 1e9)
         since = f" for {rep.waiting_s:.1f} s" if rep.waiting_s is not None else ""
+        if pend.time_created_ns:
+            since += f" (since {clock(pend.time_created_ns)})"
         rep.state = f"waiting in {pend.op} #{pend.seq}{since}"
     elif blocked is not None:
         rep.kind = "p2p" if blocked.call in P2P_CALLS else "collective"
         rep.operation = blocked.call
-        peer = "" if blocked.peer is None else (f" to rank {blocked.peer}" if "send" in blocked.call else f" from rank {blocked.peer}")
+        peer = (
+            ""
+            if blocked.peer is None
+            else (f" to rank {blocked.peer}" if "send" in blocked.call else f" from rank {blocked.peer}")
+        )
         rep.state = f"blocked in {blocked.call}{peer}"
     elif e.main_thread is not None:
         rep.state = "in Python, in no collective"
@@ -301,14 +318,16 @@ def _pick_culprits(groups: dict[Any, list[int]], prev: tuple | None, key) -> lis
     return sorted(r for v in groups.values() for r in v)
 
 
-def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]]) -> GroupFinding | None:
+def _collective_finding(
+    ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]]
+) -> GroupFinding | None:
     members = _members(ev, group, desc, by_rank)
-    ops = {r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p} for r in members if r in by_rank}
-    ops = {r: m for r, m in ops.items() if m}
-    if not ops:
+    # a rank with a Flight Recorder record but no entry here never called anything in this group
+    with_fr = [r for r in members if r in ev.ranks and ev.ranks[r].flight_recorder is not None]
+    ops = {r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p} for r in with_fr}
+    if not any(ops.values()):
         return None
-    lo = {r: min(m) for r, m in ops.items()}
-    hi = {r: max(m) for r, m in ops.items()}
+    hi = {r: max(m, default=0) for r, m in ops.items()}
     name = desc or group
     prev_sig: tuple | None = None
     for s in sorted({s for m in ops.values() for s in m}):
@@ -321,14 +340,24 @@ def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, 
         waiting = sorted(r for r, o in present.items() if not o.retired)
         if len(by_op) > 1:
             culprits = _pick_culprits(by_op, prev_sig[0] if prev_sig else None, key=lambda k: k)
-            pairs = sorted(by_op.items(), key=lambda kv: (kv[1] != culprits[:1] and not set(kv[1]) & set(culprits), kv[1]))
+            pairs = sorted(by_op.items(), key=lambda kv: (not set(kv[1]) & set(culprits), kv[1]))
             vs = " vs ".join(f"{op} on {_who(rs, ev)}" for op, rs in pairs)
             summary = f"ranks called different collectives at #{s} ({' vs '.join(op for op, _ in pairs)})"
             details = [f"{name} #{s}: {vs}"]
             if never:
                 details.append(f"{_who(never, ev)} never got to #{s}")
-            return GroupFinding(name, "mismatch_op", "collective", s, "/".join(op for op, _ in pairs), summary,
-                                details, culprits, [r for r in waiting if r not in culprits], created)
+            return GroupFinding(
+                name,
+                "mismatch_op",
+                "collective",
+                s,
+                "/".join(op for op, _ in pairs),
+                summary,
+                details,
+                culprits,
+                [r for r in waiting if r not in culprits],
+                created,
+            )
         op = next(iter(by_op))
         by_sig: dict[tuple, list[int]] = {}
         for r, o in present.items():
@@ -340,39 +369,98 @@ def _collective_finding(ev: Evidence, group: str, desc: str, by_rank: dict[int, 
             sample = {tuple(rs): present[rs[0]] for rs in by_sig.values()}
             vs = " vs ".join(f"{_sig_text(o, kind)} on {_who(list(rs), ev)}" for rs, o in sample.items())
             summary = f"ranks called {op} #{s} with different {word}"
-            return GroupFinding(name, kind, "collective", s, op, summary, [f"{name} {op} #{s}: {vs}"], culprits,
-                                [r for r in waiting if r not in culprits], created)
+            return GroupFinding(
+                name,
+                kind,
+                "collective",
+                s,
+                op,
+                summary,
+                [f"{name} {op} #{s}: {vs}"],
+                culprits,
+                [r for r in waiting if r not in culprits],
+                created,
+            )
         if never:
             summary = f"{rank_list(never)} never called {op} #{s}"
             waits = _who(sorted(present), ev)
             details = [f"{name} {op} #{s}: {waits} called it; {_who(never, ev)} did not"]
-            return GroupFinding(name, "missing", "collective", s, op, summary, details, never, waiting, created)
+            return GroupFinding(
+                name, "missing", "collective", s, op, summary, details, never, waiting, created
+            )
         prev_sig = next(iter(by_sig))
     # every rank with evidence agrees up to its last entry
     last = max(hi.values())
     pending = {r: ops[r][last] for r in ops if last in ops[r] and not ops[r][last].retired}
-    no_ev = [r for r in members if r not in ev.ranks]
+    no_ev = [r for r in members if r not in with_fr]
     if pending and no_ev:
         op = next(iter(pending.values())).op
-        summary = f"{rank_list(no_ev)} gave no evidence; {rank_list(sorted(pending))} wait in {op} #{last}"
-        return GroupFinding(name, "missing", "collective", last, op, summary,
-                            [f"{name} {op} #{last}: no Flight Recorder entries from {rank_list(no_ev)}"],
-                            no_ev, sorted(pending), min(o.time_created_ns for o in pending.values()))
+        what = (
+            "gave no evidence" if all(r not in ev.ranks for r in no_ev) else "left no Flight Recorder record"
+        )
+        summary = f"{_who(no_ev, ev)} {what}; {rank_list(sorted(pending))} wait in {op} #{last}"
+        return GroupFinding(
+            name,
+            "missing",
+            "collective",
+            last,
+            op,
+            summary,
+            [f"{name} {op} #{last}: no Flight Recorder entries from {rank_list(no_ev)}"],
+            no_ev,
+            sorted(pending),
+            min(o.time_created_ns for o in pending.values()),
+        )
     if pending and len(pending) == len(ops) == len(members):
         op = next(iter(pending.values())).op
         summary = f"every rank is inside {op} #{last} and it does not complete"
-        details = [f"{name} {op} #{last}: all ranks called it with the same arguments: not a program "
-                   "mismatch; suspect the network or a peer process"]
-        return GroupFinding(name, "stalled", "collective", last, op, summary, details, [], sorted(pending),
-                            min(o.time_created_ns for o in pending.values()))
+        details = [
+            (
+                f"{name} {op} #{last}: all ranks called it with the same arguments: not a program "
+                "mismatch; suspect the network or a peer process"
+            )
+        ]
+        return GroupFinding(
+            name,
+            "stalled",
+            "collective",
+            last,
+            op,
+            summary,
+            details,
+            [],
+            sorted(pending),
+            min(o.time_created_ns for o in pending.values()),
+        )
     return None
 
 
 # ---------------------------------------------------------------- p2p: waits-for walk
 
 
-def _p2p_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding | None:
+def _fr_blocked_p2p(ev: Evidence, groups: dict[str, dict[int, list[FROp]]]) -> dict[int, _Blocked]:
+    """Each rank's oldest unfinished p2p entry (NCCL records them; gloo does not), peer made global."""
+    out: dict[int, _Blocked] = {}
+    for name, by_rank in groups.items():
+        desc = next((o.pg_desc for ops in by_rank.values() for o in ops if o.pg_desc), "")
+        members = _members(ev, name, desc, by_rank)
+        for r, ops in by_rank.items():
+            pend = _last_pending([o for o in ops if o.is_p2p])
+            if pend is None or r in out:
+                continue
+            lp = pend.local_peer
+            peer = members[lp] if lp is not None and 0 <= lp < len(members) else None
+            out[r] = _Blocked(pend.op, peer, pend.p2p_seq_id)
+    return out
+
+
+def _p2p_finding(
+    ev: Evidence, reports: dict[int, RankReport], from_fr: dict[int, _Blocked]
+) -> GroupFinding | None:
     blocked = {r: b for r, e in ev.ranks.items() if (b := _blocked_call(e)) and b.call in P2P_CALLS}
+    for r, b in from_fr.items():  # the entry knows the peer and seq even where the stack does not
+        if b.call in P2P_CALLS and (r not in blocked or blocked[r].peer is None):
+            blocked[r] = b
     if not blocked:
         return None
 
@@ -394,25 +482,42 @@ def _p2p_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding |
             if nxt is None:
                 break
             if nxt in path:
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 call = blocked[cycle[0]].call
                 text = "\u2192".join(map(str, cycle))
                 match = "recv" if "send" in call else "send"
                 same = all(blocked[r].call == call for r in cycle[:-1])
-                head = f"every rank is blocked in {call} with no matching {match}" if same and len(cycle) - 1 == len(blocked) \
+                head = (
+                    f"every rank is blocked in {call} with no matching {match}"
+                    if same and len(cycle) - 1 == len(blocked)
                     else f"{rank_list(cycle[:-1])} wait on each other in send/recv"
+                )
                 summary = f"{head}: a cycle {text}"
-                return GroupFinding("default_pg", "p2p_cycle", "p2p", None, call, summary, [],
-                                    sorted(cycle[:-1]), [], 0)
+                seqs = {blocked[r].seq for r in cycle[:-1]} - {None}
+                return GroupFinding(
+                    "default_pg",
+                    "p2p_cycle",
+                    "p2p",
+                    min(seqs) if seqs else None,
+                    call,
+                    summary,
+                    [],
+                    sorted(cycle[:-1]),
+                    [],
+                    0,
+                )
             if nxt not in blocked:  # the chain ends at a rank that is not in p2p at all
                 target = reports.get(nxt)
                 state = target.state if target else "gave no evidence"
                 b = blocked[path[-1]]
-                summary = f"rank {path[-1]} waits in {b.call} on rank {nxt}, which never called the matching " \
-                          f"{'recv' if 'send' in b.call else 'send'}"
+                summary = (
+                    f"rank {path[-1]} waits in {b.call} on rank {nxt}, which never called the matching "
+                    f"{'recv' if 'send' in b.call else 'send'}"
+                )
                 details = [f"rank {nxt} {state}"] + [f"rank {r} {reports[r].state}" for r in path]
-                return GroupFinding("default_pg", "p2p_waits", "p2p", None, b.call, summary, details,
-                                    [nxt], sorted(path), 0)
+                return GroupFinding(
+                    "default_pg", "p2p_waits", "p2p", b.seq, b.call, summary, details, [nxt], sorted(path), 0
+                )
             path.append(nxt)
     if len(calls) == 1 and len(blocked) == ev.world_size:
         call = next(iter(calls))
@@ -422,16 +527,55 @@ def _p2p_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding |
     return None
 
 
+def _stack_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding | None:
+    """Without any Flight Recorder entry (FR off, or it failed): the collective each main thread is
+    blocked in, from its stack. No sequence numbers, so only "who is not there" and "who called what"."""
+    blocked = {r: b.call for r, e in ev.ranks.items() if (b := _blocked_call(e)) and b.call not in P2P_CALLS}
+    if not blocked:
+        return None
+    calls: dict[str, list[int]] = {}
+    for r, call in blocked.items():
+        calls.setdefault(call, []).append(r)
+    absent = sorted(r for r in range(ev.world_size) if r not in blocked)
+    if len(calls) > 1:
+        culprits = _pick_culprits(calls, None, key=lambda k: k)
+        vs = " vs ".join(f"{c} on {_who(rs, ev)}" for c, rs in sorted(calls.items(), key=lambda kv: kv[1]))
+        summary = f"ranks are blocked in different collectives ({' vs '.join(sorted(calls))})"
+        return GroupFinding(
+            "default_pg",
+            "mismatch_op",
+            "collective",
+            None,
+            "/".join(sorted(calls)),
+            summary,
+            [f"from the stacks (no Flight Recorder entries): {vs}"],
+            culprits,
+            sorted(r for r in blocked if r not in culprits),
+            0,
+        )
+    if not absent:
+        return None
+    call = next(iter(calls))
+    summary = f"{rank_list(absent)} never called {call}"
+    waits = f"{_who(sorted(blocked), ev)} wait in {call}"
+    details = [f"from the stacks (no Flight Recorder entries): {waits}; {_who(absent, ev)} not"]
+    return GroupFinding(
+        "default_pg", "missing", "collective", None, call, summary, details, absent, sorted(blocked), 0
+    )
+
+
 # ---------------------------------------------------------------- grid for the TUI
 
 
-def _grid(ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]], finding: GroupFinding | None) -> Grid:
+def _grid(
+    ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]], finding: GroupFinding | None
+) -> Grid:
     members = _members(ev, group, desc, by_rank)
     ops = {r: {o.collective_seq_id: o for o in by_rank.get(r, []) if not o.is_p2p} for r in members}
     seqs = sorted({s for m in ops.values() for s in m})
     if finding and finding.seq is not None and finding.seq in seqs:
         i = seqs.index(finding.seq)
-        seqs = seqs[max(0, i - GRID_COLUMNS + 3): i + 3]
+        seqs = seqs[max(0, i - GRID_COLUMNS + 3) : i + 3]
     seqs = seqs[-GRID_COLUMNS:]
     culprits = set(finding.culprit_ranks) if finding else set()
     columns = []
@@ -444,7 +588,12 @@ def _grid(ev: Evidence, group: str, desc: str, by_rank: dict[int, list[FROp]], f
         row = []
         for s in seqs:
             if s in m:
-                mism = finding is not None and finding.kind.startswith("mismatch") and s == finding.seq and r in culprits
+                mism = (
+                    finding is not None
+                    and finding.kind.startswith("mismatch")
+                    and s == finding.seq
+                    and r in culprits
+                )
                 row.append("mismatch" if mism else ("done" if m[s].retired else "waiting"))
             elif m and s > max(m):
                 row.append("never")
@@ -462,15 +611,23 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
     if f is None or f.kind not in ("mismatch_size", "mismatch_dtype"):
         return None
-    crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(x.kind == "died" for x in reports.values())
-    gloo = any(o.profiling_name.startswith("gloo:") for e in ev.ranks.values() if e.flight_recorder
-               for o in e.flight_recorder.entries)
+    crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
+        x.kind == "died" for x in reports.values()
+    )
+    gloo = any(
+        o.profiling_name.startswith("gloo:")
+        for e in ev.ranks.values()
+        if e.flight_recorder
+        for o in e.flight_recorder.entries
+    )
     if not gloo:
         return "on NCCL a collective size mismatch hangs or silently corrupts the result"
     what = "explains the crash" if crashed else "crashes the job"
-    return (f"this mismatch {what}: on gloo, ranks that disagree on a collective's size end in "
-            "\"Received data size doesn't match expected size\" (SIGABRT) on one rank and "
-            "\"Connection reset by peer\" on the others")
+    return (
+        f"this mismatch {what}: on gloo, ranks that disagree on a collective's size end in "
+        '"Received data size doesn\'t match expected size" (SIGABRT) on one rank and '
+        '"Connection reset by peer" on the others'
+    )
 
 
 def diagnose(ev: Evidence) -> HangDiagnosis:
@@ -487,14 +644,37 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         grids.append(_grid(ev, name, desc, by_rank, f))
     # a p2p deadlock shows only in the stacks on gloo; look for it when no collective disagrees
     if not [f for f in findings if f.kind != "stalled"]:
-        p = _p2p_finding(ev, reports)
+        p = _p2p_finding(ev, reports, _fr_blocked_p2p(ev, groups))
         if p is not None:
             findings.insert(0, p)
     findings.sort(key=lambda f: (f.kind == "stalled", f.created_ns or 0))
+    if not findings and not groups:
+        f = _stack_finding(ev, reports)
+        if f is not None:
+            findings.append(f)
+    died = [r for r, x in reports.items() if x.kind == "died"]
+    if not findings and died:
+        findings.append(
+            GroupFinding(
+                "default_pg", "died", "collective", None, "", f"{_who(died, ev)} died", [], died, [], 0
+            )
+        )
     missing = ev.missing_ranks
     if not findings and missing:
-        findings.append(GroupFinding("default_pg", "missing", "collective", None, "", f"{rank_list(missing)} gave no evidence",
-                                     [], list(missing), [], 0))
+        findings.append(
+            GroupFinding(
+                "default_pg",
+                "missing",
+                "collective",
+                None,
+                "",
+                f"{_who(missing, ev)} gave no evidence",
+                [],
+                list(missing),
+                [],
+                0,
+            )
+        )
     top = findings[0] if findings else None
     for f in findings[:1]:
         for r in f.culprit_ranks:
@@ -503,10 +683,20 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
     watch = None
     if ev.watch:
         w = ev.watch
-        watch = {"command": list(w.command), "outcome": w.outcome, "hang_after_s": w.hang_after_s,
-                 "trigger": w.trigger, "exit_codes": {str(k): v for k, v in w.exit_codes.items()}}
+        watch = {
+            "detected_after_s": (w.detected_ns - w.started_ns) / 1e9
+            if w.detected_ns and w.started_ns
+            else None,
+            "command": list(w.command),
+            "outcome": w.outcome,
+            "hang_after_s": w.hang_after_s,
+            "trigger": w.trigger,
+            "exit_codes": {str(k): v for k, v in w.exit_codes.items()},
+        }
     return HangDiagnosis(
-        verdict=_verdict(top, reports, ev) if top else "no hang found: the ranks agree on every operation recorded",
+        verdict=_verdict(top, reports, ev)
+        if top
+        else "no hang found: the ranks agree on every operation recorded",
         kind=top.kind if top else "none",
         group=top.group if top else None,
         operation=top.operation if top else None,
@@ -535,9 +725,12 @@ def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> s
         x = c[0]
         host = f" on {x.host}" if x.host else ""
         if x.kind == "missing":
-            text += f"; rank {x.rank} gave no evidence"
+            if "gave no evidence" not in text:
+                text += f"; rank {x.rank}{host} gave no evidence"
         elif x.kind == "died":
-            text += f"; rank {x.rank}{host} died of {x.exception}" + (f" at {x.location}" if x.location else "")
+            text += f"; rank {x.rank}{host} died of {x.exception}" + (
+                f" at {x.location}" if x.location else ""
+            )
         elif x.kind == "python":
             text += f"; rank {x.rank}{host} is in Python at {x.location}" if x.location else ""
         elif x.location:

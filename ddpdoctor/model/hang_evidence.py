@@ -9,12 +9,14 @@ Formats read here:
 - torch's own Flight Recorder dump (``_dump_fr_trace_json`` / the unpickled ``_dump_fr_trace``:
   ``version``, ``pg_config``, ``entries``), which carries neither host nor stacks.
 
-A frame may carry ``"locals": {"dst": "1"}``: the peer arguments of a blocked ``send``/``recv``,
-which gloo does not record in the Flight Recorder (optional; the p2p cycle is then named by peers).
+A frame inside ``torch/distributed/distributed_c10d.py`` may carry ``"args": {"dst": 1, "tensor":
+"float32[8]"}``: the arguments of a blocked ``send``/``recv``, which gloo does not record in the
+Flight Recorder (optional; with them a p2p cycle is named by its peers, 0->1->2->0).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +41,7 @@ class Frame:
     line: int
     function: str
     code: str = ""
-    locals: dict[str, str] = field(default_factory=dict)
+    args: dict[str, str] = field(default_factory=dict)  # c10d call arguments (peer), as text
 
     @property
     def where(self) -> str:
@@ -85,6 +87,12 @@ class FROp:
         """The operation without backend prefix or peers: ``all_reduce``, ``send``."""
         name = self.profiling_name.split(":", 1)[-1]
         return name.split()[0] if name.split() else name
+
+    @property
+    def local_peer(self) -> int | None:
+        """The peer of a p2p entry in group ranks: torch names them "send 1->2" and "recv 3<-0"."""
+        m = re.search(r"(\d+)\s*(->|<-)\s*(\d+)", self.profiling_name)
+        return int(m.group(3)) if m else None
 
     @property
     def signature(self) -> tuple:
@@ -143,6 +151,7 @@ class WatchInfo:
     world_size: int | None
     exit_codes: dict[int, int]
     missing_ranks: tuple[int, ...]
+    hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, also for ranks without evidence
 
 
 @dataclass(frozen=True)
@@ -161,7 +170,9 @@ class Evidence:
 
     def host(self, rank: int) -> str | None:
         ev = self.ranks.get(rank)
-        return ev.host if ev else None
+        if ev is not None and ev.host:
+            return ev.host
+        return self.watch.hosts.get(rank) if self.watch else None
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -218,16 +229,16 @@ def _frames(r: _Reader, items: list, where: str) -> tuple[Frame, ...]:
     for i, f in enumerate(items):
         w = f"{where}[{i}]."
         f = r.obj(f, w[:-1])
-        loc = f.get("locals") or {}
+        loc = f.get("args") or {}
         if not isinstance(loc, dict):
-            raise r.fail(f"{w}locals", "expected an object")
+            raise r.fail(f"{w}args", "expected an object")
         out.append(
             Frame(
                 file=r.str_(f, "file", w),
                 line=r.int_(f, "line", w),
                 function=r.str_(f, "function", w),
                 code=r.str_(f, "code", w, optional=True) or "",
-                locals={str(k): str(v) for k, v in loc.items()},
+                args={str(k): str(v) for k, v in loc.items()},
             )
         )
     return tuple(out)
@@ -261,7 +272,11 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
     for key, cfg in r.obj(d.get("pg_config") or {}, f"{w}pg_config").items():
         cfg = r.obj(cfg, f"{w}pg_config.{key}")
         groups.append(
-            GroupConfig(name=str(cfg.get("name", key)), desc=str(cfg.get("desc", "")), ranks=_parse_ranks(cfg.get("ranks")))
+            GroupConfig(
+                name=str(cfg.get("name", key)),
+                desc=str(cfg.get("desc", "")),
+                ranks=_parse_ranks(cfg.get("ranks")),
+            )
         )
     entries = []
     for i, e in enumerate(r.list_(d, "entries", w)):
@@ -351,10 +366,12 @@ def rank_from_dict(d: Any, path: str) -> RankEvidence:
 def torch_dump_from_dict(d: Any, path: str, rank: int) -> RankEvidence:
     """One of torch's own Flight Recorder dumps (rank from the file name; no host, no stacks)."""
     fr = flight_record_from_dict(d, path, where="")
-    sizes = [len(g.ranks) for g in fr.groups if g.ranks and g.desc == "default_pg"]
+    # the default group spans the world; torch 2.13's gloo leaves its name and desc empty, so take
+    # the largest group listed
+    sizes = [len(g.ranks) for g in fr.groups if g.ranks]
     return RankEvidence(
         rank=rank,
-        world_size=sizes[0] if sizes else None,
+        world_size=max(sizes) if sizes else None,
         host=None,
         source=path,
         kind="torch-fr",
@@ -387,6 +404,9 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
     missing = r.list_(d, "missing_ranks", "", optional=True)
     if not all(isinstance(m, int) for m in missing):
         raise r.fail("missing_ranks", "expected a list of integers")
+    hosts = r.obj(d.get("hosts") or {}, "hosts")
+    if not all(str(k).isdigit() for k in hosts):
+        raise r.fail("hosts", "expected {rank: host}")
     return WatchInfo(
         source=path,
         command=tuple(str(c) for c in r.list_(d, "command", "", optional=True)),
@@ -398,6 +418,7 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
         world_size=r.int_(d, "world_size", "", optional=True),
         exit_codes=exit_codes,
         missing_ranks=tuple(missing),
+        hosts={int(k): str(v) for k, v in hosts.items() if v},
     )
 
 
@@ -406,14 +427,17 @@ def combine(ranks: list[RankEvidence], watch: WatchInfo | None, sources: list[st
     by_rank: dict[int, RankEvidence] = {}
     for ev in ranks:
         if ev.rank in by_rank:
-            raise EvidenceError(ev.source, f"rank {ev.rank} already read from {by_rank[ev.rank].source} (mixed runs?)")
+            raise EvidenceError(
+                ev.source, f"rank {ev.rank} already read from {by_rank[ev.rank].source} (mixed runs?)"
+            )
         by_rank[ev.rank] = ev
     sizes = {ev.world_size: ev for ev in ranks if ev.world_size is not None}
-    if watch and watch.world_size is not None:
+    if watch and watch.world_size:  # 0 / null: the watch never learnt it
         if sizes and watch.world_size not in sizes:
             other = next(iter(sizes.values()))
             raise EvidenceError(
-                watch.source, f"world size {watch.world_size}, but {other.source} says {other.world_size} (mixed runs?)"
+                watch.source,
+                f"world size {watch.world_size}, but {other.source} says {other.world_size} (mixed runs?)",
             )
         sizes.setdefault(watch.world_size, None)  # type: ignore[arg-type]
     if len(sizes) > 1:

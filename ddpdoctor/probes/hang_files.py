@@ -69,19 +69,22 @@ def _load(path: Path, allow_pickle: bool) -> Any:
     except UnicodeDecodeError:
         raise EvidenceError(str(path), "neither JSON nor a Flight Recorder pickle") from None
     except json.JSONDecodeError as e:
-        raise EvidenceError(str(path), f"invalid JSON at line {e.lineno} column {e.colno} (truncated?)") from None
+        raise EvidenceError(
+            str(path), f"invalid JSON at line {e.lineno} column {e.colno} (truncated?)"
+        ) from None
 
 
 def _classify(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, int]]]:
-    """(rank files, watch files, torch dumps with their rank) among ``paths``; others are ignored."""
-    ranks, watches, dumps = [], [], []
+    """(rank files, watch files, torch dumps with their rank) among ``paths``. In a folder that
+    ``ddpdoctor watch`` wrote, other files (logs, temp files) are not evidence and are skipped."""
+    ranks = [p for p in paths if RANK_FILE.match(p.name)]
+    watches = [p for p in paths if p.name == WATCH_FILE]
+    if ranks or watches:
+        return ranks, watches, []
+    dumps = []
     prefixes: dict[str, Path] = {}
     for p in paths:
-        if RANK_FILE.match(p.name):
-            ranks.append(p)
-        elif p.name == WATCH_FILE:
-            watches.append(p)
-        elif (m := TORCH_DUMP.match(p.name)) and not p.name.endswith(".tmp"):
+        if (m := TORCH_DUMP.match(p.name)) and not p.name.endswith(".tmp"):
             prefixes.setdefault(m.group(1), p)
             dumps.append((p, int(m.group(2))))
     if len(prefixes) > 1:
@@ -114,10 +117,6 @@ def read_evidence(paths: list[Path], allow_pickle: bool = False) -> Evidence:
             raise EvidenceError(
                 str(arg), "no evidence here (expected rank-<R>.json and watch.json, or Flight Recorder dumps)"
             )
-        if ranks and dumps:
-            raise EvidenceError(
-                str(dumps[0][0]), f"torch Flight Recorder dump beside ddpdoctor's {ranks[0].name}: give one kind per folder"
-            )
         for p in ranks:
             doc = _load(p, allow_pickle=False)
             ev = rank_from_dict(doc, str(p))
@@ -128,7 +127,9 @@ def read_evidence(paths: list[Path], allow_pickle: bool = False) -> Evidence:
         for p, rank in dumps:
             doc = _load(p, allow_pickle)
             if isinstance(doc, dict) and doc.get("format") in (EVIDENCE_FORMAT, WATCH_FORMAT):
-                raise EvidenceError(str(p), f"a {doc['format']} file under another name: expected rank-<R>.json / watch.json")
+                raise EvidenceError(
+                    str(p), f"a {doc['format']} file under another name: expected rank-<R>.json / watch.json"
+                )
             rank_evs.append(torch_dump_from_dict(doc, str(p), rank))
         for p in watches:
             w = watch_from_dict(_load(p, allow_pickle=False), str(p))

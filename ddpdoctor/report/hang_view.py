@@ -6,12 +6,19 @@ from __future__ import annotations
 import os
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from ddpdoctor.model.hang_analysis import HangDiagnosis, RankReport, rank_list
 
-CELL_STYLE = {"done": "green", "waiting": "yellow", "mismatch": "bold red", "never": "bold red", "unknown": "dim"}
+CELL_STYLE = {
+    "done": "green",
+    "waiting": "yellow",
+    "mismatch": "bold red",
+    "never": "bold red",
+    "unknown": "dim",
+}
 CELL_MARK = {"done": "ok", "waiting": "wait", "mismatch": "DIFF", "never": "--", "unknown": "?"}
 
 
@@ -28,21 +35,66 @@ def where(r: RankReport) -> str:
     return f"rank {r.rank}" + (f" on {r.host}" if r.host else "")
 
 
+def watch_line(w: dict) -> str:
+    """What `ddpdoctor watch` saw: the outcome and what set it off."""
+    out = f"watch: {w.get('outcome')}"
+    t = w.get("trigger") or {}
+    if t.get("rank") is not None:
+        op = f" in {t['operation']}" if t.get("operation") else ""
+        waited = (
+            f" waited {t['waiting_s']:.1f} s" if isinstance(t.get("waiting_s"), (int, float)) else " waited"
+        )
+        out += f" · rank {t['rank']}{waited}{op}"
+    if w.get("outcome") == "hang" and w.get("hang_after_s") is not None:
+        out += f" (--hang-after {w['hang_after_s']:g} s)"
+    codes = w.get("exit_codes") or {}
+    if codes:
+        out += " · exit codes " + ", ".join(
+            f"rank {r}: {c}" for r, c in sorted(codes.items(), key=lambda x: int(x[0]))
+        )
+    return out
+
+
+def indent(text: Text, n: int) -> Padding:
+    """Wrapped lines keep the indentation (a long path or message at 80 columns)."""
+    return Padding(text, (0, 0, 0, n), expand=False)
+
+
 def rank_block(r: RankReport, max_lines: int = 8) -> Group:
     """A culprit rank: its state, then its stack (innermost user frame first) with lint findings."""
-    out = [Text.assemble((where(r), "bold"), ": ", r.state)]
+    out: list = [Text.assemble((where(r), "bold"), ": ", r.state)]
     for i, s in enumerate(r.chain[:max_lines]):
-        lead = "  at " if i == 0 else "  from "
-        out.append(Text.assemble(lead, (f"{short_path(s.file)}:{s.line}", "cyan"), f" in {s.function}"))
+        lead = "at " if i == 0 else "from "
+        out.append(
+            indent(Text.assemble(lead, (f"{short_path(s.file)}:{s.line}", "cyan"), f" in {s.function}"), 2)
+        )
         if s.code:
-            out.append(Text("      " + s.code.strip(), style="dim"))
+            out.append(indent(Text(s.code.strip(), style="dim"), 6))
         for f in s.lint:
-            out.append(Text.assemble("      ", (f"this is {f['code']}", "bold magenta"), f": {f['message']}"))
+            out.append(
+                indent(Text.assemble((f"this is {f['code']}", "bold magenta"), f": {f['message']}"), 6)
+            )
     if len(r.chain) > max_lines:
-        out.append(Text(f"  ... {len(r.chain) - max_lines} more frames", style="dim"))
+        out.append(indent(Text(f"... {len(r.chain) - max_lines} more frames", style="dim"), 2))
     if not r.chain and r.kind not in ("missing",):
-        out.append(Text("  (no frame of user code in its stack)", style="dim"))
+        out.append(indent(Text("(no frame of user code in its stack)", style="dim"), 2))
     return Group(*out)
+
+
+def grouped(reports: list[RankReport]) -> list[Text]:
+    """One line per (state, place): 255 ranks waiting in the same all_reduce make one line."""
+    groups: dict[tuple, list[RankReport]] = {}
+    for r in reports:
+        key = (r.kind, r.operation, r.seq, r.location) if r.operation else (r.kind, r.state, r.location)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for rs in groups.values():
+        first = max(rs, key=lambda r: r.waiting_s or 0.0)  # the longest wait speaks for the group
+        hosts = sorted({r.host for r in rs if r.host})
+        host = f" on {', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}" if hosts else ""
+        loc = f" at {short_path(first.location)}" if first.location else ""
+        out.append(Text(f"{rank_list([r.rank for r in rs])}{host}: {first.state}{loc}"))
+    return out
 
 
 def grid_table(g, max_ranks: int = 16) -> Table:
@@ -70,20 +122,20 @@ class HangView:
             if r.location:
                 verdict = verdict.replace(r.location, short_path(r.location))
         yield Text.assemble(("Hang diagnosis: ", "bold"), (verdict, "bold red" if bad else "bold green"))
+        if d.watch:
+            yield Text(watch_line(d.watch), style="dim")
         if d.crash:
             yield Text(d.crash, style="red")
-        for f in d.findings:
-            for line in f.details:
-                yield Text("  " + line)
+        for line in d.findings[0].details if d.findings else ():
+            yield indent(Text(line), 2)
         for f in d.findings[1:]:
             yield Text.assemble(("also: ", "yellow"), f"{f.summary} ({f.group})")
         waiting = [r for r in d.ranks if r.rank in d.waiting_ranks]
         if waiting:
             yield Text("")
             yield Text("Waiting", style="bold")
-            for r in waiting:
-                loc = f" at {short_path(r.location)}" if r.location else ""
-                yield Text(f"  {where(r)}: {r.state}{loc}")
+            for line in grouped(waiting):
+                yield indent(line, 2)
         culprits = d.culprits
         if culprits:
             yield Text("")
@@ -94,9 +146,8 @@ class HangView:
         if others:
             yield Text("")
             yield Text("Other ranks", style="bold")
-            for r in others:
-                loc = f" at {short_path(r.location)}" if r.location else ""
-                yield Text(f"  {where(r)}: {r.state}{loc}")
+            for line in grouped(others):
+                yield indent(line, 2)
         if d.missing_ranks:
             yield Text(f"No evidence from {rank_list(d.missing_ranks)}", style="yellow")
         if self.grid:
