@@ -96,6 +96,36 @@ class StackWaitTracker:
         return Pending(operation=operation, seq=None, is_p2p=p2p, since_ns=self._since_ns, source="stack")
 
 
+class ProgressTracker:
+    """From Flight Recorder's per-group status (``last_enqueued_collective`` /
+    ``last_completed_collective``): how long some group has had work enqueued without completing any.
+    Cheap to read every poll, unlike the entries; a rank can only have waited in one operation for S
+    seconds if its group has made no progress for S seconds."""
+
+    def __init__(self) -> None:
+        self._since: dict[str, tuple[int, int]] = {}  # group -> (last completed, since when stalled)
+
+    def stalled_s(self, pg_status: dict, now_ns: int) -> float:
+        worst = 0.0
+        seen = set()
+        for pg, st in pg_status.items():
+            try:
+                enq = int(st.get("last_enqueued_collective", -1))
+                done = int(st.get("last_completed_collective", -1))
+            except (TypeError, ValueError):
+                continue
+            if enq <= done:
+                continue
+            seen.add(pg)
+            prev = self._since.get(pg)
+            if prev is None or prev[0] != done:
+                self._since[pg] = (done, now_ns)
+            worst = max(worst, (now_ns - self._since[pg][1]) / 1e9)
+        for pg in set(self._since) - seen:
+            del self._since[pg]
+        return worst
+
+
 def poll_interval(hang_after_s: float) -> float:
     """How often a rank looks at itself: often enough to call a hang within a few seconds of
     --hang-after, rarely enough to cost nothing measurable (a Flight Recorder dump is ~0.3 ms)."""

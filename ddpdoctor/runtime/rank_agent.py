@@ -31,7 +31,14 @@ import threading
 import time
 import traceback
 
-from ddpdoctor.model.hang_pending import C10D_FILE_SUFFIX, StackWaitTracker, c10d_wait, oldest_pending, poll_interval
+from ddpdoctor.model.hang_pending import (
+    C10D_FILE_SUFFIX,
+    ProgressTracker,
+    StackWaitTracker,
+    c10d_wait,
+    oldest_pending,
+    poll_interval,
+)
 
 ENV_RUN = "DDPDOCTOR_WATCH_RUN"  # control files: request, trigger-R.json, rank-R.meta.json
 ENV_DUMPS = "DDPDOCTOR_WATCH_DUMPS"  # evidence: rank-R.json
@@ -118,6 +125,7 @@ class Agent:
         self.gather_until = 0.0
         self.lock = threading.Lock()
         self.stack_wait = StackWaitTracker()
+        self.progress = ProgressTracker()
         self.main_ident = threading.main_thread().ident
         self.wake_r = -1
         self.prev_excepthook = None
@@ -301,10 +309,10 @@ class Agent:
         try:
             import torch._C._distributed_c10d as c10d
 
+            # the small per-group status first: a full dump (up to TORCH_FR_BUFFER_SIZE entries) only
+            # once a group has something enqueued and has completed nothing for --hang-after
             status = json.loads(c10d._dump_fr_trace_json(False, False)).get("pg_status", {})
-            behind = any(int(s.get("last_enqueued_collective", -1)) > int(s.get("last_completed_collective", -1))
-                         for s in status.values())
-            if behind or not status:
+            if self.progress.stalled_s(status, now) >= self.hang_after or not status:
                 p = oldest_pending(json.loads(c10d._dump_fr_trace_json(True, False)).get("entries", []))
                 if p is not None:
                     self.stack_wait.update(None, None, now)
