@@ -70,10 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             _write_json(args.json, result.record)
         return 0
-    save_record(result)
-    code = result.exit_code
-    if result.outcome == "hang":
-        code = 1
+    code = 1 if result.outcome == "hang" else result.exit_code
     if not have_evidence:
         hosts = result.record.get("hosts") or {}
         lost = ", ".join(f"{r} ({hosts.get(str(r), '?')})" for r in result.missing_ranks)
@@ -84,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             _write_json(args.json, result.record)
         return code
+    save_record(result)
     diag_code = _diagnose(result, args.json)
     return code if diag_code != 2 else 2
 
