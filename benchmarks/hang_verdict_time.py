@@ -10,7 +10,6 @@ that no other rank reaches; the benchmark reads watch's stdout line by line and 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine  # noqa: E402
+from _common import machine
 
 JOB = Path(__file__).resolve().parent / "_hang_jobs.py"
 

@@ -86,16 +86,20 @@ def _c10d_args(frame) -> dict:
     return out
 
 
+def _chain(frame) -> list:
+    """The frame objects from the outermost to ``frame``."""
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    out.reverse()
+    return out
+
+
 def stack_of(frame) -> list[dict]:
     frames = _frames(traceback.extract_stack(frame))
-    # extract_stack walks f_back; pair the summaries with the frame objects to add c10d arguments
-    objs = []
-    f = frame
-    while f is not None:
-        objs.append(f)
-        f = f.f_back
-    objs.reverse()
-    for d, fo in zip(frames, objs):
+    # extract_stack walks f_back too; pair its summaries with the frames to add c10d arguments
+    for d, fo in zip(frames, _chain(frame)):
         if d["file"].replace("\\", "/").endswith(C10D_FILE_SUFFIX):
             args = _c10d_args(fo)
             if args:
@@ -291,7 +295,7 @@ class Agent:
         store lives in node 0's launcher: ending it early would cut the other nodes off)."""
         if self.store is None or self.world is None:
             return self._release()
-        have = all([self._copy_from_store(f"evidence/{r}", os.path.join(self.dumps, f"rank-{r}.json"))
+        have = all([self._copy_from_store(f"evidence/{r}", os.path.join(self.dumps, f"rank-{r}.json"))  # noqa: C419 - copy every one
                     for r in range(self.world)])
         if have:
             self._store_set(f"gathered/{self.node_rank}", "1")
@@ -322,12 +326,7 @@ class Agent:
         frame = sys._current_frames().get(self.main_ident)
         key, op = None, None
         if frame is not None:
-            chain = []
-            f = frame
-            while f is not None:
-                chain.append(f)
-                f = f.f_back
-            chain.reverse()
+            chain = _chain(frame)
             op = c10d_wait([(fo.f_code.co_filename, fo.f_code.co_name) for fo in chain])
             if op is not None:
                 key = (id(frame), frame.f_lineno, len(chain))

@@ -12,7 +12,13 @@ import time
 
 import psutil
 
-from ddpdoctor.model.hang_pending import ProgressTracker, StackWaitTracker, c10d_wait, oldest_pending, poll_interval
+from ddpdoctor.model.hang_pending import (
+    ProgressTracker,
+    StackWaitTracker,
+    c10d_wait,
+    oldest_pending,
+    poll_interval,
+)
 from ddpdoctor.runtime.rank_agent import should_activate
 from ddpdoctor.runtime.watch_session import SITE_DIR, job_environment
 
