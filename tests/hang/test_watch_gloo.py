@@ -3,6 +3,13 @@ culprit rank, the operation and its sequence number, and the path:line; no proce
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
 import pytest
 
 from ._watch_run import leftovers, location, torchrun, watch
@@ -91,3 +98,44 @@ def test_healthy_job_computing_longer_than_hang_after_is_not_a_hang(tmp_path):
     assert run.seconds > 2 * 4  # it really computed longer than --hang-after between collectives
     assert "ddpdoctor watch:" not in run.out  # it said nothing: no hang, no crash
     assert not run.dumps.exists()
+
+
+def test_rank_stopped_while_blocked_in_a_collective_leaves_evidence(tmp_path):
+    """SIGTERM to a rank whose main thread is blocked in gloo (no Python handler can run there): the
+    helper sees it through the wake-up fd, writes the evidence, and the rank still dies of SIGTERM."""
+    dumps = tmp_path / "dumps"
+    job = torchrun("slow_peer.py", 2)
+    argv = [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", "60", "--dumps", str(dumps),
+            "--json", str(tmp_path / "diag.json"), "--", *job]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        rank0 = _wait_for_rank(p.pid, "0", timeout=60)
+        time.sleep(3)  # rank 0 is in all_reduce #2 by now, rank 1 asleep in Python
+        rank0.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=60)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert leftovers(dumps) == [], out
+    ev0 = json.loads((dumps / "rank-0.json").read_text())
+    assert ev0["reason"] == "exit"
+    pending = [e for e in ev0["flight_recorder"]["entries"] if not e["retired"]]
+    assert [(e["profiling_name"], e["collective_seq_id"]) for e in pending] == [("gloo:all_reduce", 2)]
+    assert "exitcode  : -15" in out  # torchrun saw it die of SIGTERM, as without watch
+    diag = json.loads((tmp_path / "diag.json").read_text())
+    assert diag["culprit_ranks"] == [1] and (diag["operation"], diag["seq"]) == ("all_reduce", 2)
+    assert next(r for r in diag["ranks"] if r["rank"] == 1)["location"].endswith("slow_peer.py:14")
+
+
+def _wait_for_rank(root_pid: int, rank: str, timeout: float) -> psutil.Process:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for c in psutil.Process(root_pid).children(recursive=True):
+            try:
+                if c.environ().get("RANK") == rank and "slow_peer.py" in " ".join(c.cmdline()):
+                    return c
+            except psutil.Error:
+                pass
+        time.sleep(0.2)
+    raise AssertionError(f"rank {rank} never started")
