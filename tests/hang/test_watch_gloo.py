@@ -109,10 +109,14 @@ def test_rank_stopped_while_blocked_in_a_collective_leaves_evidence(tmp_path):
             "--json", str(tmp_path / "diag.json"), "--", *job]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        rank0 = _wait_for_rank(p.pid, "0", timeout=60)
-        time.sleep(3)  # rank 0 is in all_reduce #2 by now, rank 1 asleep in Python
-        rank0.send_signal(signal.SIGTERM)
-        out = p.communicate(timeout=60)[0]
+        seen = []
+        for line in p.stdout:
+            seen.append(line)
+            if "rank 0 enters all_reduce #2" in line:
+                break
+        time.sleep(1)  # rank 0 is blocked in all_reduce #2 by now, rank 1 asleep in Python
+        _rank(p.pid, "0").send_signal(signal.SIGTERM)
+        out = "".join(seen) + p.communicate(timeout=60)[0]
     finally:
         if p.poll() is None:
             p.kill()
@@ -128,14 +132,8 @@ def test_rank_stopped_while_blocked_in_a_collective_leaves_evidence(tmp_path):
     assert next(r for r in diag["ranks"] if r["rank"] == 1)["location"].endswith("slow_peer.py:14")
 
 
-def _wait_for_rank(root_pid: int, rank: str, timeout: float) -> psutil.Process:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        for c in psutil.Process(root_pid).children(recursive=True):
-            try:
-                if c.environ().get("RANK") == rank and "slow_peer.py" in " ".join(c.cmdline()):
-                    return c
-            except psutil.Error:
-                pass
-        time.sleep(0.2)
-    raise AssertionError(f"rank {rank} never started")
+def _rank(root_pid: int, rank: str) -> psutil.Process:
+    for c in psutil.Process(root_pid).children(recursive=True):
+        if c.environ().get("RANK") == rank and "slow_peer.py" in " ".join(c.cmdline()):
+            return c
+    raise AssertionError(f"rank {rank} not found")

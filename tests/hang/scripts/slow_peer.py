@@ -12,6 +12,7 @@ def main():
     dist.all_reduce(x)
     if dist.get_rank() == 1:
         time.sleep(60)
+    print(f"rank {dist.get_rank()} enters all_reduce #2", flush=True)
     dist.all_reduce(x)
     dist.destroy_process_group()
 
