@@ -69,9 +69,10 @@ def attach_lint(diag: HangDiagnosis) -> None:
 
 def analyse(dirs: list[Path], allow_pickle: bool = False, lint: bool = True) -> HangDiagnosis:
     """Read the evidence under ``dirs`` and diagnose it. Raises EvidenceError naming the bad file."""
-    from ddpdoctor.probes.hang_files import read_evidence
+    from ddpdoctor.probes.hang_files import collector_paused, read_evidence
 
-    diag = diagnose(read_evidence([Path(d) for d in dirs], allow_pickle=allow_pickle))
+    with collector_paused():  # the diagnosis walks the same millions of entries
+        diag = diagnose(read_evidence([Path(d) for d in dirs], allow_pickle=allow_pickle))
     if lint:
         attach_lint(diag)
     return diag

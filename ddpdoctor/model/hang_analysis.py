@@ -9,7 +9,7 @@ Rules (facts from torch's Flight Recorder analyser, our own code):
   last entry is older), ranks that called different operations, or the same operation with different
   sizes / dtypes. A buffer that wrapped (a rank's oldest entry is newer) is not a disagreement.
 - gloo does not record send/recv in the Flight Recorder: blocked p2p calls are read from the stacks
-  (the peer from the frame's ``args``), and a waits-for walk finds cycles (0->1->2->0) or the rank
+  (the peer from the frame's ``locals``), and a waits-for walk finds cycles (0->1->2->0) or the rank
   the chain ends at.
 - For each culprit rank: where its main thread is, innermost user frame first (frames of torch,
   ddpdoctor and the standard library skipped), or the exception it died of, or "no evidence".
@@ -52,6 +52,19 @@ def user_chain(frames: tuple[Frame, ...] | list[Frame]) -> list[Frame]:
 def innermost_user(chain: list[Frame]) -> Frame | None:
     own = [f for f in chain if "-packages/" not in f.file]
     return own[0] if own else (chain[0] if chain else None)
+
+
+def short_message(msg: str, limit: int = 100) -> str:
+    """The gist of an exception message: its first sentence, without gloo's "[/path/pair.cc:553] "
+    source prefix (the whole message stays in the JSON)."""
+    text = (
+        re.sub(r"^\s*\[[^\]]*\.(cc|cpp|h|hpp):\d+\]\s*", "", msg.strip()).splitlines()[0]
+        if msg.strip()
+        else ""
+    )
+    m = re.match(r"(.+?[.!?])(\s|$)", text)
+    text = m.group(1) if m else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def clock(ns: int) -> str:
@@ -197,8 +210,8 @@ def _blocked_call(ev: RankEvidence) -> _Blocked | None:
         if _DC10D.search(f.file.replace("\\", "/")) and not f.function.startswith("_"):
             peer = None
             for key in ("dst", "src"):
-                if f.args.get(key, "").lstrip("-").isdigit():
-                    peer = int(f.args[key])
+                if f.locals.get(key, "").lstrip("-").isdigit():
+                    peer = int(f.locals[key])
             return _Blocked(f.function, peer)
     return None
 
@@ -235,7 +248,7 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
     if e.exception:
         rep.kind = "died"
         rep.exception = f"{e.exception.type}: {e.exception.message}".strip()
-        rep.state = f"died: {rep.exception}"
+        rep.state = f"died: {e.exception.type}: {short_message(e.exception.message)}"
         return rep
     ops = list(e.flight_recorder.entries) if e.flight_recorder else []
     pend = _last_pending(ops)
@@ -243,8 +256,10 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
     if pend is not None:
         rep.kind = "p2p" if pend.is_p2p else "collective"
         rep.operation, rep.seq, rep.since_ns = pend.op, pend.seq, pend.time_created_ns
-        if e.captured_ns and pend.time_created_ns:
-            rep.waiting_s = max(0.0, (e.captured_ns - pend.time_created_ns) / 1e9)
+        # torch's own dumps carry no capture time: the watch's detection time stands in
+        captured = e.captured_ns or (ev.watch.detected_ns if ev.watch else None)
+        if captured and pend.time_created_ns:
+            rep.waiting_s = max(0.0, (captured - pend.time_created_ns) / 1e9)
         since = f" for {rep.waiting_s:.1f} s" if rep.waiting_s is not None else ""
         if pend.time_created_ns:
             since += f" (since {clock(pend.time_created_ns)})"
@@ -487,11 +502,12 @@ def _p2p_finding(
                 text = "\u2192".join(map(str, cycle))
                 match = "recv" if "send" in call else "send"
                 same = all(blocked[r].call == call for r in cycle[:-1])
-                head = (
-                    f"every rank is blocked in {call} with no matching {match}"
-                    if same and len(cycle) - 1 == len(blocked)
-                    else f"{rank_list(cycle[:-1])} wait on each other in send/recv"
-                )
+                if same and len(cycle) - 1 == ev.world_size:
+                    head = f"every rank is blocked in {call} with no matching {match}"
+                elif same:
+                    head = f"{rank_list(cycle[:-1])} are each blocked in {call} with no matching {match}"
+                else:
+                    head = f"{rank_list(cycle[:-1])} wait on each other in send/recv"
                 summary = f"{head}: a cycle {text}"
                 seqs = {blocked[r].seq for r in cycle[:-1]} - {None}
                 return GroupFinding(
@@ -564,6 +580,54 @@ def _stack_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding
     )
 
 
+# A rank that loses its peer dies of the peer, not of its own bug (gloo: "Connection closed by peer",
+# "Connection reset by peer", "Application timeout caused pair closure"; NCCL: aborted communicator).
+_PEER_LOSS = re.compile(
+    r"closed by peer|reset by peer|pair closure|Timed out waiting|remote (worker|process)|"
+    r"communicator was aborted|Broken pipe|Socket Timeout|NCCL (error|Error).*remote",
+    re.IGNORECASE,
+)
+
+
+def _last_op(ev: Evidence, ranks: list[int]) -> tuple[str, int] | None:
+    """The newest collective these ranks entered: (op, seq)."""
+    last = [
+        max(e.flight_recorder.entries, key=lambda o: o.collective_seq_id)
+        for r in ranks
+        if (e := ev.ranks.get(r)) and e.flight_recorder and e.flight_recorder.entries
+    ]
+    if not last:
+        return None
+    top = max(last, key=lambda o: o.collective_seq_id)
+    return top.op, top.collective_seq_id
+
+
+def _death_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding | None:
+    """When the Flight Recorder shows no disagreement: ranks that died of their own error, else ranks
+    that gave no evidence (killed: SIGKILL, OOM) with the ranks that lost them, else the lost ones."""
+    died = [r for r, x in reports.items() if x.kind == "died"]
+    lost = [r for r in died if _PEER_LOSS.search(reports[r].exception or "")]
+    own = [r for r in died if r not in lost]
+    missing = ev.missing_ranks
+    where = _last_op(ev, lost)
+    at = f" in {where[0]} #{where[1]}" if where else ""
+    op, seq = where if where else ("", None)
+    if own:
+        return GroupFinding(
+            "default_pg", "died", "collective", None, "", f"{_who(own, ev)} died", [], own, [], 0
+        )
+    if missing:
+        summary = f"{_who(missing, ev)} gave no evidence (killed?)"
+        details = [f"{_who(lost, ev)} lost the connection to it{at}"] if lost else []
+        if lost:
+            summary += f"; {rank_list(lost)} lost the connection{at}"
+        return GroupFinding("default_pg", "missing", "collective", seq, op, summary, details, missing, [], 0)
+    if lost:
+        summary = f"{_who(lost, ev)} lost a peer{at}"
+        return GroupFinding("default_pg", "died", "collective", seq, op, summary, [], lost, [], 0)
+    return None
+
+
 # ---------------------------------------------------------------- grid for the TUI
 
 
@@ -609,11 +673,13 @@ def _grid(
 def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankReport]) -> str | None:
     """Why the job crashed, when the evidence explains it: on gloo a size/type mismatch is not a hang
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
-    if f is None or f.kind not in ("mismatch_size", "mismatch_dtype"):
+    if f is None or not f.kind.startswith("mismatch"):
         return None
     crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
         x.kind == "died" for x in reports.values()
     )
+    if f.kind == "mismatch_op" and not crashed:
+        return None  # different collectives mostly hang (barrier vs all_reduce did, here)
     gloo = any(
         o.profiling_name.startswith("gloo:")
         for e in ev.ranks.values()
@@ -621,7 +687,7 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
         for o in e.flight_recorder.entries
     )
     if not gloo:
-        return "on NCCL a collective size mismatch hangs or silently corrupts the result"
+        return "on NCCL a collective mismatch hangs or silently corrupts the result"
     what = "explains the crash" if crashed else "crashes the job"
     return (
         f"this mismatch {what}: on gloo, ranks that disagree on a collective's size end in "
@@ -652,29 +718,10 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         f = _stack_finding(ev, reports)
         if f is not None:
             findings.append(f)
-    died = [r for r, x in reports.items() if x.kind == "died"]
-    if not findings and died:
-        findings.append(
-            GroupFinding(
-                "default_pg", "died", "collective", None, "", f"{_who(died, ev)} died", [], died, [], 0
-            )
-        )
-    missing = ev.missing_ranks
-    if not findings and missing:
-        findings.append(
-            GroupFinding(
-                "default_pg",
-                "missing",
-                "collective",
-                None,
-                "",
-                f"{_who(missing, ev)} gave no evidence",
-                [],
-                list(missing),
-                [],
-                0,
-            )
-        )
+    if not findings:
+        f = _death_finding(ev, reports)
+        if f is not None:
+            findings.append(f)
     top = findings[0] if findings else None
     for f in findings[:1]:
         for r in f.culprit_ranks:
@@ -706,7 +753,7 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         waiting_ranks=list(top.waiting_ranks) if top else [],
         findings=findings,
         ranks=[reports[r] for r in sorted(reports)],
-        missing_ranks=missing,
+        missing_ranks=ev.missing_ranks,
         world_size=ev.world_size,
         crash=_crash_note(ev, top, reports),
         grids=grids,
@@ -728,9 +775,10 @@ def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> s
             if "gave no evidence" not in text:
                 text += f"; rank {x.rank}{host} gave no evidence"
         elif x.kind == "died":
-            text += f"; rank {x.rank}{host} died of {x.exception}" + (
+            died = f"rank {x.rank}{host} died of {x.state.removeprefix('died: ')}" + (
                 f" at {x.location}" if x.location else ""
             )
+            text = died if f.kind == "died" else f"{text}; {died}"
         elif x.kind == "python":
             text += f"; rank {x.rank}{host} is in Python at {x.location}" if x.location else ""
         elif x.location:

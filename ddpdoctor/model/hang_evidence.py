@@ -9,9 +9,10 @@ Formats read here:
 - torch's own Flight Recorder dump (``_dump_fr_trace_json`` / the unpickled ``_dump_fr_trace``:
   ``version``, ``pg_config``, ``entries``), which carries neither host nor stacks.
 
-A frame inside ``torch/distributed/distributed_c10d.py`` may carry ``"args": {"dst": 1, "tensor":
-"float32[8]"}``: the arguments of a blocked ``send``/``recv``, which gloo does not record in the
-Flight Recorder (optional; with them a p2p cycle is named by its peers, 0->1->2->0).
+A frame inside ``torch/distributed/distributed_c10d.py`` may carry ``"locals": {"dst": "1", "tensor":
+"float32[8]"}`` (``"args"`` is read as well): the arguments of a blocked ``send``/``recv``, which
+gloo does not record in the Flight Recorder (optional; with them a p2p cycle is named by its peers,
+0->1->2->0).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Frame:
     line: int
     function: str
     code: str = ""
-    args: dict[str, str] = field(default_factory=dict)  # c10d call arguments (peer), as text
+    locals: dict[str, str] = field(default_factory=dict)  # c10d call arguments (peer), as text
 
     @property
     def where(self) -> str:
@@ -82,11 +83,7 @@ class FROp:
     time_created_ns: int
     timeout_ms: int | None = None
 
-    @property
-    def op(self) -> str:
-        """The operation without backend prefix or peers: ``all_reduce``, ``send``."""
-        name = self.profiling_name.split(":", 1)[-1]
-        return name.split()[0] if name.split() else name
+    op: str = ""  # the operation without backend prefix or peers: "all_reduce", "send" (op_name())
 
     @property
     def local_peer(self) -> int | None:
@@ -166,7 +163,7 @@ class Evidence:
     @property
     def missing_ranks(self) -> list[int]:
         listed = set(self.watch.missing_ranks) if self.watch else set()
-        return sorted(listed | (set(range(self.world_size)) - set(self.ranks)))
+        return sorted((listed | set(range(self.world_size))) - set(self.ranks))
 
     def host(self, rank: int) -> str | None:
         ev = self.ranks.get(rank)
@@ -220,8 +217,10 @@ class _Reader:
         return v
 
 
-def _tuplify(v: Any) -> Any:
-    return tuple(_tuplify(x) for x in v) if isinstance(v, (list, tuple)) else v
+def _tuplify(v: list) -> tuple:
+    """[[3, 4]] -> ((3, 4),): hashable, for matching. Two levels are all FR sizes have (flat loops:
+    this runs for every entry of every rank)."""
+    return tuple(tuple(x) if isinstance(x, list) else x for x in v)
 
 
 def _frames(r: _Reader, items: list, where: str) -> tuple[Frame, ...]:
@@ -229,16 +228,17 @@ def _frames(r: _Reader, items: list, where: str) -> tuple[Frame, ...]:
     for i, f in enumerate(items):
         w = f"{where}[{i}]."
         f = r.obj(f, w[:-1])
-        loc = f.get("args") or {}
+        key = "locals" if "locals" in f else "args"
+        loc = f.get(key) or {}
         if not isinstance(loc, dict):
-            raise r.fail(f"{w}args", "expected an object")
+            raise r.fail(f"{w}{key}", "expected an object")
         out.append(
             Frame(
                 file=r.str_(f, "file", w),
                 line=r.int_(f, "line", w),
                 function=r.str_(f, "function", w),
                 code=r.str_(f, "code", w, optional=True) or "",
-                args={str(k): str(v) for k, v in loc.items()},
+                locals={str(k): str(v) for k, v in loc.items()},
             )
         )
     return tuple(out)
@@ -280,32 +280,86 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
         )
     entries = []
     for i, e in enumerate(r.list_(d, "entries", w)):
-        we = f"{w}entries[{i}]."
-        e = r.obj(e, we[:-1])
-        pg = e.get("process_group")
-        if isinstance(pg, (list, tuple)) and len(pg) == 2:
-            pg_name, pg_desc = str(pg[0]), str(pg[1])
-        else:
-            pg_name, pg_desc = str(e.get("pg_id", "")), ""
-        entries.append(
-            FROp(
-                record_id=r.int_(e, "record_id", we),
-                pg_name=pg_name,
-                pg_desc=pg_desc,
-                collective_seq_id=r.int_(e, "collective_seq_id", we),
-                p2p_seq_id=r.int_(e, "p2p_seq_id", we, optional=True) or 0,
-                profiling_name=r.str_(e, "profiling_name", we),
-                input_sizes=_tuplify(r.list_(e, "input_sizes", we, optional=True)),
-                input_dtypes=_tuplify(r.list_(e, "input_dtypes", we, optional=True)),
-                output_sizes=_tuplify(r.list_(e, "output_sizes", we, optional=True)),
-                state=r.str_(e, "state", we, optional=True) or "",
-                retired=bool(e.get("retired", False)),
-                is_p2p=bool(e.get("is_p2p", False)),
-                time_created_ns=r.int_(e, "time_created_ns", we, optional=True) or 0,
-                timeout_ms=r.int_(e, "timeout_ms", we, optional=True),
-            )
-        )
+        entries.append(_entry_fast(e) or _entry_checked(r, e, f"{w}entries[{i}]."))
     return FlightRecord(version=version, groups=tuple(groups), entries=tuple(entries))
+
+
+def op_name(profiling_name: str) -> str:
+    """ "gloo:all_reduce" -> "all_reduce", "nccl:send 0->1" -> "send"."""
+    name = profiling_name.split(":", 1)[-1].strip()
+    return name.split()[0] if name else name
+
+
+def _pg(e: dict) -> tuple[str, str]:
+    pg = e.get("process_group")
+    if isinstance(pg, (list, tuple)) and len(pg) == 2:
+        return str(pg[0]), str(pg[1])
+    return str(e.get("pg_id", "")), ""
+
+
+def _entry_fast(e: Any) -> FROp | None:
+    """A well-formed entry in one go (thousands per rank); None sends it to the checked path, which
+    names the bad field."""
+    try:
+        ints = (
+            e["record_id"],
+            e["collective_seq_id"],
+            e.get("p2p_seq_id") or 0,
+            e.get("time_created_ns") or 0,
+        )
+        lists = (e.get("input_sizes") or [], e.get("input_dtypes") or [], e.get("output_sizes") or [])
+        name, state, timeout = e["profiling_name"], e.get("state") or "", e.get("timeout_ms")
+    except (KeyError, TypeError, AttributeError):
+        return None
+    if (
+        any(type(x) is not int for x in ints)
+        or any(type(x) is not list for x in lists)
+        or type(name) is not str
+        or type(state) is not str
+        or (timeout is not None and type(timeout) is not int)
+    ):
+        return None
+    pg_name, pg_desc = _pg(e)
+    return FROp(
+        ints[0],
+        pg_name,
+        pg_desc,
+        ints[1],
+        ints[2],
+        name,
+        _tuplify(lists[0]),
+        _tuplify(lists[1]),
+        _tuplify(lists[2]),
+        state,
+        bool(e.get("retired", False)),
+        bool(e.get("is_p2p", False)),
+        ints[3],
+        timeout,
+        op_name(name),
+    )
+
+
+def _entry_checked(r: _Reader, e: Any, we: str) -> FROp:
+    e = r.obj(e, we[:-1])
+    pg_name, pg_desc = _pg(e)
+    name = r.str_(e, "profiling_name", we)
+    return FROp(
+        record_id=r.int_(e, "record_id", we),
+        pg_name=pg_name,
+        pg_desc=pg_desc,
+        collective_seq_id=r.int_(e, "collective_seq_id", we),
+        p2p_seq_id=r.int_(e, "p2p_seq_id", we, optional=True) or 0,
+        profiling_name=name,
+        input_sizes=_tuplify(r.list_(e, "input_sizes", we, optional=True)),
+        input_dtypes=_tuplify(r.list_(e, "input_dtypes", we, optional=True)),
+        output_sizes=_tuplify(r.list_(e, "output_sizes", we, optional=True)),
+        state=r.str_(e, "state", we, optional=True) or "",
+        retired=bool(e.get("retired", False)),
+        is_p2p=bool(e.get("is_p2p", False)),
+        time_created_ns=r.int_(e, "time_created_ns", we, optional=True) or 0,
+        timeout_ms=r.int_(e, "timeout_ms", we, optional=True),
+        op=op_name(name),
+    )
 
 
 def rank_from_dict(d: Any, path: str) -> RankEvidence:

@@ -6,10 +6,12 @@ crafted file cannot run code. Every problem raises EvidenceError naming the file
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import pickle
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +105,27 @@ def _files_of(arg: Path) -> list[Path]:
     raise EvidenceError(str(arg), "no such file or folder")
 
 
+@contextmanager
+def collector_paused():
+    """Evidence is millions of small acyclic objects (2000 FR entries per rank): with the cyclic
+    collector on, it re-walks the growing heap again and again (half the read time on 64 ranks,
+    seen here). Reference counting frees all of it; the collector is back on afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def read_evidence(paths: list[Path], allow_pickle: bool = False) -> Evidence:
     """All evidence under ``paths`` (folders or single files), checked and combined into one job."""
+    with collector_paused():
+        return _read(paths, allow_pickle)
+
+
+def _read(paths: list[Path], allow_pickle: bool) -> Evidence:
     if not paths:
         raise EvidenceError(".", "no evidence folder given")
     rank_evs: list[RankEvidence] = []

@@ -85,7 +85,12 @@ def grouped(reports: list[RankReport]) -> list[Text]:
     """One line per (state, place): 255 ranks waiting in the same all_reduce make one line."""
     groups: dict[tuple, list[RankReport]] = {}
     for r in reports:
-        key = (r.kind, r.operation, r.seq, r.location) if r.operation else (r.kind, r.state, r.location)
+        if r.kind == "died":  # the same death on many ranks differs only in peer addresses
+            key: tuple = (r.kind, (r.exception or "").split(":")[0], r.location)
+        elif r.operation:
+            key = (r.kind, r.operation, r.seq, r.location)
+        else:
+            key = (r.kind, r.state, r.location)
         groups.setdefault(key, []).append(r)
     out = []
     for rs in groups.values():

@@ -53,7 +53,7 @@ def entry(
 def frame(file: str, line: int, function: str, code: str = "", args: dict | None = None) -> dict:
     d = {"file": file, "line": line, "function": function, "code": code}
     if args:
-        d["args"] = args
+        d["locals"] = {k: str(v) for k, v in args.items()}
     return d
 
 

@@ -263,3 +263,75 @@ def test_rank_whose_flight_recorder_failed_is_judged_by_its_stack(tmp_path):
     d = _diag(tmp_path, docs)
     assert d.culprit_ranks == [1] and d.seq == 2 and "left no Flight Recorder record" in d.verdict
     assert d.rank(1).location == f"{USER}:8"
+
+
+def test_killed_rank_is_the_culprit_not_the_ranks_that_lost_it(tmp_path):
+    # gloo: rank 1 SIGKILLed; ranks 0 and 2 die of "Connection closed by peer" inside all_reduce #4
+    lost = {
+        "type": "RuntimeError",
+        "frames": [frame(USER, 14, "step"), frame(C10D, 1, "all_reduce")],
+        "message": "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+        "closed by peer [127.0.0.1]:47508. This is typically caused by a remote worker crashing.",
+    }
+    docs = [rank_doc(r, 3, [entry(s) for s in range(1, 5)], exception=lost) for r in (0, 2)]
+    d = _diag(tmp_path, docs)
+    assert d.kind == "missing" and d.culprit_ranks == [1] and d.missing_ranks == [1]
+    assert d.operation == "all_reduce" and d.seq == 4
+    assert "ranks 0, 2 lost the connection in all_reduce #4" in d.verdict
+    assert d.rank(0).state == "died: RuntimeError: Connection closed by peer [127.0.0.1]:47508."
+    assert not d.rank(0).culprit and d.rank(0).exception.startswith("RuntimeError: [/__w/")
+
+
+def test_own_error_beats_the_peers_that_lost_it(tmp_path):
+    lost = {
+        "type": "RuntimeError",
+        "message": "Connection reset by peer",
+        "frames": [frame(USER, 14, "step")],
+    }
+    own = {
+        "type": "torch.OutOfMemoryError",
+        "message": "CUDA out of memory.",
+        "frames": [frame(USER, 33, "fwd")],
+    }
+    docs = [rank_doc(0, 2, [entry(1)], exception=lost), rank_doc(1, 2, [entry(1)], exception=own)]
+    d = _diag(tmp_path, docs)
+    assert d.kind == "died" and d.culprit_ranks == [1] and d.rank(1).location == f"{USER}:33"
+
+
+def test_frame_args_key_is_read_like_locals(tmp_path):
+    import json
+
+    docs = [rank_doc(r, 2, [entry(1)], [frame(USER, 5, "x"), frame(C10D, 9, "send")]) for r in range(2)]
+    for r, doc in enumerate(docs):
+        doc["threads"][0]["frames"][1]["args"] = {"dst": 1 - r}
+    ev = write_ranks(tmp_path / "ev", docs)
+    d = diagnose(read_evidence([ev]))
+    assert d.kind == "p2p_cycle" and "a cycle 0\u21921\u21920" in d.verdict
+    assert json.loads(json.dumps(d.to_dict()))["culprit_ranks"] == [0, 1]
+
+
+def test_cycle_among_some_ranks_is_not_called_every_rank(tmp_path):
+    docs = [
+        rank_doc(r, 3, [entry(1)], [frame(USER, 5, "x"), frame(C10D, 9, "send", args={"dst": 1 - r})])
+        for r in range(2)
+    ]
+    docs.append(rank_doc(2, 3, [entry(1)], [frame(USER, 50, "idle")]))
+    d = _diag(tmp_path, docs)
+    assert d.kind == "p2p_cycle" and d.culprit_ranks == [0, 1]
+    assert d.verdict.startswith(
+        "ranks 0, 1 are each blocked in send with no matching recv: a cycle 0\u21921\u21920"
+    )
+
+
+def test_different_collectives_explain_a_gloo_crash_only_when_it_crashed(tmp_path):
+    import json
+
+    docs = [
+        rank_doc(r, 2, [entry(1), entry(2, "all_gather" if r else "all_reduce", retired=False)])
+        for r in range(2)
+    ]
+    ev = write_ranks(tmp_path / "ev", docs)
+    assert diagnose(read_evidence([ev])).crash is None
+    (ev / "watch.json").write_text(json.dumps(_watch(world_size=2, outcome="crash", trigger=None)))
+    d = diagnose(read_evidence([ev]))
+    assert d.kind == "mismatch_op" and "explains the crash" in d.crash

@@ -15,7 +15,7 @@ from tests.hang.evidence_helpers import fixture
 
 from .helpers import SIZE, screen_text
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.timeout(120)]
 
 
 def saved(tmp_path, name: str) -> HangDiagnosis:
@@ -27,6 +27,7 @@ def saved(tmp_path, name: str) -> HangDiagnosis:
     return loaded
 
 
+@pytest.mark.asyncio
 async def test_grid_verdict_and_culprit_stack(tmp_path):
     app = HangApp(saved(tmp_path, "python_stuck"))
     async with app.run_test(size=SIZE) as pilot:
@@ -49,6 +50,7 @@ async def test_grid_verdict_and_culprit_stack(tmp_path):
     assert app.return_value == 1
 
 
+@pytest.mark.asyncio
 async def test_mismatch_cells_and_lint_on_the_stack(tmp_path):
     app = HangApp(saved(tmp_path, "barrier_rank0"))
     async with app.run_test(size=(100, 30)) as pilot:
@@ -60,6 +62,7 @@ async def test_mismatch_cells_and_lint_on_the_stack(tmp_path):
         assert "this is DDP301" in text
 
 
+@pytest.mark.asyncio
 async def test_no_hang_quits_with_0(tmp_path):
     d = saved(tmp_path, "python_stuck")
     d.kind, d.culprit_ranks = "none", []
@@ -69,7 +72,7 @@ async def test_no_hang_quits_with_0(tmp_path):
     assert app.return_value == 0
 
 
-async def test_broken_hang_file_is_a_clear_error(tmp_path):
+def test_broken_hang_file_is_a_clear_error(tmp_path):
     p = tmp_path / "hang.json"
     p.write_text(json.dumps({"format": "ddpdoctor-hang-diagnosis", "version": 1, "verdict": "x"}))
     assert "not a readable hang diagnosis" in tui_cmd._hang_diagnosis(str(p))
@@ -79,7 +82,7 @@ async def test_broken_hang_file_is_a_clear_error(tmp_path):
     assert tui_cmd._hang_diagnosis(str(p)) is None  # a check report: not ours to judge
 
 
-async def test_cli_refuses_a_broken_hang_file_before_taking_the_terminal(tmp_path):
+def test_cli_refuses_a_broken_hang_file_before_taking_the_terminal(tmp_path):
     import subprocess
     import sys
 
@@ -94,3 +97,31 @@ async def test_cli_refuses_a_broken_hang_file_before_taking_the_terminal(tmp_pat
     )
     assert out.returncode == 2 and str(p) in out.stderr and "not a readable hang diagnosis" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.asyncio
+async def test_g_cycles_the_process_groups(tmp_path):
+    from ddpdoctor.model.hang_analysis import diagnose
+    from ddpdoctor.probes.hang_files import read_evidence
+    from tests.hang.evidence_helpers import entry, rank_doc, write_ranks
+
+    groups = {
+        "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"},
+        "1": {"name": "1", "desc": "tp", "ranks": "[0, 1]"},
+    }
+    tp = ("1", "tp")
+    docs = [
+        rank_doc(0, 2, [entry(1), entry(1, pg=tp), entry(2, pg=tp, retired=False)], groups=groups),
+        rank_doc(1, 2, [entry(1), entry(1, pg=tp)], groups=groups),
+    ]
+    app = HangApp(diagnose(read_evidence([write_ranks(tmp_path / "ev", docs)])))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)  # opens on the group of the verdict
+        assert "tp: ranks x operations · g: next of 2 groups" in text and "#2 all_reduce" in text
+        row1 = next(line for line in text.splitlines() if line.split()[:1] == ["1"] and "node0" in line)
+        assert row1.split()[2:4] == ["ok", "--"]
+        await pilot.press("g")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "default_pg: ranks x operations" in text and "#2 all_reduce" not in text

@@ -34,7 +34,7 @@ class HangPane(Vertical):
 
     DEFAULT_CSS = """
     HangPane #hang-verdict { height: auto; max-height: 6; }
-    HangPane #hang-group { height: 1; }
+    HangPane #hang-group { height: auto; max-height: 2; }
     HangPane DataTable { height: auto; max-height: 10; }
     HangPane .details { height: 1fr; border-top: solid $primary; }
     """
@@ -65,7 +65,9 @@ class HangPane(Vertical):
         return t
 
     def on_mount(self) -> None:
-        self.show_group(0)
+        # open on the group the verdict is about
+        names = [g.group for g in self.diag.grids]
+        self.show_group(names.index(self.diag.group) if self.diag.group in names else 0)
 
     def grid(self) -> Grid | None:
         return self.diag.grids[self.group_index] if self.diag.grids else None
@@ -86,7 +88,7 @@ class HangPane(Vertical):
             g = grids[self.group_index]
             more = f" · g: next of {len(grids)} groups" if len(grids) > 1 else ""
             self.query_one("#hang-group", Static).update(
-                Text.assemble((f"{g.group}", "bold"), ": ranks x operations · ", LEGEND, more)
+                Text.assemble((f"{g.group}", "bold"), f": ranks x operations{more}\n", LEGEND)
             )
             for c in g.columns:
                 table.add_column(c)
