@@ -22,15 +22,28 @@ EPILOG = "example: ddpdoctor watch --hang-after 120 -- torchrun --nproc-per-node
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
-    p.add_argument("--hang-after", type=float, default=300.0, metavar="S",
-                   help="call it a hang when a rank has waited in one operation this long (default 300)")
-    p.add_argument("--dumps", metavar="DIR",
-                   help="where the evidence goes (default ./ddpdoctor-hang-<time>/; kept only when used)")
+    p.add_argument(
+        "--hang-after",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="call it a hang when a rank has waited in one operation this long (default 300)",
+    )
+    p.add_argument(
+        "--dumps",
+        metavar="DIR",
+        help="where the evidence goes (default ./ddpdoctor-hang-<time>/; kept only when used)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the diagnosis as JSON (`ddpdoctor tui PATH`)")
-    p.add_argument("--collect-timeout", type=float, metavar="S",
-                   help="how long to wait for every rank's evidence after a hang (default: a few polls)")
-    p.add_argument("job", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
-                   help="the launch command, after --")
+    p.add_argument(
+        "--collect-timeout",
+        type=float,
+        metavar="S",
+        help="how long to wait for every rank's evidence after a hang (default: a few polls)",
+    )
+    p.add_argument(
+        "job", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS", help="the launch command, after --"
+    )
 
 
 def _error(msg: str) -> int:
@@ -57,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if dumps.exists() and not dumps.is_dir():
         return _error(f"--dumps {dumps}: exists and is not a directory")
     if dumps.is_dir() and any(dumps.glob("rank-*.json")):
-        return _error(f"--dumps {dumps}: already holds evidence (rank-*.json); give an empty or new directory")
+        return _error(
+            f"--dumps {dumps}: already holds evidence (rank-*.json); give an empty or new directory"
+        )
     if args.json:
         jp = Path(args.json)
         if jp.parent and not jp.parent.is_dir():
@@ -74,10 +89,19 @@ def run(args: argparse.Namespace) -> int:
     if not have_evidence:
         hosts = result.record.get("hosts") or {}
         lost = ", ".join(f"{r} ({hosts.get(str(r), '?')})" for r in result.missing_ranks)
-        why = (f"ranks {lost} ended without leaving any (killed, e.g. SIGKILL or the OOM killer, or lost); "
-               "the other nodes' watch has the diagnosis") if lost else "did it create a process group?"
-        print(f"ddpdoctor watch: the job ended ({result.outcome}, exit {result.record['job_exit_code']}) "
-              f"and no rank on this node left evidence: {why}", file=sys.stderr)
+        why = (
+            (
+                f"ranks {lost} ended without leaving any (killed, e.g. SIGKILL or the OOM killer, or lost); "
+                "the other nodes' watch has the diagnosis"
+            )
+            if lost
+            else "did it create a process group?"
+        )
+        print(
+            f"ddpdoctor watch: the job ended ({result.outcome}, exit {result.record['job_exit_code']}) "
+            f"and no rank on this node left evidence: {why}",
+            file=sys.stderr,
+        )
         if args.json:
             _write_json(args.json, result.record)
         return code

@@ -122,8 +122,9 @@ class Agent:
         self.released = False
         self.host = socket.gethostname()
         self.store = None
-        self.prefix = "ddpdoctor-watch/{}/{}/".format(environ.get("TORCHELASTIC_RUN_ID", "job"),
-                                                      environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        self.prefix = "ddpdoctor-watch/{}/{}/".format(
+            environ.get("TORCHELASTIC_RUN_ID", "job"), environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        )
         self.dumped: str | None = None  # the reason of the evidence written, once written
         self.triggered = False
         self.gather_until = 0.0
@@ -177,8 +178,15 @@ class Agent:
     def _register(self, dist) -> None:
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        meta = {"rank": self.rank, "world_size": self.world, "local_rank": self.local_rank,
-                "node_rank": self.node_rank, "nodes": self.nodes, "host": self.host, "pid": os.getpid()}
+        meta = {
+            "rank": self.rank,
+            "world_size": self.world,
+            "local_rank": self.local_rank,
+            "node_rank": self.node_rank,
+            "nodes": self.nodes,
+            "host": self.host,
+            "pid": os.getpid(),
+        }
         _write_json(os.path.join(self.run_dir, f"rank-{self.rank}.meta.json"), meta)
         self.store = self._connect_store()
         self._store_set(f"meta/{self.rank}", json.dumps(meta))
@@ -195,8 +203,13 @@ class Agent:
 
             from torch.distributed import TCPStore
 
-            return TCPStore(addr, int(port), is_master=False, timeout=timedelta(seconds=STORE_TIMEOUT_S),
-                            wait_for_workers=False)
+            return TCPStore(
+                addr,
+                int(port),
+                is_master=False,
+                timeout=timedelta(seconds=STORE_TIMEOUT_S),
+                wait_for_workers=False,
+            )
         except Exception:  # noqa: BLE001 - no store: evidence stays on this node's files
             return None
 
@@ -237,18 +250,33 @@ class Agent:
                 frames = [f for f in stack_of(frame) if f["file"] != __file__]
             else:
                 frames = stack_of(frame)
-            threads.append({"id": tid, "name": names.get(tid, "?"), "main": tid == self.main_ident,
-                            "frames": frames})
+            threads.append(
+                {"id": tid, "name": names.get(tid, "?"), "main": tid == self.main_ident, "frames": frames}
+            )
         threads.sort(key=lambda t: not t["main"])
-        doc = {"format": FORMAT, "version": VERSION, "rank": self.rank, "world_size": self.world,
-               "local_rank": self.local_rank, "node_rank": self.node_rank, "host": self.host,
-               "pid": os.getpid(), "captured_ns": time.time_ns(), "reason": reason,
-               "flight_recorder": fr, "threads": threads, "exception": None}
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "rank": self.rank,
+            "world_size": self.world,
+            "local_rank": self.local_rank,
+            "node_rank": self.node_rank,
+            "host": self.host,
+            "pid": os.getpid(),
+            "captured_ns": time.time_ns(),
+            "reason": reason,
+            "flight_recorder": fr,
+            "threads": threads,
+            "exception": None,
+        }
         if fr_err:
             doc["flight_recorder_error"] = fr_err
         if exc is not None:
-            doc["exception"] = {"type": type(exc).__name__, "message": str(exc),
-                                "frames": _frames(traceback.extract_tb(exc.__traceback__))}
+            doc["exception"] = {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "frames": _frames(traceback.extract_tb(exc.__traceback__)),
+            }
         return doc
 
     def dump(self, reason: str, exc: BaseException | None = None) -> None:
@@ -295,8 +323,12 @@ class Agent:
         store lives in node 0's launcher: ending it early would cut the other nodes off)."""
         if self.store is None or self.world is None:
             return self._release()
-        have = all([self._copy_from_store(f"evidence/{r}", os.path.join(self.dumps, f"rank-{r}.json"))  # noqa: C419 - copy every one
-                    for r in range(self.world)])
+        have = all(
+            [
+                self._copy_from_store(f"evidence/{r}", os.path.join(self.dumps, f"rank-{r}.json"))  # noqa: C419 - copy every one
+                for r in range(self.world)
+            ]
+        )
         if have:
             self._store_set(f"gathered/{self.node_rank}", "1")
         if all(self._store_has(f"gathered/{n}") for n in range(self.nodes)):
@@ -371,7 +403,9 @@ class Agent:
                     self._register(dist)
                 self._tick()
             except Exception as e:  # noqa: BLE001 - never take the rank down; say why once and stop
-                print(f"ddpdoctor watch: the in-rank helper stopped: {type(e).__name__}: {e}", file=sys.stderr)
+                print(
+                    f"ddpdoctor watch: the in-rank helper stopped: {type(e).__name__}: {e}", file=sys.stderr
+                )
                 return
 
     def _wait(self, seconds: float) -> bool:

@@ -69,8 +69,9 @@ def job_environment(base: dict, run_dir: Path, dumps: Path, hang_after: float) -
 
 
 class Watch:
-    def __init__(self, command: list[str], hang_after: float, dumps: Path, collect_s: float | None = None,
-                 echo=None) -> None:
+    def __init__(
+        self, command: list[str], hang_after: float, dumps: Path, collect_s: float | None = None, echo=None
+    ) -> None:
         self.command = command
         self.hang_after = hang_after
         self.dumps = dumps
@@ -167,9 +168,12 @@ class Watch:
         detected = time.time_ns()
         trig = min(triggers, key=lambda t: t.get("since_ns", 0)) if triggers else None
         if trig:
-            self.echo(f"rank {trig['rank']} ({trig.get('host', '?')}) has waited {trig['waiting_s']:.0f} s in "
-                      f"{trig['operation']}" + (f" #{trig['seq']}" if trig.get("seq") is not None else "")
-                      + f" (--hang-after {self.hang_after:g} s): collecting evidence from every rank")
+            self.echo(
+                f"rank {trig['rank']} ({trig.get('host', '?')}) has waited {trig['waiting_s']:.0f} s in "
+                f"{trig['operation']}"
+                + (f" #{trig['seq']}" if trig.get("seq") is not None else "")
+                + f" (--hang-after {self.hang_after:g} s): collecting evidence from every rank"
+            )
         else:
             self.echo("another node called a hang: collecting evidence from every rank")
         (self.run_dir / "request").write_text("hang")
@@ -242,25 +246,41 @@ class Watch:
             pass
 
     # -- the record ---------------------------------------------------------------------------------
-    def _result(self, outcome: str, exit_code: int, trigger: dict | None, started: int,
-                detected: int | None) -> WatchResult:
+    def _result(
+        self, outcome: str, exit_code: int, trigger: dict | None, started: int, detected: int | None
+    ) -> WatchResult:
         metas = self._metas()
         world = self._world_size()
         evidence = sorted(self._evidence())
         missing = sorted(set(range(world)) - set(evidence)) if world else []
         job_code = self.proc.returncode if self.proc is not None else None
         record = {
-            "format": WATCH_FORMAT, "version": 1, "command": self.command, "hang_after_s": self.hang_after,
-            "started_ns": started, "detected_ns": detected, "outcome": outcome,
-            "trigger": None if trigger is None else {
-                "rank": trigger["rank"], "operation": trigger["operation"], "waiting_s": trigger["waiting_s"],
-                "seq": trigger.get("seq"), "host": trigger.get("host"), "source": trigger.get("source")},
-            "world_size": world, "exit_codes": {}, "job_exit_code": job_code,
+            "format": WATCH_FORMAT,
+            "version": 1,
+            "command": self.command,
+            "hang_after_s": self.hang_after,
+            "started_ns": started,
+            "detected_ns": detected,
+            "outcome": outcome,
+            "trigger": None
+            if trigger is None
+            else {
+                "rank": trigger["rank"],
+                "operation": trigger["operation"],
+                "waiting_s": trigger["waiting_s"],
+                "seq": trigger.get("seq"),
+                "host": trigger.get("host"),
+                "source": trigger.get("source"),
+            },
+            "world_size": world,
+            "exit_codes": {},
+            "job_exit_code": job_code,
             "missing_ranks": missing,
             "hosts": {str(r): m.get("host") for r, m in sorted(metas.items())},
         }
-        return WatchResult(outcome, exit_code, trigger, started, detected, world, missing, evidence,
-                           self.dumps, record)
+        return WatchResult(
+            outcome, exit_code, trigger, started, detected, world, missing, evidence, self.dumps, record
+        )
 
 
 def _environ(p: psutil.Process) -> dict:

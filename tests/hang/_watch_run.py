@@ -30,24 +30,31 @@ class Run:
 def torchrun(script: str, nproc: int, launcher: str = "torchrun") -> list[str]:
     head = [sys.executable, "-m", "torch.distributed.run"] if launcher == "module" else ["torchrun"]
     return [*head, "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0",
-            str(SCRIPTS / script)]
+            str(SCRIPTS / script)]  # fmt: skip
+
+
+def watch_argv(hang_after: float, dumps: Path, diag: Path, job: list[str], extra: tuple = ()) -> list[str]:
+    return [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", str(hang_after),
+            "--dumps", str(dumps), "--json", str(diag), *extra, "--", *job]  # fmt: skip
 
 
 def watch(tmp: Path, job: list[str], hang_after: float = 3, env: dict | None = None, timeout: float = 120,
-          extra: tuple = ()) -> Run:
+          extra: tuple = ()) -> Run:  # fmt: skip
     dumps, js = tmp / "dumps", tmp / "diag.json"
-    argv = [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", str(hang_after), "--dumps", str(dumps),
-            "--json", str(js), *extra, "--", *job]
     t0 = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    p = subprocess.run(watch_argv(hang_after, dumps, js, job, extra), capture_output=True, text=True,
+                       timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
     diag = json.loads(js.read_text()) if js.exists() else None
     return Run(p.returncode, p.stdout + p.stderr, diag, dumps, time.monotonic() - t0)
 
 
 def leftovers(dumps: Path) -> list[str]:
     """Processes still alive that `watch` started for this run (any depth, even reparented)."""
-    mine = [f"{c.pid} {' '.join(c.cmdline()[:4])}" for c in psutil.Process().children(recursive=True)
-            if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    mine = [
+        f"{c.pid} {' '.join(c.cmdline()[:4])}"
+        for c in psutil.Process().children(recursive=True)
+        if c.is_running() and c.status() != psutil.STATUS_ZOMBIE
+    ]
     target = str(dumps.resolve())
     for p in psutil.process_iter(["pid"]):
         try:
@@ -66,7 +73,7 @@ def location(run: Run, r: int) -> str:
 
 
 def watch_nodes(bed, tmp: Path, script: str, hang_after: float = 3, env: dict | None = None,
-                timeout: float = 150) -> list[Run]:
+                timeout: float = 150) -> list[Run]:  # fmt: skip
     """`ddpdoctor watch -- torchrun ...` on every node of a NetBed at once, one rank per node, node 0
     hosting the rendezvous; node i's evidence in tmp/dumps{i}, its diagnosis in tmp/diag{i}.json."""
     ep = f"{bed.addr(0)}:29400"
@@ -74,11 +81,10 @@ def watch_nodes(bed, tmp: Path, script: str, hang_after: float = 3, env: dict | 
     for i in range(bed.nodes):
         job = ["torchrun", "--nnodes", str(bed.nodes), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", ep, "--rdzv-conf", f"is_host={'true' if i == 0 else 'false'}",
-               "--local-addr", bed.addr(i), "--max-restarts", "0", str(SCRIPTS / script)]
-        argv = [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", str(hang_after),
-                "--dumps", str(tmp / f"dumps{i}"), "--json", str(tmp / f"diag{i}.json"), "--", *job]
+               "--local-addr", bed.addr(i), "--max-restarts", "0", str(SCRIPTS / script)]  # fmt: skip
+        argv = watch_argv(hang_after, tmp / f"dumps{i}", tmp / f"diag{i}.json", job)
         procs.append(bed.popen(i, argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True))
+                               stderr=subprocess.STDOUT, text=True))  # fmt: skip
     runs = []
     try:
         for i, p in enumerate(procs):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
 
-from ._watch_run import leftovers, location, torchrun, watch
+from ._watch_run import leftovers, location, torchrun, watch, watch_argv
 
 pytestmark = pytest.mark.slow
 
@@ -105,8 +104,7 @@ def test_rank_stopped_while_blocked_in_a_collective_leaves_evidence(tmp_path):
     helper sees it through the wake-up fd, writes the evidence, and the rank still dies of SIGTERM."""
     dumps = tmp_path / "dumps"
     job = torchrun("slow_peer.py", 2)
-    argv = [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", "60", "--dumps", str(dumps),
-            "--json", str(tmp_path / "diag.json"), "--", *job]
+    argv = watch_argv(60, dumps, tmp_path / "diag.json", job)
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         seen = []

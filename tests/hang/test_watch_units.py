@@ -26,8 +26,15 @@ S = 1_000_000_000
 
 
 def _entry(seq, t, retired=False, state="scheduled", p2p=False, name="gloo:all_reduce"):
-    return {"collective_seq_id": 0 if p2p else seq, "p2p_seq_id": seq if p2p else 0, "is_p2p": p2p,
-            "profiling_name": name, "time_created_ns": t, "retired": retired, "state": state}
+    return {
+        "collective_seq_id": 0 if p2p else seq,
+        "p2p_seq_id": seq if p2p else 0,
+        "is_p2p": p2p,
+        "profiling_name": name,
+        "time_created_ns": t,
+        "retired": retired,
+        "state": state,
+    }
 
 
 def test_oldest_unretired_entry_is_the_wait():
@@ -59,8 +66,12 @@ def test_progress_tracker_measures_a_stall_and_resets_on_progress():
 
 
 def test_stack_wait_names_the_outermost_c10d_call_and_times_an_unmoving_frame():
-    stack = [("/w/train.py", "main"), ("/t/torch/distributed/c10d_logger.py", "wrapper"),
-             ("/t/torch/distributed/distributed_c10d.py", "send"), ("/t/torch/distributed/distributed_c10d.py", "wait")]
+    stack = [
+        ("/w/train.py", "main"),
+        ("/t/torch/distributed/c10d_logger.py", "wrapper"),
+        ("/t/torch/distributed/distributed_c10d.py", "send"),
+        ("/t/torch/distributed/distributed_c10d.py", "wait"),
+    ]
     assert c10d_wait(stack) == "send"
     assert c10d_wait([("/w/train.py", "main")]) is None
     tr = StackWaitTracker()
@@ -85,8 +96,9 @@ def test_agent_only_in_ranks():
 
 
 def test_job_environment_adds_ours_and_keeps_the_users(tmp_path):
-    env = job_environment({"PYTHONPATH": "/mine", "TORCH_FR_BUFFER_SIZE": "50"}, tmp_path / "run",
-                          tmp_path / "dumps", 7)
+    env = job_environment(
+        {"PYTHONPATH": "/mine", "TORCH_FR_BUFFER_SIZE": "50"}, tmp_path / "run", tmp_path / "dumps", 7
+    )
     assert env["PYTHONPATH"] == f"{SITE_DIR}{os.pathsep}/mine"
     assert env["TORCH_FR_BUFFER_SIZE"] == "50"  # the user's value wins
     assert env["DDPDOCTOR_WATCH_HANG_AFTER"] == "7.0"
@@ -96,8 +108,13 @@ def test_job_environment_adds_ours_and_keeps_the_users(tmp_path):
 
 
 def _watch(*args, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "ddpdoctor", "watch", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "ddpdoctor", "watch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_bad_command_lines_exit_2_with_a_message(tmp_path):
@@ -114,7 +131,9 @@ def test_bad_command_lines_exit_2_with_a_message(tmp_path):
 
 
 def test_job_exit_code_passes_through_and_nothing_is_left_on_disk(tmp_path):
-    p = _watch("--dumps", str(tmp_path / "d"), "--", sys.executable, "-c", "print('out'); raise SystemExit(7)")
+    p = _watch(
+        "--dumps", str(tmp_path / "d"), "--", sys.executable, "-c", "print('out'); raise SystemExit(7)"
+    )
     assert p.returncode == 7 and p.stdout.startswith("out")
     p = _watch("--dumps", str(tmp_path / "d"), "--", sys.executable, "-c", "pass")
     assert p.returncode == 0 and not (tmp_path / "d").exists()
@@ -122,29 +141,51 @@ def test_job_exit_code_passes_through_and_nothing_is_left_on_disk(tmp_path):
 
 def test_the_users_sitecustomize_still_runs(tmp_path):
     (tmp_path / "sitecustomize.py").write_text(
-        "import os\nif 'DDPDOCTOR_WATCH_RUN' in os.environ:\n    print('user sitecustomize ran in the job')\n")
-    p = _watch("--", sys.executable, "-c", "import sys; print('job', sys.argv)", env={"PYTHONPATH": str(tmp_path)})
+        "import os\nif 'DDPDOCTOR_WATCH_RUN' in os.environ:\n    print('user sitecustomize ran in the job')\n"
+    )
+    p = _watch(
+        "--", sys.executable, "-c", "import sys; print('job', sys.argv)", env={"PYTHONPATH": str(tmp_path)}
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["user sitecustomize ran in the job", "job ['-c']"]
 
 
 def test_help_does_not_import_torch():
-    code = ("import contextlib, io, sys, json\nfrom ddpdoctor.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main(['watch', '--help'])\n"
-            "    except SystemExit:\n        pass\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'textual'))))")
+    code = (
+        "import contextlib, io, sys, json\nfrom ddpdoctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main(['watch', '--help'])\n"
+        "    except SystemExit:\n        pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'textual'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
 def test_interrupt_ends_the_whole_tree(tmp_path):
     # the job starts a grandchild that ignores SIGTERM: it must still be gone afterwards
-    job = ("import subprocess, sys, time\n"
-           "subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-           "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)'])\n"
-           "print('ready', flush=True); time.sleep(120)\n")
-    p = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "watch", "--dumps", str(tmp_path / "d"), "--",
-                          sys.executable, "-c", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)'])\n"
+        "print('ready', flush=True); time.sleep(120)\n"
+    )
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ddpdoctor",
+            "watch",
+            "--dumps",
+            str(tmp_path / "d"),
+            "--",
+            sys.executable,
+            "-c",
+            job,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == "ready"
         tree = psutil.Process(p.pid).children(recursive=True)
