@@ -128,7 +128,8 @@ class Agent:
         self.dumped: str | None = None  # the reason of the evidence written, once written
         self.triggered = False
         self.gather_until = 0.0
-        self.lock = threading.Lock()
+        # re-entrant: a second SIGTERM may run the main thread's handler again inside a dump
+        self.lock = threading.RLock()
         self.stack_wait = StackWaitTracker()
         self.progress = ProgressTracker()
         self.main_ident = threading.main_thread().ident
@@ -396,11 +397,9 @@ class Agent:
                 self._terminate()
                 return
             try:
+                self._ensure_registered()
                 if self.rank is None:
-                    dist = self._dist()
-                    if dist is None:
-                        continue
-                    self._register(dist)
+                    continue
                 self._tick()
             except Exception as e:  # noqa: BLE001 - never take the rank down; say why once and stop
                 print(
@@ -425,15 +424,22 @@ class Agent:
     def _terminate(self) -> None:
         """SIGTERM while the main thread may be blocked: evidence first, then die as SIGTERM would."""
         try:
-            if self.rank is None and self._dist() is not None:
-                self._register(self._dist())
+            self._ensure_registered()
             self.dump("exit")
         finally:
             _die_by_sigterm()
 
+    def _ensure_registered(self) -> None:
+        """Before a dump on SIGTERM or an exception, which may come before the first poll did it."""
+        with self.lock:
+            dist = self._dist() if self.rank is None else None
+            if dist is not None:
+                self._register(dist)
+
     def _sigterm_main(self, signum, frame) -> None:
         """SIGTERM seen by the main thread (it was not blocked): the same, from here."""
         try:
+            self._ensure_registered()
             self.dump("exit")
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -441,8 +447,7 @@ class Agent:
 
     def _excepthook(self, etype, value, tb) -> None:
         try:
-            if self.rank is None and self._dist() is not None:
-                self._register(self._dist())
+            self._ensure_registered()
             self.dump("crash", value)
         except Exception:  # noqa: BLE001
             pass
