@@ -435,6 +435,14 @@ class Agent:
             dist = self._dist() if self.rank is None else None
             if dist is not None:
                 self._register(dist)
+                self._hook_exceptions()
+
+    def _hook_exceptions(self) -> None:
+        """Be first in sys.excepthook: importing torch.distributed replaces the hook installed at
+        start-up with its own (which prefixes "[rankN]:" and does not chain)."""
+        if sys.excepthook is not self._excepthook:
+            self.prev_excepthook = sys.excepthook
+            sys.excepthook = self._excepthook
 
     def _sigterm_main(self, signum, frame) -> None:
         """SIGTERM seen by the main thread (it was not blocked): the same, from here."""
