@@ -90,7 +90,7 @@ def test_rank_killed_in_the_middle(tmp_path):
     assert run.diag["watch"]["outcome"] == "crash"
     # the survivors' helpers saw the exception they died of (before torchrun's SIGTERM, as a rule)
     died = [json.loads((run.dumps / f"rank-{r}.json").read_text()).get("exception") or {} for r in (0, 2)]
-    assert any("Connection reset by peer" in e.get("message", "") for e in died), died
+    assert any("by peer" in e.get("message", "") for e in died), died  # reset or closed by peer
 
 
 def test_healthy_job_computing_longer_than_hang_after_is_not_a_hang(tmp_path):
