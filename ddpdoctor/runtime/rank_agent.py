@@ -448,7 +448,9 @@ class Agent:
         """SIGTERM seen by the main thread (it was not blocked): the same, from here."""
         try:
             self._ensure_registered()
-            self.dump("exit")
+            # torchrun stops the survivors 0.1 s after a rank dies: often while they are still handling
+            # the exception that death caused them ("Connection reset by peer"): keep it
+            self.dump("exit", sys.exc_info()[1])
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
