@@ -221,8 +221,15 @@ def _lines(frames: list[Frame]) -> list[StackLine]:
 
 
 def _place(ev: RankEvidence) -> tuple[str | None, list[StackLine]]:
-    """(path:line, chain innermost first) of the main thread, or of the exception it died of."""
-    frames = ev.exception.frames if ev.exception else (ev.main_thread.frames if ev.main_thread else ())
+    """(path:line, chain innermost first) of the main thread, or of the exception it died of, or
+    (torch's pickled dumps: no thread stacks) of the call of its oldest unfinished operation."""
+    if ev.exception:
+        frames = ev.exception.frames
+    elif ev.main_thread:
+        frames = ev.main_thread.frames
+    else:
+        pend = _last_pending(list(ev.flight_recorder.entries)) if ev.flight_recorder else None
+        frames = pend.frames if pend else ()
     chain = user_chain(frames)
     top = innermost_user(chain)
     if top is not None:  # the innermost user frame leads the chain
@@ -275,6 +282,8 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
         rep.state = f"blocked in {blocked.call}{peer}"
     elif e.main_thread is not None:
         rep.state = "in Python, in no collective"
+    elif e.kind == "torch-fr":
+        rep.kind, rep.state = "done", "in no collective (torch's dump holds no Python stack)"
     else:
         rep.kind, rep.state = "done", "no stack recorded"
     return rep

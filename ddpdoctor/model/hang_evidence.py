@@ -84,6 +84,8 @@ class FROp:
     timeout_ms: int | None = None
 
     op: str = ""  # the operation without backend prefix or peers: "all_reduce", "send" (op_name())
+    # where Python called it, outermost first: only torch's pickled dumps (with stack traces) have it
+    frames: tuple[Frame, ...] = ()
 
     @property
     def local_peer(self) -> int | None:
@@ -290,6 +292,19 @@ def op_name(profiling_name: str) -> str:
     return name.split()[0] if name else name
 
 
+def _fr_frames(items: Any) -> tuple[Frame, ...]:
+    """An entry's stack in torch's form ({name, filename, line}, innermost first); anything else is
+    dropped rather than refused: the stack only adds a location."""
+    if not isinstance(items, list):
+        return ()
+    out = [
+        Frame(f["filename"], f["line"], str(f.get("name", "")))
+        for f in items
+        if isinstance(f, dict) and isinstance(f.get("filename"), str) and type(f.get("line")) is int
+    ]
+    return tuple(reversed(out))
+
+
 def _pg(e: dict) -> tuple[str, str]:
     pg = e.get("process_group")
     if isinstance(pg, (list, tuple)) and len(pg) == 2:
@@ -336,6 +351,7 @@ def _entry_fast(e: Any) -> FROp | None:
         ints[3],
         timeout,
         op_name(name),
+        _fr_frames(e.get("frames")),
     )
 
 
@@ -359,6 +375,7 @@ def _entry_checked(r: _Reader, e: Any, we: str) -> FROp:
         time_created_ns=r.int_(e, "time_created_ns", we, optional=True) or 0,
         timeout_ms=r.int_(e, "timeout_ms", we, optional=True),
         op=op_name(name),
+        frames=_fr_frames(e.get("frames")),
     )
 
 

@@ -105,6 +105,18 @@ def _files_of(arg: Path) -> list[Path]:
     raise EvidenceError(str(arg), "no such file or folder")
 
 
+def _with_node_folders(paths: list[Path]) -> list[Path]:
+    """A folder holding only sub-folders (one per node, as copied from a cluster) stands for them."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir() and not any(q.is_file() and not q.name.startswith(".") for q in p.iterdir()):
+            subs = sorted(q for q in p.iterdir() if q.is_dir() and not q.name.startswith("."))
+            out += subs or [p]
+        else:
+            out.append(p)
+    return out
+
+
 @contextmanager
 def collector_paused():
     """Evidence is millions of small acyclic objects (2000 FR entries per rank): with the cyclic
@@ -131,7 +143,7 @@ def _read(paths: list[Path], allow_pickle: bool) -> Evidence:
     rank_evs: list[RankEvidence] = []
     watch: WatchInfo | None = None
     sources: list[str] = []
-    for arg in paths:
+    for arg in _with_node_folders([Path(a) for a in paths]):
         files = _files_of(Path(arg))
         ranks, watches, dumps = _classify(files)
         if not (ranks or watches or dumps):

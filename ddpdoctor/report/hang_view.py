@@ -76,7 +76,7 @@ def rank_block(r: RankReport, max_lines: int = 8) -> Group:
             )
     if len(r.chain) > max_lines:
         out.append(indent(Text(f"... {len(r.chain) - max_lines} more frames", style="dim"), 2))
-    if not r.chain and r.kind not in ("missing",):
+    if not r.chain and r.kind not in ("missing", "done"):
         out.append(indent(Text("(no frame of user code in its stack)", style="dim"), 2))
     return Group(*out)
 

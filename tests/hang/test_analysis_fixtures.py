@@ -154,6 +154,20 @@ def test_pickled_dumps_only_with_allow_pickle(tmp_path):
     assert d.culprit_ranks == [2] and d.seq == 2
 
 
+def test_real_torch_dumps_json_and_pickled_with_stack_traces(tmp_path):
+    # written by torch itself (_dump_fr_trace_json / _dump_fr_trace with stack traces), see SOURCES.md
+    ev = fixture("torch_dumps", tmp_path)
+    for form, extra in (("json", {}), ("pickle", {"allow_pickle": True})):
+        d = analyse([ev / form], **extra)
+        assert d.kind == "missing" and d.operation == "all_reduce" and d.seq == 2, form
+        assert d.culprit_ranks == [2] and d.waiting_ranks == [0, 1] and d.world_size == 3, form
+        assert d.rank(2).state == "in no collective (torch's dump holds no Python stack)"
+    # the pickled form carries the Python stack of each call: the waiting ranks' line
+    assert d.rank(0).location.endswith("python_stuck.py:19") and d.rank(0).chain[0].function == "main"
+    with pytest.raises(EvidenceError, match="--allow-pickle"):
+        analyse([ev / "pickle"])
+
+
 def test_allow_pickle_still_refuses_objects(tmp_path):
     class Evil:
         def __reduce__(self):
@@ -180,3 +194,9 @@ def test_two_nodes_one_folder_each_names_hosts(tmp_path):
     # one node's folder alone: the other node's ranks are missing evidence, not a wrong verdict
     d = analyse([ev / "node0"])
     assert d.missing_ranks == [2, 3] and d.culprit_ranks == [2, 3] and d.seq == 2
+
+
+def test_a_folder_of_node_folders_stands_for_them(tmp_path):
+    fixture("two_nodes", tmp_path)
+    d = analyse([tmp_path / "two_nodes"])
+    assert d.culprit_ranks == [2] and not d.missing_ranks and len(d.sources) == 4
