@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recommend": ("recommend", "recompute recommendations from a saved report (another model, layout, profile)"),
     "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
     "import": ("import_output", "judge nccl-tests, nvbandwidth and perftest output you already have against a profile"),
+    "watch": ("watch", "run a training job unchanged; on a hang or crash: which rank, operation and line"),
     "profiles": ("profiles", "list, show or validate hardware profiles (expected bandwidth per link class)"),
 }
 

@@ -78,6 +78,7 @@ def test_wheel_installs_and_runs_check(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "ddpdoctor/checks/col001_collectives.py" in names
     assert any(n.startswith("ddpdoctor/profiles/") for n in names)
+    assert "ddpdoctor/runtime/watch_site/sitecustomize.py" in names  # ddpdoctor watch's rank helper
     # A fresh venv; torch and the other dependencies come from the running environment (installing torch
     # again would download gigabytes), ddpdoctor itself only from the wheel.
     venv = tmp_path / "venv"

@@ -1,0 +1,71 @@
+"""Overhead of `ddpdoctor watch` on a healthy job (target <= 2 %): steps/s of a small DDP model on gloo
+(2 ranks, torchrun), with and without watch, runs interleaved (plain, watched, plain, watched, ...) so
+that load from other users hits both alike.
+
+    python benchmarks/hang_overhead.py [--pairs 4] [--steps 1500] [--hang-after 300 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine
+
+JOB = Path(__file__).resolve().parent / "_hang_jobs.py"
+
+
+def one(watched: bool, steps: int, hang_after: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="hangbench-") as tmp:
+        out = Path(tmp) / "out.json"
+        job = ["torchrun", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", "127.0.0.1:0", str(JOB), "train", str(out), str(steps)]
+        if watched:
+            job = [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", str(hang_after),
+                   "--dumps", str(Path(tmp) / "dumps"), "--", *job]
+        p = subprocess.run(job, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            what = "watched" if watched else "plain"
+            raise SystemExit(f"{what} run: exit {p.returncode}: {p.stderr[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--hang-after", type=float, nargs="+", default=[300.0, 5.0])
+    args = ap.parse_args()
+    print(f"machine: {machine()} (shared with other users: figures are noisy)")
+    print(f"job: DDP 256-256-10 MLP, batch 64, 2 ranks on gloo, {args.steps} timed steps per run")
+    print("overhead: how much slower (steps/s, wall time of rank 0) and how much more CPU (rank 0's "
+          "process, all threads) the watched runs are; negative = the watched runs happened to be faster")
+    for ha in args.hang_after:
+        plain, watched = [], []
+        for _ in range(args.pairs):
+            plain.append(one(False, args.steps, ha))
+            watched.append(one(True, args.steps, ha))
+        metrics = (("steps_per_s", "steps/s", "higher"), ("cpu_ms_per_step", "CPU ms/step", "lower"))
+        for key, unit, better in metrics:
+            a, b = [r[key] for r in plain], [r[key] for r in watched]
+            pm, wm = statistics.median(a), statistics.median(b)
+            cost = (1 - wm / pm) if better == "higher" else (wm / pm - 1)
+            per = [(1 - y / x) if better == "higher" else (y / x - 1) for x, y in zip(a, b)]
+            pairs = ", ".join(f"{100 * c:+.1f}" for c in per)
+            print(f"--hang-after {ha:g} s, {unit}: plain {pm:.2f}, watched {wm:.2f} (medians of {args.pairs} "
+                  f"interleaved pairs): overhead {100 * cost:+.1f} % (per pair {pairs} %); target <= 2 %")
+        shares = [r["helper_cpu_s"] / r["process_cpu_s"] for r in watched]
+        print(f"--hang-after {ha:g} s, the helper thread's own CPU time / rank 0's CPU time: "
+              f"{', '.join(f'{100 * x:.3f}' for x in shares)} % (per watched run, from /proc schedstat; "
+              f"{statistics.median([r['helper_cpu_s'] for r in watched]) * 1e3:.1f} ms of "
+              f"{statistics.median([r['process_cpu_s'] for r in watched]):.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,487 @@
+"""The in-rank helper of `ddpdoctor watch`, started by the sitecustomize in ``watch_site/`` in every
+process of the job that is a rank (RANK or SLURM_PROCID set), with no change to the training script.
+
+It is one daemon thread. Blocking process-group calls release the GIL, so it keeps running while the
+main thread waits in a collective (and gets its share of the GIL while the main thread spins in
+Python). Until the script has created its process group it only sleeps. Then, every poll interval:
+
+- it answers a request for evidence (a file ``request`` in the run directory, or a key in the job's
+  rendezvous store for ranks on other nodes) by writing ``rank-R.json`` (the contract's format) into
+  the dumps directory and into the store; a node's first rank also copies the other nodes' evidence
+  from the store, so every node's watch ends up with every rank's file;
+- it looks at its own Flight Recorder entries (and, for operations Flight Recorder does not record,
+  at the main thread's stack): when it has waited in one operation for longer than --hang-after it
+  writes ``trigger-R.json`` for its node's watch and sets the request key for the other nodes.
+
+A rank that dies of an exception writes its evidence from ``sys.excepthook``; one told to stop
+(SIGTERM, as torchrun does to the survivors when a rank dies) writes it before stopping, through the
+signal wake-up fd so that this also works while the main thread is blocked in C++.
+Every wait is bounded; nothing here ever raises into the training script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+from ddpdoctor.model.hang_pending import (
+    C10D_FILE_SUFFIX,
+    ProgressTracker,
+    StackWaitTracker,
+    c10d_wait,
+    oldest_pending,
+    poll_interval,
+)
+
+ENV_RUN = "DDPDOCTOR_WATCH_RUN"  # control files: request, trigger-R.json, rank-R.meta.json
+ENV_DUMPS = "DDPDOCTOR_WATCH_DUMPS"  # evidence: rank-R.json
+ENV_HANG_AFTER = "DDPDOCTOR_WATCH_HANG_AFTER"
+FORMAT, VERSION = "ddpdoctor-hang-evidence", 1
+STORE_TIMEOUT_S = 5.0
+GATHER_S = 10.0  # how long a node's first rank keeps copying other nodes' evidence from the store
+THREAD_NAME = "ddpdoctor-watch"
+
+
+def should_activate(environ: dict, argv: list[str]) -> bool:
+    """Only in ranks: not in the torchrun agent, not in a DataLoader worker started by spawn."""
+    if not environ.get(ENV_RUN) or not environ.get(ENV_DUMPS):
+        return False
+    if "RANK" not in environ and "SLURM_PROCID" not in environ:
+        return False
+    return not any("multiprocessing" in a for a in argv)
+
+
+def _write_json(path: str, doc: dict) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
+
+
+def _frames(summary) -> list[dict]:
+    out = []
+    for f in summary:
+        d = {"file": f.filename, "line": f.lineno, "function": f.name, "code": f.line or ""}
+        out.append(d)
+    return out
+
+
+def _c10d_args(frame) -> dict:
+    """Peer and tensor of a c10d call (gloo's send/recv leave no Flight Recorder entry to say so)."""
+    out = {}
+    for name in ("dst", "src", "group_dst", "group_src"):
+        v = frame.f_locals.get(name)
+        if isinstance(v, int):
+            out[name] = str(v)
+    t = frame.f_locals.get("tensor")
+    if t is not None and hasattr(t, "shape") and hasattr(t, "dtype"):
+        out["tensor"] = f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+    return out
+
+
+def _chain(frame) -> list:
+    """The frame objects from the outermost to ``frame``."""
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    out.reverse()
+    return out
+
+
+def stack_of(frame) -> list[dict]:
+    frames = _frames(traceback.extract_stack(frame))
+    # extract_stack walks f_back too; pair its summaries with the frames to add c10d arguments
+    for d, fo in zip(frames, _chain(frame)):
+        if d["file"].replace("\\", "/").endswith(C10D_FILE_SUFFIX):
+            args = _c10d_args(fo)
+            if args:
+                d["locals"] = args
+    return frames
+
+
+class Agent:
+    def __init__(self, environ: dict) -> None:
+        self.run_dir = environ[ENV_RUN]
+        self.dumps = environ[ENV_DUMPS]
+        self.hang_after = float(environ.get(ENV_HANG_AFTER, "300"))
+        self.poll = poll_interval(self.hang_after)
+        self.rank: int | None = None
+        self.world = None
+        self.local_rank = int(environ.get("LOCAL_RANK", environ.get("SLURM_LOCALID", "0")))
+        self.node_rank = int(environ.get("GROUP_RANK", environ.get("SLURM_NODEID", "0")))
+        self.nodes = int(environ.get("GROUP_WORLD_SIZE", environ.get("SLURM_NNODES", "1")))
+        self.metas_missing: set[int] = set()  # other nodes' ranks whose host this node does not know yet
+        self.released = False
+        self.host = socket.gethostname()
+        self.store = None
+        self.prefix = "ddpdoctor-watch/{}/{}/".format(
+            environ.get("TORCHELASTIC_RUN_ID", "job"), environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        )
+        self.dumped: str | None = None  # the reason of the evidence written, once written
+        self.triggered = False
+        self.gather_until = 0.0
+        # re-entrant: a second SIGTERM may run the main thread's handler again inside a dump
+        self.lock = threading.RLock()
+        self.stack_wait = StackWaitTracker()
+        self.progress = ProgressTracker()
+        self.main_ident = threading.main_thread().ident
+        self.wake_r = -1
+        self.prev_excepthook = None
+        self.thread: threading.Thread | None = None
+
+    # -- installation (main thread, at interpreter start) ------------------------------------------
+    def install(self) -> None:
+        self._install_sigterm()
+        self.prev_excepthook = sys.excepthook
+        sys.excepthook = self._excepthook
+        self.thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        self.thread.start()
+
+    def _install_sigterm(self) -> None:
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            return  # someone else handles SIGTERM: leave it to them
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        try:
+            old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            os.close(r)
+            os.close(w)
+            return
+        if old != -1:  # the wake-up fd is someone else's: give it back, no SIGTERM dump
+            signal.set_wakeup_fd(old)
+            os.close(r)
+            os.close(w)
+            return
+        self.wake_r = r
+        signal.signal(signal.SIGTERM, self._sigterm_main)
+
+    # -- the process group ------------------------------------------------------------------------
+    @staticmethod
+    def _dist():
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                return dist
+        except Exception:  # noqa: BLE001 - half-imported torch
+            return None
+        return None
+
+    def _register(self, dist) -> None:
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        meta = {
+            "rank": self.rank,
+            "world_size": self.world,
+            "local_rank": self.local_rank,
+            "node_rank": self.node_rank,
+            "nodes": self.nodes,
+            "host": self.host,
+            "pid": os.getpid(),
+        }
+        _write_json(os.path.join(self.run_dir, f"rank-{self.rank}.meta.json"), meta)
+        self.store = self._connect_store()
+        self._store_set(f"meta/{self.rank}", json.dumps(meta))
+        self.metas_missing = set(range(self.world)) - {self.rank} if self.local_rank == 0 else set()
+
+    def _connect_store(self):
+        """Our own client of the job's store (the torchrun agent's or rank 0's): the main thread may be
+        inside a store call of its own, and a client serialises its calls."""
+        addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        if not addr or not port:
+            return None
+        try:
+            from datetime import timedelta
+
+            from torch.distributed import TCPStore
+
+            return TCPStore(
+                addr,
+                int(port),
+                is_master=False,
+                timeout=timedelta(seconds=STORE_TIMEOUT_S),
+                wait_for_workers=False,
+            )
+        except Exception:  # noqa: BLE001 - no store: evidence stays on this node's files
+            return None
+
+    def _store_has(self, key: str) -> bool:
+        if self.store is None:
+            return False
+        try:
+            return bool(self.store.check([self.prefix + key]))
+        except Exception:  # noqa: BLE001
+            self.store = None
+            return False
+
+    def _store_set(self, key: str, value: bytes | str) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.set(self.prefix + key, value)
+        except Exception:  # noqa: BLE001
+            self.store = None
+
+    # -- evidence ---------------------------------------------------------------------------------
+    def evidence(self, reason: str, exc: BaseException | None = None) -> dict:
+        fr, fr_err = None, None
+        try:
+            import torch._C._distributed_c10d as c10d
+
+            fr = json.loads(c10d._dump_fr_trace_json(True, False))
+        except Exception as e:  # noqa: BLE001
+            fr_err = f"{type(e).__name__}: {e}"
+        names = {t.ident: t.name for t in threading.enumerate()}
+        threads = []
+        for tid, frame in sys._current_frames().items():
+            if names.get(tid) == THREAD_NAME:
+                continue
+            if tid == threading.get_ident():  # the main thread, in our excepthook or SIGTERM handler
+                if exc is not None:
+                    continue  # unwound already: "exception" holds where it was
+                frames = [f for f in stack_of(frame) if f["file"] != __file__]
+            else:
+                frames = stack_of(frame)
+            threads.append(
+                {"id": tid, "name": names.get(tid, "?"), "main": tid == self.main_ident, "frames": frames}
+            )
+        threads.sort(key=lambda t: not t["main"])
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "rank": self.rank,
+            "world_size": self.world,
+            "local_rank": self.local_rank,
+            "node_rank": self.node_rank,
+            "host": self.host,
+            "pid": os.getpid(),
+            "captured_ns": time.time_ns(),
+            "reason": reason,
+            "flight_recorder": fr,
+            "threads": threads,
+            "exception": None,
+        }
+        if fr_err:
+            doc["flight_recorder_error"] = fr_err
+        if exc is not None:
+            doc["exception"] = {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "frames": _frames(traceback.extract_tb(exc.__traceback__)),
+            }
+        return doc
+
+    def dump(self, reason: str, exc: BaseException | None = None) -> None:
+        """Write this rank's evidence once; a later reason never overwrites an earlier one."""
+        if self.rank is None:
+            return
+        with self.lock:
+            if self.dumped is not None:
+                return
+            doc = self.evidence(reason, exc)
+            try:
+                os.makedirs(self.dumps, exist_ok=True)
+                _write_json(os.path.join(self.dumps, f"rank-{self.rank}.json"), doc)
+            except OSError as e:
+                print(f"ddpdoctor watch: rank {self.rank} could not write its evidence: {e}", file=sys.stderr)
+            self._store_set(f"evidence/{self.rank}", json.dumps(doc))
+            self.dumped = reason
+
+    def _copy_from_store(self, key: str, path: str) -> bool:
+        if os.path.exists(path):
+            return True
+        if not self._store_has(key):
+            return False
+        try:
+            raw = self.store.get(self.prefix + key)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(raw)
+            os.replace(tmp, path)
+            return True
+        except Exception:  # noqa: BLE001 - the store went away: what we have is what we have
+            self.store = None
+            return False
+
+    def _copy_metas(self) -> None:
+        """Learn the other nodes' ranks (host, pid) so that a rank lost later can still be named."""
+        for r in sorted(self.metas_missing):
+            if self._copy_from_store(f"meta/{r}", os.path.join(self.run_dir, f"rank-{r}.meta.json")):
+                self.metas_missing.discard(r)
+
+    def _gather(self) -> None:
+        """Copy the other nodes' evidence from the store into this node's dumps directory; once this
+        node has everyone's, say so, and tell the watch it may end the job when every node has (the
+        store lives in node 0's launcher: ending it early would cut the other nodes off)."""
+        if self.store is None or self.world is None:
+            return self._release()
+        have = all(
+            [
+                self._copy_from_store(f"evidence/{r}", os.path.join(self.dumps, f"rank-{r}.json"))  # noqa: C419 - copy every one
+                for r in range(self.world)
+            ]
+        )
+        if have:
+            self._store_set(f"gathered/{self.node_rank}", "1")
+        if all(self._store_has(f"gathered/{n}") for n in range(self.nodes)):
+            self._release()
+
+    def _release(self) -> None:
+        if not self.released:
+            self.released = True
+            _write_json(os.path.join(self.run_dir, f"released-{self.node_rank}.json"), {"rank": self.rank})
+
+    # -- detection ----------------------------------------------------------------------------------
+    def _pending(self):
+        now = time.time_ns()
+        try:
+            import torch._C._distributed_c10d as c10d
+
+            # the small per-group status first: a full dump (up to TORCH_FR_BUFFER_SIZE entries) only
+            # once a group has something enqueued and has completed nothing for --hang-after
+            status = json.loads(c10d._dump_fr_trace_json(False, False)).get("pg_status", {})
+            if self.progress.stalled_s(status, now) >= self.hang_after or not status:
+                p = oldest_pending(json.loads(c10d._dump_fr_trace_json(True, False)).get("entries", []))
+                if p is not None:
+                    self.stack_wait.update(None, None, now)
+                    return p
+        except Exception:  # noqa: BLE001 - no Flight Recorder: the stack still says where we wait
+            pass
+        frame = sys._current_frames().get(self.main_ident)
+        key, op = None, None
+        if frame is not None:
+            chain = _chain(frame)
+            op = c10d_wait([(fo.f_code.co_filename, fo.f_code.co_name) for fo in chain])
+            if op is not None:
+                key = (id(frame), frame.f_lineno, len(chain))
+        return self.stack_wait.update(key, op, now)
+
+    def _tick(self) -> None:
+        requested = os.path.exists(os.path.join(self.run_dir, "request")) or self._store_has("request")
+        if requested:
+            self.dump("hang")
+            if self.local_rank == 0 and not self.released:
+                if not self.gather_until:
+                    self.gather_until = time.monotonic() + GATHER_S
+                if time.monotonic() < self.gather_until:
+                    self._gather()
+                else:
+                    self._release()
+            return
+        if self.metas_missing:
+            self._copy_metas()
+        p = self._pending()
+        if p is None or self.triggered:
+            return
+        now = time.time_ns()
+        if p.waiting_s(now) >= self.hang_after:
+            self.triggered = True
+            trig = {"rank": self.rank, "host": self.host, **p.to_dict(now)}
+            _write_json(os.path.join(self.run_dir, f"trigger-{self.rank}.json"), trig)
+            self._store_set("request", json.dumps(trig))
+            self.dump("hang")
+
+    # -- the thread -------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            if self._wait(self.poll):
+                self._terminate()
+                return
+            try:
+                self._ensure_registered()
+                if self.rank is None:
+                    continue
+                self._tick()
+            except Exception as e:  # noqa: BLE001 - never take the rank down; say why once and stop
+                print(
+                    f"ddpdoctor watch: the in-rank helper stopped: {type(e).__name__}: {e}", file=sys.stderr
+                )
+                return
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep; True when SIGTERM arrived (through the wake-up fd)."""
+        if self.wake_r < 0:
+            time.sleep(seconds)
+            return False
+        ready, _, _ = select.select([self.wake_r], [], [], seconds)
+        if not ready:
+            return False
+        try:
+            data = os.read(self.wake_r, 512)
+        except BlockingIOError:
+            return False
+        return signal.SIGTERM in data and signal.getsignal(signal.SIGTERM) == self._sigterm_main
+
+    def _terminate(self) -> None:
+        """SIGTERM while the main thread may be blocked: evidence first, then die as SIGTERM would."""
+        try:
+            self._ensure_registered()
+            self.dump("exit")
+        finally:
+            _die_by_sigterm()
+
+    def _ensure_registered(self) -> None:
+        """Before a dump on SIGTERM or an exception, which may come before the first poll did it."""
+        with self.lock:
+            dist = self._dist() if self.rank is None else None
+            if dist is not None:
+                self._register(dist)
+                self._hook_exceptions()
+
+    def _hook_exceptions(self) -> None:
+        """Be first in sys.excepthook: importing torch.distributed replaces the hook installed at
+        start-up with its own (which prefixes "[rankN]:" and does not chain)."""
+        if sys.excepthook is not self._excepthook:
+            self.prev_excepthook = sys.excepthook
+            sys.excepthook = self._excepthook
+
+    def _sigterm_main(self, signum, frame) -> None:
+        """SIGTERM seen by the main thread (it was not blocked): the same, from here."""
+        try:
+            self._ensure_registered()
+            # torchrun stops the survivors 0.1 s after a rank dies: often while they are still handling
+            # the exception that death caused them ("Connection reset by peer"): keep it
+            self.dump("exit", sys.exc_info()[1])
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def _excepthook(self, etype, value, tb) -> None:
+        try:
+            self._ensure_registered()
+            self.dump("crash", value)
+        except Exception:  # noqa: BLE001
+            pass
+        (self.prev_excepthook or sys.__excepthook__)(etype, value, tb)
+
+
+def _die_by_sigterm() -> None:
+    """Restore SIGTERM's default action from a non-main thread (signal.signal cannot) and re-raise it,
+    so the launcher sees the exit status it expects (-15)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.signal(signal.SIGTERM, 0)  # SIG_DFL
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    finally:
+        os._exit(128 + signal.SIGTERM)
+
+
+def activate(environ: dict | None = None, argv: list[str] | None = None) -> Agent | None:
+    env = os.environ if environ is None else environ
+    if not should_activate(env, list(sys.argv if argv is None else argv)):
+        return None
+    agent = Agent(dict(env))
+    agent.install()
+    return agent
