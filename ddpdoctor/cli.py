@@ -13,13 +13,13 @@ from ddpdoctor import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check", "run the cluster checks on every rank through torchrun"),
     "lint": ("lint", "statically check a training script for DDP bugs"),
+    "watch": ("watch", "run a training job unchanged; on a hang or crash: which rank, operation and line"),
     "hang": ("hang", "diagnose a hung or crashed job from saved evidence (Flight Recorder, stacks)"),
     "tui": ("tui", "the interactive terminal app: live checks, heatmaps, recommendations"),
     "report": ("report", "re-render or convert a saved report"),
     "recommend": ("recommend", "recompute recommendations from a saved report (another model, layout, profile)"),
-    "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
     "import": ("import_output", "judge nccl-tests, nvbandwidth and perftest output you already have against a profile"),
-    "watch": ("watch", "run a training job unchanged; on a hang or crash: which rank, operation and line"),
+    "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
     "profiles": ("profiles", "list, show or validate hardware profiles (expected bandwidth per link class)"),
 }
 
