@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from ddpdoctor.lint.interp import UNKNOWN
 from ddpdoctor.lint.p2p import P2POp, simulate
+from ddpdoctor.lint.p2p_payload import lost_payloads
 
 CODE = "DDP201"
 TITLE = "Point-to-point deadlock"
@@ -76,7 +77,25 @@ def _diagnose(out) -> tuple[str, str]:
     )
 
 
+def _lost_payloads(m):
+    """A helper normalising what is sent drops list items its single-tensor path keeps."""
+    for lp in lost_payloads(m.functions, m.aliases):
+        b = lp.builder
+        yield m.finding(
+            CODE,
+            b.drop,
+            f"`{b.fn.name}` keeps a single tensor when `{b.cond}` is false (line {b.keep.lineno}) "
+            f"but drops such items from a list, and its result is sent (line {lp.send.lineno}): "
+            "the peer posts a recv for every tensor it expects and waits forever",
+            SEVERITY,
+            hint=f"append the item unchanged when `{b.cond}` is false (an `else:` branch)",
+            lines=[b.drop.lineno, lp.call.lineno, lp.send.lineno],
+        )
+
+
 def check(m):
+    if m.mentions("isend", "send"):
+        yield from _lost_payloads(m)
     if not m.dist_calls("send", "recv", "isend", "irecv"):
         return
     reported: set[int] = set()
