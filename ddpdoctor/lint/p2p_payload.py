@@ -66,9 +66,8 @@ def _optional_rewrite(body: list[ast.stmt], var: str) -> ast.If | None:
         ):
             rewrite = st
     last = body[-1] if body else None
-    if rewrite is not None and isinstance(last, ast.Return) and isinstance(last.value, ast.Name):
-        if last.value.id == var:
-            return rewrite
+    if isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id == var:
+        return rewrite
     return None
 
 
