@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from ddpdoctor.lint.interp import UNKNOWN
 from ddpdoctor.lint.p2p import P2POp, simulate
+from ddpdoctor.lint.p2p_exchange import neighbour_deadlocks, split_points
 from ddpdoctor.lint.p2p_payload import lost_payloads
 
 CODE = "DDP201"
@@ -93,9 +94,29 @@ def _lost_payloads(m):
         )
 
 
+def _neighbour_exchanges(m):
+    """Both halves of a neighbour exchange complete their send before they post the receive."""
+    for down, up in neighbour_deadlocks(m.tree, m.functions, m.aliases):
+        send, recv = split_points(down)
+        yield m.finding(
+            CODE,
+            send,
+            f"`{down.fn.name}` (with the next stage) and `{up.fn.name}` (with the previous stage) "
+            f"both complete their send (line {send.lineno}) before posting the receive "
+            f"(line {recv.lineno}): neighbour stages running them at the same time each wait in "
+            "the send for a receive the other has not posted",
+            SEVERITY,
+            hint="issue the send and the receive together in one dist.batch_isend_irecv, or let "
+            "even stages send first and odd stages receive first",
+            lines=sorted({send.lineno, recv.lineno, down.fn.lineno, up.fn.lineno}),
+        )
+
+
 def check(m):
     if m.mentions("isend", "send"):
         yield from _lost_payloads(m)
+        if m.mentions("recv") and m.mentions("next", "prev"):
+            yield from _neighbour_exchanges(m)
     if not m.dist_calls("send", "recv", "isend", "irecv"):
         return
     reported: set[int] = set()
