@@ -96,7 +96,7 @@ def _lost_payloads(m):
 
 def _neighbour_exchanges(m):
     """Both halves of a neighbour exchange complete their send before they post the receive."""
-    for down, up in neighbour_deadlocks(m.tree, m.functions, m.aliases):
+    for down, up in neighbour_deadlocks(m.tree, m.functions, m.aliases, m.source):
         send, recv = split_points(down)
         yield m.finding(
             CODE,

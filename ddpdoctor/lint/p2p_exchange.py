@@ -20,6 +20,8 @@ of that function without a verdict.
 from __future__ import annotations
 
 import ast
+import re
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from ddpdoctor.lint.names import dist_op, dotted, qualify
@@ -93,7 +95,7 @@ class _GiveUp(Exception):
 class State:
     """One path: the frames of the calls being walked (innermost last) and the events so far."""
 
-    __slots__ = ("frames", "events", "done", "ret")
+    __slots__ = ("done", "events", "frames", "ret")
 
     def __init__(self, env: dict, events=None, done=False, ret=None):
         self.frames = [env]
@@ -281,9 +283,7 @@ class Walker:
                     if b.done and b.ret == "__break__":
                         b.done, b.ret = False, None
                 out += self.block(st.orelse, body, chain, stack)
-        elif t is ast.While:
-            out = self.block(st.body, states, chain, stack)
-        elif t in (ast.With, ast.AsyncWith):
+        elif t in (ast.While, ast.With, ast.AsyncWith):
             out = self.block(st.body, states, chain, stack)
         elif t is ast.Try:
             out = self.block(st.body, states, chain, stack)
@@ -344,7 +344,10 @@ class Walker:
         if t is ast.BoolOp:
             return self._boolop(node, s, chain, stack)
         if t is ast.UnaryOp and isinstance(node.op, ast.Not):
-            return [(s2, UNK if _truth(v) is UNK else not _truth(v)) for s2, v in self.ev(node.operand, s, chain, stack)]
+            return [
+                (s2, UNK if _truth(v) is UNK else not _truth(v))
+                for s2, v in self.ev(node.operand, s, chain, stack)
+            ]
         if t is ast.Compare and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
             out = []
             for s2, a in self.ev(node.left, s, chain, stack):
@@ -367,7 +370,9 @@ class Walker:
                 for s3, b in self.ev(node.comparators[0], s2, chain, stack):
                     r = UNK
                     if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
-                        op = {ast.Gt: int.__gt__, ast.Eq: int.__eq__, ast.NotEq: int.__ne__}[type(node.ops[0])]
+                        op = {ast.Gt: int.__gt__, ast.Eq: int.__eq__, ast.NotEq: int.__ne__}[
+                            type(node.ops[0])
+                        ]
                         r = op(a, b)
                     out.append((s3, r))
             return out
@@ -382,9 +387,11 @@ class Walker:
                 else:
                     a = self.ev(node.body, s2.fork(), chain, stack)
                     b = self.ev(node.orelse, s2, chain, stack)
-                    out += [(x, _join(v, w)) for (x, v), (_, w) in zip(a, b)] if len(a) == len(b) == 1 else [
-                        (x, UNK) for x, _ in a + b
-                    ]
+                    out += (
+                        [(x, _join(v, w)) for (x, v), (_, w) in zip(a, b)]
+                        if len(a) == len(b) == 1
+                        else [(x, UNK) for x, _ in a + b]
+                    )
             return out
         if t in (ast.ListComp, ast.GeneratorExp) and len(node.generators) == 1:
             g = node.generators[0]
@@ -407,11 +414,11 @@ class Walker:
 
     def _boolop(self, node, s, chain, stack):
         is_and = isinstance(node.op, ast.And)
-        pending = [(s, True if is_and else False)]
+        pending = [(s, is_and)]
         for val in node.values:
             nxt = []
             for st, acc in pending:
-                if acc is (False if is_and else True):
+                if acc is (not is_and):  # decided already
                     nxt.append((st, acc))
                     continue
                 for st2, v in self.ev(val, st, chain, stack):
@@ -434,7 +441,11 @@ class Walker:
                 elif isinstance(node.right, ast.Constant) and node.right.value == 1 and _is_rank(node.left):
                     v = Peer("next" if isinstance(node.op, ast.Add) else "prev")
                 elif isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
-                    v = a + b if isinstance(node.op, ast.Add) else (a - b if isinstance(node.op, ast.Sub) else UNK)
+                    v = (
+                        a + b
+                        if isinstance(node.op, ast.Add)
+                        else (a - b if isinstance(node.op, ast.Sub) else UNK)
+                    )
                 out.append((s3, v))
         return out
 
@@ -458,7 +469,9 @@ class Walker:
             if k.arg is None:
                 raise _GiveUp()
             pending = [
-                (x, pos, {**kw, k.arg: v}) for st, pos, kw in pending for x, v in self.ev(k.value, st, chain, stack)
+                (x, pos, {**kw, k.arg: v})
+                for st, pos, kw in pending
+                for x, v in self.ev(k.value, st, chain, stack)
             ]
         return pending
 
@@ -676,7 +689,16 @@ def _join(a, b):
 def _is_rank(node) -> bool:
     name = dotted(node.func) if isinstance(node, ast.Call) else dotted(node)
     n = (name or "").lower().rsplit(".", 1)[-1]
-    return n in ("rank", "global_rank", "stage", "stage_id", "pipe_rank", "pp_rank", "get_rank", "stage_index")
+    return n in (
+        "rank",
+        "global_rank",
+        "stage",
+        "stage_id",
+        "pipe_rank",
+        "pp_rank",
+        "get_rank",
+        "stage_index",
+    )
 
 
 @dataclass
@@ -714,24 +736,45 @@ def _order(events: list[Event], side: str):
     return None
 
 
-def _names_a_neighbour(fn) -> bool:
-    """Does the function speak of a neighbour stage (``next_rank``, ``get_prev_rank()``)?"""
-    for n in ast.walk(fn):
-        name = n.arg if isinstance(n, ast.arg) else n.id if isinstance(n, ast.Name) else (
-            n.attr if isinstance(n, ast.Attribute) else None
-        )
-        if name is not None and _side(name):
-            return True
-    return False
+_HIT = re.compile("next|prev")
+_WORD = re.compile(r"\w*")
 
 
-def send_first_exchanges(tree: ast.Module, functions: list, aliases: dict[str, str]) -> list[Exchange]:
+def neighbour_lines(source: str) -> list[int]:
+    """Lines that name a neighbour stage (``next_rank``, ``get_prev_rank``): a pass over the text
+    for ``next``/``prev``, each hit widened to its identifier; cheaper than visiting every name."""
+    text = source.lower()
+    out: list[int] = []
+    line, pos, last_end = 1, 0, -1
+    for m in _HIT.finditer(text):
+        if m.start() < last_end:
+            continue
+        start = m.start()
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            start -= 1
+        end = _WORD.match(text, m.end()).end()
+        last_end = end
+        if _side(text[start:end]):
+            line += text.count("\n", pos, start)
+            pos = start
+            out.append(line)
+    return out
+
+
+def send_first_exchanges(
+    tree: ast.Module, functions: list, aliases: dict[str, str], source: str
+) -> list[Exchange]:
+    lines = neighbour_lines(source)
+    if not lines:
+        return []
     w = Walker(functions, aliases)
     w.index(tree)
     found: list[Exchange] = []
     for fn in functions:
-        if not _names_a_neighbour(fn):
-            continue
+        end = getattr(fn, "end_lineno", fn.lineno)
+        i = bisect_left(lines, fn.lineno)
+        if i == len(lines) or lines[i] > end:
+            continue  # speaks of no neighbour stage
         try:
             paths = w.run(fn)
         except (_GiveUp, RecursionError):
@@ -762,10 +805,12 @@ def split_points(x: Exchange) -> tuple[ast.AST, ast.AST]:
     return a[-1], b[-1]
 
 
-def neighbour_deadlocks(tree: ast.Module, functions: list, aliases: dict[str, str]) -> list[tuple[Exchange, Exchange]]:
+def neighbour_deadlocks(
+    tree: ast.Module, functions: list, aliases: dict[str, str], source: str
+) -> list[tuple[Exchange, Exchange]]:
     """(next-side exchange, prev-side exchange) pairs that both send first: the two halves a
     stage and its successor run at the same time."""
-    found = send_first_exchanges(tree, functions, aliases)
+    found = send_first_exchanges(tree, functions, aliases, source)
     nxt = [x for x in found if x.side == "next"]
     prv = [x for x in found if x.side == "prev"]
     if not nxt or not prv:
