@@ -6,6 +6,15 @@ interpreter computes it for world sizes 2..8, and reports when the ranks cannot 
 both sending (or both receiving) first, a `recv` whose peer never sends, counts that do not pair up,
 or a peer rank outside the world. The message names the ranks and lines.
 
+In pipeline utilities, where the ranks are not known, it also reports:
+- the two halves of a neighbour exchange (one with the next stage, one with the previous stage,
+  as "send forward, receive backward" and "send backward, receive forward") that both complete
+  their send before posting the receive, followed through the file's own helpers (a blocking
+  `send`, an `isend` waited at once, or a `batch_isend_irecv` of sends only that is waited). Stage
+  parity ordering, one batch holding both directions, or a receive posted before the send stay quiet;
+- a helper that prepares what is sent and keeps a single tensor whatever a condition says, but
+  appends a list's items only when the condition holds: the peer posts a receive for every tensor.
+
 ## Why is this bad?
 Blocking p2p is a rendezvous: NCCL's `send` returns only once the peer's `recv` is running (gloo
 too, beyond tiny messages). A cycle of ranks each waiting for the other hangs the job until the

@@ -738,6 +738,7 @@ def _order(events: list[Event], side: str):
 
 _HIT = re.compile("next|prev")
 _WORD = re.compile(r"\w*")
+_ARITH = re.compile(r"(?:rank|stage)\w*\s*[-+]\s*1\b")
 
 
 def neighbour_lines(source: str) -> list[int]:
@@ -758,7 +759,9 @@ def neighbour_lines(source: str) -> list[int]:
             line += text.count("\n", pos, start)
             pos = start
             out.append(line)
-    return out
+    for m in _ARITH.finditer(text):  # rank + 1, self.stage - 1
+        out.append(text.count("\n", 0, m.start()) + 1)
+    return sorted(out)
 
 
 def send_first_exchanges(
@@ -815,4 +818,13 @@ def neighbour_deadlocks(
     prv = [x for x in found if x.side == "prev"]
     if not nxt or not prv:
         return []
-    return [(nxt[0], prv[0])]
+    out = []
+    seen: set[int] = set()
+    for down in nxt:  # one pair per place where a send completes before its receive is posted
+        point = split_points(down)[0]
+        if id(point) in seen:
+            continue
+        seen.add(id(point))
+        same = [x for x in prv if split_points(x)[0] is point]
+        out.append((down, same[0] if same else prv[0]))
+    return out
