@@ -78,8 +78,10 @@ def _diagnose(out) -> tuple[str, str]:
     if len(out.stuck) > 1 and (all_send or all_recv):
         return (
             "every blocked rank is " + ("sending" if all_send else "receiving") + " first",
-            "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
-            "and odd ranks receive first",
+            (
+                "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
+                "and odd ranks receive first"
+            ),
         )
     return (
         "the sends and receives do not pair up",
