@@ -28,7 +28,9 @@ from ddpdoctor.lint.names import dist_op, dotted, qualify
 
 MAX_PATHS = 256
 MAX_DEPTH = 8
-MAX_STEPS = 6000  # per entry function
+MAX_STEPS = 3000  # statements per entry function
+MAX_WORK = 5000  # paths compared per entry function (the walk's real cost)
+MAX_MODULE_WORK = 30000  # and per module: past it the remaining functions get no verdict
 
 
 class _Unk:
@@ -172,7 +174,11 @@ class Walker:
         self.methods: dict[ast.AST, dict[str, ast.FunctionDef]] = {}
         self.cls_of: dict[ast.AST, ast.ClassDef] = {}
         self.steps = 0
+        self.work = 0
+        self.module_work = 0
         self.groups = 0
+        self.max_paths = 0
+        self.comm: set = set()  # the functions that may reach a send or a receive
 
     def index(self, tree: ast.Module) -> None:
         for st in tree.body:
@@ -186,7 +192,11 @@ class Walker:
 
     # -- entry ------------------------------------------------------------------------------
     def run(self, fn) -> list[State]:
+        self.module_work += self.work
+        if self.module_work > MAX_MODULE_WORK:
+            raise _GiveUp()
         self.steps = 0
+        self.work = 0
         env = {}
         params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
         for i, p in enumerate(params):
@@ -212,6 +222,9 @@ class Walker:
         them (None on one, a tensor on the other) becomes unknown."""
         if len(states) < 2:
             return states
+        self.work += len(states)
+        if self.work > MAX_WORK:
+            raise _GiveUp()
         seen: dict = {}
         for s in states:
             k = (
@@ -224,6 +237,7 @@ class Walker:
             if kept is not s and _key(kept.ret) != _key(s.ret):
                 kept.ret = UNK
         out = list(seen.values())
+        self.max_paths = max(self.max_paths, len(out))
         if len(out) > MAX_PATHS:
             raise _GiveUp()
         return out
@@ -532,8 +546,8 @@ class Walker:
         if last and last.startswith("get") and _side(last):
             return [(s, Peer(_side(last)))]  # get_next_rank(), get_prev_global_rank(mode)
         target = self._resolve(node, s)
-        if target is None:
-            return [(s, UNK)]
+        if target is None or target[0] not in self.comm:
+            return [(s, UNK)]  # not ours, or a function that cannot reach a send or a receive
         fn, bound = target
         frame = self._bind(fn, bound, pos, kw)
         key = (fn, frozenset((k, _key(v)) for k, v in frame.items()))
@@ -764,6 +778,42 @@ def neighbour_lines(source: str) -> list[int]:
     return sorted(out)
 
 
+_P2P_WORD = re.compile(r"\b(?:i?send|i?recv|batch_isend_irecv|P2POp)\b")
+
+
+def _lines_matching(pattern: re.Pattern, text: str) -> list[int]:
+    out, line, pos = [], 1, 0
+    for m in pattern.finditer(text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        out.append(line)
+    return out
+
+
+def _containing(functions: list, lines: list[int]) -> set:
+    out = set()
+    for fn in functions:
+        i = bisect_left(lines, fn.lineno)
+        if i < len(lines) and lines[i] <= getattr(fn, "end_lineno", fn.lineno):
+            out.add(fn)
+    return out
+
+
+def communicating(functions: list, source: str) -> set:
+    """The functions whose text names a p2p operation, and those that call them by name (from the
+    text: cheaper than walking every function's tree, and a superset is harmless)."""
+    comm = _containing(functions, _lines_matching(_P2P_WORD, source))
+    names: set[str] = set()
+    for _ in range(8):
+        new = {f.name for f in comm} - names
+        if not new:
+            break
+        names |= new
+        called = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, new))) + r")\s*\(")
+        comm |= _containing([f for f in functions if f not in comm], _lines_matching(called, source))
+    return comm
+
+
 def send_first_exchanges(
     tree: ast.Module, functions: list, aliases: dict[str, str], source: str
 ) -> list[Exchange]:
@@ -772,8 +822,11 @@ def send_first_exchanges(
         return []
     w = Walker(functions, aliases)
     w.index(tree)
+    w.comm = communicating(functions, source)
     found: list[Exchange] = []
     for fn in functions:
+        if fn not in w.comm:
+            continue
         end = getattr(fn, "end_lineno", fn.lineno)
         i = bisect_left(lines, fn.lineno)
         if i == len(lines) or lines[i] > end:
