@@ -105,10 +105,13 @@ def _lost_payloads(m):
         )
 
 
-def _neighbour_exchanges(m):
-    """Both halves of a neighbour exchange complete their send before they post the receive."""
+def _neighbour_exchanges(m, simulated: set[int]):
+    """Both halves of a neighbour exchange complete their send before they post the receive
+    (``simulated``: lines the per-rank simulation already reported: the same cause, said once)."""
     for down, up in neighbour_deadlocks(m.tree, m.functions, m.aliases, m.source):
         send, recv = split_points(down)
+        if {e.chain[-1].lineno for e in (down.send, up.send)} & simulated:
+            continue
         yield m.finding(
             CODE,
             send,
@@ -124,10 +127,19 @@ def _neighbour_exchanges(m):
 
 
 def check(m):
+    simulated: set[int] = set()
+    for f in _simulated(m):
+        simulated.update(f.evidence.get("lines", ()))
+        simulated.add(f.location.line)
+        yield f
     if m.mentions("isend", "send"):
         yield from _lost_payloads(m)
         if m.mentions("recv") and m.mentions("next", "prev"):
-            yield from _neighbour_exchanges(m)
+            yield from _neighbour_exchanges(m, simulated)
+
+
+def _simulated(m):
+    """Deadlocks of the ranks the interpreter could follow (concrete peers)."""
     if not m.dist_calls("send", "recv", "isend", "irecv"):
         return
     reported: set[int] = set()

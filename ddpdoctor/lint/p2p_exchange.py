@@ -6,7 +6,8 @@ stage". If both helpers complete the send before they post the receive (a blocki
 ``batch_isend_irecv`` of sends only that is waited), each stage waits in its send for a receive its
 neighbour posts only after its own send: for tensors above the transport's eager size, a hang.
 
-This walks every function of a module with the peer left symbolic ("next" or "prev", from names such
+This walks each function of a module that names a neighbour and can reach a send or a receive
+(both found from the text first, which keeps the walk off most code), with the peer left symbolic ("next" or "prev", from names such
 as ``next_rank``, ``get_prev_rank()``, ``rank + 1``), following calls into the module's own functions
 with their arguments (so ``helper(x, dst, None)`` walks only the send half of ``helper``), and
 enumerates the paths through conditions it cannot decide. On each path the exchange with the peer
@@ -168,7 +169,9 @@ def _truth(v) -> object:
 
 
 class Walker:
-    def __init__(self, functions: list, aliases: dict[str, str]):
+    """Walks functions of one module, path by path, recording their p2p events (see the module doc)."""
+
+    def __init__(self, aliases: dict[str, str]):
         self.aliases = aliases
         self.top: dict[str, ast.FunctionDef] = {}
         self.methods: dict[ast.AST, dict[str, ast.FunctionDef]] = {}
@@ -177,7 +180,6 @@ class Walker:
         self.work = 0
         self.module_work = 0
         self.groups = 0
-        self.max_paths = 0
         self.comm: set = set()  # the functions that may reach a send or a receive
 
     def index(self, tree: ast.Module) -> None:
@@ -237,7 +239,6 @@ class Walker:
             if kept is not s and _key(kept.ret) != _key(s.ret):
                 kept.ret = UNK
         out = list(seen.values())
-        self.max_paths = max(self.max_paths, len(out))
         if len(out) > MAX_PATHS:
             raise _GiveUp()
         return out
@@ -820,7 +821,7 @@ def send_first_exchanges(
     lines = neighbour_lines(source)
     if not lines:
         return []
-    w = Walker(functions, aliases)
+    w = Walker(aliases)
     w.index(tree)
     w.comm = communicating(functions, source)
     found: list[Exchange] = []

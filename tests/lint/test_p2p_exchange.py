@@ -176,3 +176,41 @@ def show(x, half):
     assert [(f.builder.fn.name, f.builder.drop.lineno, f.send.lineno) for f in found] == [("pack", 12, 19)]
     m = _module(logged)
     assert lost_payloads(m.functions, m.aliases) == []
+
+
+def test_a_deadlock_the_rank_simulation_found_is_said_once(tmp_path):
+    from ddpdoctor.lint import LintConfig, lint_paths
+
+    script = tmp_path / "pipe.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.distributed as dist
+
+            def send_fwd_recv_bwd(out, grad, next_rank):
+                dist.send(out, next_rank)
+                dist.recv(grad, next_rank)
+
+            def send_bwd_recv_fwd(g, inp, prev_rank):
+                dist.send(g, prev_rank)
+                dist.recv(inp, prev_rank)
+
+            def main():
+                dist.init_process_group("gloo")
+                rank, world = dist.get_rank(), dist.get_world_size()
+                t = torch.ones(4)
+                if rank < world - 1:
+                    send_fwd_recv_bwd(t, t, rank + 1)
+                if rank > 0:
+                    send_bwd_recv_fwd(t, t, rank - 1)
+                dist.destroy_process_group()
+
+            if __name__ == "__main__":
+                main()
+            """
+        )
+    )
+    found = lint_paths([script], LintConfig(select=("DDP201",)), jobs=1)
+    assert [f.location.line for f in found] == [6]
+    assert "world size 2" in found[0].message
