@@ -6,6 +6,15 @@ interpreter computes it for world sizes 2..8, and reports when the ranks cannot 
 both sending (or both receiving) first, a `recv` whose peer never sends, counts that do not pair up,
 or a peer rank outside the world. The message names the ranks and lines.
 
+In pipeline utilities, where the ranks are not known, it also reports:
+- the two halves of a neighbour exchange (one with the next stage, one with the previous stage,
+  as "send forward, receive backward" and "send backward, receive forward") that both complete
+  their send before posting the receive, followed through the file's own helpers (a blocking
+  `send`, an `isend` waited at once, or a `batch_isend_irecv` of sends only that is waited). Stage
+  parity ordering, one batch holding both directions, or a receive posted before the send stay quiet;
+- a helper that prepares what is sent and keeps a single tensor whatever a condition says, but
+  appends a list's items only when the condition holds: the peer posts a receive for every tensor.
+
 ## Why is this bad?
 Blocking p2p is a rendezvous: NCCL's `send` returns only once the peer's `recv` is running (gloo
 too, beyond tiny messages). A cycle of ranks each waiting for the other hangs the job until the
@@ -31,6 +40,8 @@ from __future__ import annotations
 
 from ddpdoctor.lint.interp import UNKNOWN
 from ddpdoctor.lint.p2p import P2POp, simulate
+from ddpdoctor.lint.p2p_exchange import neighbour_deadlocks, split_points
+from ddpdoctor.lint.p2p_payload import lost_payloads
 
 CODE = "DDP201"
 TITLE = "Point-to-point deadlock"
@@ -67,8 +78,10 @@ def _diagnose(out) -> tuple[str, str]:
     if len(out.stuck) > 1 and (all_send or all_recv):
         return (
             "every blocked rank is " + ("sending" if all_send else "receiving") + " first",
-            "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
-            "and odd ranks receive first",
+            (
+                "use dist.batch_isend_irecv (or isend/irecv then wait), or let even ranks send first "
+                "and odd ranks receive first"
+            ),
         )
     return (
         "the sends and receives do not pair up",
@@ -76,7 +89,57 @@ def _diagnose(out) -> tuple[str, str]:
     )
 
 
+def _lost_payloads(m):
+    """A helper normalising what is sent drops list items its single-tensor path keeps."""
+    for lp in lost_payloads(m.functions, m.aliases):
+        b = lp.builder
+        yield m.finding(
+            CODE,
+            b.drop,
+            f"`{b.fn.name}` keeps a single tensor when `{b.cond}` is false (line {b.keep.lineno}) "
+            f"but drops such items from a list, and its result is sent (line {lp.send.lineno}): "
+            "the peer posts a recv for every tensor it expects and waits forever",
+            SEVERITY,
+            hint=f"append the item unchanged when `{b.cond}` is false (an `else:` branch)",
+            lines=[b.drop.lineno, lp.call.lineno, lp.send.lineno],
+        )
+
+
+def _neighbour_exchanges(m, simulated: set[int]):
+    """Both halves of a neighbour exchange complete their send before they post the receive
+    (``simulated``: lines the per-rank simulation already reported: the same cause, said once)."""
+    for down, up in neighbour_deadlocks(m.tree, m.functions, m.aliases, m.source):
+        send, recv = split_points(down)
+        if {e.chain[-1].lineno for e in (down.send, up.send)} & simulated:
+            continue
+        yield m.finding(
+            CODE,
+            send,
+            f"`{down.fn.name}` (with the next stage) and `{up.fn.name}` (with the previous stage) "
+            f"both complete their send (line {send.lineno}) before posting the receive "
+            f"(line {recv.lineno}): neighbour stages running them at the same time each wait in "
+            "the send for a receive the other has not posted",
+            SEVERITY,
+            hint="issue the send and the receive together in one dist.batch_isend_irecv, or let "
+            "even stages send first and odd stages receive first",
+            lines=sorted({send.lineno, recv.lineno, down.fn.lineno, up.fn.lineno}),
+        )
+
+
 def check(m):
+    simulated: set[int] = set()
+    for f in _simulated(m):
+        simulated.update(f.evidence.get("lines", ()))
+        simulated.add(f.location.line)
+        yield f
+    if m.mentions("isend", "send"):
+        yield from _lost_payloads(m)
+        if m.mentions("recv") and m.mentions("next", "prev"):
+            yield from _neighbour_exchanges(m, simulated)
+
+
+def _simulated(m):
+    """Deadlocks of the ranks the interpreter could follow (concrete peers)."""
     if not m.dist_calls("send", "recv", "isend", "irecv"):
         return
     reported: set[int] = set()
