@@ -21,6 +21,8 @@ ckpt = torch.load("ckpt.pt", map_location="cpu")   # or {"cuda:0": f"cuda:{local
 
 from __future__ import annotations
 
+from ddpdoctor.lint.writers import per_process_path
+
 CODE = "DDP503"
 TITLE = "torch.load without map_location"
 KIND = "script"
@@ -36,6 +38,9 @@ def check(m):
             len(call.args) < 2
             and m.keyword(call, "map_location") is None
             and not any(k.arg is None for k in call.keywords)
+            # a file of this rank's own (`queue{rank}.pth`) was saved from this rank's device:
+            # it comes back there, not onto cuda:0
+            and not per_process_path(call.args[0] if call.args else m.keyword(call, "f"), m)
         ):
             yield m.finding(
                 CODE,
