@@ -34,6 +34,8 @@ CONFIDENCE = "high"
 
 
 def check(m):
+    for call, msg in _batch_not_waited(m):
+        yield m.finding(CODE, call, msg, SEVERITY, hint="wait every request (`for r in reqs: r.wait()`)")
     for call in m.dist_calls("isend", "irecv"):
         parent = m.parents.get(call)
         op = call.func.attr if isinstance(call.func, ast.Attribute) else "isend/irecv"
@@ -70,6 +72,23 @@ def check(m):
                 SEVERITY,
                 hint="keep every request (`reqs.append(dist.isend(...))`) and wait all of them",
             )
+
+
+def _batch_not_waited(m):
+    """``batch_isend_irecv`` returns one request per op: dropping the list, or keeping it in a name
+    nothing reads again, leaves every op unwaited (the same as a dropped ``isend``)."""
+    for call in m.dist_calls("batch_isend_irecv"):
+        if isinstance(m.parents.get(call), ast.Expr):
+            yield call, "the requests returned by `batch_isend_irecv` are discarded: nothing waits for them"
+            continue
+        name = m.assigned_to(call)
+        if name is None or "." in name:
+            continue
+        scope = m.enclosing_function(call) or m.tree
+        if not any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(scope)
+        ):
+            yield call, f"the requests `{name}` from `batch_isend_irecv` are never waited"
 
 
 def _pos(n: ast.AST) -> tuple[int, int]:
