@@ -67,7 +67,8 @@ def check(m):
                 SEVERITY,
                 hint="use `torchrun` (same options, minus --use_env)",
             )
-    env_too = m.mentions("LOCAL_RANK")
+    # read from the environment: the quoted key, not `config.LOCAL_RANK` filled from the option
+    env_too = m.mentions('"LOCAL_RANK"', "'LOCAL_RANK'")
     for call in m.method_calls("add_argument"):
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         if not any(f in ("--local_rank", "--local-rank") for f in flags):
@@ -82,6 +83,12 @@ def check(m):
                 "(and torch>=2.0's launcher passes `--local-rank`, with a hyphen)"
             )
             hint = "drop the option and launch with torchrun"
+        elif m.keyword_is(call, "required", True):
+            message = (
+                "`--local_rank` is required, but only the deprecated torch.distributed.launch passes "
+                "it: under torchrun the script stops at argument parsing"
+            )
+            hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` instead of `required=True`"
         else:
             message = (
                 "`--local_rank` is only passed by the deprecated torch.distributed.launch; "
