@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP202"
 TITLE = "isend/irecv request never waited"
 KIND = "script"
@@ -74,10 +76,25 @@ def check(m):
             )
 
 
+def _expected_to_raise(m, call) -> bool:
+    """Inside ``with pytest.raises(...)`` / ``self.assertRaises...(...)``: the call is meant to fail."""
+    for a in m.ancestors(call):
+        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
+            isinstance(i.context_expr, ast.Call) and "raises" in (dotted(i.context_expr.func) or "").lower()
+            for i in a.items
+        ):
+            return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+    return False
+
+
 def _batch_not_waited(m):
     """``batch_isend_irecv`` returns one request per op: dropping the list, or keeping it in a name
     nothing reads again, leaves every op unwaited (the same as a dropped ``isend``)."""
     for call in m.dist_calls("batch_isend_irecv"):
+        if _expected_to_raise(m, call):
+            continue
         if isinstance(m.parents.get(call), ast.Expr):
             yield call, "the requests returned by `batch_isend_irecv` are discarded: nothing waits for them"
             continue
