@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP202"
 TITLE = "isend/irecv request never waited"
 KIND = "script"
@@ -34,6 +36,8 @@ CONFIDENCE = "high"
 
 
 def check(m):
+    for call, msg in _batch_not_waited(m):
+        yield m.finding(CODE, call, msg, SEVERITY, hint="wait every request (`for r in reqs: r.wait()`)")
     for call in m.dist_calls("isend", "irecv"):
         parent = m.parents.get(call)
         op = call.func.attr if isinstance(call.func, ast.Attribute) else "isend/irecv"
@@ -70,6 +74,38 @@ def check(m):
                 SEVERITY,
                 hint="keep every request (`reqs.append(dist.isend(...))`) and wait all of them",
             )
+
+
+def _expected_to_raise(m, call) -> bool:
+    """Inside ``with pytest.raises(...)`` / ``self.assertRaises...(...)``: the call is meant to fail."""
+    for a in m.ancestors(call):
+        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
+            isinstance(i.context_expr, ast.Call) and "raises" in (dotted(i.context_expr.func) or "").lower()
+            for i in a.items
+        ):
+            return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+    return False
+
+
+def _batch_not_waited(m):
+    """``batch_isend_irecv`` returns one request per op: dropping the list, or keeping it in a name
+    nothing reads again, leaves every op unwaited (the same as a dropped ``isend``)."""
+    for call in m.dist_calls("batch_isend_irecv"):
+        if _expected_to_raise(m, call):
+            continue
+        if isinstance(m.parents.get(call), ast.Expr):
+            yield call, "the requests returned by `batch_isend_irecv` are discarded: nothing waits for them"
+            continue
+        name = m.assigned_to(call)
+        if name is None or "." in name:
+            continue
+        scope = m.enclosing_function(call) or m.tree
+        if not any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(scope)
+        ):
+            yield call, f"the requests `{name}` from `batch_isend_irecv` are never waited"
 
 
 def _pos(n: ast.AST) -> tuple[int, int]:

@@ -35,10 +35,29 @@ SEVERITY = "error"
 CONFIDENCE = "high"
 
 
-def _waits(stmt: ast.AST, req: str) -> bool:
+def _waiting_helpers(m) -> set[str]:
+    """Names of this file's functions and methods that call ``.wait()`` (``def sync(self, req):
+    req.wait()``): handing them the request waits it."""
+    cached = m.__dict__.get("_ddp203_waiters")
+    if cached is None:
+        cached = m.__dict__["_ddp203_waiters"] = {
+            fn.name
+            for fn in m.functions
+            if any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "wait"
+                for n in ast.walk(fn)
+            )
+        }
+    return cached
+
+
+def _waits(stmt: ast.AST, req: str, helpers: frozenset[str] | set[str] = frozenset()) -> bool:
     for n in ast.walk(stmt):
         if isinstance(n, ast.Call):
             f = n.func
+            callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if callee in helpers and any(isinstance(a, ast.Name) and a.id == req for a in n.args):
+                return True
             if isinstance(f, ast.Attribute) and f.attr == "wait":
                 return True  # req.wait(), work.wait(), or waiting on a list that holds it
             if isinstance(f, (ast.Name, ast.Attribute)) and "wait" in (
@@ -88,7 +107,7 @@ def check(m):
             or (isinstance(call.func, ast.Name) and "isend" in call.func.id)
         )
         for later in block[block.index(stmt) + 1 :]:
-            if _waits(later, req):
+            if _waits(later, req, _waiting_helpers(m)):
                 break
             hit = _touches(later, buf.id, write=is_send)
             if hit is not None:

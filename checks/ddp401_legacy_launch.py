@@ -27,11 +27,29 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.lint.names import dotted
+
 CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
+
+
+def _read_anywhere(m, dest: str) -> bool:
+    """``args.local_rank``, ``cfg["local_rank"]`` or ``getattr(args, "local_rank")`` somewhere."""
+    for n in ast.walk(m.tree):
+        if isinstance(n, ast.Attribute) and n.attr == dest and isinstance(n.ctx, ast.Load):
+            return True
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == dest:
+            return True
+        if (
+            isinstance(n, ast.Call)
+            and dotted(n.func) == "getattr"
+            and any(isinstance(a, ast.Constant) and a.value == dest for a in n.args)
+        ):
+            return True
+    return False
 
 
 def check(m):
@@ -67,7 +85,8 @@ def check(m):
                 SEVERITY,
                 hint="use `torchrun` (same options, minus --use_env)",
             )
-    env_too = m.mentions("LOCAL_RANK")
+    # read from the environment: the quoted key, not `config.LOCAL_RANK` filled from the option
+    env_too = m.mentions('"LOCAL_RANK"', "'LOCAL_RANK'")
     for call in m.method_calls("add_argument"):
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         if not any(f in ("--local_rank", "--local-rank") for f in flags):
@@ -75,11 +94,23 @@ def check(m):
         default = m.keyword(call, "default")
         if default is not None and "LOCAL_RANK" in ast.unparse(default):
             continue  # the default comes from torchrun's LOCAL_RANK: works under both launchers
-        if env_too:
+        if m.keyword_is(call, "required", True):
+            message = (
+                "`--local_rank` is required, but only the deprecated torch.distributed.launch passes "
+                "it: under torchrun the script stops at argument parsing"
+            )
+            hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` instead of `required=True`"
+        elif env_too:
             message = (
                 "`--local_rank` is the interface of the deprecated torch.distributed.launch; this "
                 "script reads LOCAL_RANK from the environment as well, so the option is dead weight "
                 "(and torch>=2.0's launcher passes `--local-rank`, with a hyphen)"
+            )
+            hint = "drop the option and launch with torchrun"
+        elif not _read_anywhere(m, "local_rank"):
+            message = (
+                "`--local_rank` is declared but this file never reads it: only the deprecated "
+                "torch.distributed.launch passes it, and under torchrun whatever reads it gets the default"
             )
             hint = "drop the option and launch with torchrun"
         else:

@@ -68,10 +68,22 @@ def _loaded_back_into_wrapper(m, node) -> bool:
     if not name:
         return False
     wrapped_at = [c.lineno for c in m.ddp_constructors if m.assigned_to(c) == name]
-    return any(
+    if any(
         dotted(c.func.value) == name and any(w < c.lineno for w in wrapped_at)
         for c in m.method_calls("load_state_dict")
+    ):
+        return True
+    # or handed to the project's resume helper (`restart_from_checkpoint(path, state_dict=model)`),
+    # which loads into the wrapper it is given
+    return any(
+        any(w < c.lineno for w in wrapped_at)
+        and any(r in (dotted(c.func) or "").rsplit(".", 1)[-1].lower() for r in _RESUME_WORDS)
+        and any(dotted(a) == name for a in [*c.args, *(k.value for k in c.keywords)])
+        for c, _q in m.calls
     )
+
+
+_RESUME_WORDS = ("load", "restore", "restart", "resume")
 
 
 def check(m):

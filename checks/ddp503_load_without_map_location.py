@@ -21,11 +21,34 @@ ckpt = torch.load("ckpt.pt", map_location="cpu")   # or {"cuda:0": f"cuda:{local
 
 from __future__ import annotations
 
+import ast
+
+from ddpdoctor.lint.writers import per_process_path
+
 CODE = "DDP503"
 TITLE = "torch.load without map_location"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
+
+
+def _other_arm_maps(m, call) -> bool:
+    """This load is one arm of an ``if`` whose other arm loads with ``map_location`` (``if gpu is
+    None: torch.load(p) else: torch.load(p, map_location=f"cuda:{gpu}")``): the author chose the
+    device per case, and the plain load is the case with no GPU of its own to map to."""
+    child = call
+    for a in m.ancestors(call):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return False
+        if isinstance(a, ast.If):
+            other = a.orelse if any(child is s for s in a.body) else a.body
+            loads = {id(c) for c in m.calls_named("torch.load")}
+            for st in other:
+                for n in ast.walk(st):
+                    if id(n) in loads and m.keyword(n, "map_location") is not None:
+                        return True
+        child = a
+    return False
 
 
 def check(m):
@@ -36,6 +59,10 @@ def check(m):
             len(call.args) < 2
             and m.keyword(call, "map_location") is None
             and not any(k.arg is None for k in call.keywords)
+            # a file of this rank's own (`queue{rank}.pth`) was saved from this rank's device:
+            # it comes back there, not onto cuda:0
+            and not per_process_path(call.args[0] if call.args else m.keyword(call, "f"), m)
+            and not _other_arm_maps(m, call)
         ):
             yield m.finding(
                 CODE,

@@ -150,6 +150,38 @@ def _in_file_callers(m, fn) -> list[ast.Call]:
     return out
 
 
+def _construction(m, fn) -> set[int]:
+    """The methods an instance runs while it is built: ``__init__`` of ``fn``'s class and what it
+    calls as ``self.name(...)``, transitively (ids of their defs)."""
+    cls = m.parents.get(fn)
+    if not isinstance(cls, ast.ClassDef):
+        return set()
+    methods = {d.name: d for d in cls.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    todo = [methods["__init__"]] if "__init__" in methods else []
+    seen: set[int] = set()
+    while todo:
+        d = todo.pop()
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        for c in ast.walk(d):
+            if (
+                isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and dotted(c.func.value) == "self"
+                and c.func.attr in methods
+            ):
+                todo.append(methods[c.func.attr])
+    return seen
+
+
+def _loads_first(m, fn_s, fn_l) -> bool:
+    """The load runs while the object is built (a resume in ``__init__``/``setup``), the save only in
+    a later method: within one run the load comes first, so it cannot read a half-written save."""
+    built = _construction(m, fn_l)
+    return id(fn_l) in built and id(fn_s) not in built
+
+
 def _across_functions(m, saves, loads):
     """(where to report, the save, the load) for rank-guarded saves read by every rank elsewhere."""
     for save in saves:
@@ -163,6 +195,8 @@ def _across_functions(m, saves, loads):
         for load in loads:
             fn_l = m.enclosing_function(load)
             if fn_l is None or fn_l is fn_s or rank_guards(m, load) or m.guarded_by_rank(load):
+                continue
+            if _loads_first(m, fn_s, fn_l):
                 continue
             if any(ln < load.lineno for ln in _barrier_lines(m, fn_l)):
                 continue

@@ -74,7 +74,9 @@ def _saves(m):
 
 
 def check(m):
-    if not m.uses_distributed or not m.mentions("local_rank", "LOCAL_RANK", "local-rank", "local_main"):
+    # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)
+    local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
+    if not m.uses_distributed or not m.mentions(*local_words):
         return
     if single_node(m):
         return

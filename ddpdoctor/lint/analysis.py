@@ -60,6 +60,14 @@ _SCALAR_FIELDS: dict[type, tuple[str, ...]] = {
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _through_self_attribute(func: ast.AST) -> bool:
+    """``self.x.f`` (or deeper): a call on an object the instance holds, not on the instance."""
+    if not isinstance(func, ast.Attribute):
+        return False
+    head = dotted(func.value)
+    return head is not None and head.startswith("self.")
+
+
 def _child_fields(cls: type) -> tuple[str, ...]:
     """The fields of ``cls`` that may hold child nodes (a node, None, or a list of them)."""
     fields = _FIELDS.get(cls)
@@ -306,7 +314,12 @@ class ModuleAnalysis:
         return out
 
     def call_sites(self, fn: ast.AST) -> list[ast.Call]:
-        return list(self._calls_by_last_name.get(getattr(fn, "name", None), ()))
+        sites = list(self._calls_by_last_name.get(getattr(fn, "name", None), ()))
+        if isinstance(self.parents.get(fn), ast.ClassDef):
+            # a method is not called through another object the instance holds: in a Trainer,
+            # `self.model.train()` is nn.Module.train, not Trainer.train
+            sites = [c for c in sites if not _through_self_attribute(c.func)]
+        return sites
 
     def callers_all_guarded(self, fn: ast.AST) -> bool:
         """Every call of this file's function ``fn`` sits under a rank guard (and there is at least one)."""
