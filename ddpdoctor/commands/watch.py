@@ -15,7 +15,8 @@ DESCRIPTION = (
     "has waited inside one collective or p2p operation for longer than --hang-after, collect every "
     "rank's Flight Recorder entries and thread stacks into --dumps, print the diagnosis, end the job "
     "and exit 1. A job that finishes exits with its own code; a crash is diagnosed from the evidence "
-    "its ranks left. Several nodes: run `ddpdoctor watch` on every node, as torchrun."
+    "its ranks left. Several nodes: run `ddpdoctor watch` on every node, as torchrun, or once around "
+    "srun (--dumps on storage every node sees)."
 )
 EPILOG = "example: ddpdoctor watch --hang-after 120 -- torchrun --nproc-per-node 8 train.py --epochs 3"
 
