@@ -884,7 +884,11 @@ class Interpreter:
         ctx = ref.ctx
         saved = None
         if ctx is not None and ctx.path != self.path:
-            # walk it with its own file's names (and record its events as that file's)
+            # walk it with its own file's names (and record its events as that file's); a function
+            # handed over (a callback, ``run(main)``) keeps the names of the file it came from
+            here = self._context()
+            args = [_carry(a, here) for a in args]
+            kwargs = {k: _carry(v, here) for k, v in kwargs.items()}
             saved = (self.aliases, self.globals, self.path)
             self.chain.append(node.lineno)
             self.chain_paths.append(self.path)
@@ -896,12 +900,18 @@ class Interpreter:
             frame = self._bind(ref, args, kwargs)
             if sources:
                 frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
-            return self._walk_function(fn, frame)
+            result = self._walk_function(fn, frame)
+            # a function the other file hands back (``get_train_fn()``) is walked with its names
+            return _carry(result, ctx) if saved is not None else result
         finally:
             self.chain.pop()
             self.chain_paths.pop()
             if saved is not None:
                 self.aliases, self.globals, self.path = saved
+
+    def _context(self) -> ModuleContext:
+        """The names of the file being walked now (path None: the linted file)."""
+        return ModuleContext(self.path, self.aliases, self.globals)
 
     def _walk_function(self, fn: ast.AST, frame: dict) -> object:
         self.stack.append(fn)
@@ -921,6 +931,16 @@ class Interpreter:
 
 
 _MISSING = object()
+
+
+def _carry(value: object, ctx: ModuleContext | None) -> object:
+    """``value`` with the file it belongs to attached, when it is a function that file defined and
+    is about to be walked from another file."""
+    if isinstance(value, FuncRef) and value.ctx is None and ctx is not None:
+        return FuncRef(value.node, value.cls, value.bound_self, ctx)
+    if isinstance(value, tuple) and any(isinstance(v, FuncRef) for v in value):
+        return tuple(_carry(v, ctx) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
