@@ -670,7 +670,20 @@ class Interpreter:
         return facts  # type: ignore[return-value]
 
     def _args(self, node: ast.Call, frame: dict) -> tuple[list, dict]:
-        args = [self.ev(a, frame) for a in node.args]
+        args: list = []
+        spread = True
+        for a in node.args:
+            v = self.ev(a, frame)
+            if not spread:
+                continue
+            if isinstance(a, ast.Starred):
+                # ``fn(*args)``: a known tuple spreads over the parameters; after an unknown one the
+                # positions are unknown (the parameters' names still tell the rank)
+                if isinstance(v, tuple):
+                    args.extend(v)
+                    continue
+                v, spread = UNKNOWN, False
+            args.append(v)
         kwargs = {k.arg: self.ev(k.value, frame) for k in node.keywords if k.arg}
         for k in node.keywords:
             if k.arg is None:
