@@ -156,6 +156,7 @@ class ModuleContext:
 class ClassRef:
     node: ast.ClassDef
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    ctx: ModuleContext | None = None  # as for FuncRef: its methods are walked with that file's names
 
 
 @dataclass
@@ -630,13 +631,13 @@ class Interpreter:
             if isinstance(base, DDPModel):
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
-                return FuncRef(base.methods[e.attr], base)
+                return FuncRef(base.methods[e.attr], base, ctx=base.ctx)
             if isinstance(base, Instance) and e.attr in base.cls.methods:
-                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True)
+                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True, ctx=base.cls.ctx)
         if isinstance(e.value, ast.Name) and e.value.id == "self":
             cls = frame.get("__class__")
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
-                return FuncRef(cls.methods[e.attr], cls, bound_self=True)
+                return FuncRef(cls.methods[e.attr], cls, bound_self=True, ctx=cls.ctx)
         if base is UNKNOWN:
             if e.attr in MAIN_PROCESS_NAMES:
                 self.touched_rank = True
@@ -732,7 +733,9 @@ class Interpreter:
             if isinstance(local, ClassRef):
                 init = local.methods.get("__init__")
                 if init is not None:
-                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs, frame)
+                    self._invoke(
+                        FuncRef(init, local, bound_self=True, ctx=local.ctx), node, args, kwargs, frame
+                    )
                 return Instance(local)
             if isinstance(local, DDPModel):
                 self._record("ddp_forward", "forward", node)
@@ -947,11 +950,17 @@ _MISSING = object()
 
 
 def _carry(value: object, ctx: ModuleContext | None) -> object:
-    """``value`` with the file it belongs to attached, when it is a function that file defined and
-    is about to be walked from another file."""
-    if isinstance(value, FuncRef) and value.ctx is None and ctx is not None:
-        return FuncRef(value.node, value.cls, value.bound_self, ctx)
-    if isinstance(value, tuple) and any(isinstance(v, FuncRef) for v in value):
+    """``value`` with the file it belongs to attached, when it is a function, class or object of a
+    class that file defined and is about to be walked from another file."""
+    if ctx is None:
+        return value
+    if isinstance(value, FuncRef) and value.ctx is None:
+        return FuncRef(value.node, _carry(value.cls, ctx), value.bound_self, ctx)
+    if isinstance(value, ClassRef) and value.ctx is None:
+        return ClassRef(value.node, value.methods, ctx)
+    if isinstance(value, Instance) and value.cls.ctx is None:
+        return Instance(ClassRef(value.cls.node, value.cls.methods, ctx))
+    if isinstance(value, tuple) and any(isinstance(v, (FuncRef, ClassRef, Instance)) for v in value):
         return tuple(_carry(v, ctx) for v in value)
     return value
 

@@ -160,6 +160,45 @@ def test_the_chain_crosses_the_runner_and_comes_back(tmp_path):
     assert "reached through the call on dist.py:9" in message  # the other rank's place names the file
 
 
+_TRAINER = """\
+import torch
+import torch.distributed as dist
+
+from utils.dist import fit
+
+
+def save_checkpoint(step):
+    dist.barrier()  # expect: DDP301
+
+
+class Trainer:
+    def __init__(self):
+        self.grad = torch.ones(10)
+
+    def step(self, rank, step):
+        dist.all_reduce(self.grad)
+        if rank == 0 and step == 2:
+            self.save(step)
+
+    def save(self, step):
+        save_checkpoint(step)
+
+
+{start}
+"""
+
+
+def test_an_object_or_class_handed_to_a_runner_in_another_file_keeps_its_findings(tmp_path):
+    root = _callback_project(tmp_path)
+    runner = root / "utils" / "dist.py"
+    line = _TRAINER.splitlines().index("    dist.barrier()  # expect: DDP301") + 1
+    for name, start in (("object", "trainer = Trainer()\nfit(trainer)"), ("class", "fit(Trainer())")):
+        script = root / f"fit_{name}.py"
+        script.write_text(_TRAINER.format(start=start))
+        assert _where([script]) == [(script.name, line)], name
+        assert _where([script, runner]) == [(script.name, line)], name
+
+
 def test_a_starred_tuple_spreads_over_the_parameters():
     import ast
 
