@@ -361,6 +361,9 @@ class Interpreter:
         elif t is ast.Continue:
             raise _Continue()
         elif t is ast.Raise:
+            exc = st.exc.func if isinstance(st.exc, ast.Call) else st.exc
+            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
+                raise _Exit()  # a clean exit, like sys.exit()
             # error paths behind UNKNOWN conditions are ignored like early returns (see _branch)
             raise _Raise(UNKNOWN)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):

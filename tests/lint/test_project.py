@@ -117,6 +117,8 @@ _STARTS = {
     "spawn": ("from utils.dist import spawn", "spawn(main, world=2)"),
     "partial": ("from utils.dist import run", "run(functools.partial(main))"),
     "lambda": ("from utils.dist import run", "run(lambda r, w: main(r, w))"),
+    "exit": ("from utils.dist import run_then_exit", "run_then_exit(main)"),
+    "fail": ("from utils.dist import run_then_fail", "run_then_fail(main)"),
 }
 
 
@@ -137,7 +139,8 @@ def _where(paths):
 
 def test_a_function_handed_to_a_runner_in_another_file_keeps_its_findings(tmp_path):
     # run(main), run(fn=main), fn(*args), fn(rank=..., world=...), mp.spawn through a helper,
-    # functools.partial and lambda: the project's runner calls the training function it is handed
+    # functools.partial and lambda, a runner that ends in a raise: the project's runner calls the
+    # training function it is handed
     root = _callback_project(tmp_path)
     runner = root / "utils" / "dist.py"
     line = _SCRIPT.splitlines().index("    dist.barrier()  # expect: DDP301") + 1
