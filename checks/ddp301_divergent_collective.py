@@ -40,7 +40,11 @@ CONFIDENCE = "high"
 
 def _label(ev, m=None) -> str:
     name = "the DDP model's forward" if ev.kind == "ddp_forward" else f"`{ev.op}`"
-    via = f" (reached through the call on line {ev.chain[-1]})" if ev.chain else ""
+    via = ""
+    if ev.chain:
+        last = ev.chain_paths[-1] if ev.chain_paths else None
+        at = f"line {ev.chain[-1]}" if last is None else f"{last.rsplit('/', 1)[-1]}:{ev.chain[-1]}"
+        via = f" (reached through the call on {at})"
     if m is not None and ev.chain:
         via = f" (reached through {m.event_chain(ev)})"
     where = f"line {ev.node.lineno}" if ev.path is None else f"{ev.path.rsplit('/', 1)[-1]}:{ev.node.lineno}"

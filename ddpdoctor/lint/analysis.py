@@ -557,7 +557,9 @@ class ModuleAnalysis:
                 classes[id(s)] = ref
         sizes = self.world_sizes
         out = self._runs_for("<module>", lambda it: it.run_module(), sizes)
-        entered = set().union(*(t.entered for r in out for t in r.traces))
+        # a function walked only on a path that ran out (a raise the walk was sure of, the step
+        # budget) is still judged on its own: the run that reached it is not
+        entered = set().union(*(t.entered for r in out for t in r.traces if not t.truncated))
         for fn in self.functions:
             if self.steps > MAX_FILE_STEPS:
                 self.runs_truncated = True
@@ -573,7 +575,8 @@ class ModuleAnalysis:
                 out.extend(runs)
                 for r in runs:
                     for t in r.traces:
-                        entered |= t.entered
+                        if not t.truncated:
+                            entered |= t.entered
         return out
 
     steps = 0

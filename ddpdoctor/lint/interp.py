@@ -156,6 +156,7 @@ class ModuleContext:
 class ClassRef:
     node: ast.ClassDef
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    ctx: ModuleContext | None = None  # as for FuncRef: its methods are walked with that file's names
 
 
 @dataclass
@@ -360,6 +361,9 @@ class Interpreter:
         elif t is ast.Continue:
             raise _Continue()
         elif t is ast.Raise:
+            exc = st.exc.func if isinstance(st.exc, ast.Call) else st.exc
+            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
+                raise _Exit()  # a clean exit, like sys.exit()
             # error paths behind UNKNOWN conditions are ignored like early returns (see _branch)
             raise _Raise(UNKNOWN)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
@@ -630,13 +634,13 @@ class Interpreter:
             if isinstance(base, DDPModel):
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
-                return FuncRef(base.methods[e.attr], base)
+                return FuncRef(base.methods[e.attr], base, ctx=base.ctx)
             if isinstance(base, Instance) and e.attr in base.cls.methods:
-                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True)
+                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True, ctx=base.cls.ctx)
         if isinstance(e.value, ast.Name) and e.value.id == "self":
             cls = frame.get("__class__")
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
-                return FuncRef(cls.methods[e.attr], cls, bound_self=True)
+                return FuncRef(cls.methods[e.attr], cls, bound_self=True, ctx=cls.ctx)
         if base is UNKNOWN:
             if e.attr in MAIN_PROCESS_NAMES:
                 self.touched_rank = True
@@ -670,7 +674,20 @@ class Interpreter:
         return facts  # type: ignore[return-value]
 
     def _args(self, node: ast.Call, frame: dict) -> tuple[list, dict]:
-        args = [self.ev(a, frame) for a in node.args]
+        args: list = []
+        spread = True
+        for a in node.args:
+            v = self.ev(a, frame)
+            if not spread:
+                continue
+            if isinstance(a, ast.Starred):
+                # ``fn(*args)``: a known tuple spreads over the parameters; after an unknown one the
+                # positions are unknown (the parameters' names still tell the rank)
+                if isinstance(v, tuple):
+                    args.extend(v)
+                    continue
+                v, spread = UNKNOWN, False
+            args.append(v)
         kwargs = {k.arg: self.ev(k.value, frame) for k in node.keywords if k.arg}
         for k in node.keywords:
             if k.arg is None:
@@ -719,7 +736,9 @@ class Interpreter:
             if isinstance(local, ClassRef):
                 init = local.methods.get("__init__")
                 if init is not None:
-                    self._invoke(FuncRef(init, local, bound_self=True), node, args, kwargs, frame)
+                    self._invoke(
+                        FuncRef(init, local, bound_self=True, ctx=local.ctx), node, args, kwargs, frame
+                    )
                 return Instance(local)
             if isinstance(local, DDPModel):
                 self._record("ddp_forward", "forward", node)
@@ -884,7 +903,11 @@ class Interpreter:
         ctx = ref.ctx
         saved = None
         if ctx is not None and ctx.path != self.path:
-            # walk it with its own file's names (and record its events as that file's)
+            # walk it with its own file's names (and record its events as that file's); a function
+            # handed over (a callback, ``run(main)``) keeps the names of the file it came from
+            here = self._context()
+            args = [_carry(a, here) for a in args]
+            kwargs = {k: _carry(v, here) for k, v in kwargs.items()}
             saved = (self.aliases, self.globals, self.path)
             self.chain.append(node.lineno)
             self.chain_paths.append(self.path)
@@ -896,12 +919,18 @@ class Interpreter:
             frame = self._bind(ref, args, kwargs)
             if sources:
                 frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
-            return self._walk_function(fn, frame)
+            result = self._walk_function(fn, frame)
+            # a function the other file hands back (``get_train_fn()``) is walked with its names
+            return _carry(result, ctx) if saved is not None else result
         finally:
             self.chain.pop()
             self.chain_paths.pop()
             if saved is not None:
                 self.aliases, self.globals, self.path = saved
+
+    def _context(self) -> ModuleContext:
+        """The names of the file being walked now (path None: the linted file)."""
+        return ModuleContext(self.path, self.aliases, self.globals)
 
     def _walk_function(self, fn: ast.AST, frame: dict) -> object:
         self.stack.append(fn)
@@ -921,6 +950,22 @@ class Interpreter:
 
 
 _MISSING = object()
+
+
+def _carry(value: object, ctx: ModuleContext | None) -> object:
+    """``value`` with the file it belongs to attached, when it is a function, class or object of a
+    class that file defined and is about to be walked from another file."""
+    if ctx is None:
+        return value
+    if isinstance(value, FuncRef) and value.ctx is None:
+        return FuncRef(value.node, _carry(value.cls, ctx), value.bound_self, ctx)
+    if isinstance(value, ClassRef) and value.ctx is None:
+        return ClassRef(value.node, value.methods, ctx)
+    if isinstance(value, Instance) and value.cls.ctx is None:
+        return Instance(ClassRef(value.cls.node, value.cls.methods, ctx))
+    if isinstance(value, tuple) and any(isinstance(v, (FuncRef, ClassRef, Instance)) for v in value):
+        return tuple(_carry(v, ctx) for v in value)
+    return value
 
 
 @dataclass(frozen=True)

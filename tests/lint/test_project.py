@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from ddpdoctor.lint import LintConfig, lint_paths
+from ddpdoctor.lint.interp import UNKNOWN
 from ddpdoctor.lint.project import Project
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,3 +77,140 @@ def test_a_helper_called_under_a_rank_test_in_another_file_is_guarded():
     assert guard.path.endswith("train.py") and guard.chain == (14,)
     alone = Project([root / "ckpt.py"]).analysis(root / "ckpt.py")
     assert alone.rank_guard(next(c for c, q in alone.calls if q == "torch.save")) is None
+
+
+CALLBACKS = FIXTURES / "project_callback"  # utils/dist.py: runners that call the function handed in
+
+# a training script whose rank-0-only checkpoint barrier is a DDP301, started through a runner
+_SCRIPT = """\
+import functools
+
+import torch
+import torch.distributed as dist
+
+{imports}
+
+
+def save_checkpoint(step):
+    dist.barrier()  # expect: DDP301
+
+
+def maybe_save(rank, step):
+    if rank == 0 and step == 2:
+        save_checkpoint(step)
+
+
+def main(rank, world):
+    grad = torch.ones(1000)
+    for step in range(5):
+        dist.all_reduce(grad)
+        maybe_save(rank, step)
+
+
+{start}
+"""
+_STARTS = {
+    "positional": ("from utils.dist import run", "run(main)"),
+    "keyword": ("import utils.dist as launcher", "launcher.run(fn=main)"),
+    "keywords_call": ("from utils import dist as launcher", "launcher.run_keywords(main)"),
+    "star": ("from utils.dist import run_star", "run_star(main)"),
+    "spawn": ("from utils.dist import spawn", "spawn(main, world=2)"),
+    "partial": ("from utils.dist import run", "run(functools.partial(main))"),
+    "lambda": ("from utils.dist import run", "run(lambda r, w: main(r, w))"),
+    "exit": ("from utils.dist import run_then_exit", "run_then_exit(main)"),
+    "fail": ("from utils.dist import run_then_fail", "run_then_fail(main)"),
+}
+
+
+def _callback_project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    shutil.copytree(CALLBACKS, root)
+    for name, (imports, start) in _STARTS.items():
+        (root / f"train_{name}.py").write_text(_SCRIPT.format(imports=imports, start=start))
+    # every rank saves together: fine however it is started
+    ok = _SCRIPT.format(imports="from utils.dist import run", start="run(main)")
+    (root / "train_ok.py").write_text(ok.replace("rank == 0 and step == 2", "step == 2"))
+    return root
+
+
+def _where(paths):
+    return sorted((n, line) for n, line, _c, _m in _codes(paths, ("DDP301",)))
+
+
+def test_a_function_handed_to_a_runner_in_another_file_keeps_its_findings(tmp_path):
+    # run(main), run(fn=main), fn(*args), fn(rank=..., world=...), mp.spawn through a helper,
+    # functools.partial and lambda, a runner that ends in a raise: the project's runner calls the
+    # training function it is handed
+    root = _callback_project(tmp_path)
+    runner = root / "utils" / "dist.py"
+    line = _SCRIPT.splitlines().index("    dist.barrier()  # expect: DDP301") + 1
+    everything = _where([root])
+    for name in _STARTS:
+        script = root / f"train_{name}.py"
+        expected = [(script.name, line)]
+        assert _where([script]) == expected, name  # alone, the runner is not known
+        assert _where([script, runner]) == expected, name  # linting the runner too loses nothing
+        assert [w for w in everything if w[0] == script.name] == expected, name
+    assert len(everything) == len(_STARTS)  # and nothing for train_ok.py
+
+
+def test_the_chain_crosses_the_runner_and_comes_back(tmp_path):
+    root = _callback_project(tmp_path)
+    [(_n, _line, _code, message)] = _codes(
+        [root / "train_positional.py", root / "utils" / "dist.py"], ("DDP301",)
+    )
+    assert "train_positional.py:25 -> dist.py:9 -> train_positional.py:22" in message
+    assert "reached through the call on dist.py:9" in message  # the other rank's place names the file
+
+
+_TRAINER = """\
+import torch
+import torch.distributed as dist
+
+from utils.dist import fit
+
+
+def save_checkpoint(step):
+    dist.barrier()  # expect: DDP301
+
+
+class Trainer:
+    def __init__(self):
+        self.grad = torch.ones(10)
+
+    def step(self, rank, step):
+        dist.all_reduce(self.grad)
+        if rank == 0 and step == 2:
+            self.save(step)
+
+    def save(self, step):
+        save_checkpoint(step)
+
+
+{start}
+"""
+
+
+def test_an_object_or_class_handed_to_a_runner_in_another_file_keeps_its_findings(tmp_path):
+    root = _callback_project(tmp_path)
+    runner = root / "utils" / "dist.py"
+    line = _TRAINER.splitlines().index("    dist.barrier()  # expect: DDP301") + 1
+    for name, start in (("object", "trainer = Trainer()\nfit(trainer)"), ("class", "fit(Trainer())")):
+        script = root / f"fit_{name}.py"
+        script.write_text(_TRAINER.format(start=start))
+        assert _where([script]) == [(script.name, line)], name
+        assert _where([script, runner]) == [(script.name, line)], name
+
+
+def test_a_starred_tuple_spreads_over_the_parameters():
+    import ast
+
+    from ddpdoctor.lint.interp import Interpreter
+
+    src = "def f(rank, world):\n    pass\n\nargs = (3, 4)\nf(*args)\nf(*unknown, 5)\n"
+    it = Interpreter(ast.parse(src), {}, 2, 0)
+    seen = []
+    bind = it._bind
+    it._bind = lambda ref, args, kwargs, **kw: seen.append(list(args)) or bind(ref, args, kwargs, **kw)
+    it.run_module()
+    assert seen == [[3, 4], [UNKNOWN]]
