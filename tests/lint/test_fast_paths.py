@@ -230,3 +230,23 @@ def test_enclosing_statements_match_the_parent_map(path):
             path.name,
             node.lineno,
         )
+
+
+def test_chunks_hold_every_file_once_biggest_first(tmp_path):
+    from ddpdoctor.lint.engine import _CHUNKS_PER_JOB, _chunks
+
+    sizes = [5000, 3, 700, 0, 12, 4000, 90, 90, 1] + list(range(40))
+    files = []
+    for i, n in enumerate(sizes):
+        p = tmp_path / f"f{i}.py"
+        p.write_bytes(b"x" * n)
+        files.append(p)
+    files.append(tmp_path / "gone.py")  # unreadable: size 0, still linted (and reported)
+    for jobs in (1, 2, 3):
+        chunks = _chunks(files, jobs)
+        flat = [f for c in chunks for f in c]
+        assert sorted(flat) == sorted(map(str, files))  # each file exactly once
+        got = [Path(f).stat().st_size if Path(f).exists() else 0 for f in flat]
+        assert got == sorted(got, reverse=True)  # biggest first, so costly files start early
+        assert chunks[0] == [str(files[0])]  # a file over a chunk's share goes alone
+        assert len(chunks) <= jobs * _CHUNKS_PER_JOB + 1
