@@ -250,3 +250,22 @@ def test_chunks_hold_every_file_once_biggest_first(tmp_path):
         assert got == sorted(got, reverse=True)  # biggest first, so costly files start early
         assert chunks[0] == [str(files[0])]  # a file over a chunk's share goes alone
         assert len(chunks) <= jobs * _CHUNKS_PER_JOB + 1
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_memoised_predicate_kinds_match_a_fresh_answer(path):
+    """guard_kind remembers what each local predicate (``is_main_process()``) returns: every test of
+    a file answered in turn on one analysis equals the answer on a fresh analysis of that test alone."""
+    from ddpdoctor.lint.ranks import guard_kind, strict_rank_kind
+
+    shared = _module(path)
+    if shared is None:
+        return
+    tests = [n.test for n in shared.nodes(ast.If, ast.While)]
+    for i, test in enumerate(tests):
+        fresh = _module(path)
+        fresh_test = [n.test for n in fresh.nodes(ast.If, ast.While)][i]
+        assert guard_kind(shared, test) == guard_kind(fresh, fresh_test), (path.name, test.lineno)
+        fresh_call = fresh_test if isinstance(fresh_test, ast.Call) else None
+        if fresh_call is not None:
+            assert strict_rank_kind(shared, test) == strict_rank_kind(fresh, fresh_call)
