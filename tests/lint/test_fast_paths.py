@@ -269,3 +269,20 @@ def test_memoised_predicate_kinds_match_a_fresh_answer(path):
         fresh_call = fresh_test if isinstance(fresh_test, ast.Call) else None
         if fresh_call is not None:
             assert strict_rank_kind(shared, test) == strict_rank_kind(fresh, fresh_call)
+
+
+def _reference_dotted(expr) -> str | None:
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    return ".".join(reversed([expr.id, *parts])) if isinstance(expr, ast.Name) else None
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_dotted_fast_paths_match_the_plain_chain_walk(path):
+    m = _module(path)
+    if m is None:
+        return
+    for node in ast.walk(m.tree):
+        assert dotted(node) == _reference_dotted(node), ast.dump(node)[:80]
