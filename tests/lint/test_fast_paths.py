@@ -276,7 +276,7 @@ def _reference_dotted(expr) -> str | None:
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)
         expr = expr.value
-    return ".".join(reversed([expr.id, *parts])) if isinstance(expr, ast.Name) else None
+    return ".".join(reversed([*parts, expr.id])) if isinstance(expr, ast.Name) else None
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
