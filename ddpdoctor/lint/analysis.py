@@ -664,10 +664,17 @@ class ModuleAnalysis:
         """For the interpreter: a FuncRef that walks a project function with its own file's names."""
         if self.project is None:
             return None
+        # every rank of every world size asks the same names: answered once per entry point's runs
+        # (kept with this resolver only, so nothing outlives the runs)
+        memo: dict[tuple[str, str | None], FuncRef | None] = {}
 
         def resolve(name: str, importer: str | None):
+            key = (name, importer)
+            if key in memo:
+                return memo[key]
             found = self.resolve(name, importer)
             if found is None:
+                memo[key] = None
                 return None
             other, fn = found
             ctx = other.__dict__.get("_context")
@@ -676,7 +683,8 @@ class ModuleAnalysis:
                     other.path, other.aliases, {**other._defs, "__name__": Path(other.path).stem}
                 )
                 other.__dict__["_context"] = ctx
-            return FuncRef(fn, ctx=ctx)
+            memo[key] = ref = FuncRef(fn, ctx=ctx)
+            return ref
 
         return resolve
 
