@@ -286,3 +286,28 @@ def test_dotted_fast_paths_match_the_plain_chain_walk(path):
         return
     for node in ast.walk(m.tree):
         assert dotted(node) == _reference_dotted(node), ast.dump(node)[:80]
+
+
+@pytest.mark.parametrize("kind", ["script", "cluster"])
+def test_discovery_by_kind_skips_only_modules_of_other_kinds(kind):
+    """discover(kind=...) reads each built-in check's source and imports only the ones declaring that
+    KIND: the same checks as importing them all and filtering."""
+    from ddpdoctor.registry import discover as discover_checks
+
+    every = [s for s in discover_checks() if s.kind == kind]
+    assert [(s.code, s.module) for s in discover_checks(kind=kind)] == [(s.code, s.module) for s in every]
+    assert every
+
+
+def test_lint_imports_no_cluster_check():
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; from ddpdoctor.lint.rules import script_rules; script_rules(); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('ddpdoctor.checks.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = [m.rsplit(".", 1)[-1] for m in json.loads(out)]
+    assert loaded and all(m.startswith(("ddp", "_")) for m in loaded), loaded
