@@ -140,19 +140,28 @@ def lint_file(path: Path, config: LintConfig, rules=None, cache=None, project=No
     return found
 
 
+def _result_cache(config: LintConfig, extra_rules: tuple[str, ...], cache_dir: str):
+    from ddpdoctor.lint.cache import ResultCache
+
+    # user rule files are part of the key, by path and modification time
+    extra_key = [(p, os.stat(p).st_mtime_ns if os.path.exists(p) else 0) for p in extra_rules]
+    # a file's findings may depend on the project's other files: any change there is a new key
+    project_key = _PROJECT.signature if _PROJECT is not None else ""
+    return ResultCache(cache_dir, repr((config, config.root, extra_key, project_key)))
+
+
+# The result cache of the running lint_paths (made before it forks its workers, which inherit it):
+# its key stats every rule file and every project file, once per run rather than once per chunk.
+_CACHE = None
+
+
 def _lint_chunk(
     paths: list[str], config: LintConfig, extra_rules: tuple[str, ...] = (), cache_dir: str | None = None
 ) -> list[Finding]:
     rules = script_rules(extra_rules)
     cache = None
     if cache_dir is not None:
-        from ddpdoctor.lint.cache import ResultCache
-
-        # user rule files are part of the key, by path and modification time
-        extra_key = [(p, os.stat(p).st_mtime_ns if os.path.exists(p) else 0) for p in extra_rules]
-        # a file's findings may depend on the project's other files: any change there is a new key
-        project_key = _PROJECT.signature if _PROJECT is not None else ""
-        cache = ResultCache(cache_dir, repr((config, config.root, extra_key, project_key)))
+        cache = _CACHE if _CACHE is not None else _result_cache(config, extra_rules, cache_dir)
     out: list[Finding] = []
     for p in paths:
         out.extend(lint_file(Path(p), config, rules, cache, _PROJECT))
@@ -219,11 +228,11 @@ def lint_paths(
         _PROJECT = Project(files, roots=[str(p) for p in paths if Path(p).is_dir()])
     jobs = jobs or config.jobs or os.cpu_count() or 1
     script_rules(extra_rules)  # load once in the parent, so forked workers inherit the modules
+    global _CACHE
+    _CACHE = _result_cache(config, extra_rules, cache_dir) if cache_dir is not None else None
     if jobs <= 1 or len(files) < _PARALLEL_MIN_FILES:
         out = _lint_chunk([str(f) for f in files], config, extra_rules, cache_dir)
     else:
-        if cache_dir is not None and _PROJECT is not None:
-            _ = _PROJECT.signature  # worked out once here, not by every chunk of every worker
         chunks = _chunks(files, jobs)
         from concurrent.futures import ProcessPoolExecutor  # only when there is enough to share out
         from multiprocessing import get_context
@@ -238,5 +247,5 @@ def lint_paths(
                 [cache_dir] * len(chunks),
             ):
                 out.extend(part)
-    _PROJECT = None
+    _PROJECT = _CACHE = None
     return sorted(out, key=_sort_key)
