@@ -15,10 +15,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ddpdoctor.model.hang_analysis import HangDiagnosis, diagnose
-from ddpdoctor.model.hang_evidence import EvidenceError
+if TYPE_CHECKING:
+    from ddpdoctor.model.hang_analysis import HangDiagnosis
+    from ddpdoctor.model.hang_evidence import EvidenceError
 
 DESCRIPTION = (
     "Diagnose a hung or crashed distributed job from saved evidence: the folders `ddpdoctor watch` "
@@ -28,6 +29,20 @@ DESCRIPTION = (
 )
 
 __all__ = ["EvidenceError", "HangDiagnosis", "analyse", "attach_lint", "print_diagnosis"]
+
+
+def __getattr__(name: str):
+    """The diagnosis model is imported when first used, not when the CLI builds its parser (every
+    ddpdoctor command, `lint` included, would pay for compiling it)."""
+    if name == "HangDiagnosis":
+        from ddpdoctor.model.hang_analysis import HangDiagnosis
+
+        return HangDiagnosis
+    if name == "EvidenceError":
+        from ddpdoctor.model.hang_evidence import EvidenceError
+
+        return EvidenceError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -69,6 +84,7 @@ def attach_lint(diag: HangDiagnosis) -> None:
 
 def analyse(dirs: list[Path], allow_pickle: bool = False, lint: bool = True) -> HangDiagnosis:
     """Read the evidence under ``dirs`` and diagnose it. Raises EvidenceError naming the bad file."""
+    from ddpdoctor.model.hang_analysis import diagnose
     from ddpdoctor.probes.hang_files import collector_paused, read_evidence
 
     with collector_paused():  # the diagnosis walks the same millions of entries
@@ -86,6 +102,8 @@ def print_diagnosis(diag: HangDiagnosis, console: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+
+    from ddpdoctor.model.hang_evidence import EvidenceError
 
     try:
         diag = analyse([Path(d) for d in args.dirs], allow_pickle=args.allow_pickle, lint=not args.no_lint)

@@ -109,24 +109,25 @@ class ModuleAnalysis:
         # one walk over the tree: the nodes rules look for, by type (parents only when a rule asks)
         self.by_type: dict[type, list[ast.AST]] = {}
         by_type = self.by_type
+        per_class: dict[type, tuple] = {}  # class -> (append to its list, its child fields): one lookup
         stack: list = [tree]
         pop, push, extend = stack.pop, stack.append, stack.extend
         AST = ast.AST
         while stack:
             node = pop()
-            if not isinstance(node, AST):
-                continue  # an absent optional child (None), the None keys of {**d}, a name
             cls = node.__class__
-            nodes = by_type.get(cls)
-            if nodes is None:
+            entry = per_class.get(cls)
+            if entry is None:
+                if not isinstance(node, AST):
+                    continue  # a name or constant in a field not listed in _SCALAR_FIELDS, a None key
                 nodes = by_type[cls] = []
-            nodes.append(node)
-            fields = _FIELDS.get(cls)
-            for name in fields if fields is not None else _child_fields(cls):
+                entry = per_class[cls] = (nodes.append, _child_fields(cls))
+            entry[0](node)
+            for name in entry[1]:
                 v = getattr(node, name, None)
                 if v.__class__ is list:
                     extend(v)
-                else:
+                elif v is not None:  # an absent optional child
                     push(v)
         for nodes in by_type.values():
             nodes.reverse()  # the stack walk pops the last child first; restore source order within a type
@@ -679,10 +680,17 @@ class ModuleAnalysis:
         """For the interpreter: a FuncRef that walks a project function with its own file's names."""
         if self.project is None:
             return None
+        # every rank of every world size asks the same names: answered once per entry point's runs
+        # (kept with this resolver only, so nothing outlives the runs)
+        memo: dict[tuple[str, str | None], FuncRef | None] = {}
 
         def resolve(name: str, importer: str | None):
+            key = (name, importer)
+            if key in memo:
+                return memo[key]
             found = self.resolve(name, importer)
             if found is None:
+                memo[key] = None
                 return None
             other, fn = found
             ctx = other.__dict__.get("_context")
@@ -691,7 +699,8 @@ class ModuleAnalysis:
                     other.path, other.aliases, {**other._defs, "__name__": Path(other.path).stem}
                 )
                 other.__dict__["_context"] = ctx
-            return FuncRef(fn, ctx=ctx)
+            memo[key] = ref = FuncRef(fn, ctx=ctx)
+            return ref
 
         return resolve
 

@@ -95,20 +95,7 @@ class Flow:
 
     def _run(self) -> None:
         m = self.m
-        funcs: dict[str, list] = {}
-        for fn in m.functions:
-            funcs.setdefault(fn.name, []).append(fn)
-        classes = {c.name: c for c in m.nodes(ast.ClassDef)}
-        assigns = m.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
-        returns = m.nodes(ast.Return)
-        for_loops = m.nodes(ast.For, ast.AsyncFor, ast.comprehension)
-        withs = m.nodes(ast.withitem)
-        # only calls of this file's functions and classes can pass the value on
-        local_calls = [
-            (call, callee)
-            for call, _q in m.calls
-            if (callee := _callee(call)) is not None and (callee in funcs or callee in classes)
-        ]
+        funcs, classes, assigns, returns, for_loops, withs, local_calls = _static(m)
         for _ in range(_ROUNDS):
             changed = False
             for a in assigns:
@@ -121,12 +108,7 @@ class Flow:
             for w in withs:
                 if w.optional_vars is not None and self.carries(w.context_expr):
                     changed |= self._add(w.optional_vars, w.context_expr.lineno)
-            for r in returns:
-                if r.value is None:
-                    continue
-                fn = m.enclosing_function(r)
-                if fn is None:
-                    continue
+            for r, fn in returns:
                 pos: set[int | None] = set()
                 if isinstance(r.value, ast.Tuple):
                     pos = {i for i, v in enumerate(r.value.elts) if self.carries(v)}
@@ -172,6 +154,35 @@ class Flow:
                     changed |= self._add(tgt, getattr(loop, "lineno", it.lineno))
             if not changed:
                 break
+
+
+def _static(m) -> tuple:
+    """What every Flow of a file goes over, round after round; found once per file (a rule may
+    follow several seeds through one big file)."""
+    found = m.__dict__.get("_flow_static")
+    if found is not None:
+        return found
+    funcs: dict[str, list] = {}
+    for fn in m.functions:
+        funcs.setdefault(fn.name, []).append(fn)
+    classes = {c.name: c for c in m.nodes(ast.ClassDef)}
+    assigns = m.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
+    # (return, its function) for the returns of a value inside a function
+    returns = [
+        (r, fn)
+        for r in m.nodes(ast.Return)
+        if r.value is not None and (fn := m.enclosing_function(r)) is not None
+    ]
+    for_loops = m.nodes(ast.For, ast.AsyncFor, ast.comprehension)
+    withs = m.nodes(ast.withitem)
+    # only calls of this file's functions and classes can pass the value on
+    local_calls = [
+        (call, callee)
+        for call, _q in m.calls
+        if (callee := _callee(call)) is not None and (callee in funcs or callee in classes)
+    ]
+    found = m.__dict__["_flow_static"] = (funcs, classes, assigns, returns, for_loops, withs, local_calls)
+    return found
 
 
 def _callee(call: ast.Call) -> str | None:

@@ -27,8 +27,18 @@ def collect_aliases(imports) -> dict[str, str]:
     return out
 
 
+_Name, _Attribute = ast.Name, ast.Attribute
+
+
 def dotted(expr: ast.AST) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None (no alias resolution)."""
+    # rules ask this of every call and name, often many times: a bare name and ``x.y`` (most of the
+    # answers) without building a list
+    cls = expr.__class__
+    if cls is _Name:
+        return expr.id
+    if cls is _Attribute and expr.value.__class__ is _Name:
+        return f"{expr.value.id}.{expr.attr}"
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)

@@ -14,6 +14,7 @@ import hashlib
 import os
 import warnings
 from collections import OrderedDict
+from functools import cached_property
 from pathlib import Path
 
 _MAX_BYTES = 2_000_000  # a module bigger than this is not followed (generated code, vendored data)
@@ -32,9 +33,10 @@ class Project:
                 self.by_name.setdefault(name, f)
         self._analyses: OrderedDict[Path, object] = OrderedDict()
 
-    @property
+    @cached_property
     def signature(self) -> str:
-        """Changes when any file of the project changes (it goes into each file's cache key)."""
+        """Changes when any file of the project changes (it goes into each file's cache key); worked
+        out once per run (a stat of every file)."""
         h = hashlib.sha1()
         for f in sorted(self.files):
             try:

@@ -287,16 +287,36 @@ def _is_plain_constant(v: ast.AST) -> bool:
     return isinstance(v, ast.Constant) or (isinstance(v, ast.UnaryOp) and isinstance(v.operand, ast.Constant))
 
 
+def _functions_named(m) -> dict[str, list]:
+    """This file's defs by name, in source order (built once per file)."""
+    out = m.__dict__.get("_functions_by_name")
+    if out is None:
+        out = m.__dict__["_functions_by_name"] = {}
+        for fn in m.functions:
+            out.setdefault(fn.name, []).append(fn)
+    return out
+
+
 def _local_predicate_kind(m, name: str, depth: int) -> str | None:
-    """``def is_main_process(): return get_rank() == 0`` in this file: the kind of its test."""
-    for fn in m.functions:
-        if fn.name == name:
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Return) and node.value is not None:
-                    k = guard_kind(m, node.value, depth + 1)
-                    if k is not None:
-                        return k[0] if isinstance(k, tuple) else k
-    return None
+    """``def is_main_process(): return get_rank() == 0`` in this file: the kind of its test. Memoised
+    per file, name, depth and strictness: a big file asks about one predicate from many places, and
+    each answer walks the function and follows the tests it returns."""
+    memo = m.__dict__.setdefault("_predicate_kind_memo", {})
+    key = (name, depth, bool(m.__dict__.get("_rank_strict")))
+    if key in memo:
+        return memo[key]
+    out = None
+    for fn in _functions_named(m).get(name, ()):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Return) and node.value is not None:
+                k = guard_kind(m, node.value, depth + 1)
+                if k is not None:
+                    out = k[0] if isinstance(k, tuple) else k
+                    break
+        if out is not None:
+            break
+    memo[key] = out
+    return out
 
 
 def guard_kind(m, test: ast.AST | None, depth: int = 0):
@@ -324,7 +344,7 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         if name in _PREDICATES:
             local = _local_predicate_kind(m, name, depth)
             return (local or _PREDICATES[name],)
-        if any(f.name == name for f in m.functions):
+        if name in _functions_named(m):
             k = _local_predicate_kind(m, name, depth)
             if k is not None and any(w in name.lower() for w in ("main", "master", "rank", "zero")):
                 return (k,)

@@ -234,3 +234,84 @@ def test_enclosing_statements_match_the_parent_map(path):
             path.name,
             node.lineno,
         )
+
+
+def test_chunks_hold_every_file_once_biggest_first(tmp_path):
+    from ddpdoctor.lint.engine import _CHUNKS_PER_JOB, _chunks
+
+    sizes = [5000, 3, 700, 0, 12, 4000, 90, 90, 1] + list(range(40))
+    files = []
+    for i, n in enumerate(sizes):
+        p = tmp_path / f"f{i}.py"
+        p.write_bytes(b"x" * n)
+        files.append(p)
+    files.append(tmp_path / "gone.py")  # unreadable: size 0, still linted (and reported)
+    for jobs in (1, 2, 3):
+        chunks = _chunks(files, jobs)
+        flat = [f for c in chunks for f in c]
+        assert sorted(flat) == sorted(map(str, files))  # each file exactly once
+        got = [Path(f).stat().st_size if Path(f).exists() else 0 for f in flat]
+        assert got == sorted(got, reverse=True)  # biggest first, so costly files start early
+        assert chunks[0] == [str(files[0])]  # a file over a chunk's share goes alone
+        assert len(chunks) <= jobs * _CHUNKS_PER_JOB + 1
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_memoised_predicate_kinds_match_a_fresh_answer(path):
+    """guard_kind remembers what each local predicate (``is_main_process()``) returns: every test of
+    a file answered in turn on one analysis equals the answer on a fresh analysis of that test alone."""
+    from ddpdoctor.lint.ranks import guard_kind, strict_rank_kind
+
+    shared = _module(path)
+    if shared is None:
+        return
+    tests = [n.test for n in shared.nodes(ast.If, ast.While)]
+    for i, test in enumerate(tests):
+        fresh = _module(path)
+        fresh_test = [n.test for n in fresh.nodes(ast.If, ast.While)][i]
+        assert guard_kind(shared, test) == guard_kind(fresh, fresh_test), (path.name, test.lineno)
+        fresh_call = fresh_test if isinstance(fresh_test, ast.Call) else None
+        if fresh_call is not None:
+            assert strict_rank_kind(shared, test) == strict_rank_kind(fresh, fresh_call)
+
+
+def _reference_dotted(expr) -> str | None:
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    return ".".join(reversed([*parts, expr.id])) if isinstance(expr, ast.Name) else None
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_dotted_fast_paths_match_the_plain_chain_walk(path):
+    m = _module(path)
+    if m is None:
+        return
+    for node in ast.walk(m.tree):
+        assert dotted(node) == _reference_dotted(node), ast.dump(node)[:80]
+
+
+@pytest.mark.parametrize("kind", ["script", "cluster"])
+def test_discovery_by_kind_skips_only_modules_of_other_kinds(kind):
+    """discover(kind=...) reads each built-in check's source and imports only the ones declaring that
+    KIND: the same checks as importing them all and filtering."""
+    from ddpdoctor.registry import discover as discover_checks
+
+    every = [s for s in discover_checks() if s.kind == kind]
+    assert [(s.code, s.module) for s in discover_checks(kind=kind)] == [(s.code, s.module) for s in every]
+    assert every
+
+
+def test_lint_imports_no_cluster_check():
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; from ddpdoctor.lint.rules import script_rules; script_rules(); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('ddpdoctor.checks.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = [m.rsplit(".", 1)[-1] for m in json.loads(out)]
+    assert loaded and all(m.startswith(("ddp", "_")) for m in loaded), loaded
