@@ -40,14 +40,13 @@ def _waiting_helpers(m) -> set[str]:
     req.wait()``): handing them the request waits it."""
     cached = m.__dict__.get("_ddp203_waiters")
     if cached is None:
-        cached = m.__dict__["_ddp203_waiters"] = {
-            fn.name
-            for fn in m.functions
-            if any(
-                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "wait"
-                for n in ast.walk(fn)
-            )
-        }
+        # every function around a `.wait()` call, from the module's call index (no walk per function)
+        cached = m.__dict__["_ddp203_waiters"] = set()
+        for call in m.method_calls("wait"):
+            fn = m.enclosing_function(call)
+            while fn is not None:
+                cached.add(fn.name)
+                fn = m.enclosing_function(fn)
     return cached
 
 

@@ -79,7 +79,13 @@ def _collectives_in(m, body: list[ast.stmt], depth: int = 0) -> list[tuple[ast.C
 def check(m):
     if not m.uses_distributed:
         return
+    # Only the lines holding a call named like a file-system test are worth walking an `if` test for.
+    fs_lines = {c.lineno for c, q in m.calls if (q or dotted(c.func) or "").rsplit(".", 1)[-1] in _FS_METHODS}
+    if not fs_lines:
+        return
     for node in m.nodes(ast.If):
+        if not any(node.test.lineno <= ln <= node.test.end_lineno for ln in fs_lines):
+            continue
         probe = _asks_file_system(m, node.test)
         if probe is None or m.is_rank_guard(node.test):
             continue
