@@ -18,25 +18,23 @@ def _codes(text: str) -> list[str]:
     return [c.strip().upper() for c in text.split(",") if c.strip()]
 
 
-def _count(text: str) -> int:
-    """A count of nodes or ranks: a whole number of at least 1 (argparse names the option on error)."""
+def _whole(text: str, least: int) -> int:
     try:
         n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    if n < least:
+        raise argparse.ArgumentTypeError(f"must be {'at least 1' if least == 1 else '0 or more'}, got {n}")
     return n
+
+
+def _count(text: str) -> int:
+    """A count of nodes or ranks: a whole number of at least 1 (argparse names the option on error)."""
+    return _whole(text, 1)
 
 
 def _rank(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
-    return n
+    return _whole(text, 0)
 
 
 def _seconds(text: str) -> float:
