@@ -610,6 +610,18 @@ class Walker:
         return frame
 
 
+def _is_none_test(test: ast.AST) -> bool:
+    """``name is None`` or ``name is not None``."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.left, ast.Name)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
+
+
 def _refine(test: ast.AST, value: bool, s: State) -> None:
     """What a path learns from taking a branch: ``if flag and x is None`` true sets both."""
     env = s.env
@@ -618,14 +630,7 @@ def _refine(test: ast.AST, value: bool, s: State) -> None:
             env[test.id] = value
     elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         _refine(test.operand, not value, s)
-    elif (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
-        and isinstance(test.left, ast.Name)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
+    elif _is_none_test(test):
         is_none = value if isinstance(test.ops[0], ast.Is) else not value
         cur = env.get(test.left.id, UNK)
         if cur is UNK or cur is NOT_NONE:
@@ -649,14 +654,7 @@ def _static_truth(test: ast.AST, s: State) -> object:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         t = _static_truth(test.operand, s)
         return UNK if t is UNK else not t
-    if (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
-        and isinstance(test.left, ast.Name)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
+    if _is_none_test(test):
         v = env.get(test.left.id, UNK)
         if v is None:
             r = True

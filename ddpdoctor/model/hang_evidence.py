@@ -379,14 +379,18 @@ def _entry_checked(r: _Reader, e: Any, we: str) -> FROp:
     )
 
 
+def _check_header(r: _Reader, d: dict, fmt: str) -> None:
+    if d.get("format") != fmt:
+        raise r.fail("format", f"expected {fmt!r}, found {d.get('format')!r}")
+    if d.get("version") != 1:
+        raise r.fail("version", f"this ddpdoctor reads version 1, found {d.get('version')!r}")
+
+
 def rank_from_dict(d: Any, path: str) -> RankEvidence:
     """A ``ddpdoctor-hang-evidence`` v1 document."""
     r = _Reader(path)
     d = r.obj(d, "")
-    if d.get("format") != EVIDENCE_FORMAT:
-        raise r.fail("format", f"expected {EVIDENCE_FORMAT!r}, found {d.get('format')!r}")
-    if d.get("version") != 1:
-        raise r.fail("version", f"this ddpdoctor reads version 1, found {d.get('version')!r}")
+    _check_header(r, d, EVIDENCE_FORMAT)
     rank = r.int_(d, "rank", "")
     world = r.int_(d, "world_size", "")
     if rank < 0 or world < 1 or rank >= world:
@@ -454,10 +458,7 @@ def torch_dump_from_dict(d: Any, path: str, rank: int) -> RankEvidence:
 def watch_from_dict(d: Any, path: str) -> WatchInfo:
     r = _Reader(path)
     d = r.obj(d, "")
-    if d.get("format") != WATCH_FORMAT:
-        raise r.fail("format", f"expected {WATCH_FORMAT!r}, found {d.get('format')!r}")
-    if d.get("version") != 1:
-        raise r.fail("version", f"this ddpdoctor reads version 1, found {d.get('version')!r}")
+    _check_header(r, d, WATCH_FORMAT)
     outcome = r.str_(d, "outcome", "")
     if outcome not in OUTCOMES:
         raise r.fail("outcome", f"expected one of {', '.join(OUTCOMES)}, found {outcome!r}")

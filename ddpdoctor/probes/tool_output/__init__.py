@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ddpdoctor.probes.tool_output import cuda_p2p, nccl_tests, nvbandwidth, perftest
-from ddpdoctor.probes.tool_output.common import (
+from ddpdoctor.model.tool_runs import (
     BwMatrix,
     Device,
     Half,
@@ -22,6 +21,7 @@ from ddpdoctor.probes.tool_output.common import (
     RdmaRun,
     ToolOutputError,
 )
+from ddpdoctor.probes.tool_output import cuda_p2p, nccl_tests, nvbandwidth, perftest
 
 __all__ = [
     "BwMatrix",

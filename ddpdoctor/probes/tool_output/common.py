@@ -1,21 +1,11 @@
-"""Helpers the tool-output parsers share; the parsed shapes themselves live in ddpdoctor/model/tool_runs.py
-(pure data the import model builds reports from)."""
+"""Helpers the tool-output parsers share; the parsed shapes live in ddpdoctor/model/tool_runs.py (pure
+data the import model builds reports from)."""
 
 from __future__ import annotations
 
 import math
 
-from ddpdoctor.model.tool_runs import (  # noqa: F401  (re-exported for the parsers)
-    BwMatrix,
-    Device,
-    Half,
-    NcclRow,
-    NcclRun,
-    Parsed,
-    RdmaRow,
-    RdmaRun,
-    ToolOutputError,
-)
+from ddpdoctor.model.tool_runs import ToolOutputError
 
 
 def to_float(tok: str) -> float | None:

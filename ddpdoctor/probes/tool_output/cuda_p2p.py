@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ddpdoctor.probes.tool_output.common import BwMatrix, Device, ToolOutputError, read_grid
+from ddpdoctor.model.tool_runs import BwMatrix, Device, ToolOutputError
+from ddpdoctor.probes.tool_output.common import read_grid
 
 _DEVICE_RE = re.compile(r"^Device:\s*(\d+),\s*(.+?),\s*pciBusID:\s*(\w+)")
 _TITLE_RE = re.compile(r"^(.*Matrix)\s*\((GB/s|us)\)\s*$")

@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpdoctor.probes.tool_output.common import Device, Half, NcclRow, NcclRun, ToolOutputError, to_float
+from ddpdoctor.model.tool_runs import Device, Half, NcclRow, NcclRun, ToolOutputError
+from ddpdoctor.probes.tool_output.common import to_float
 
 # program stem without "_perf", underscores dropped -> our collective names (model/busbw.py)
 _OPS = {

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import re
 
-from ddpdoctor.probes.tool_output.common import BwMatrix, Device, ToolOutputError, read_grid, to_float
+from ddpdoctor.model.tool_runs import BwMatrix, Device, ToolOutputError
+from ddpdoctor.probes.tool_output.common import read_grid, to_float
 
 _VERSION_RE = re.compile(r"^nvbandwidth Version:\s*(\S+)")
 _DRIVER_RE = re.compile(r"^Driver Version:\s*(\S+)")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ddpdoctor.probes.tool_output.common import RdmaRow, RdmaRun, ToolOutputError, to_float
+from ddpdoctor.model.tool_runs import RdmaRow, RdmaRun, ToolOutputError
+from ddpdoctor.probes.tool_output.common import to_float
 
 _BANNER_RE = re.compile(r"^\s*(RDMA_Write|RDMA_Read|Send|Atomic \w+)\s+BW Test\s*$")
 _TESTS = {"RDMA_Write": "ib_write_bw", "RDMA_Read": "ib_read_bw", "Send": "ib_send_bw"}
