@@ -104,4 +104,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, LintInputError, RegistryError) as e:
         print(f"ddpdoctor lint: {e}", file=sys.stderr)
         return 2
-    return 1 if findings and not args.exit_zero else 0
+    from ddpdoctor.lint.engine import is_budget_note
+
+    failing = [f for f in findings if not is_budget_note(f)]
+    return 1 if failing and not args.exit_zero else 0

@@ -103,6 +103,10 @@ def discover(paths: list[str], exclude: tuple[str, ...] = ()) -> list[Path]:
                         path = rootp / f
                         if match is None or match(str(path)) is None:
                             out.append(path)
+        elif os.path.lexists(p):
+            from ddpdoctor.boundary.inputs import file_kind
+
+            raise LintInputError(f"{raw}: is {file_kind(os.lstat(p).st_mode)}, not a Python file or a folder")
         else:
             raise LintInputError(f"{raw}: no such file or directory")
     return out

@@ -72,12 +72,13 @@ class Project:
             self._analyses.move_to_end(path)
             return self._analyses[path]
         from ddpdoctor.lint.analysis import ModuleAnalysis
+        from ddpdoctor.boundary.inputs import read_bytes
         from ddpdoctor.lint.files import decode
 
         out = None
         try:
-            if path.stat().st_size <= _MAX_BYTES:
-                text = decode(path.read_bytes())
+            if path.stat().st_size <= _MAX_BYTES:  # InputError (a FIFO, a device) is a ValueError
+                text = decode(read_bytes(path, "Python file", _MAX_BYTES))
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     tree = ast.parse(text, filename=str(path))
@@ -116,6 +117,8 @@ class Project:
         return index.get((str(Path(path)), name), [])
 
     def _caller_index(self) -> dict[tuple[str, str], list]:
+        from ddpdoctor.boundary.inputs import InputError, read_bytes
+        from ddpdoctor.lint.engine import FILE_LIMIT
         from ddpdoctor.lint.files import worth_parsing
         from ddpdoctor.lint.names import dotted
 
@@ -123,10 +126,10 @@ class Project:
         if len(self.files) > self.MAX_CALLER_INDEX:
             return out
         for f in self.files:
-            try:
-                if not worth_parsing(f.read_bytes()):
+            try:  # the input boundary: never a blocking read of a FIFO named *.py
+                if not worth_parsing(read_bytes(f, "Python file", FILE_LIMIT)):
                     continue
-            except OSError:
+            except InputError:
                 continue
             mod = self.analysis(f)
             if mod is None:
