@@ -53,9 +53,9 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file", limit: int = TE
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise InputError(path, "no such file", f"give the path of the {what}") from None
+        raise InputError(path, f"cannot read {what}: no such file", "check the path") from None
     except OSError as e:
-        raise InputError(path, f"cannot open the {what}: {e.strerror or e}", "check the path and its permissions") from None
+        raise InputError(path, f"cannot read {what}: {e.strerror or e}", "check the path and its permissions") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -85,10 +85,9 @@ def decode_text(data: bytes, path: str | os.PathLike[str], what: str = "file") -
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
         hint = " (UTF-16?)" if b"\x00" in data[:4096] else ""
         raise InputError(path, f"not UTF-8 text{hint}: byte {e.start} cannot be decoded",
-                         f"give the {what} as UTF-8 text", line=line) from None
+                         f"give the {what} as UTF-8 text") from None
 
 
 def read_text(path: str | os.PathLike[str], what: str = "file", limit: int = TEXT_LIMIT) -> str:

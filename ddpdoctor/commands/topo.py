@@ -41,12 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not a text file") from None
+    from ddpdoctor.boundary.inputs import read_text
+
+    return read_text(path, "topology file")  # InputError is a ValueError naming the path
 
 
 def build_node(args: argparse.Namespace):
