@@ -109,6 +109,13 @@ def _inputs(bed: Bed) -> dict[str, str]:
     (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     (d / "bigint.json").write_text('{"schema_version": ' + "9" * 5000 + "}")
     (d / "folder").mkdir()
+    for name, make in (("hang_fifo", os.mkfifo), ("hang_deep", None), ("hang_bigint", None)):
+        (d / name).mkdir()
+        f = d / name / "rank-0.json"  # a name `hang` reads as evidence
+        if make:
+            make(f)
+        else:
+            f.write_text((d / f"{name[5:]}.json").read_text())
     (d / "empty").mkdir()
     (d / "lintfifo").mkdir()
     os.mkfifo(d / "lintfifo" / "x.py")
@@ -119,15 +126,16 @@ def _inputs(bed: Bed) -> dict[str, str]:
     (d / "utf16" / "u.py").write_bytes("import torch.distributed as dist\ndist.barrier()\n".encode("utf-16"))
     (d / "bigint.yaml").write_text("name: x\npriority: " + "9" * 5000 + "\n")
     report = json.loads(SAMPLE.read_text())
-    report["checks"][0]["title"] = "closing [/red] tag"
-    report["checks"][0]["summary"] = "[enforce fail at store.cpp:12] peer gone"
+    report["checks"][0]["title"] = "a [/red] b"
+    report["checks"][0]["summary"] = "[enforce fail] x"
     (d / "markup.json").write_text(json.dumps(report))
     report = json.loads(SAMPLE.read_text())
     report["run"]["world_size"] = 10**9
     (d / "huge_world.json").write_text(json.dumps(report))
     (d / "target.txt").write_text("someone's file\n")
     os.symlink(d / "target.txt", d / "link.json")
-    return {p.name: str(p) for p in d.iterdir()} | {"missing_dir": str(d / "no" / "such" / "x.json")}
+    return {p.name: str(p) for p in d.iterdir()} | {
+        f"{p.name}/rank-0.json": str(p / "rank-0.json") for p in d.glob("hang_*")} | {"missing_dir": str(d / "no" / "such" / "x.json")}
 
 
 def _fill(text: str, files: dict[str, str]) -> str:
@@ -149,9 +157,10 @@ TABLE = [
     ("import-devzero", ["import", "/dev/zero"], 2, ["/dev/zero", "character device"]),
     ("profiles-fifo", ["profiles", "validate", "{fifo.json}"], 2, ["fifo.json", "FIFO"]),
     ("profiles-bigint", ["profiles", "validate", "{bigint.yaml}"], 2, ["bigint.yaml"]),
-    ("hang-fifo", ["hang", "{fifo.json}"], 2, ["fifo.json", "FIFO"]),
-    ("hang-deep", ["hang", "{deep.json}"], 2, ["deep.json", "nested too deeply"]),
-    ("hang-bigint", ["hang", "{bigint.json}"], 2, ["bigint.json", "4,300"]),
+    ("hang-fifo", ["hang", "{hang_fifo/rank-0.json}"], 2, ["rank-0.json", "FIFO"]),
+    ("hang-deep", ["hang", "{hang_deep/rank-0.json}"], 2, ["rank-0.json", "nested too deeply"]),
+    ("hang-bigint", ["hang", "{hang_bigint/rank-0.json}"], 2, ["rank-0.json", "4,300"]),
+    ("hang-deep-folder", ["hang", "{hang_deep}"], 2, ["rank-0.json", "nested too deeply"]),
     ("tui-fifo", ["tui", "{fifo.json}"], 2, ["fifo.json", "FIFO"]),
     ("tui-deep", ["tui", "{deep.json}"], 2, ["deep.json", "nested too deeply"]),
     ("tui-bigint", ["tui", "{bigint.json}"], 2, ["bigint.json", "4,300"]),
@@ -219,7 +228,7 @@ def test_markup_in_data_is_shown_as_written(bed):
     files = _inputs(bed)
     got = bed.run("report", "show", files["markup.json"])
     assert "Traceback" not in got.stderr and got.returncode in (0, 1), got.stderr
-    assert "closing [/red] tag" in got.stdout and "[enforce fail at store.cpp:12]" in got.stdout
+    assert "a [/red] b" in got.stdout and "[enforce fail] x" in got.stdout
     # not a terminal: plain text, ASCII boxes, no escape codes
     assert "\x1b[" not in got.stdout and not any(c in got.stdout for c in "─━│┃╭")
 

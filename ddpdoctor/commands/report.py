@@ -27,7 +27,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         from ddpdoctor.report.render_text import print_report
 
-        print_report(report, verbose=args.verbose)
+        from ddpdoctor.report.console import make_console
+
+        print_report(report, make_console(), verbose=args.verbose)
     elif args.action == "junit":
         from ddpdoctor.report.render_junit import to_junit
 
