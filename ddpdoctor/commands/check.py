@@ -118,7 +118,7 @@ def run_inputs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def list_checks() -> int:
-    from rich.console import Console
+    from ddpdoctor.report.console import make_console
     from rich.table import Table
     from rich.text import Text
 
@@ -133,7 +133,7 @@ def list_checks() -> int:
             what.append(f"\n{s.blurb}", style="dim")
         table.add_row(Text(s.code), s.kind, what, f"{s.budget_s:g} s" if s.kind == "cluster" else "",
                       ",".join(s.suites) if s.kind == "cluster" else "")
-    Console().print(table)
+    make_console().print(table)
     return 0
 
 

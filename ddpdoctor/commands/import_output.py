@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpdoctor.model.imported import build_report
     from ddpdoctor.probes.tool_output import ToolOutputError, parse_file
     from ddpdoctor.report.io import save_report
+    from ddpdoctor.report.console import make_console
     from ddpdoctor.report.render_text import print_report
 
     try:
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ddpdoctor import: --profile: {e}", file=sys.stderr)
         return 2
     report = build_report(parsed, profiles, chosen, off=wanted == "none")
-    print_report(report, verbose=args.verbose)
+    print_report(report, make_console(), verbose=args.verbose)
     prof = report.run.get("profile") or {}
     if prof.get("how") == "none":
         facts = report.run.get("facts") or {}

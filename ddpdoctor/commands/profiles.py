@@ -144,11 +144,11 @@ def _validate(args, out) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from ddpdoctor.report.console import make_console
 
     from ddpdoctor.baselines import ProfileError
 
-    out = Console()
+    out = make_console()
     action = args.action or "list"
     if action == "list" and not hasattr(args, "json"):
         args.json = False

@@ -119,12 +119,12 @@ def _snapshots_in_report(doc: dict) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from rich.console import Console
+    from ddpdoctor.report.console import make_console
 
     from ddpdoctor.model.topo_offline import diagnose
     from ddpdoctor.report.model import Report
 
-    out = Console()
+    out = make_console()
     try:
         if args.snapshots:
             if args.save or args.nvidia_smi_topo or args.nccl_topo or args.ibstat:

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _diagnose(result, json_path: str | None) -> int:
-    from rich.console import Console
+    from ddpdoctor.report.console import make_console
 
     from ddpdoctor.commands.hang import EvidenceError, analyse, print_diagnosis
 
@@ -125,7 +125,7 @@ def _diagnose(result, json_path: str | None) -> int:
     except EvidenceError as e:
         print(f"ddpdoctor watch: cannot read the evidence: {e}", file=sys.stderr)
         return 2
-    console = Console(width=None if sys.stdout.isatty() else 80)
+    console = make_console()
     print_diagnosis(diag, console)
     print(f"evidence: {result.dumps}/ (again: ddpdoctor hang {result.dumps})")
     if json_path:
