@@ -120,6 +120,8 @@ def _inputs(bed: Bed) -> dict[str, str]:
     (d / "lintfifo").mkdir()
     os.mkfifo(d / "lintfifo" / "x.py")
     (d / "lintfifo" / "ok.py").write_text("import torch.distributed as dist\n")
+    (d / "checkfifo").mkdir()
+    os.mkfifo(d / "checkfifo" / "c.py")
     (d / "random").mkdir()
     (d / "random" / "r.py").write_bytes(bytes(range(256)) * 16)
     (d / "utf16").mkdir()
@@ -199,6 +201,8 @@ TABLE = [
     ("tui-passthrough-output", ["tui", "--", "--json", "/dev/full"], 2, ["--json /dev/full"]),
     ("check-nodes-0", ["check", "--nodes", "0"], 2, ["--nodes", "at least 1"]),
     ("check-rdzv-timeout-nan", ["check", "--rdzv-timeout", "nan"], 2, ["--rdzv-timeout"]),
+    ("check-script-fifo", ["check", "--script", "{fifo.json}"], 2, ["--script", "not a regular file"]),
+    ("check-checks-path-fifo", ["check", "--checks-path", "{checkfifo}"], 2, ["c.py", "FIFO"]),
     ("check-local-addr", ["check", "--local-addr", "999.1.1.1", "--select", "ENV001"], 2, ["--local-addr 999.1.1.1"]),
     ("watch-hang-after-nan", ["watch", "--hang-after", "nan", "--", "true"], 2, ["--hang-after"]),
 ]

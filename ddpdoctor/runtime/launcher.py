@@ -101,8 +101,9 @@ def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:
     if not specs:
         _error("ddpdoctor check: no checks selected; see `ddpdoctor check --list` for the codes")
         return 2
-    if args.script and not Path(args.script).exists():
-        _error(f"ddpdoctor check: --script {args.script}: no such file or folder")
+    if args.script and not (Path(args.script).is_file() or Path(args.script).is_dir()):
+        what = "not a regular file or a folder" if os.path.lexists(args.script) else "no such file or folder"
+        _error(f"ddpdoctor check: --script {args.script}: {what}; give the training script or its folder")
         return 2
     gpus = visible_gpus() if args.backend in ("auto", "nccl") else 0
     backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
@@ -319,6 +320,9 @@ def follower_line(report: Report, args: argparse.Namespace, host: str) -> str:
 
 
 def attach_lint(report: Report, script: str) -> None:
-    from ddpdoctor.lint import lint_paths
+    from ddpdoctor.lint import LintInputError, lint_paths
 
-    report.lint = list(lint_paths([script]))
+    try:
+        report.lint = list(lint_paths([script]))
+    except LintInputError as e:  # changed during the run: the measurements stand, the lint is said missing
+        report.run.setdefault("warnings", []).append(f"--script: not linted: {e}")
