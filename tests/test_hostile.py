@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -311,3 +312,34 @@ def test_a_taken_rendezvous_port_is_named(bed):
     assert got.returncode == 2 and "rendezvous port taken" in got.stderr and str(port) in got.stderr, got.stderr
     assert "Traceback" not in got.stderr
     assert bed.still_running() == [] and bed.left_behind() == []
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux `script` for a terminal")
+def test_sigterm_ends_the_tui_and_its_live_run(bed):
+    """The app on a terminal (util-linux `script` gives it one), a live run going: SIGTERM ends the
+    check it started, removes its temp folder, and exits 143."""
+    fake = REPO / "tests" / "tui" / "data" / "fake_check.py"
+    inner = f"{sys.executable} -m ddpdoctor tui --check-cmd '{sys.executable} {fake} --hang'"
+    outer = subprocess.Popen(["script", "-qec", inner, "/dev/null"], cwd=bed.work, env=bed.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        tui = check = None
+        while time.monotonic() < deadline and check is None:
+            for p in _ours(bed.token):
+                cmd = " ".join(p.cmdline())
+                if "ddpdoctor tui" in cmd and "script" not in cmd:
+                    tui = p
+                if "fake_check.py --hang --events" in cmd:
+                    check = p
+            time.sleep(0.3)
+        assert tui is not None and check is not None, "the TUI never started its live run"
+        tui.send_signal(signal.SIGTERM)
+        out, _ = outer.communicate(timeout=60)
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+    assert b"interrupted (SIGTERM)" in out and b"Traceback" not in out
+    assert outer.returncode == 143
+    assert bed.still_running() == []
+    assert bed.left_behind() == []

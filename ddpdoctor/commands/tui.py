@@ -123,8 +123,35 @@ def run(args: argparse.Namespace) -> int:
     from ddpdoctor.tui.app import DoctorApp
 
     app = DoctorApp(**app_kwargs)
-    result = app.run()
+    try:
+        result = app.run()
+    finally:
+        _end_live_run(app)
+    sig = getattr(app, "signalled", None)
+    if sig is not None:
+        import signal
+
+        print(f"ddpdoctor tui: interrupted ({signal.Signals(sig).name})", file=sys.stderr)
     return app.exit_code if result is None else int(result)
+
+
+def _end_live_run(app) -> None:
+    """Whatever way the app ended (quit, a crash, SIGTERM, SIGHUP): the check it started is ended,
+    and its temp folder goes unless it holds the report (the app named it) or the log of a failure."""
+    import shutil
+
+    run = getattr(app, "run_handle", None)
+    if run is None:
+        return
+    run.kill_now()
+    if run.cfg.workdir is not None:
+        return  # the user's folder
+    if run.report_path.is_file():
+        print(f"report: {run.report_path}")
+    elif app.exit_code == 2 and not run.stopped and run.log_path.is_file():
+        print(f"ddpdoctor tui: the check ended without a report; log: {run.log_path}", file=sys.stderr)
+    else:
+        shutil.rmtree(run.dir, ignore_errors=True)
 
 
 class _ArgumentError(Exception):
