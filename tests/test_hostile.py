@@ -136,6 +136,12 @@ def _inputs(bed: Bed) -> dict[str, str]:
     report["run"]["world_size"] = 10**9
     (d / "huge_world.json").write_text(json.dumps(report))
     (d / "target.txt").write_text("someone's file\n")
+    # A device of our own to write to: a test that fails must not replace the machine's /dev/full
+    # (the code before issue 24 did exactly that). Root makes a char device like /dev/full; others a FIFO.
+    try:
+        os.mknod(d / "device", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    except PermissionError:
+        os.mkfifo(d / "device")
     os.symlink(d / "target.txt", d / "link.json")
     return {p.name: str(p) for p in d.iterdir()} | {
         f"{p.name}/rank-0.json": str(p / "rank-0.json") for p in d.glob("hang_*")} | {"missing_dir": str(d / "no" / "such" / "x.json")}
@@ -176,16 +182,16 @@ TABLE = [
     ("lint-random", ["lint", "--no-cache", "{random}"], 1, ["r.py", "NUL bytes"]),
     ("lint-utf16", ["lint", "--no-cache", "{utf16}"], 1, ["u.py", "UTF-16"]),
     # output paths: checked before any work, never a device, a link, a folder or a new folder
-    ("recommend-json-devfull", ["recommend", str(SAMPLE), "--json", "/dev/full"], 2, ["--json /dev/full", "device"]),
+    ("recommend-json-device", ["recommend", str(SAMPLE), "--json", "{device}"], 2, ["--json {device}", "not a regular file"]),
     ("recommend-json-procfd", ["recommend", str(SAMPLE), "--json", "/proc/self/fd/1"], 2, ["/proc/self/fd/1", "link"]),
     ("recommend-json-symlink", ["recommend", str(SAMPLE), "--json", "{link.json}"], 2, ["link.json", "symbolic link"]),
     ("recommend-json-nodir", ["recommend", str(SAMPLE), "--json", "{missing_dir}"], 2, ["--json", "does not exist"]),
     ("recommend-json-folder", ["recommend", str(SAMPLE), "--json", "{folder}"], 2, ["--json", "is a folder"]),
-    ("import-json-devfull", ["import", str(SAMPLE), "--json", "/dev/full"], 2, ["--json /dev/full"]),
+    ("import-json-device", ["import", str(SAMPLE), "--json", "{device}"], 2, ["--json {device}"]),
     ("hang-json-folder", ["hang", "{folder}", "--json", "{folder}"], 2, ["--json", "is a folder"]),
     ("watch-json-nodir", ["watch", "--json", "{missing_dir}", "--", "true"], 2, ["--json", "does not exist"]),
     ("check-json-folder", ["check", "--json", "{folder}"], 2, ["--json", "is a folder"]),
-    ("check-junit-devfull", ["check", "--junit", "/dev/full"], 2, ["--junit /dev/full", "device"]),
+    ("check-junit-device", ["check", "--junit", "{device}"], 2, ["--junit {device}", "not a regular file"]),
     ("check-badnodes-procfd", ["check", "--bad-nodes", "/proc/self/fd/1"], 2, ["--bad-nodes", "link"]),
     ("check-events-nodir", ["check", "--events", "{missing_dir}"], 2, ["--events", "does not exist"]),
     ("check-writeconfig-symlink", ["check", "--write-config", "{link.json}"], 2, ["--write-config", "symbolic link"]),
@@ -199,7 +205,7 @@ TABLE = [
     ("tui-readme-example", ["tui", "--nodes", "2", "--select", "P2P", "--", "--max-size", "64M"], 2,
      ["--nodes 2", "--rdzv-endpoint"]),
     ("tui-passthrough-bad", ["tui", "--", "--max-size", "64Q"], 2, ["--max-size", "64Q"]),
-    ("tui-passthrough-output", ["tui", "--", "--json", "/dev/full"], 2, ["--json /dev/full"]),
+    ("tui-passthrough-output", ["tui", "--", "--json", "{device}"], 2, ["--json {device}"]),
     ("check-nodes-0", ["check", "--nodes", "0"], 2, ["--nodes", "at least 1"]),
     ("check-rdzv-timeout-nan", ["check", "--rdzv-timeout", "nan"], 2, ["--rdzv-timeout"]),
     ("check-script-fifo", ["check", "--script", "{fifo.json}"], 2, ["--script", "not a regular file"]),
@@ -224,7 +230,7 @@ def test_hostile_input(bed, case, argv, code, words):
     assert bed.left_behind() == []
     after = bed.snapshot()
     assert after == before, f"{case}: files changed: {set(after.items()) ^ set(before.items())}"
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)  # never replaced by a regular file
+    assert not stat.S_ISREG(os.lstat(files["device"]).st_mode)  # never replaced by a regular file
     assert Path(files["target.txt"]).read_text() == "someone's file\n"
     assert not Path(files["missing_dir"]).parent.exists()  # no folder created
 

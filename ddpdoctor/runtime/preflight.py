@@ -110,15 +110,15 @@ def preflight(plan: LaunchPlan) -> None:
 def held_by_other_program(port: int) -> bool:
     """Whether the process listening on ``port`` is known and is not torch's rendezvous (torchrun,
     ddpdoctor or a Python running torch.distributed). Unknown (another user, another namespace): False."""
-    try:
-        import psutil
+    import psutil
 
+    try:
         for c in psutil.net_connections(kind="tcp"):
             if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
                 cmd = " ".join(psutil.Process(c.pid).cmdline())
                 return not any(w in cmd for w in ("torch.distributed.run", "torchrun", "ddpdoctor"))
-    except Exception:
-        pass
+    except (psutil.Error, OSError):
+        return False  # not allowed to look: say nothing rather than guess
     return False
 
 
