@@ -13,8 +13,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.report.model import Finding, Severity, Status
+from ddpdoctor.core.report import Finding, Severity, Status
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 
 SKIP_NO_GPU = "skipped: no NVIDIA GPU"
 _CACHE: dict[str, Any] = {}

@@ -41,9 +41,10 @@ import os
 import re
 import statistics
 
-from ddpdoctor.checkapi import Summary, WorldInfo
+from ddpdoctor.core.report import Finding, Severity, Status
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.busbw import algbw_GBps, busbw_GBps
-from ddpdoctor.report.model import Finding, Severity, Status
 
 CODE = "ALG001"
 TITLE = "NCCL algorithm A/B"

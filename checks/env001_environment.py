@@ -16,8 +16,9 @@ import platform
 import re
 import socket
 
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.report.model import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 
 CODE = "ENV001"
 TITLE = "Environment and version consistency"

@@ -9,7 +9,7 @@ throttling (warning), mixed models on a node (warning), and the odd node (differ
 model: error; different driver: warning). No NVIDIA GPU or driver: skipped.
 """
 
-from ddpdoctor.report.model import Severity
+from ddpdoctor.core.report import Severity
 
 from ._topology import topology_check
 

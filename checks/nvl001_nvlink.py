@@ -9,7 +9,7 @@ with fewer NVLinks to its peers than the others; across nodes, a node whose per-
 differ. A ring runs at the speed of its slowest link, so one missing link slows the whole job.
 """
 
-from ddpdoctor.report.model import Severity
+from ddpdoctor.core.report import Severity
 
 from ._topology import topology_check
 

@@ -24,11 +24,12 @@ from __future__ import annotations
 import statistics
 import time
 
-from ddpdoctor.checkapi import Summary, WorldInfo
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.p2p_analysis import Thresholds, analyze
 from ddpdoctor.model.pair_schedule import make_schedule
 from ddpdoctor.model.sizes import format_size, parse_size
-from ddpdoctor.report.model import Finding, Severity
 
 from ._agree import agree_max, share_rows
 from ._topology import my_cpus

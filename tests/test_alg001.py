@@ -4,8 +4,8 @@ import pytest
 from alg_payloads import MiB, alpha_beta, rank_payloads, world
 from ddpdoctor.checks import alg001_nccl_algo as alg
 
+from ddpdoctor.core.report import Severity, Status
 from ddpdoctor.registry import discover
-from ddpdoctor.report.model import Severity, Status
 from ddpdoctor.runtime.algo_ab import nccl_read_algo
 
 

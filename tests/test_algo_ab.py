@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.runtime.algo_ab import ABORT_KEY, AbPlan, AbRunner
 from ddpdoctor.runtime.context import ClusterContext
 

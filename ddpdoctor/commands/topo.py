@@ -97,7 +97,6 @@ def _load_snapshots(paths: list[str]):
     """Snapshots (``--save`` files), or ddpdoctor check reports: GPU001 keeps each node's snapshot."""
 
     from ddpdoctor.model.topology import NodeTopology
-
     from ddpdoctor.report.io import read_json
 
     nodes = []
@@ -124,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from ddpdoctor.core.report import Report
     from ddpdoctor.model.topo_offline import diagnose
-    from ddpdoctor.report.model import Report
 
     out = Console()
     try:

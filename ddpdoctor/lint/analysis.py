@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ddpdoctor.core.report import Finding, Location, Severity
 from ddpdoctor.lint import ranks as rank_facts
 from ddpdoctor.lint.interp import (
     COLLECTIVES,
@@ -26,7 +27,6 @@ from ddpdoctor.lint.interp import (
     module_defs,
 )
 from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, qualify
-from ddpdoctor.report.model import Finding, Location, Severity
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
 MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped

@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from ddpdoctor.report.model import Finding
+from ddpdoctor.core.report import Finding
 
 _VERSION = "1"
 

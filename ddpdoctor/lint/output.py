@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.lint.rules import PARSE_CODE, confidence
-from ddpdoctor.report.model import Finding, Severity
 
 FORMATS = ("text", "json", "sarif", "github")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpdoctor.core.report import Report, Severity
 from ddpdoctor.model.hostlist import compress_hostlist
-from ddpdoctor.report.model import Report, Severity
 
 
 def blamed_nodes(report: Report) -> list[str]:

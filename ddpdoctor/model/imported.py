@@ -14,13 +14,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
 from ddpdoctor.model import imported_checks as ic
 from ddpdoctor.model.profile_detect import MatchResult, NodeFacts, ReportFacts, rank_profiles
 from ddpdoctor.model.profile_judge import _verdict, apply_profile
 from ddpdoctor.model.profile_schema import Profile
 from ddpdoctor.model.sizes import format_size
 from ddpdoctor.model.tool_runs import Parsed
-from ddpdoctor.report.model import CheckResult, Finding, Report, Severity, Status
 
 IMPORT_HINT = (
     "run `ddpdoctor check` on these nodes: its NVLink, PCIe, InfiniBand and GPUDirect checks say which "

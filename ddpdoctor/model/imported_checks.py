@@ -16,10 +16,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ddpdoctor.core.report import CheckResult, Finding, Severity, status_from_findings
 from ddpdoctor.model.curve import sweep_curves
 from ddpdoctor.model.sizes import format_size
 from ddpdoctor.model.tool_runs import BwMatrix, NcclRun, Parsed, RdmaRun
-from ddpdoctor.report.model import CheckResult, Finding, Severity, status_from_findings
 
 SLOW_FRAC, BAD_FRAC = 0.5, 0.25  # of the peers' median: warning, error (as P2P001's thresholds)
 WRONG_HINT = (

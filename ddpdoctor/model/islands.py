@@ -25,7 +25,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.p2p_links import Links
 
 # Smallest ratio between the slowest fast link and the fastest slow one that counts as a clear gap

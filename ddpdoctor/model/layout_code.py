@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pprint
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.meshes import MeshLayout
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.islands import Islands, find_islands, nvlink_domains
 from ddpdoctor.model.meshes import DIMS, LayoutSpec, MeshLayout, parse_layout
 from ddpdoctor.model.p2p_links import Links

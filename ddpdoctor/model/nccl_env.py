@@ -3,9 +3,9 @@ performance. Judged against a :class:`NodeTopology` (its interfaces, NICs, GPUs 
 
 from __future__ import annotations
 
+from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topo_analysis import parse_gdr_level
 from ddpdoctor.model.topology import NodeTopology
-from ddpdoctor.report.model import Finding, Severity
 
 
 def parse_name_list(value: str) -> tuple[bool, bool, list[str]]:

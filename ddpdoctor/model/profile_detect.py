@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddpdoctor.core.report import Report
 from ddpdoctor.model.profile_schema import Profile
 from ddpdoctor.model.topo_analysis import nvlink_matrix
 from ddpdoctor.model.topology import NodeTopology
-from ddpdoctor.report.model import Report
 
 RDMA_KINDS = ("InfiniBand", "RoCE", "EFA", "RDMA")
 # EFA devices carry the PCI-path names rdma-core gives them ("rdmap79s0", as in aws-ofi-nccl's

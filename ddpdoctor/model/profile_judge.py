@@ -21,10 +21,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status, status_from_findings
 from ddpdoctor.model.profile_detect import MatchResult, as_report
 from ddpdoctor.model.profile_schema import Profile
 from ddpdoctor.model.sizes import format_size
-from ddpdoctor.report.model import CheckResult, Finding, Report, Severity, Status, status_from_findings
 
 _HINTS = {
     "all_reduce_busbw_intra_node": "check NVL001/PCI001 findings and NCCL_P2P_*/NCCL_ALGO overrides "

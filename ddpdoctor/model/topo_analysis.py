@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.spread import fmt_ranks
 from ddpdoctor.model.topology import (
     Gpu,
@@ -20,7 +21,6 @@ from ddpdoctor.model.topology import (
     nvlink_count,
     path_rank,
 )
-from ddpdoctor.report.model import Finding, Severity
 
 # -- NVLink ----------------------------------------------------------------------------------------
 

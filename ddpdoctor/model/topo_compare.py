@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topo_analysis import gdr_verdicts, nvlink_matrix
 from ddpdoctor.model.topology import NodeTopology
-from ddpdoctor.report.model import Finding, Severity
 
 
 def node_facts(node: NodeTopology, concern: str) -> dict[str, Any]:

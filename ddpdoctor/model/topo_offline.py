@@ -7,9 +7,9 @@ agree. Pure: no probing.
 
 from __future__ import annotations
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.report import CheckResult
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.topology import NodeTopology
-from ddpdoctor.report.model import CheckResult
 
 TOPOLOGY_CODES = ("GPU001", "NVL001", "PCI001", "NUMA001", "IB001", "GDR001", "NCCL001")
 

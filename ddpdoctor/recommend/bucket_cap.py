@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ddpdoctor.core.report import Recommendation, Report
 from ddpdoctor.model.curve import TimeCurve
 from ddpdoctor.model.ddp_buckets import (
     DEFAULT_BUCKET_CAP_MB,
@@ -31,7 +32,6 @@ from ddpdoctor.model.ddp_buckets import (
     simulate_step,
 )
 from ddpdoctor.recommend.model_spec import SPLIT_MAX_TENSORS, SPLIT_MIN_NUMEL, ModelSpec
-from ddpdoctor.report.model import Recommendation, Report
 
 RID = "bucket_cap_mb"
 TITLE = "DDP gradient bucket size (bucket_cap_mb)"

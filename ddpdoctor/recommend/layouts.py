@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpdoctor.core.report import Recommendation, Report
 from ddpdoctor.model.layout_code import compact_ranks, ddp_ring_code, device_mesh_code, mesh_snippet
 from ddpdoctor.model.layouts import (
     ClusterLayouts,
@@ -22,7 +23,6 @@ from ddpdoctor.model.layouts import (
 from ddpdoctor.model.meshes import LayoutError, MeshLayout, parse_layout
 from ddpdoctor.model.rings import SIGNIFICANT, Ring
 from ddpdoctor.model.topology import NodeTopology
-from ddpdoctor.report.model import Recommendation, Report
 
 TITLES = {
     "layout_ddp": "DDP ring order",

@@ -21,10 +21,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ddpdoctor.core.report import Recommendation, Report, Severity
 from ddpdoctor.model.curve import TimeCurve
 from ddpdoctor.model.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
 from ddpdoctor.model.sizes import format_size
-from ddpdoctor.report.model import Recommendation, Report, Severity
 
 ID = "nccl_algo"
 TITLE = "NCCL_ALGO (all_reduce algorithm)"

@@ -6,7 +6,7 @@ import platform
 import time
 from typing import Any
 
-from ddpdoctor.report.model import CheckResult, Report
+from ddpdoctor.core.report import CheckResult, Report
 
 
 def runtime_versions(backend: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.islands import EXACT_GAP_LIMIT, GAP_MIN, find_gap, find_islands, nvlink_domains
 from ddpdoctor.model.p2p_links import LinkMatrixError, Links
 from ddpdoctor.model.topo_analysis import nvlink_matrix

@@ -4,7 +4,7 @@ import ast
 
 import pytest
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.layout_code import (
     compact_ranks,
     ddp_ring_code,

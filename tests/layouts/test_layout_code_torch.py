@@ -19,7 +19,7 @@ mp = pytest.importorskip("torch.multiprocessing")
 pytest.importorskip("torch.distributed.device_mesh")
 pytest.importorskip("torch.distributed.fsdp")
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.layout_code import ddp_ring_code, mesh_snippet
 from ddpdoctor.model.layouts import analyze
 from ddpdoctor.model.meshes import MeshLayout, parse_layout

@@ -3,8 +3,8 @@
 
 import pytest
 
+from ddpdoctor.core.report import Report
 from ddpdoctor.recommend.layouts import recommend
-from ddpdoctor.report.model import Report
 from ddpdoctor.testbed import NetBed, netns_available
 from tests.helpers import load
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ddpdoctor.core.report import CheckResult, Recommendation, Report, Status
 from ddpdoctor.model.topology import NodeTopology
 from ddpdoctor.recommend.layouts import recommend
-from ddpdoctor.report.model import CheckResult, Recommendation, Report, Status
 from tests.layouts.synth import from_topology, matrix, ranks_for
 
 DATA = Path(__file__).resolve().parents[1] / "topo" / "data"

@@ -5,7 +5,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.islands import find_islands
 from ddpdoctor.model.layouts import LinkModel
 from ddpdoctor.model.p2p_links import Links

@@ -22,9 +22,9 @@ import json
 
 import pytest
 
+from ddpdoctor.core.report import CheckResult, Report
 from ddpdoctor.recommend.bucket_cap import recommend
 from ddpdoctor.recommend.model_spec import ModelSpec
-from ddpdoctor.report.model import CheckResult, Report
 from ddpdoctor.testbed import NetBed, netns_available
 
 # 64 MiB of gradients in 1 MiB tensors; 4 s of backward: compute-bound down to 200 Mbit/s (2.7 s)

@@ -263,8 +263,8 @@ def test_p2p_disabled_between_nvlinked_gpus_is_named():
 
 
 def test_findings_name_their_node_and_merge_across_nodes():
+    from ddpdoctor.core.report import Finding, Severity
     from ddpdoctor.model.topo_compare import fold_explained, name_nodes, odd_node_findings
-    from ddpdoctor.report.model import Finding, Severity
 
     def f(host, msg):
         return Finding("X001", Severity.WARNING, msg, where={"node": host, "gpu": 1})

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.report import Status
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.topo_offline import diagnose
 from ddpdoctor.model.topology import NodeTopology
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nvml import NoGpu, read_nvml
 from ddpdoctor.registry import discover
-from ddpdoctor.report.model import Status
 from ddpdoctor.runtime.context import ClusterContext
 
 from .conftest import DATA, fixture

@@ -67,7 +67,7 @@ def test_pure_modules_import_neither_textual_nor_torch():
 
 def test_lint_engine_is_called_with_the_paths_when_present(monkeypatch):
     import ddpdoctor.lint
-    from ddpdoctor.report.model import Finding
+    from ddpdoctor.core.report import Finding
 
     seen = []
 
