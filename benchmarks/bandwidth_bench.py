@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _common import machine
 
-from ddpdoctor.model.pair_schedule import make_schedule
+from ddpdoctor.model.bandwidth.pair_schedule import make_schedule
 from ddpdoctor.testbed import NetBed, netns_available
 
 WALL_TARGET_S = 30.0

@@ -38,7 +38,7 @@ def _worker(args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
 
-    from ddpdoctor.model.busbw import busbw_GBps
+    from ddpdoctor.model.bandwidth.busbw import busbw_GBps
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=30))
     rank, n = dist.get_rank(), dist.get_world_size()

@@ -45,7 +45,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from benchmarks._common import machine
     from ddpdoctor.core.report import CheckResult, Report
-    from ddpdoctor.model.layouts import analyze, check_layout
+    from ddpdoctor.model.placement.layouts import analyze, check_layout
     from ddpdoctor.recommend.layouts import recommend
     from tests.layouts.synth import matrix, ranks_for
 

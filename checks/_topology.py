@@ -46,7 +46,7 @@ def node_payload(
 ) -> dict:
     """What a node leader reports for one concern: findings, compared facts, the check's data, or
     why it skipped. Pure: also builds reports offline from saved snapshots."""
-    from ddpdoctor.model.topo_compare import node_facts
+    from ddpdoctor.model.topology.compare import node_facts
 
     out: dict[str, Any] = {"node": node.hostname, "leader": True}
     if needs_gpu and (node.no_gpu_reason or not node.gpus):
@@ -83,8 +83,7 @@ def _my_gpu_busid(ctx) -> str | None:
     if not ctx.on_gpu:
         return None
     import torch
-
-    from ddpdoctor.model.topology import normalize_busid
+    from ddpdoctor.model.topology.node import normalize_busid
 
     props = torch.cuda.get_device_properties(ctx.device)
     parts = [getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
@@ -121,7 +120,7 @@ def summarize_concern(
     per_node: Callable[[dict, list[dict]], list[Finding]] | None = None,
     explained: tuple[str, ...] = (),
 ) -> Summary:
-    from ddpdoctor.model.topo_compare import fold_explained, name_nodes, odd_node_findings
+    from ddpdoctor.model.topology.compare import fold_explained, name_nodes, odd_node_findings
 
     leaders = {d["node"]: d for d in results.values() if isinstance(d, dict) and d.get("leader")}
     findings: list[Finding] = []

@@ -44,7 +44,7 @@ import statistics
 from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
-from ddpdoctor.model.busbw import algbw_GBps, busbw_GBps
+from ddpdoctor.model.bandwidth.busbw import algbw_GBps, busbw_GBps
 
 CODE = "ALG001"
 TITLE = "NCCL algorithm A/B"

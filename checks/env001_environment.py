@@ -105,7 +105,7 @@ def run(ctx) -> dict:
 
 def _skew_finding(res: dict[int, dict], what: str, value_of, show, sev: Severity, hint: str) -> list[Finding]:
     """One finding when the value differs across ranks, naming nodes (and the odd node when there is one)."""
-    from ddpdoctor.model.spread import describe, spread, where
+    from ddpdoctor.model.nodes.spread import describe, spread, where
 
     sp = spread({r: value_of(d) for r, d in res.items()}, {r: d.get("hostname", "?") for r, d in res.items()})
     if sp is None:

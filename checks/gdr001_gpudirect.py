@@ -24,7 +24,7 @@ SUITES = ("quick", "full")
 def _verdicts(node):
     from dataclasses import asdict
 
-    from ddpdoctor.model.topo_analysis import gdr_verdicts
+    from ddpdoctor.model.topology.analysis import gdr_verdicts
 
     return {"verdicts": [asdict(v) for v in gdr_verdicts(node)], "peermem": node.peermem.found}
 
@@ -32,7 +32,7 @@ def _verdicts(node):
 payload, run, summarize = topology_check(
     CODE,
     "gdr",
-    "ddpdoctor.model.topo_analysis:gdr_findings",
+    "ddpdoctor.model.topology.analysis:gdr_findings",
     extra=_verdicts,
     skip_if=without_rdma("skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"),
     explained=("peer memory", "GPUs with GPUDirect RDMA"),

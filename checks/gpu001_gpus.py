@@ -27,5 +27,5 @@ def _snapshot(node):
 
 
 payload, run, summarize = topology_check(
-    CODE, "gpu", "ddpdoctor.model.topo_analysis:gpu_findings", extra=_snapshot, severity=_SEVERITY
+    CODE, "gpu", "ddpdoctor.model.topology.analysis:gpu_findings", extra=_snapshot, severity=_SEVERITY
 )

@@ -22,7 +22,7 @@ SUITES = ("quick", "full")
 def _rails(node):
     from dataclasses import asdict
 
-    from ddpdoctor.model.topo_analysis import rails
+    from ddpdoctor.model.topology.analysis import rails
 
     return {
         "rails": [asdict(r) for r in rails(node)],
@@ -42,7 +42,7 @@ def _rails(node):
 payload, run, summarize = topology_check(
     CODE,
     "ib",
-    "ddpdoctor.model.topo_analysis:ib_findings",
+    "ddpdoctor.model.topology.analysis:ib_findings",
     needs_gpu=False,
     extra=_rails,
     skip_if=without_rdma("skipped: no InfiniBand/RoCE device"),

@@ -28,5 +28,5 @@ def _no_environment(node):
 
 
 payload, run, summarize = topology_check(
-    CODE, "nccl", "ddpdoctor.model.nccl_env:nccl_env_findings", skip_if=_no_environment
+    CODE, "nccl", "ddpdoctor.model.topology.nccl_env:nccl_env_findings", skip_if=_no_environment
 )

@@ -29,8 +29,8 @@ def _gpu_affinity(node):
 
 
 def _per_node(leader: dict, ranks: list[dict]):
-    from ddpdoctor.model.topo_analysis import numa_findings
-    from ddpdoctor.model.topology import Gpu, NodeTopology
+    from ddpdoctor.model.topology.analysis import numa_findings
+    from ddpdoctor.model.topology.node import Gpu, NodeTopology
 
     node = NodeTopology(hostname=leader["node"])
     node.gpus = [

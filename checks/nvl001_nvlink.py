@@ -22,7 +22,7 @@ SUITES = ("quick", "full")
 
 
 def _matrix(node):
-    from ddpdoctor.model.topo_analysis import nvlink_matrix
+    from ddpdoctor.model.topology.analysis import nvlink_matrix
 
     return {"matrix": nvlink_matrix(node)}
 
@@ -30,7 +30,7 @@ def _matrix(node):
 payload, run, summarize = topology_check(
     CODE,
     "nvlink",
-    "ddpdoctor.model.topo_analysis:nvlink_findings",
+    "ddpdoctor.model.topology.analysis:nvlink_findings",
     extra=_matrix,
     severity={"NVLinks per GPU": Severity.ERROR},
     explained=("NVLinks per GPU",),

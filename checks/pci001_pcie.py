@@ -20,5 +20,5 @@ SUITES = ("quick", "full")
 
 
 payload, run, summarize = topology_check(
-    CODE, "pcie", "ddpdoctor.model.topo_analysis:pcie_findings", explained=("GPU PCIe widths",)
+    CODE, "pcie", "ddpdoctor.model.topology.analysis:pcie_findings", explained=("GPU PCIe widths",)
 )

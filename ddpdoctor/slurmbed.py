@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ddpdoctor.model.hostlist import compress_hostlist
+from ddpdoctor.model.nodes.hostlist import compress_hostlist
 from ddpdoctor.testbed import NetBed
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scontrol", "runuser")

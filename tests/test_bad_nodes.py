@@ -1,5 +1,5 @@
 from ddpdoctor.core.report import CheckResult, Finding, Report, Status
-from ddpdoctor.model.bad_nodes import bad_nodes_entry, blamed_nodes
+from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry, blamed_nodes
 
 NODES = ["ddpb-node0", "ddpb-node1", "ddpb-node2", "ddpb-node5"]
 

@@ -2,7 +2,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ddpdoctor.launch import expand_slurm_nodelist
-from ddpdoctor.model.hostlist import compress_hostlist, ranges_text
+from ddpdoctor.model.nodes.hostlist import compress_hostlist, ranges_text
 
 
 def test_ranges_and_singletons():

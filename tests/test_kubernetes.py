@@ -5,9 +5,9 @@ import os
 import subprocess
 
 import pytest
+from helpers import cli
 
 from ddpdoctor.testbed import NetBed, netns_available
-from helpers import cli
 
 NETNS_OK, NETNS_WHY = netns_available()
 

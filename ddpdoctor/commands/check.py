@@ -129,7 +129,7 @@ def check_options(args: argparse.Namespace) -> dict[str, Any]:
     """The checks' options: --option KEY=VALUE pairs, then the dedicated flags (validated here, so a
     bad value ends the run before anything is launched)."""
     from ddpdoctor.launch import LaunchError
-    from ddpdoctor.model.sizes import parse_size
+    from ddpdoctor.model.bandwidth.sizes import parse_size
 
     out = parse_options(args.option)
     for flag, key in (("max_size", "max_size"), ("p2p_size", "p2p_size")):

@@ -419,7 +419,7 @@ def output_paths(args: argparse.Namespace, plan: LaunchPlan) -> dict[str, str | 
 
 def bad_nodes_text(report: Report) -> str:
     """The --bad-nodes file: one Slurm hostlist expression and a newline, or nothing at all."""
-    from ddpdoctor.model.bad_nodes import bad_nodes_entry
+    from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry
 
     hostlist = (report.run.get("bad_nodes") or bad_nodes_entry(report))["hostlist"]
     return f"{hostlist}\n" if hostlist else ""

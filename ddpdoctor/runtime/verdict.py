@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.world import WorldInfo
-from ddpdoctor.model.spread import fmt_ranks
+from ddpdoctor.model.nodes.spread import fmt_ranks
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The bucket replay (ddpdoctor.model.ddp_buckets) against torch's own assignment and a real DDP's buckets."""
+"""The bucket replay (ddpdoctor.model.tuning.ddp_buckets) against torch's own assignment and a real DDP's buckets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist
 from torch import nn
 
-from ddpdoctor.model.ddp_buckets import (
+from ddpdoctor.model.tuning.ddp_buckets import (
     DEFAULT_FIRST_BUCKET_B,
     MIB,
     GradTensor,
