@@ -54,9 +54,8 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=10.0, help="log size in MB (default 10)")
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    from ddpdoctor.model.imported.report import build_report
-
     from ddpdoctor.baselines import list_profiles
+    from ddpdoctor.model.imported.report import build_report
     from ddpdoctor.readers.tool_output import parse_file
 
     print(f"machine: {machine()} (shared; figures are noisy)")

@@ -30,9 +30,8 @@ def _timed(fn, runs: int) -> str:
 
 def big_report(nodes: int):
     """A report as `topo --from` builds it from one H100 snapshot per node, plus BW001 and P2P001."""
-    from ddpdoctor.model.topology.node import NodeTopology
-
     from ddpdoctor.core.report import CheckResult, Report
+    from ddpdoctor.model.topology.node import NodeTopology
     from ddpdoctor.runtime.topo_offline import diagnose
 
     snap = json.loads((REPO / "tests/topo/data/hgx-h100-a.json").read_text())

@@ -31,7 +31,6 @@ def timed(fn) -> float:
 def main() -> None:
     sys.path.insert(0, str(REPO))
     from ddpdoctor.model.topology.node import NodeTopology
-
     from ddpdoctor.probes.collect import collect_node
     from ddpdoctor.probes.ibstat import parse_ib_tool_output
     from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo

@@ -83,6 +83,7 @@ def _my_gpu_busid(ctx) -> str | None:
     if not ctx.on_gpu:
         return None
     import torch
+
     from ddpdoctor.model.topology.node import normalize_busid
 
     props = torch.cuda.get_device_properties(ctx.device)
@@ -176,18 +177,10 @@ def summarize_concern(
     return Summary(findings=findings, data=data, summary=summary)
 
 
-def _resolve(target: str) -> Callable:
-    """ "package.module:function", imported on first use so that check modules stay light."""
-    import importlib
-
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def topology_check(
     code: str,
     concern: str,
-    judge: str | None,
+    judge: Callable | None,
     *,
     needs_gpu: bool = True,
     extra: Callable | None = None,
@@ -196,12 +189,11 @@ def topology_check(
     per_node: Callable | None = None,
     explained: tuple[str, ...] = (),
 ):
-    """A topology check's (payload, run, summarize); judge names its findings function lazily.
+    """A topology check's (payload, run, summarize); ``judge(node)`` returns the check's findings on one node.
     ``explained``: compared facts whose difference a node's own findings already report (one cause)."""
 
     def payload(node) -> dict:
-        judge_fn = _resolve(judge) if judge else (lambda n: [])
-        return node_payload(node, concern, judge_fn, needs_gpu, extra, skip_if)
+        return node_payload(node, concern, judge or (lambda n: []), needs_gpu, extra, skip_if)
 
     def run(ctx) -> dict:
         return run_concern(ctx, payload)

@@ -7,7 +7,6 @@ import copy
 import json
 
 import pytest
-from ddpdoctor.model.topology.node import NodeTopology
 from helpers import REPO
 from topo.conftest import DATA, fixture
 from topo.fake_nvml import make_pynvml, state_from_smi_q
@@ -15,6 +14,7 @@ from topo.fake_nvml import make_pynvml, state_from_smi_q
 from ddpdoctor.baselines import detect_profile, detection, list_profiles, resolve_profile
 from ddpdoctor.core.report import CheckResult, Report
 from ddpdoctor.model.profiles.detect import report_facts
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 from ddpdoctor.runtime.topo_offline import diagnose

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from ddpdoctor.model.topology.analysis import nvlink_matrix
-from ddpdoctor.model.topology.node import NodeTopology
 
 from ddpdoctor.model.placement.layouts import analyze, check_layout, rails_from_topology
 from ddpdoctor.model.placement.meshes import LayoutError
+from ddpdoctor.model.topology.analysis import nvlink_matrix
+from ddpdoctor.model.topology.node import NodeTopology
 from tests.layouts.synth import from_topology, matrix, ranks_for, set_link
 
 DATA = Path(__file__).resolve().parents[1] / "topo" / "data"

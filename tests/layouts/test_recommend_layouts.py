@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
-from ddpdoctor.model.topology.node import NodeTopology
 
 from ddpdoctor.core.report import CheckResult, Recommendation, Report, Status
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.recommend.layouts import recommend
 from tests.layouts.synth import from_topology, matrix, ranks_for
 

@@ -209,9 +209,8 @@ def test_import_does_not_import_torch_or_textual():
 
 
 def test_a_repeated_collective_is_a_second_measurement_not_one_curve():
-    from ddpdoctor.model.imported.report import build_report
-
     from ddpdoctor.baselines import list_profiles
+    from ddpdoctor.model.imported.report import build_report
     from ddpdoctor.readers.tool_output import parse_text
 
     log = (NCCL / "superbench-nccl_allreduce.log").read_text()

@@ -282,9 +282,8 @@ def _all_fixtures() -> list[Path]:
 def test_every_cut_of_every_fixture_parses_or_names_its_problem(path):
     """A log cut anywhere (at a line end or in the middle of a line) is imported or refused with
     FILE[:LINE]: …, and whatever parses also builds a report: never another exception."""
-    from ddpdoctor.model.imported.report import build_report
-
     from ddpdoctor.baselines import list_profiles
+    from ddpdoctor.model.imported.report import build_report
 
     profiles = list_profiles()
     lines = path.read_text().splitlines(keepends=True)

@@ -4,14 +4,12 @@ raise none of them."""
 from __future__ import annotations
 
 import pytest
-from ddpdoctor.model.topology.analysis import (
-    gdr_findings,
-    gdr_verdicts,
-    ib_findings,
-    nvlink_findings,
-    pcie_findings,
-)
+from ddpdoctor.checks.gdr001_gpudirect import gdr_findings
+from ddpdoctor.checks.ib001_ports import ib_findings
+from ddpdoctor.checks.nvl001_nvlink import nvlink_findings
+from ddpdoctor.checks.pci001_pcie import pcie_findings
 
+from ddpdoctor.model.topology.analysis import gdr_verdicts
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
@@ -263,9 +261,8 @@ def test_p2p_disabled_between_nvlinked_gpus_is_named():
 
 
 def test_findings_name_their_node_and_merge_across_nodes():
-    from ddpdoctor.model.topology.compare import fold_explained, name_nodes, odd_node_findings
-
     from ddpdoctor.core.report import Finding, Severity
+    from ddpdoctor.model.topology.compare import fold_explained, name_nodes, odd_node_findings
 
     def f(host, msg):
         return Finding("X001", Severity.WARNING, msg, where={"node": host, "gpu": 1})

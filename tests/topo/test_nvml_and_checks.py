@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from ddpdoctor.model.topology.node import NodeTopology
 
 from ddpdoctor.core.report import Status
 from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nvml import NoGpu, read_nvml
 from ddpdoctor.registry import discover

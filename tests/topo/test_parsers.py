@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ddpdoctor.model.topology.analysis import nvlink_matrix, rails
 
+from ddpdoctor.model.topology.analysis import nvlink_matrix, rails
 from ddpdoctor.probes.ibstat import IbstatParseError, parse_ib_tool_output, parse_ibstat
 from ddpdoctor.probes.nccl_xml import NcclTopoParseError, nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_query import SmiQueryParseError, get, parse_smi_query

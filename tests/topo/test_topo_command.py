@@ -6,9 +6,9 @@ import argparse
 import json
 
 import pytest
-from ddpdoctor.model.topology.node import NodeTopology
 
 from ddpdoctor.commands import topo
+from ddpdoctor.model.topology.node import NodeTopology
 
 from .conftest import DATA, fixture
 

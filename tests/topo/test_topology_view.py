@@ -7,9 +7,9 @@ import io
 import json
 
 import pytest
-from ddpdoctor.model.topology.node import NodeTopology
 from rich.console import Console
 
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
 from ddpdoctor.report.topology_view import node_view, short_busid

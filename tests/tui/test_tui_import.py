@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ddpdoctor.model.imported.report import build_report
 
 from ddpdoctor.baselines import list_profiles
+from ddpdoctor.model.imported.report import build_report
 from ddpdoctor.readers.tool_output import parse_file
 from ddpdoctor.report.io import load_report, save_report
 from ddpdoctor.tui.app import DoctorApp
