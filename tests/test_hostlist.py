@@ -1,8 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddpdoctor.launch import expand_slurm_nodelist
 from ddpdoctor.model.nodes.hostlist import compress_hostlist, ranges_text
+from ddpdoctor.runtime.launch_plan import expand_slurm_nodelist
 
 
 def test_ranges_and_singletons():

@@ -29,7 +29,7 @@ def test_help_does_not_import_torch():
 
 def test_pure_layers_and_check_modules_do_not_import_torch():
     mods = _modules_after(
-        "import ddpdoctor.report, ddpdoctor.registry, ddpdoctor.core.summary, ddpdoctor.core.world, ddpdoctor.launch, ddpdoctor.model\n"
+        "import ddpdoctor.report, ddpdoctor.registry, ddpdoctor.core.summary, ddpdoctor.core.world, ddpdoctor.runtime.launch_plan, ddpdoctor.model\n"
         "import ddpdoctor.model.tuning.ddp_buckets, ddpdoctor.recommend.model_spec, ddpdoctor.recommend.bucket_cap\n"
         "from ddpdoctor.registry import discover\ndiscover()"
     )

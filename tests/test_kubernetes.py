@@ -6,8 +6,7 @@ import subprocess
 
 import pytest
 from helpers import cli
-
-from ddpdoctor.testbed import NetBed, netns_available
+from support.testbed import NetBed, netns_available
 
 NETNS_OK, NETNS_WHY = netns_available()
 

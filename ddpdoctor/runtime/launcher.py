@@ -30,9 +30,9 @@ from rich.console import Console
 
 from ddpdoctor.core.report import Report
 from ddpdoctor.events import EventTail
-from ddpdoctor.launch import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.registry import RegistryError, discover, select
 from ddpdoctor.report.io import ReportError, load_report, save_report
+from ddpdoctor.runtime.launch_plan import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.runtime.progress import ProgressView
 
 GRACE_S = 4.0

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ddpdoctor.model.nodes.hostlist import compress_hostlist
-from ddpdoctor.testbed import NetBed
+
+from .testbed import NetBed
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scontrol", "runuser")
 
