@@ -238,7 +238,7 @@ class Report:
 
     def __post_init__(self) -> None:
         if not self.tool_version:
-            from ddpdoctor import __version__
+            from ddpdoctor.core.version import __version__
 
             self.tool_version = __version__
 

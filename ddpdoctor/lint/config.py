@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tomllib
 
-from ddpdoctor.lint.analysis import DEFAULT_WORLD_SIZES
+from ddpdoctor.script.analysis import DEFAULT_WORLD_SIZES
 
 DEFAULT_EXCLUDE = (
     ".git",

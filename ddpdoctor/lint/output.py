@@ -59,7 +59,7 @@ def render_github(findings: list[Finding]) -> str:
 
 
 def render_sarif(findings: list[Finding], rules) -> str:
-    from ddpdoctor import __version__
+    from ddpdoctor.core.version import __version__
 
     used = sorted({f.code for f in findings})
     titles = {s.code: s for s in rules}

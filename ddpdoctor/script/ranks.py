@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ddpdoctor.lint.names import dist_op, dotted
+from ddpdoctor.script.names import dist_op, dotted
 
 GLOBAL, LOCAL, NODE = "global", "local", "node"
 

@@ -21,7 +21,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
-from ddpdoctor.lint.names import dist_op, dotted, is_torch_name, qualify
+from ddpdoctor.script.names import dist_op, dotted, is_torch_name, qualify
 
 _RANK_ENV = frozenset(
     [
@@ -259,7 +259,7 @@ class Interpreter:
         # resolve(name) -> FuncRef/ClassRef of another file of the project for a dotted call name
         self.resolve = None
         # ids of attribute/subscript nodes the file shows to hold a rank (``self.gpu_id``,
-        # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.lint.ranks)
+        # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.script.ranks)
         self.rank_nodes: dict[int, str] = {}
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.next_req = 0

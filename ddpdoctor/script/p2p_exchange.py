@@ -25,7 +25,7 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from ddpdoctor.lint.names import dist_op, dotted, qualify
+from ddpdoctor.script.names import dist_op, dotted, qualify
 
 MAX_PATHS = 256
 MAX_DEPTH = 8

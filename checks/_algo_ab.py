@@ -199,7 +199,7 @@ class AbRunner:
         log_path = os.path.join(self.tmp, f"{k}.log")
         fail_key = f"alg/{k}/failed"
         cmd = [
-            sys.executable, "-m", "ddpdoctor.runtime.algo_probe",
+            sys.executable, "-m", "ddpdoctor.checks._algo_probe",
             "--host", str(self.host), "--port", str(self.port),
             "--prefix", f"{self.prefix}alg/{k}/{arm}/rep{rep}/",
             "--rank", str(ctx.rank), "--world-size", str(ctx.world_size), "--local-rank", str(self.device_index),

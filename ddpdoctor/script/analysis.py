@@ -1,7 +1,7 @@
 """ModuleAnalysis: one parsed file and everything rules ask of it, computed once and lazily.
 
 Rules get a ModuleAnalysis and return Findings. Cheap facts (aliases, the list of calls with their
-qualified names, parents) come from one walk; the per-rank traces (ddpdoctor.lint.interp) are only
+qualified names, parents) come from one walk; the per-rank traces (ddpdoctor.script.interp) are only
 computed when a rule asks for ``runs``.
 """
 
@@ -15,8 +15,8 @@ from functools import cached_property
 from pathlib import Path
 
 from ddpdoctor.core.report import Finding, Location, Severity
-from ddpdoctor.lint import ranks as rank_facts
-from ddpdoctor.lint.interp import (
+from ddpdoctor.script import ranks as rank_facts
+from ddpdoctor.script.interp import (
     COLLECTIVES,
     P2P,
     ClassRef,
@@ -26,7 +26,7 @@ from ddpdoctor.lint.interp import (
     Trace,
     module_defs,
 )
-from ddpdoctor.lint.names import collect_aliases, dist_op, dotted, qualify
+from ddpdoctor.script.names import collect_aliases, dist_op, dotted, qualify
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
 MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
@@ -462,7 +462,7 @@ class ModuleAnalysis:
                         return True
         return False
 
-    # -- which rank (global, node-local, node index): see ddpdoctor.lint.ranks ------------------
+    # -- which rank (global, node-local, node index): see ddpdoctor.script.ranks ------------------
     def rank_kind(self, expr: ast.AST | None) -> str | None:
         """The kind of rank ``expr`` holds: "global", "local" or "node"; None when ``expr`` it is no rank."""
         return rank_facts.rank_kind(self, expr)

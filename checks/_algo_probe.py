@@ -4,7 +4,7 @@ NCCL reads NCCL_ALGO once, when a communicator is created, so every algorithm ne
 own. ALG001 starts one of these per rank and arm; the children of all ranks form their own process
 group through the check's TCP store under a key prefix private to this arm and repetition:
 
-    python -m ddpdoctor.runtime.algo_probe --host H --port P --prefix KEY --rank R --world-size N \
+    python -m ddpdoctor.checks._algo_probe --host H --port P --prefix KEY --rank R --world-size N \
         --local-rank L --backend nccl --sizes 1048576,26214400 --iters 20 --warmup 5 \
         --timeout 60 --parent-pid PID --out result.json
 
@@ -152,7 +152,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ddpdoctor.runtime.algo_probe")
+    p = argparse.ArgumentParser(prog="python -m ddpdoctor.checks._algo_probe")
     p.add_argument("--host", required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--prefix", required=True, help="store key prefix private to this arm and repetition")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint import ranks
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script import ranks
+from ddpdoctor.script.names import dotted
 
 # words in a path expression that make it one path per rank, node or process (or a lock file,
 # which every process opens on purpose)

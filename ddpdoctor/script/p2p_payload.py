@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ddpdoctor.lint.names import dist_op, dotted, qualify
+from ddpdoctor.script.names import dist_op, dotted, qualify
 
 _SEND_OPS = frozenset({"send", "isend"})
 

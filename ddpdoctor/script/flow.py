@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
-from ddpdoctor.lint.ranks import own_call_sites
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import own_call_sites
 
 _ROUNDS = 6
 
