@@ -19,7 +19,8 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     repo = Path(argv[0] if argv else Path(__file__).resolve().parents[1]).resolve()
-    exe = shutil.which("lint-imports", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    exe = shutil.which("lint-imports", path=search)  # beside this Python first: the venv's
     if exe is None:
         print("lint_imports: lint-imports is not installed (pip install -e '.[dev]')", file=sys.stderr)
         return 2

@@ -18,8 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "tool-output"))
-from _common import describe, machine, time_command
-from synthesize import nccl_block, sizes
+from _common import describe, machine, time_command  # noqa: E402
+from synthesize import nccl_block, sizes  # noqa: E402
 
 
 def big_log(path: Path, mb: float, chatter: int = 16) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine
+from _common import machine  # noqa: E402
 
 
 def _timed(fn, runs: int) -> str:

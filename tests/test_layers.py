@@ -7,11 +7,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
-
+import tomllib
 from helpers import REPO
 
 SCRIPT = REPO / ".ci" / "lint_imports.py"

@@ -19,11 +19,11 @@ mp = pytest.importorskip("torch.multiprocessing")
 pytest.importorskip("torch.distributed.device_mesh")
 pytest.importorskip("torch.distributed.fsdp")
 
-from ddpdoctor.core.world import WorldInfo
-from ddpdoctor.model.placement.layout_code import ddp_ring_code, mesh_snippet
-from ddpdoctor.model.placement.layouts import analyze
-from ddpdoctor.model.placement.meshes import MeshLayout, parse_layout
-from tests.layouts.synth import matrix, ranks_for
+from ddpdoctor.core.world import WorldInfo  # noqa: E402
+from ddpdoctor.model.placement.layout_code import ddp_ring_code, mesh_snippet  # noqa: E402
+from ddpdoctor.model.placement.layouts import analyze  # noqa: E402
+from ddpdoctor.model.placement.meshes import MeshLayout, parse_layout  # noqa: E402
+from tests.layouts.synth import matrix, ranks_for  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 TIMEOUT_S = 60

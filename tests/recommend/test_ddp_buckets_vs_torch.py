@@ -7,10 +7,10 @@ import datetime
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.distributed as dist
-from torch import nn
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
 
-from ddpdoctor.model.tuning.ddp_buckets import (
+from ddpdoctor.model.tuning.ddp_buckets import (  # noqa: E402
     DEFAULT_FIRST_BUCKET_B,
     MIB,
     GradTensor,
