@@ -88,24 +88,30 @@ def parse_endpoint(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, in
 
 
 def expand_slurm_nodelist(spec: str) -> list[str]:
-    """``node[01-03,07],gpu5`` -> ``[node01, node02, node03, node07, gpu5]`` (zero padding kept)."""
-    hosts: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", spec):
-        m = re.fullmatch(r"([^\[]*)\[([^\]]+)\](.*)", part)
-        if not m:
-            hosts.append(part)
-            continue
-        prefix, ranges, suffix = m.groups()
-        for r in ranges.split(","):
-            if "-" in r:
-                lo, hi = r.split("-", 1)
-                if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
-                    raise LaunchError(f"cannot read Slurm node list {spec!r} (range {r!r})")
-                width = len(lo)
-                hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
-            else:
-                hosts.append(f"{prefix}{r}{suffix}")
-    return hosts
+    """``node[01-03,07],gpu5`` -> ``[node01, node02, node03, node07, gpu5]`` (zero padding kept).
+    Several bracket groups in one name expand as Slurm does, the leftmost slowest:
+    ``rack[1-2]-node[01-02]`` -> ``rack1-node01, rack1-node02, rack2-node01, rack2-node02``."""
+    if spec.count("[") != spec.count("]") or re.search(r"\[[^\]]*\[|\][^\[]*\]", spec):
+        raise LaunchError(f"cannot read Slurm node list {spec!r} (unbalanced brackets)")
+    # commas outside brackets separate names; those inside separate ranges
+    parts = re.findall(r"(?:[^,\[]|\[[^\]]*\])+", spec)
+    return [host for part in parts for host in _expand_name(part, spec)]
+
+
+def _expand_name(name: str, spec: str) -> list[str]:
+    m = re.match(r"([^\[]*)\[([^\]]*)\](.*)", name)
+    if not m:
+        return [name]
+    prefix, ranges, rest = m.groups()
+    heads: list[str] = []
+    for r in ranges.split(","):
+        lo, dash, hi = r.partition("-")
+        if not lo.isdigit() or (dash and (not hi.isdigit() or int(hi) < int(lo))):
+            raise LaunchError(f"cannot read Slurm node list {spec!r} (range {r!r})")
+        numbers = range(int(lo), int(hi) + 1) if dash else [int(lo)]
+        heads.extend(f"{prefix}{i:0{len(lo)}d}" for i in numbers)
+    tails = _expand_name(rest, spec)
+    return [h + tail for h in heads for tail in tails]
 
 
 def slurm_settings(env: Mapping[str, str]) -> dict | None:
