@@ -3,6 +3,7 @@ written in the real formats, and on cut, mixed and garbage input."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -267,7 +268,10 @@ def test_nccl_garbled_figure_names_its_line(bad):
 
 def test_the_parser_package_ships_in_the_wheel():
     """setuptools lists packages by hand here: a package left out would be missing from the wheel."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
 
     root = Path(__file__).resolve().parents[2]
     listed = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
