@@ -10,8 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
 from helpers import REPO
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 SCRIPT = REPO / ".ci" / "lint_imports.py"
 
