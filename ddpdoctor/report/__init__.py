@@ -1,1 +1,1 @@
-"""Findings, results and reports: their JSON I/O and renderers (text, JUnit, views); the types live in core."""
+"""The report read and written as JSON, and rendered: text, JUnit, topology and hang views (its types: core)."""
