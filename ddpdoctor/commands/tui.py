@@ -170,7 +170,7 @@ def live_problem(argv: list[str]) -> str | None:
 
     from ddpdoctor.boundary.outputs import OutputError
     from ddpdoctor.commands import check, recommend_args
-    from ddpdoctor.launch import LaunchError, plan_launch
+    from ddpdoctor.runtime.launch_plan import LaunchError, plan_launch
 
     parser = _Parser(prog="ddpdoctor check", add_help=False)
     check.add_arguments(parser)
@@ -194,7 +194,7 @@ def _hang_diagnosis(path: str):
     the file is something else (a check report: load_report judges it)."""
 
     from ddpdoctor.boundary.inputs import InputError, read_json
-    from ddpdoctor.model.hang_analysis import DIAGNOSIS_FORMAT, HangDiagnosis
+    from ddpdoctor.model.hang.analysis import DIAGNOSIS_FORMAT, HangDiagnosis
 
     try:
         doc = read_json(path, "report or hang diagnosis")

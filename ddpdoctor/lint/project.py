@@ -71,9 +71,9 @@ class Project:
         if path in self._analyses:
             self._analyses.move_to_end(path)
             return self._analyses[path]
-        from ddpdoctor.lint.analysis import ModuleAnalysis
         from ddpdoctor.boundary.inputs import read_bytes
         from ddpdoctor.lint.files import decode
+        from ddpdoctor.script.analysis import ModuleAnalysis
 
         out = None
         try:
@@ -120,7 +120,7 @@ class Project:
         from ddpdoctor.boundary.inputs import InputError, read_bytes
         from ddpdoctor.lint.engine import FILE_LIMIT
         from ddpdoctor.lint.files import worth_parsing
-        from ddpdoctor.lint.names import dotted
+        from ddpdoctor.script.names import dotted
 
         out: dict[tuple[str, str], list] = {}
         if len(self.files) > self.MAX_CALLER_INDEX:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ddpdoctor.boundary.inputs import InputError
 from ddpdoctor.boundary.inputs import read_json as read_json_input
 from ddpdoctor.boundary.outputs import write_output
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 
 
 class ReportError(Exception):

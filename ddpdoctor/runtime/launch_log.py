@@ -3,7 +3,7 @@ Pure: reads the log text and what the launcher saw, does no I/O."""
 
 from __future__ import annotations
 
-from ddpdoctor.launch import LaunchPlan
+from ddpdoctor.runtime.launch_plan import LaunchPlan
 
 
 def diagnose_failure(plan: LaunchPlan, log: str, log_path: str, rc: int | None, timed_out: bool,

@@ -27,13 +27,13 @@ from rich.console import Console
 
 from ddpdoctor.boundary.outputs import OutputError, write_output
 from ddpdoctor.boundary.processes import end_process, signals_raise
+from ddpdoctor.core.report import Report
 from ddpdoctor.events import EventTail
-from ddpdoctor.launch import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.registry import RegistryError, discover, select
 from ddpdoctor.report.console import make_console
 from ddpdoctor.report.io import ReportError, load_report
-from ddpdoctor.report.model import Report
 from ddpdoctor.runtime.launch_log import diagnose_failure
+from ddpdoctor.runtime.launch_plan import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.runtime.preflight import PreflightError, check_local_addr, preflight, source_address_towards
 from ddpdoctor.runtime.progress import ProgressView
 from ddpdoctor.runtime.rdzv_watch import RendezvousWatcher
@@ -303,7 +303,7 @@ def output_paths(args: argparse.Namespace, plan: LaunchPlan) -> dict[str, str | 
 
 def bad_nodes_text(report: Report) -> str:
     """The --bad-nodes file: one Slurm hostlist expression and a newline, or nothing at all."""
-    from ddpdoctor.model.bad_nodes import bad_nodes_entry
+    from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry
 
     hostlist = (report.run.get("bad_nodes") or bad_nodes_entry(report))["hostlist"]
     return f"{hostlist}\n" if hostlist else ""

@@ -8,7 +8,7 @@ import errno
 import socket
 import time
 
-from ddpdoctor.launch import LaunchPlan
+from ddpdoctor.runtime.launch_plan import LaunchPlan
 
 
 class PreflightError(Exception):

@@ -11,7 +11,7 @@ import threading
 import time
 from datetime import timedelta
 
-from ddpdoctor.launch import LaunchPlan
+from ddpdoctor.runtime.launch_plan import LaunchPlan
 
 
 class RendezvousWatcher(threading.Thread):

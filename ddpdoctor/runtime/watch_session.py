@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from ddpdoctor.boundary.processes import end_tree
-from ddpdoctor.model.hang_pending import poll_interval
+from ddpdoctor.model.hang.pending import poll_interval
 from ddpdoctor.runtime import rank_agent
 
 SITE_DIR = Path(__file__).resolve().parent / "watch_site"
