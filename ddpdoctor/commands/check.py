@@ -118,11 +118,11 @@ def run_inputs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def list_checks() -> int:
-    from ddpdoctor.report.console import make_console
     from rich.table import Table
     from rich.text import Text
 
     from ddpdoctor.registry import discover
+    from ddpdoctor.report.console import make_console
 
     table = Table(title="ddpdoctor checks")
     for col in ("code", "kind", "title", "budget", "suites"):

@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpdoctor.boundary.outputs import OutputError, check_output
     from ddpdoctor.model.imported.report import build_report
     from ddpdoctor.readers.tool_output import ToolOutputError, parse_file
-    from ddpdoctor.report.io import save_report
     from ddpdoctor.report.console import make_console
+    from ddpdoctor.report.io import save_report
     from ddpdoctor.report.render_text import print_report
 
     try:

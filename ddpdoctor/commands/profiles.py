@@ -144,9 +144,8 @@ def _validate(args, out) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpdoctor.report.console import make_console
-
     from ddpdoctor.baselines import ProfileError
+    from ddpdoctor.report.console import make_console
 
     out = make_console()
     action = args.action or "list"

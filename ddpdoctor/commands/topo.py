@@ -118,9 +118,8 @@ def _snapshots_in_report(doc: dict) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ddpdoctor.report.console import make_console
-
     from ddpdoctor.core.report import Report
+    from ddpdoctor.report.console import make_console
     from ddpdoctor.runtime.topo_offline import diagnose
 
     out = make_console()

@@ -116,9 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _diagnose(result, json_path: str | None) -> int:
-    from ddpdoctor.report.console import make_console
-
     from ddpdoctor.commands.hang import EvidenceError, analyse, print_diagnosis
+    from ddpdoctor.report.console import make_console
 
     try:
         diag = analyse([result.dumps], allow_pickle=False, lint=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from ddpdoctor.boundary.inputs import InputError, read_bytes
 from ddpdoctor.core.report import Finding, Location, Severity
 from ddpdoctor.lint.config import LintConfig
-from ddpdoctor.lint.files import decode, discover, worth_parsing
+from ddpdoctor.lint.files import FILE_LIMIT, decode, discover, worth_parsing
 from ddpdoctor.lint.noqa import suppressed
 from ddpdoctor.lint.pyversion import needs_newer_python
 from ddpdoctor.lint.rules import PARSE_CODE, on_by_default, script_rules
@@ -133,10 +133,8 @@ def is_budget_note(f: Finding) -> bool:
     return f.code == PARSE_CODE and f.evidence.get("kind") == BUDGET_KIND
 
 
-# Per-file budgets. Bytes: a Python file larger than this is generated data, not a training script.
-# CPU time: the analysis of one file stops after this many CPU seconds (CPU, not wall time, so a loaded
+# Per-file budgets. Bytes: FILE_LIMIT (lint/files.py). CPU time: the analysis of one file stops after this many CPU seconds (CPU, not wall time, so a loaded
 # machine does not cut files short); torch's costliest file takes well under a second.
-FILE_LIMIT = 8 << 20
 FILE_CPU_BUDGET_S = 20.0
 BUDGET_KIND = "budget"  # DDP000 findings of this kind are notes: the file was cut short, not wrong
 

@@ -9,6 +9,9 @@ import tokenize
 from fnmatch import translate
 from pathlib import Path
 
+# A Python file larger than this is generated data, not a training script: not read.
+FILE_LIMIT = 8 << 20
+
 
 class LintInputError(Exception):
     """A path given on the command line that cannot be linted (missing, unreadable)."""

@@ -118,8 +118,7 @@ class Project:
 
     def _caller_index(self) -> dict[tuple[str, str], list]:
         from ddpdoctor.boundary.inputs import InputError, read_bytes
-        from ddpdoctor.lint.engine import FILE_LIMIT
-        from ddpdoctor.lint.files import worth_parsing
+        from ddpdoctor.lint.files import FILE_LIMIT, worth_parsing
         from ddpdoctor.script.names import dotted
 
         out: dict[tuple[str, str], list] = {}
