@@ -65,13 +65,41 @@ def _tree(pid: int) -> list:
         return []
 
 
-def end_tree(pid: int, grace_s: float = GRACE_S, first_signal: int = signal.SIGTERM,
-             extra: Iterable[int] = ()) -> None:
-    """End process ``pid`` (started with start_new_session=True: it leads its own group) and every
-    process under it, plus the pids in ``extra`` (processes of ours that left the tree). ``first_signal``
-    goes to ``pid``'s process group; SIGKILL to whatever of the tree is left after ``grace_s``."""
+def _wait(procs: list, timeout: float, keep_pid: int | None) -> list:
+    """psutil.wait_procs, except that process ``keep_pid`` is not reaped (its owner, e.g. asyncio,
+    waits for it itself and would otherwise read a made-up exit status): it counts as gone once it is
+    a zombie. The processes still running."""
+    import time
+
     import psutil
 
+    others = [p for p in procs if p.pid != keep_pid]
+    root = [p for p in procs if p.pid == keep_pid]
+    deadline = time.monotonic() + timeout
+    _, alive = psutil.wait_procs(others, timeout=timeout)
+    while root:
+        try:
+            if root[0].status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                root = []
+                break
+        except psutil.Error:
+            root = []
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return alive + root
+
+
+def end_tree(pid: int, grace_s: float = GRACE_S, first_signal: int = signal.SIGTERM,
+             extra: Iterable[int] = (), reap: bool = True) -> None:
+    """End process ``pid`` (started with start_new_session=True: it leads its own group) and every
+    process under it, plus the pids in ``extra`` (processes of ours that left the tree). ``first_signal``
+    goes to ``pid``'s process group; SIGKILL to whatever of the tree is left after ``grace_s``.
+    ``reap=False``: ``pid`` itself is left for its owner to reap (an asyncio subprocess)."""
+    import psutil
+
+    keep = None if reap else pid
     procs = _tree(pid)
     for e in extra:
         try:
@@ -87,7 +115,7 @@ def end_tree(pid: int, grace_s: float = GRACE_S, first_signal: int = signal.SIGT
                     p.send_signal(first_signal)
                 except psutil.Error:
                     pass
-        _, alive = psutil.wait_procs(procs, timeout=grace_s)
+        alive = _wait(procs, grace_s, keep)
     else:
         alive = procs
     try:  # the group too: a process that double-forked out of the tree is still in it
@@ -100,7 +128,7 @@ def end_tree(pid: int, grace_s: float = GRACE_S, first_signal: int = signal.SIGT
             p.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(alive, timeout=grace_s)
+    _wait(alive, grace_s, keep)
 
 
 def end_process(proc: subprocess.Popen, grace_s: float = GRACE_S, first_signal: int = signal.SIGTERM) -> None:

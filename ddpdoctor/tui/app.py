@@ -186,7 +186,11 @@ class DoctorApp(App[int]):
             )
 
     async def finish_live(self, run: LiveRun) -> None:
-        path = Path(self.state.report_path) if self.state.report_path else run.report_path
+        # the --json this app asked for first: the path in the events is the check's scratch copy,
+        # gone once `ddpdoctor check` has written the outputs and removed its temp folder
+        path = run.report_path
+        if not path.is_file() and self.state.report_path:
+            path = Path(self.state.report_path)
         if path.is_file():
             try:
                 report = await asyncio.to_thread(load_report, path)  # big matrices: off the UI loop

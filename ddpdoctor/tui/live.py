@@ -132,7 +132,7 @@ class LiveRun:
         if self.proc is None or self.proc.returncode is not None:
             return
         self.stopped = True
-        await asyncio.to_thread(end_tree, self.proc.pid, self.cfg.stop_grace_s)
+        await asyncio.to_thread(end_tree, self.proc.pid, self.cfg.stop_grace_s, reap=False)
         try:
             await asyncio.wait_for(self.proc.wait(), self.cfg.stop_grace_s)
         except asyncio.TimeoutError:
@@ -141,7 +141,7 @@ class LiveRun:
     def kill_now(self) -> None:
         """Last resort when the app exits without an event loop to wait in."""
         if self.proc is not None and self.proc.returncode is None:
-            end_tree(self.proc.pid, 0.0, first_signal=signal.SIGKILL)
+            end_tree(self.proc.pid, 0.0, first_signal=signal.SIGKILL, reap=False)
 
     def log_tail(self, lines: int = 15) -> str:
         try:

@@ -28,7 +28,7 @@ def test_a_file_past_the_cpu_budget_is_cut_short_and_said(tmp_path, monkeypatch)
 
 
 def test_the_step_budget_is_said(tmp_path, monkeypatch):
-    from ddpdoctor.lint import analysis
+    from ddpdoctor.script import analysis
 
     monkeypatch.setattr(analysis, "MAX_FILE_STEPS", 1)
     f = tmp_path / "steps.py"
