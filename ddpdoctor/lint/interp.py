@@ -384,8 +384,14 @@ class Interpreter:
         elif test is False:
             self.exec_block(st.orelse, frame)
         else:
+            if not st.orelse:
+                self._branch(st.body, frame)
+                return
             self._branch(st.body, frame)
+            after_body = dict(frame), dict(self.attrs)
             self._branch(st.orelse, frame)
+            _forget_split_roles(frame, after_body[0])
+            _forget_split_roles(self.attrs, after_body[1])
 
     def _branch(self, body: list[ast.stmt], frame: dict) -> None:
         """A branch every rank may or may not take alike: walk it, ignore its early exits."""
@@ -950,6 +956,16 @@ class Interpreter:
 
 
 _MISSING = object()
+
+
+def _forget_split_roles(store: dict, other: dict) -> None:
+    """After both arms of an ``if`` the walk cannot decide: a name that holds a DDP model after one
+    arm and something else after the other (``test_model = ema.model if use_ema else model``) is
+    not known to be the DDP model. Unknown is not guilty: no rule may call its use a DDP forward."""
+    for key, v in store.items():
+        o = other.get(key, _MISSING)
+        if o is not _MISSING and o is not v and isinstance(v, DDPModel) != isinstance(o, DDPModel):
+            store[key] = UNKNOWN
 
 
 def _carry(value: object, ctx: ModuleContext | None) -> object:
