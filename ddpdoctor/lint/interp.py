@@ -115,6 +115,9 @@ class Event:
     arg: str | None = None
     path: str | None = None  # the file of ``node`` when it is not the file being linted
     chain_paths: tuple[str | None, ...] = ()  # the file of each chain line (None: the linted file)
+    # the innermost ``while`` loop it was made in (walked once: how many times it really runs is
+    # not known), else None
+    open_loop: ast.AST | None = None
 
 
 @dataclass
@@ -263,6 +266,7 @@ class Interpreter:
         self.rank_nodes: dict[int, str] = {}
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.next_req = 0
+        self.open_loops: list[ast.AST] = []  # ``while`` loops being walked (see Event.open_loop)
         self.touched_rank = False  # did any value depend on the rank or world size?
 
     # -- entry points ------------------------------------------------------------------------
@@ -338,7 +342,11 @@ class Interpreter:
         elif t is ast.While:
             test = self._truth(self.ev(st.test, frame))
             if test is not False:
-                self._loop_body(st.body, frame)
+                self.open_loops.append(st)
+                try:
+                    self._loop_body(st.body, frame)
+                finally:
+                    self.open_loops.pop()
             self.exec_block(st.orelse, frame)
         elif t in (ast.With, ast.AsyncWith):
             if any(_expects_error(item.context_expr) for item in st.items):
@@ -668,7 +676,14 @@ class Interpreter:
     # -- calls -------------------------------------------------------------------------------
     def _record(self, kind: str, op: str, node: ast.AST, **kw) -> Event:
         ev = Event(
-            kind, op, node, tuple(self.chain), path=self.path, chain_paths=tuple(self.chain_paths), **kw
+            kind,
+            op,
+            node,
+            tuple(self.chain),
+            path=self.path,
+            chain_paths=tuple(self.chain_paths),
+            open_loop=self.open_loops[-1] if self.open_loops else None,
+            **kw,
         )
         self.trace.events.append(ev)
         return ev
