@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 from difflib import SequenceMatcher
 
-from ddpdoctor.lint import ranks as rank_facts
+from ddpdoctor.script import ranks as rank_facts
 
 CODE = "DDP301"
 TITLE = "Collective reached by some ranks only"

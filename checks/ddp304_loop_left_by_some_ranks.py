@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint import ranks
-from ddpdoctor.lint.interp import COLLECTIVES
+from ddpdoctor.script import ranks
+from ddpdoctor.script.interp import COLLECTIVES
 
 CODE = "DDP304"
 TITLE = "Loop left by some ranks only"

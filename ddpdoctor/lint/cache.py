@@ -12,20 +12,21 @@ import os
 import sys
 from pathlib import Path
 
-from ddpdoctor.report.model import Finding
+from ddpdoctor.core.report import Finding
 
 _VERSION = "1"
 
 
 def rules_fingerprint() -> str:
-    """Changes whenever the engine or a rule file changes (size and mtime of their sources), and
-    with the Python version running the linter."""
+    """Changes whenever the engine, the script analysis or a rule file changes (size and mtime of
+    their sources), and with the Python version running the linter."""
     import ddpdoctor.checks as checks
     import ddpdoctor.lint as lint
+    import ddpdoctor.script as script
 
     # the Python that parses: its ast (and what parses at all) differs between versions
     h = hashlib.sha1(f"{_VERSION}:{sys.implementation.cache_tag}:{sys.version}".encode())
-    for pkg in (lint, checks):
+    for pkg in (lint, script, checks):
         for d in pkg.__path__:
             for p in sorted(Path(d).glob("*.py")):
                 st = p.stat()
