@@ -48,30 +48,18 @@ CONFIDENCE = "high"
 
 _WRAPPED = ("barrier", "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_gather_object")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-def _rank_test_between(m, exit_node: ast.AST, loop: ast.AST):
-    """The rank test of an ``if`` between the exit and its loop (the exit in its body or else)."""
-    child = exit_node
-    for a in m.ancestors(exit_node):
-        if a is loop:
-            return None
-        if isinstance(a, ast.If) and child is not a.test and ranks.guard_kind(m, a.test) is not None:
-            return a
-        child = a
-    return None
-
-
-def _communicates(m, loop: ast.AST, skip: ast.AST) -> ast.AST | None:
+def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
     """A call in ``loop`` (outside the rank-tested ``skip`` block) that every rank must join: a
     collective, or a backward pass when the job wraps its model in DDP."""
     collectives = {id(c) for c in m.dist_calls(*COLLECTIVES)}
     # a project's own wrapper of the process group (`distr.barrier()`, `comm.all_reduce(t)`)
     collectives |= {id(c) for op in _WRAPPED for c in m.method_calls(op)}
     ddp = bool(m.ddp_constructors) or m.distributed_context and m.mentions("DistributedDataParallel", "prepare(")
+    inside = range(skip.lineno, (skip.end_lineno or skip.lineno) + 1)
     for n in ast.walk(loop):
-        if not isinstance(n, ast.Call) or any(a is skip for a in m.ancestors(n)):
+        if not isinstance(n, ast.Call) or n.lineno in inside:
             continue
         if id(n) in collectives:
             return n
@@ -80,43 +68,55 @@ def _communicates(m, loop: ast.AST, skip: ast.AST) -> ast.AST | None:
     return None
 
 
-def _loop_of(m, exit_node: ast.AST) -> ast.AST | None:
-    """The loop a ``break`` leaves, or the outermost loop of the function a ``return`` leaves."""
-    found = None
-    for a in m.ancestors(exit_node):
-        if isinstance(a, _SCOPES):
-            return found
-        if isinstance(a, _LOOPS):
-            if isinstance(exit_node, ast.Break):
-                return a
-            found = a
-    return found
+def _exits(body: list, loops: list, ifs: list):
+    """(exit statement, the loop it leaves, the ifs between them) for every ``break`` and ``return``
+    in ``body`` (one walk per function, no parent map: the stacks say where each exit sits)."""
+    for st in body:
+        if isinstance(st, ast.Break) and loops:
+            loop = loops[-1]
+            yield st, loop, [i for depth, i in ifs if depth >= len(loops)]
+        elif isinstance(st, ast.Return) and loops:
+            yield st, loops[0], [i for depth, i in ifs if depth >= 1]
+        elif isinstance(st, _LOOPS):
+            yield from _exits(st.body, [*loops, st], ifs)
+            yield from _exits(st.orelse, loops, ifs)
+        elif isinstance(st, ast.If):
+            inner = [*ifs, (len(loops), st)]
+            yield from _exits(st.body, loops, inner)
+            yield from _exits(st.orelse, loops, inner)
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            yield from _exits(st.body, loops, ifs)
+        elif isinstance(st, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            for part in (st.body, *(h.body for h in st.handlers), st.orelse, st.finalbody):
+                yield from _exits(part, loops, ifs)
 
 
 def check(m):
     if not m.distributed_context or m.pinned_rank is not None:
         return
+    if not (m.mentions("break", "return") and m.nodes(*_LOOPS)):
+        return
     reported: set[int] = set()
-    for exit_node in m.nodes(ast.Break, ast.Return):
-        loop = _loop_of(m, exit_node)
-        if loop is None or id(loop) in reported:
-            continue
-        test = _rank_test_between(m, exit_node, loop)
-        if test is None:
-            continue
-        comm = _communicates(m, loop, test)
-        if comm is None:
-            continue
-        reported.add(id(loop))
-        how = "break" if isinstance(exit_node, ast.Break) else "return"
-        yield m.finding(
-            CODE,
-            exit_node,
-            f"this `{how}` leaves the loop on line {loop.lineno} only on the ranks that pass the rank "
-            f"test `{ast.unparse(test.test)[:40]}` (line {test.lineno}); the others go on to the "
-            f"next iteration and wait in its collective (line {comm.lineno}) for a rank that has left "
-            f"({m.chain_text((test.lineno, exit_node.lineno), comm.lineno)})",
-            SEVERITY,
-            hint="take the decision on one rank, then broadcast it (dist.broadcast / "
-            "broadcast_object_list) so that every rank leaves the loop together",
-        )
+    for fn in (m.tree, *m.functions):
+        for exit_node, loop, ifs in _exits(fn.body, [], []):
+            if id(loop) in reported:
+                continue
+            test = next((i for i in ifs if ranks.guard_kind(m, i.test) is not None), None)
+            if test is None:
+                continue
+            comm = _communicates(m, loop, test)
+            if comm is None:
+                continue
+            reported.add(id(loop))
+            how = "break" if isinstance(exit_node, ast.Break) else "return"
+            yield m.finding(
+                CODE,
+                exit_node,
+                f"this `{how}` leaves the loop on line {loop.lineno} only on the ranks that pass the "
+                f"rank test `{ast.unparse(test.test)[:40]}` (line {test.lineno}); the others go on to "
+                f"the next iteration and wait in its collective (line {comm.lineno}) for a rank that "
+                f"has left ({m.chain_text((test.lineno, exit_node.lineno), comm.lineno)})",
+                SEVERITY,
+                hint="take the decision on one rank, then broadcast it (dist.broadcast / "
+                "broadcast_object_list) so that every rank leaves the loop together",
+            )

@@ -108,18 +108,21 @@ def _reaching_assignment(m, use: ast.AST, name: str):
     fn = m.enclosing_function(use)
     if fn is None:
         return None
-    index = m.__dict__.setdefault("_ddp402_assigns", {})
-    key = (id(fn), name)
-    if key not in index:
-        index[key] = [
-            a
-            for a in m.nodes(ast.Assign)
-            if m.enclosing_function(a) is fn
-            and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
-        ]
+    index = m.__dict__.get("_ddp402_assigns")
+    if index is None:  # (function, name) -> its plain assignments, in one pass over the file
+        index = m.__dict__["_ddp402_assigns"] = {}
+        for a in m.nodes(ast.Assign):
+            names = [t.id for t in a.targets if isinstance(t, ast.Name)]
+            if names:
+                owner = id(m.enclosing_function(a))
+                for n in names:
+                    index.setdefault((owner, n), []).append(a)
+    found = index.get((id(fn), name), ())
+    if not found:
+        return None
     use_arms = set(_arms(m, use, fn))
     best = None
-    for a in index[key]:
+    for a in found:
         if a.lineno >= use.lineno:
             continue
         if set(_arms(m, a, fn)) <= use_arms and (best is None or a.lineno > best.lineno):
