@@ -53,7 +53,9 @@ def main() -> int:
         if c not in here:
             print(f"lint corpus: {c} is not here; skipped")
     if not scorer.is_file() or not here:
-        print(f"lint corpus: {', '.join(map(str, corpora))} or {scorer} is not here; nothing to score (exit 0)")
+        print(
+            f"lint corpus: {', '.join(map(str, corpora))} or {scorer} is not here; nothing to score (exit 0)"
+        )
         return 0
     worst = 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -74,10 +74,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lint projects: no repositories under {args.root}; nothing to measure (exit 0)")
         return 0
     load = os.getloadavg()
-    print(f"lint projects: {len(repos)} repositories under {args.root}; load average {load[0]:.2f} "
-          f"{load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores; one run each, cold (no cache)")
-    print(f"{'repository':42} {'commit':9} {'.py':>4} {'proj.':>5} {'wall s':>6} {'alone':>5} "
-          f"{'wall s':>6} {'+proj':>5} {'lost':>4}")
+    print(
+        f"lint projects: {len(repos)} repositories under {args.root}; load average {load[0]:.2f} "
+        f"{load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores; one run each, cold (no cache)"
+    )
+    print(
+        f"{'repository':42} {'commit':9} {'.py':>4} {'proj.':>5} {'wall s':>6} {'alone':>5} "
+        f"{'wall s':>6} {'+proj':>5} {'lost':>4}"
+    )
     total_lost = 0
     for repo in repos:
         pin = (repo / ".lint-pin").read_text().split() if (repo / ".lint-pin").is_file() else [repo.name, "?"]
@@ -85,11 +89,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {pin[0]}:")
         r = measure(repo, args.show)
         total_lost += r["lost"]
-        print(f"{pin[0].removeprefix('github.com/')[:42]:42} {pin[1][:8]:9} {r['files']:4} {r['project']:5} "
-              f"{r['wall']:6.2f} {r['alone']:5} {r['wall_alone']:6.2f} {r['gained']:5} {r['lost']:4}")
-    print("proj.: findings linting the repository as one project (`ddpdoctor lint REPO`); alone: the "
-          "sum over its files linted one by one; +proj: findings only project mode makes; lost: "
-          f"single-file findings project mode does not make (total {total_lost})")
+        print(
+            f"{pin[0].removeprefix('github.com/')[:42]:42} {pin[1][:8]:9} {r['files']:4} {r['project']:5} "
+            f"{r['wall']:6.2f} {r['alone']:5} {r['wall_alone']:6.2f} {r['gained']:5} {r['lost']:4}"
+        )
+    print(
+        "proj.: findings linting the repository as one project (`ddpdoctor lint REPO`); alone: the "
+        "sum over its files linted one by one; +proj: findings only project mode makes; lost: "
+        f"single-file findings project mode does not make (total {total_lost})"
+    )
     return 0
 
 

@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         f"per-rule precision over {files} labelled files in {', '.join(str(c) for c in here)} "
         f"(every rule on, each file alone; {wall:.1f} s)"
     )
-    print(f"{'rule':7} {'true':>5} {'false':>5} {'unlab.':>6} {'confl.':>6} {'precision':>9}  now      measured")
+    print(
+        f"{'rule':7} {'true':>5} {'false':>5} {'unlab.':>6} {'confl.':>6} {'precision':>9}  now      measured"
+    )
     for spec in script_rules():
         t = tallies.get(spec.code, Tally())
         p = t.precision

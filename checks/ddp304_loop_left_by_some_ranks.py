@@ -56,7 +56,11 @@ def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
     collectives = {id(c) for c in m.dist_calls(*COLLECTIVES)}
     # a project's own wrapper of the process group (`distr.barrier()`, `comm.all_reduce(t)`)
     collectives |= {id(c) for op in _WRAPPED for c in m.method_calls(op)}
-    ddp = bool(m.ddp_constructors) or m.distributed_context and m.mentions("DistributedDataParallel", "prepare(")
+    ddp = (
+        bool(m.ddp_constructors)
+        or m.distributed_context
+        and m.mentions("DistributedDataParallel", "prepare(")
+    )
     inside = range(skip.lineno, (skip.end_lineno or skip.lineno) + 1)
     for n in ast.walk(loop):
         if not isinstance(n, ast.Call) or n.lineno in inside:

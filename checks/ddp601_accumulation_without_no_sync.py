@@ -70,7 +70,12 @@ def _may_be_ddp(m) -> bool:
     for call, _q in m.calls:
         last = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
         # a wrapper takes the model and returns the wrapped one; `is_ddp()`, `get_ddp_rank()` ask
-        if "ddp" in last and call.args and m.assigned_to(call) and not last.startswith(("is_", "get_", "has_")):
+        if (
+            "ddp" in last
+            and call.args
+            and m.assigned_to(call)
+            and not last.startswith(("is_", "get_", "has_"))
+        ):
             return True
     return any(v.startswith("accelerate.Accelerator") for v in m.aliases.values()) or (
         m.mentions("Accelerator(") and bool(m.method_calls("prepare"))
