@@ -451,7 +451,13 @@ class ModuleAnalysis:
     def is_rank_guard(self, test: ast.AST) -> bool:
         """Syntactically: does this condition look at the rank (``rank == 0``, ``is_main_process()``)?"""
         text = ast.unparse(test).lower() if test is not None else ""
-        return any(k in text for k in RANKISH)
+        if any(k in text for k in RANKISH):
+            return True
+        # an attribute this file makes a rank test (``self.leader = rank == 0``, or a property)
+        return test is not None and any(
+            isinstance(n, ast.Attribute) and rank_facts.predicate_attribute_kind(self, n.attr) is not None
+            for n in ast.walk(test)
+        )
 
     def conditional(self, node: ast.AST) -> bool:
         """Inside an ``if``/``else`` or conditional expression of its function."""

@@ -649,12 +649,19 @@ class Interpreter:
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
                 return FuncRef(base.methods[e.attr], base, ctx=base.ctx)
-            if isinstance(base, Instance) and e.attr in base.cls.methods:
-                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True, ctx=base.cls.ctx)
+            if isinstance(base, Instance):
+                if e.attr in base.cls.methods:
+                    ref = FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True, ctx=base.cls.ctx)
+                    return self._property(ref, e) if _is_property(ref.node) else ref
+                if e.attr in _self_attributes(base.cls.node):
+                    # ``ctx.is_main`` reads what the class's methods set as ``self.is_main``: a rank
+                    # test stored on an object goes wherever the object goes
+                    return self.attrs.get(f"self.{e.attr}", UNKNOWN)
         if isinstance(e.value, ast.Name) and e.value.id == "self":
             cls = frame.get("__class__")
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
-                return FuncRef(cls.methods[e.attr], cls, bound_self=True, ctx=cls.ctx)
+                ref = FuncRef(cls.methods[e.attr], cls, bound_self=True, ctx=cls.ctx)
+                return self._property(ref, e) if _is_property(ref.node) else ref
         if base is UNKNOWN:
             if e.attr in MAIN_PROCESS_NAMES:
                 self.touched_rank = True
@@ -665,6 +672,11 @@ class Interpreter:
             if self.rank_nodes:
                 return self._rank_node(e)
         return UNKNOWN
+
+    def _property(self, ref: FuncRef, e: ast.Attribute) -> object:
+        """``obj.is_main`` of a ``@property``: its value is what the method returns (``self.rank ==
+        0``), not the method, which would read as true on every rank."""
+        return self._invoke(ref, e, [], {}, sources=False)
 
     def _rank_node(self, e: ast.AST) -> object:
         kind = self.rank_nodes.get(id(e))
@@ -1052,6 +1064,27 @@ _GROUP_POSITION = {
     "reduce_scatter_tensor": 3,
     "all_to_all_single": 4,
 }
+
+
+_PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
+
+
+def _is_property(fn: ast.AST) -> bool:
+    return any(dotted(d) in _PROPERTY_DECORATORS for d in fn.decorator_list)
+
+
+def _self_attributes(cls: ast.ClassDef) -> frozenset[str]:
+    """The attributes a class's methods assign on ``self`` (once per class, kept on its node)."""
+    out = getattr(cls, "_ddpdoctor_self_attributes", None)
+    if out is None:
+        names = set()
+        for n in ast.walk(cls):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    names.add(t.attr)
+        out = cls._ddpdoctor_self_attributes = frozenset(names)
+    return out
 
 
 def _group_of(op: str, node: ast.Call) -> str | None:

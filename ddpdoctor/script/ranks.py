@@ -367,7 +367,43 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         k = rank_kind(m, test, depth + 1)
         if k is not None:
             return (k,)  # ``if rank:`` / ``if not local_rank:``
+        if "." in name:
+            found = predicate_attribute_kind(m, last, depth)
+            if found is not None:
+                return found
     return None
+
+
+def predicate_attribute_kind(m, attr: str, depth: int = 0):
+    """``ctx.is_main`` is a rank test when this file makes ``is_main`` one on some object
+    (``self.is_main = rank == 0``, ``cfg.is_main = ...``) or as a property (``@property def is_main(self):
+    return self.rank == 0``): the attribute carries the test to every object that holds it. One
+    kind over every definition, else None; a definition that is not a rank test makes it unknown
+    (a plain ``is_main = True`` elsewhere says nothing about ranks: stay quiet)."""
+    memo = m.__dict__.setdefault("_predicate_attr_memo", {})
+    key = (attr, bool(m.__dict__.get("_rank_strict")))
+    if key in memo:
+        hit = memo[key]
+        return None if hit is _PENDING else hit
+    memo[key] = _PENDING
+    found: list = []
+    for target, values in _assignments(m).items():
+        if target.rpartition(".")[2] != attr or "." not in target:
+            continue
+        for value, _node in values[:32]:
+            found.append(None if _is_plain_constant(value) else guard_kind(m, value, depth + 1))
+    for fn in _functions_named(m).get(attr, ()):
+        if not any(dotted(d) in ("property", "cached_property", "functools.cached_property")
+                   for d in fn.decorator_list):
+            continue
+        returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+        found.extend(guard_kind(m, r.value, depth + 1) for r in returns)
+    out = None
+    if found and all(g is not None for g in found):
+        kinds = {g[0] for g in found}
+        out = (kinds.pop() if len(kinds) == 1 else None,)
+    memo[key] = out
+    return out
 
 
 def _only_negative_constants(nodes) -> bool:
