@@ -267,7 +267,9 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
     r = _Reader(path)
     d = r.obj(d, where)
     w = f"{where}."
-    if "entries" not in d:
+    # a rank that has run no collective yet (or has no process group yet) has no 'entries'; a file
+    # with none of torch's keys is something else
+    if not {"entries", "version", "pg_config", "pg_status"} & set(d):
         raise r.fail(where, "no 'entries': not a Flight Recorder dump")
     version = str(d.get("version", ""))
     groups = []
@@ -281,7 +283,7 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
             )
         )
     entries = []
-    for i, e in enumerate(r.list_(d, "entries", w)):
+    for i, e in enumerate(r.list_(d, "entries", w, optional=True)):
         entries.append(_entry_fast(e) or _entry_checked(r, e, f"{w}entries[{i}]."))
     return FlightRecord(version=version, groups=tuple(groups), entries=tuple(entries))
 

@@ -49,7 +49,7 @@ def entry_pending(entry: dict) -> bool:
     return not entry.get("retired", False) and entry.get("state") != "completed"
 
 
-def oldest_pending(entries: list[dict]) -> Pending | None:
+def oldest_pending_entry(entries: list[dict]) -> dict | None:
     """The oldest unfinished Flight Recorder entry, or None when the rank waits in nothing."""
     best = None
     for e in entries:
@@ -60,12 +60,20 @@ def oldest_pending(entries: list[dict]) -> Pending | None:
             continue
         if best is None or t < int(best["time_created_ns"]):
             best = e
-    if best is None:
-        return None
-    p2p = bool(best.get("is_p2p"))
-    seq = best.get("p2p_seq_id") if p2p else best.get("collective_seq_id")
-    return Pending(operation=str(best.get("profiling_name") or "?"), seq=None if seq is None else int(seq),
-                   is_p2p=p2p, since_ns=int(best["time_created_ns"]), source="flight_recorder")
+    return best
+
+
+def pending_of(entry: dict) -> Pending:
+    p2p = bool(entry.get("is_p2p"))
+    seq = entry.get("p2p_seq_id") if p2p else entry.get("collective_seq_id")
+    return Pending(operation=str(entry.get("profiling_name") or "?"), seq=None if seq is None else int(seq),
+                   is_p2p=p2p, since_ns=int(entry["time_created_ns"]), source="flight_recorder")
+
+
+def oldest_pending(entries: list[dict]) -> Pending | None:
+    """The oldest unfinished Flight Recorder entry as a Pending, or None."""
+    best = oldest_pending_entry(entries)
+    return None if best is None else pending_of(best)
 
 
 def c10d_wait(frames: list[tuple[str, str]]) -> str | None:
@@ -79,8 +87,10 @@ def c10d_wait(frames: list[tuple[str, str]]) -> str | None:
 
 
 class StackWaitTracker:
-    """Remembers since when the main thread has sat in the same c10d call (same frame, same line),
-    for operations that Flight Recorder does not see."""
+    """Remembers since when the main thread has sat in the same c10d call, for operations that Flight
+    Recorder does not see. The key must name one call, not one place: the caller passes the frame
+    object itself (kept alive by the key, so a later call at the same line, whose frame may reuse
+    the same address, is a new key) -- one continuous wait, never waits summed across calls."""
 
     def __init__(self) -> None:
         self._key: tuple | None = None
@@ -128,5 +138,6 @@ class ProgressTracker:
 
 def poll_interval(hang_after_s: float) -> float:
     """How often a rank looks at itself: often enough to call a hang within a few seconds of
-    --hang-after, rarely enough to cost nothing measurable (a Flight Recorder dump is ~0.3 ms)."""
-    return min(2.0, max(0.25, hang_after_s / 10.0))
+    --hang-after and to publish a wait within a second for the certainty check, rarely enough to
+    cost nothing measurable (the per-group status is a few microseconds; a full dump ~0.3 ms)."""
+    return min(1.0, max(0.25, hang_after_s / 10.0))
