@@ -5,30 +5,58 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import shutil
 import sys
 from pathlib import Path
 
+MIN_HANG_AFTER_S = 1.0  # a shorter wait is an ordinary collective, not a hang
+MIN_CONFIRM_S = 0.5
+
 DESCRIPTION = (
     "Run the launch command (torchrun ..., python -m torch.distributed.run ..., srun ...) unchanged, with "
-    "Flight Recorder and a small helper switched on in every rank through the environment. When a rank "
-    "has waited inside one collective or p2p operation for longer than --hang-after, collect every "
+    "Flight Recorder and a small helper switched on in every rank through the environment. A deadlock "
+    "that is certain (ranks of one group in different collectives, a cycle of p2p waits, a collective "
+    "of a group one of whose members has ended, new_group called by some ranks only) is called after "
+    "--confirm seconds; any other wait when a rank has waited inside one operation for longer than "
+    "--hang-after. Then collect every "
     "rank's Flight Recorder entries and thread stacks into --dumps, print the diagnosis, end the job "
     "and exit 1. A job that finishes exits with its own code; a crash is diagnosed from the evidence "
     "its ranks left. Several nodes: run `ddpdoctor watch` on every node, as torchrun, or once around "
     "srun (--dumps on storage every node sees)."
 )
-EPILOG = "example: ddpdoctor watch --hang-after 120 -- torchrun --nproc-per-node 8 train.py --epochs 3"
+EPILOG = "example: ddpdoctor watch --hang-after auto -- torchrun --nproc-per-node 8 train.py --epochs 3"
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, found {text!r}") from None
+
+
+def _hang_after(text: str) -> float | str:
+    return "auto" if text.strip().lower() == "auto" else _seconds(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     p.add_argument(
         "--hang-after",
-        type=float,
+        type=_hang_after,
         default=300.0,
+        metavar="S|auto",
+        help="call a wait that is not certainly a deadlock a hang when a rank has waited in one "
+        f"operation this long (at least {MIN_HANG_AFTER_S:g}; default 300); auto: from the job's own "
+        "rhythm, never below 60",
+    )
+    p.add_argument(
+        "--confirm",
+        type=_seconds,
+        default=3.0,
         metavar="S",
-        help="call it a hang when a rank has waited in one operation this long (default 300)",
+        help="a certain deadlock must be seen unchanged this long before the job is ended (default 3)",
     )
     p.add_argument(
         "--dumps",
@@ -38,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the diagnosis as JSON (`ddpdoctor tui PATH`)")
     p.add_argument(
         "--collect-timeout",
-        type=float,
+        type=_seconds,
         metavar="S",
         help="how long to wait for every rank's evidence after a hang (default: a few polls)",
     )
@@ -58,8 +86,17 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         return _error("no command to run: give it after --, e.g. `ddpdoctor watch -- torchrun train.py`")
-    if not args.hang_after > 0:
-        return _error(f"--hang-after must be a positive number of seconds, not {args.hang_after:g}")
+    if args.hang_after != "auto" and not (
+        math.isfinite(args.hang_after) and args.hang_after >= MIN_HANG_AFTER_S
+    ):
+        return _error(
+            f"--hang-after must be a finite number of seconds, at least {MIN_HANG_AFTER_S:g}, or auto; "
+            f"not {args.hang_after:g}"
+        )
+    if not (math.isfinite(args.confirm) and args.confirm >= MIN_CONFIRM_S):
+        return _error(f"--confirm must be a finite number of seconds, at least {MIN_CONFIRM_S:g}; not {args.confirm:g}")
+    if args.collect_timeout is not None and not (math.isfinite(args.collect_timeout) and args.collect_timeout > 0):
+        return _error(f"--collect-timeout must be a finite positive number of seconds, not {args.collect_timeout:g}")
     if shutil.which(command[0]) is None and not Path(command[0]).is_file():
         return _error(f"command not found: {command[0]}")
     dumps = Path(args.dumps) if args.dumps else None
@@ -74,12 +111,15 @@ def run(args: argparse.Namespace) -> int:
         return _error(
             f"--dumps {dumps}: already holds evidence (rank-*.json); give an empty or new directory"
         )
+    unwritable = _unwritable(dumps)
+    if unwritable:
+        return _error(f"--dumps {dumps}: {unwritable}; give a folder you can write to")
     if args.json:
         jp = Path(args.json)
         if jp.parent and not jp.parent.is_dir():
             return _error(f"--json {args.json}: folder {jp.parent} does not exist")
 
-    watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout)
+    watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout, confirm_s=args.confirm)
     result = watch.run()
     have_evidence = bool(result.evidence_ranks)
     if result.outcome == "finished" and not have_evidence:
@@ -109,6 +149,20 @@ def run(args: argparse.Namespace) -> int:
     save_record(result)
     diag_code = _diagnose(result, args.json)
     return code if diag_code != 2 else 2
+
+
+def _unwritable(dumps: Path) -> str | None:
+    """Why the evidence could not be written there (checked before the job starts), or None."""
+    probe = dumps
+    while not probe.exists():
+        if probe.parent == probe:
+            return "no existing parent folder"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{'it' if probe == dumps else probe} is not writable"
+    return None
 
 
 def _diagnose(result, json_path: str | None) -> int:

@@ -163,6 +163,9 @@ class HangDiagnosis:
     grids: list[Grid] = field(default_factory=list)
     watch: dict[str, Any] | None = None
     sources: list[str] = field(default_factory=list)
+    why: str | None = None  # why the watch ended the job: the certain deadlock, or the rhythm auto read
+    heading: str = "Hang"  # Hang | Crash | Exit: what the job's end was
+
 
     def rank(self, r: int) -> RankReport | None:
         return next((x for x in self.ranks if x.rank == r), None)
@@ -245,6 +248,9 @@ def _last_pending(ops: list[FROp]) -> FROp | None:
 def _base_report(ev: Evidence, r: int) -> RankReport:
     e = ev.ranks.get(r)
     if e is None:
+        end = ev.watch.ends.get(r) if ev.watch else None
+        if end is not None:
+            return RankReport(r, ev.host(r), "missing", f"{end.text()} (no evidence)")
         code = ev.watch.exit_codes.get(r) if ev.watch else None
         extra = f" (exit code {code})" if code is not None else ""
         return RankReport(
@@ -325,6 +331,14 @@ def _sig_text(op: FROp, kind: str) -> str:
 def _who(ranks: list[int], ev: Evidence) -> str:
     hosts = sorted({h for r in ranks if (h := ev.host(r))})
     return rank_list(ranks) + (f" ({', '.join(hosts)})" if hosts else "")
+
+
+def _gone(ev: Evidence, ranks: list[int]) -> str:
+    """What became of ranks without evidence: how they ended when the watch saw it, else unknown."""
+    ends = {ev.watch.ends[r].text() for r in ranks if ev.watch and r in ev.watch.ends}
+    if len(ends) == 1 and all(ev.watch and r in ev.watch.ends for r in ranks):
+        return next(iter(ends))
+    return "gave no evidence"
 
 
 def _pick_culprits(groups: dict[Any, list[int]], prev: tuple | None, key) -> list[int]:
@@ -420,7 +434,9 @@ def _collective_finding(
     if pending and no_ev:
         op = next(iter(pending.values())).op
         what = (
-            "gave no evidence" if all(r not in ev.ranks for r in no_ev) else "left no Flight Recorder record"
+            _gone(ev, no_ev)
+            if all(r not in ev.ranks for r in no_ev)
+            else "left no Flight Recorder record"
         )
         summary = f"{_who(no_ev, ev)} {what}; {rank_list(sorted(pending))} wait in {op} #{last}"
         return GroupFinding(
@@ -626,7 +642,8 @@ def _death_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding
             "default_pg", "died", "collective", None, "", f"{_who(own, ev)} died", [], own, [], 0
         )
     if missing:
-        summary = f"{_who(missing, ev)} gave no evidence (killed?)"
+        gone = _gone(ev, missing)
+        summary = f"{_who(missing, ev)} {gone}" + (" (killed?)" if gone == "gave no evidence" else "")
         details = [f"{_who(lost, ev)} lost the connection to it{at}"] if lost else []
         if lost:
             summary += f"; {rank_list(lost)} lost the connection{at}"
@@ -748,6 +765,9 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
             "hang_after_s": w.hang_after_s,
             "trigger": w.trigger,
             "exit_codes": {str(k): v for k, v in w.exit_codes.items()},
+            "ends": {str(k): e.text() for k, e in sorted(w.ends.items())},
+            "certain": w.certain,
+            "hang_after_auto": w.hang_after_auto,
         }
     return HangDiagnosis(
         verdict=_verdict(top, reports, ev)
@@ -768,7 +788,42 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         grids=grids,
         watch=watch,
         sources=list(ev.sources),
+        why=_why(ev),
+        heading=_heading(ev, top, reports),
     )
+
+
+def _why(ev: Evidence) -> str | None:
+    """Why the watch ended the job when it did: a certain deadlock, or --hang-after auto's reading."""
+    w = ev.watch
+    if w is None:
+        return None
+    if w.certain and w.certain.get("reason"):
+        confirm = w.certain.get("confirm_s")
+        seen = f" (seen unchanged for {confirm:g} s)" if isinstance(confirm, (int, float)) else ""
+        return f"certain{seen}: {w.certain['reason']}"
+    auto = (w.trigger or {}).get("auto")
+    if isinstance(auto, dict) and w.trigger:
+        usual = auto.get("usual_s")
+        rhythm = (f"this job usually completes one every {usual:.2g} s" if isinstance(usual, (int, float))
+                  else "no rhythm seen yet")  # fmt: skip
+        return (f"no operation completed for {w.trigger.get('waiting_s', 0):.0f} s; {rhythm} "
+                f"(--hang-after auto: {auto.get('threshold_s')} s, never below {auto.get('floor_s')} s)")  # fmt: skip
+    return None
+
+
+def _heading(ev: Evidence, top: GroupFinding | None, reports: dict[int, RankReport]) -> str:
+    """Hang when the watch stopped a waiting job; Crash when a rank died; Exit when the job ended by
+    itself with every rank's end an ordinary exit."""
+    w = ev.watch
+    died = any(x.kind == "died" for x in reports.values())
+    if w is not None and w.outcome == "hang":
+        return "Hang"
+    if w is not None and w.outcome in ("crash", "finished"):
+        if not died and w.ends and all(e.how == "exit" for e in w.ends.values()):
+            return "Exit"
+        return "Crash"
+    return "Crash" if top is not None and top.kind == "died" else "Hang"
 
 
 def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> str:

@@ -21,9 +21,10 @@ not yet marked #5 done) changes within milliseconds, a deadlock never does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ddpdoctor.model.hang_analysis import rank_list
+from ddpdoctor.model.hang_evidence import RankEnd
 
 P2P_CALLS = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
 NEW_GROUP_CALLS = frozenset({"new_group", "new_subgroups", "new_subgroups_by_enumeration"})
@@ -64,26 +65,6 @@ class WaitState:
             sizes=str(d.get("sizes") or ""),
             host=d.get("host"),
         )
-
-
-@dataclass(frozen=True)
-class RankEnd:
-    """How a rank's process ended, as far as anyone could tell."""
-
-    rank: int
-    how: str  # "exit" | "exception" | "signal" | "terminated" | "gone"
-    code: int | None = None  # exit code, or the signal number for "signal"
-    detail: str = ""  # "ValueError: ...", "SIGABRT", "SIGKILL or the OOM killer"
-    last_seq: dict[str, int] = field(default_factory=dict)  # group -> last collective it entered
-
-    def text(self) -> str:
-        if self.how == "exit":
-            return "exited" + (f" with code {self.code}" if self.code is not None else "")
-        if self.how == "exception":
-            return f"died of {self.detail}" if self.detail else "died of an exception"
-        if self.how in ("signal", "terminated"):
-            return f"was killed by {self.detail or f'signal {self.code}'}"
-        return f"is gone ({self.detail})" if self.detail else "is gone"
 
 
 @dataclass(frozen=True)

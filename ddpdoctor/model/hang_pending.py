@@ -141,3 +141,50 @@ def poll_interval(hang_after_s: float) -> float:
     --hang-after and to publish a wait within a second for the certainty check, rarely enough to
     cost nothing measurable (the per-group status is a few microseconds; a full dump ~0.3 ms)."""
     return min(1.0, max(0.25, hang_after_s / 10.0))
+
+
+class Rhythm:
+    """The job's own rhythm, for --hang-after auto: how often this rank completes an operation (any
+    group's ``last_completed_collective`` moving) and the longest it has gone without one, seen at
+    poll resolution. The threshold is never below a floor: a job that has shown no rhythm yet (its
+    first long checkpoint) is judged by the floor alone."""
+
+    def __init__(self) -> None:
+        self._done: int | None = None
+        self._first_ns: int | None = None
+        self._last_ns: int | None = None
+        self.completed = 0
+        self.longest_gap_s = 0.0
+
+    def update(self, pg_status: dict, now_ns: int) -> None:
+        done = 0
+        for st in pg_status.values():
+            try:
+                done += max(0, int(st.get("last_completed_collective", -1)))
+            except (TypeError, ValueError, AttributeError):
+                continue
+        if self._done is None or done < self._done:
+            self._done = done
+            return
+        if done == self._done:
+            return
+        if self._last_ns is None:
+            self._first_ns = now_ns
+        else:
+            self.longest_gap_s = max(self.longest_gap_s, (now_ns - self._last_ns) / 1e9)
+            self.completed += done - self._done
+        self._done, self._last_ns = done, now_ns
+
+    def usual_s(self) -> float | None:
+        """Seconds per completed operation so far (None before two completions were seen)."""
+        if not self.completed or self._first_ns is None or self._last_ns is None:
+            return None
+        return (self._last_ns - self._first_ns) / 1e9 / self.completed
+
+    def threshold_s(self, floor_s: float, factor: float) -> float:
+        return max(floor_s, factor * self.longest_gap_s)
+
+    def to_dict(self, floor_s: float, factor: float) -> dict:
+        return {"threshold_s": round(self.threshold_s(floor_s, factor), 1), "floor_s": floor_s,
+                "usual_s": None if self.usual_s() is None else round(self.usual_s(), 3),  # type: ignore[arg-type]
+                "longest_gap_s": round(self.longest_gap_s, 1), "completed": self.completed}

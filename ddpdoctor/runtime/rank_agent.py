@@ -38,6 +38,7 @@ from ddpdoctor.model.hang_pending import (
     C10D_FILE_SUFFIX,
     Pending,
     ProgressTracker,
+    Rhythm,
     StackWaitTracker,
     c10d_wait,
     oldest_pending_entry,
@@ -52,6 +53,8 @@ FORMAT, VERSION = "ddpdoctor-hang-evidence", 1
 STORE_TIMEOUT_S = 5.0
 GATHER_S = 10.0  # how long a node's first rank keeps copying other nodes' evidence from the store
 THREAD_NAME = "ddpdoctor-watch"
+AUTO_FLOOR_S = 60.0  # --hang-after auto never calls a wait shorter than this a hang
+AUTO_FACTOR = 10.0  # ... nor one shorter than this many times the longest gap the job has shown
 PROBE_S = 1.0  # a wait this long is published (wait-R.json) for the watch's certainty check
 # operations Flight Recorder does not record on gloo: only the main thread's stack says we wait in them
 STACK_ONLY = P2P_CALLS | NEW_GROUP_CALLS | {"monitored_barrier"}
@@ -122,7 +125,10 @@ class Agent:
     def __init__(self, environ: dict) -> None:
         self.run_dir = environ[ENV_RUN]
         self.dumps = environ[ENV_DUMPS]
-        self.hang_after = float(environ.get(ENV_HANG_AFTER, "300"))
+        raw = environ.get(ENV_HANG_AFTER, "300")
+        self.auto = raw == "auto"  # --hang-after auto: the threshold follows the job's rhythm
+        self.hang_after = AUTO_FLOOR_S if self.auto else float(raw)
+        self.rhythm = Rhythm()
         self.poll = poll_interval(self.hang_after)
         self.rank: int | None = None
         self.world = None
@@ -431,6 +437,9 @@ class Agent:
             # once a group has something enqueued and has completed nothing for a second
             status = json.loads(c10d._dump_fr_trace_json(False, False)).get("pg_status", {})
             fr_ok = True
+            self.rhythm.update(status, now)
+            if self.auto:
+                self.hang_after = self.rhythm.threshold_s(AUTO_FLOOR_S, AUTO_FACTOR)
             if self.progress.stalled_s(status, now) >= min(self.hang_after, PROBE_S):
                 doc = json.loads(c10d._dump_fr_trace_json(True, False))
                 e = oldest_pending_entry(doc.get("entries") or [])
@@ -576,6 +585,8 @@ class Agent:
         if p.waiting_s(now) >= self.hang_after:
             self.triggered = True
             trig = {"rank": self.rank, "host": self.host, **p.to_dict(now)}
+            if self.auto:
+                trig["auto"] = self.rhythm.to_dict(AUTO_FLOOR_S, AUTO_FACTOR)
             _write_json(os.path.join(self.run_dir, f"trigger-{self.rank}.json"), trig)
             self._store_set("request", json.dumps(trig))
             self.dump("hang")
