@@ -129,6 +129,16 @@ def run(args: argparse.Namespace) -> int:
     code = 1 if result.outcome == "hang" else result.exit_code
     if not have_evidence:
         hosts = result.record.get("hosts") or {}
+        ends = result.record.get("ends") or {}
+        ended = [r for r in result.missing_ranks if ends.get(str(r), {}).get("how") == "exit"]
+        if ended and len(ended) == len(result.missing_ranks):
+            codes = ", ".join(f"rank {r} ({hosts.get(str(r), '?')}) exited with code {ends[str(r)].get('code')}"
+                              for r in ended)  # fmt: skip
+            print(f"ddpdoctor watch: the job ended (exit {result.record['job_exit_code']}): {codes}; no rank "
+                  "was hung or crashed", file=sys.stderr)  # fmt: skip
+            if args.json:
+                _write_json(args.json, result.record)
+            return code
         lost = ", ".join(f"{r} ({hosts.get(str(r), '?')})" for r in result.missing_ranks)
         why = (
             (

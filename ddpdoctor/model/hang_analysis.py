@@ -438,7 +438,8 @@ def _collective_finding(
             if all(r not in ev.ranks for r in no_ev)
             else "left no Flight Recorder record"
         )
-        summary = f"{_who(no_ev, ev)} {what}; {rank_list(sorted(pending))} wait in {op} #{last}"
+        verb = "waits" if len(pending) == 1 else "wait"
+        summary = f"{_who(no_ev, ev)} {what}; {rank_list(sorted(pending))} {verb} in {op} #{last}"
         return GroupFinding(
             name,
             "missing",
@@ -813,17 +814,18 @@ def _why(ev: Evidence) -> str | None:
 
 
 def _heading(ev: Evidence, top: GroupFinding | None, reports: dict[int, RankReport]) -> str:
-    """Hang when the watch stopped a waiting job; Crash when a rank died; Exit when the job ended by
-    itself with every rank's end an ordinary exit."""
+    """What the job's end was, as it was: Crash when a culprit died (an exception, a fatal signal),
+    whoever ended the job after; Exit when the job ended by itself and every rank's end was an
+    ordinary exit; otherwise Hang."""
     w = ev.watch
-    died = any(x.kind == "died" for x in reports.values())
-    if w is not None and w.outcome == "hang":
-        return "Hang"
+    culprits = [reports[r] for r in (top.culprit_ranks if top else []) if r in reports]
+    if any(x.kind == "died" for x in culprits) or (top is not None and top.kind == "died"):
+        return "Crash"
     if w is not None and w.outcome in ("crash", "finished"):
-        if not died and w.ends and all(e.how == "exit" for e in w.ends.values()):
+        if w.ends and all(e.how == "exit" for e in w.ends.values()):
             return "Exit"
         return "Crash"
-    return "Crash" if top is not None and top.kind == "died" else "Hang"
+    return "Hang"
 
 
 def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> str:

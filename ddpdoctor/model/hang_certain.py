@@ -125,7 +125,8 @@ def _p2p_cycle(waits: dict[int, WaitState]) -> Certainty | None:
             if nxt in path:
                 cycle = path[path.index(nxt):]
                 arrows = "\u2192".join(map(str, cycle + [nxt]))
-                calls = ", ".join(f"rank {r} in {blocked[r].operation} to/from rank {blocked[r].peer}"
+                calls = ", ".join(f"rank {r} in {blocked[r].operation} "
+                                  f"{'to' if 'send' in blocked[r].operation else 'from'} rank {blocked[r].peer}"
                                   for r in cycle)  # fmt: skip
                 reason = (f"a cycle of blocking point-to-point waits {arrows} ({calls}): each waits for a "
                           "rank that waits in turn, none can return first")  # fmt: skip

@@ -23,6 +23,8 @@ C10D_WAITS = frozenset({
     "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "broadcast",
     "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "all_gather_object",
     "broadcast_object_list", "gather_object", "scatter_object_list", "wait",
+    # every rank of the world must call these (unless use_local_synchronization): a rank can sit in one
+    "new_group", "new_subgroups", "new_subgroups_by_enumeration",
 })
 
 
