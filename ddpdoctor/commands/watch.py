@@ -162,17 +162,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _unwritable(dumps: Path) -> str | None:
-    """Why the evidence could not be written there (checked before the job starts), or None."""
-    probe = dumps
-    while not probe.exists():
-        if probe.parent == probe:
-            return "no existing parent folder"
-        probe = probe.parent
-    if not probe.is_dir():
-        return f"{probe} is not a folder"
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return f"{'it' if probe == dumps else probe} is not writable"
-    return None
+    """Why the evidence could not be written there, found before the job starts by writing a probe
+    file (permissions alone do not say: root, read-only mounts, /proc), or None. Leaves nothing."""
+    made: list[Path] = []
+    try:
+        missing = [p for p in [dumps, *dumps.parents] if not p.exists()]
+        for p in reversed(missing):
+            p.mkdir()
+            made.append(p)
+        probe = dumps / f".ddpdoctor-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+        return None
+    except OSError as e:
+        return f"not writable ({e.strerror or e})"
+    finally:
+        for p in reversed(made):
+            try:
+                p.rmdir()
+            except OSError:
+                pass
 
 
 def _diagnose(result, json_path: str | None) -> int:

@@ -140,9 +140,9 @@ class ProgressTracker:
 
 def poll_interval(hang_after_s: float) -> float:
     """How often a rank looks at itself: often enough to call a hang within a few seconds of
-    --hang-after and to publish a wait within a second for the certainty check, rarely enough to
+    --hang-after and to publish a wait within half a second for the certainty check, rarely enough to
     cost nothing measurable (the per-group status is a few microseconds; a full dump ~0.3 ms)."""
-    return min(1.0, max(0.25, hang_after_s / 10.0))
+    return min(0.5, max(0.25, hang_after_s / 10.0))
 
 
 class Rhythm:

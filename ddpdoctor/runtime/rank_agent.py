@@ -55,7 +55,7 @@ GATHER_S = 10.0  # how long a node's first rank keeps copying other nodes' evide
 THREAD_NAME = "ddpdoctor-watch"
 AUTO_FLOOR_S = 60.0  # --hang-after auto never calls a wait shorter than this a hang
 AUTO_FACTOR = 10.0  # ... nor one shorter than this many times the longest gap the job has shown
-PROBE_S = 1.0  # a wait this long is published (wait-R.json) for the watch's certainty check
+PROBE_S = 0.5  # a wait this long is published (wait-R.json) for the watch's certainty check
 # operations Flight Recorder does not record on gloo: only the main thread's stack says we wait in them
 STACK_ONLY = P2P_CALLS | NEW_GROUP_CALLS | {"monitored_barrier"}
 
