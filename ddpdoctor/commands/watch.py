@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 import math
 import os
 import shutil
@@ -65,6 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", metavar="PATH", help="also write the diagnosis as JSON (`ddpdoctor tui PATH`)")
     p.add_argument(
+        "--verify",
+        action="store_true",
+        help="for the first runs of a script: check while it runs what lint can only guess "
+        "(collectives that differ across ranks, via TORCH_DISTRIBUTED_DEBUG=DETAIL; a shuffling "
+        "DistributedSampler iterated again with the same epoch); costs time per collective",
+    )
+    p.add_argument(
         "--collect-timeout",
         type=_seconds,
         metavar="S",
@@ -119,8 +127,11 @@ def run(args: argparse.Namespace) -> int:
         if jp.parent and not jp.parent.is_dir():
             return _error(f"--json {args.json}: folder {jp.parent} does not exist")
 
-    watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout, confirm_s=args.confirm)
+    watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout, confirm_s=args.confirm,
+                  verify=args.verify)  # fmt: skip
     result = watch.run()
+    verified = _verify_report(result.record.get("verify") or [], result.world_size)
+    result.record["verify"] = [asdict(f) for f in verified]
     have_evidence = bool(result.evidence_ranks)
     if result.outcome == "finished" and not have_evidence:
         if args.json:
@@ -157,8 +168,51 @@ def run(args: argparse.Namespace) -> int:
             _write_json(args.json, result.record)
         return code
     save_record(result)
-    diag_code = _diagnose(result, args.json)
+    diag_code = _diagnose(result, args.json, result.record["verify"])
     return code if diag_code != 2 else 2
+
+
+def _verify_report(items: list[dict], world: int | None) -> list:
+    """Print what --verify found while the job ran, one finding per cause, each joined with the lint
+    finding at the same place ("DDP101 at train.py:10, confirmed at run time: ...")."""
+    if not items:
+        return []
+    from ddpdoctor.model.verify_findings import group_run_findings
+
+    found = group_run_findings(items)
+    _join_lint(found, world)
+    print(f"Verify: {len(found)} finding{'s' if len(found) != 1 else ''} while the job ran (watch --verify)")
+    for f in found:
+        print(f"  {f.headline()}")
+        if f.code:
+            print(f"      {f.code}")
+        for line in f.joined():
+            print(f"      {line}")
+    return found
+
+
+def _join_lint(found: list, world: int | None) -> None:
+    """A lint finding joins a run-time one when it is at the same path:line or its chain passes
+    through it (DDP101 sits on the sampler and lists the loop that iterates it)."""
+    from ddpdoctor.lint import LintConfig, LintInputError, lint_paths
+
+    files = sorted({f.file for f in found if Path(f.file).is_file()})
+    if not files:
+        return
+    try:
+        lints = lint_paths(files, LintConfig(world_sizes=(max(1, world or 2),)), jobs=1)
+    except (LintInputError, OSError, SyntaxError):
+        return
+    for f in found:
+        here = f"{Path(f.file).name}:{f.line}"
+        for x in lints:
+            if x.location is None or Path(x.location.path).resolve() != Path(f.file).resolve():
+                continue
+            chain = str((x.evidence or {}).get("chain", "")).split(" -> ")
+            if x.location.line == f.line or here in chain:
+                item = {"code": x.code, "message": x.message, "where": f"{Path(x.location.path).name}:{x.location.line}"}
+                if item not in f.lint:
+                    f.lint.append(item)
 
 
 def _unwritable(dumps: Path) -> str | None:
@@ -184,7 +238,7 @@ def _unwritable(dumps: Path) -> str | None:
                 pass
 
 
-def _diagnose(result, json_path: str | None) -> int:
+def _diagnose(result, json_path: str | None, verify: list | None = None) -> int:
     from rich.console import Console
 
     from ddpdoctor.commands.hang import EvidenceError, analyse, print_diagnosis
@@ -198,7 +252,7 @@ def _diagnose(result, json_path: str | None) -> int:
     print_diagnosis(diag, console)
     print(f"evidence: {result.dumps}/ (again: ddpdoctor hang {result.dumps})")
     if json_path:
-        _write_json(json_path, diag.to_dict())
+        _write_json(json_path, {**diag.to_dict(), "verify": verify or []})
     return 0
 
 

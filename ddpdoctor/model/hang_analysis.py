@@ -702,6 +702,8 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
     if f is None or not f.kind.startswith("mismatch"):
         return None
+    if any(e.exception and "Detected mismatch between collectives" in e.exception.message for e in ev.ranks.values()):
+        return None  # torch's fingerprint check raised before the backend ran it: no gloo abort
     crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
         x.kind == "died" for x in reports.values()
     )
@@ -723,9 +725,39 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
     )
 
 
+def _fingerprint_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding | None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL (`watch --verify`) named the mismatch before it ran: every
+    rank's operation, shape and dtype at torch's own collective count."""
+    from ddpdoctor.model.verify_findings import combine
+
+    msgs = {r: e.exception.message for r, e in ev.ranks.items() if e.exception}
+    fps, differ = combine(msgs)
+    if len(fps) < 2:
+        return None
+    by_sig: dict[tuple, list[int]] = {}
+    for r, fp in fps.items():
+        by_sig.setdefault((fp.op, fp.shape, fp.dtypes), []).append(r)
+    if len(by_sig) < 2:
+        return None
+    culprits = _pick_culprits(by_sig, None, key=lambda k: k)
+    seq = min(fp.seq for fp in fps.values())
+    ops = sorted({fp.op for fp in fps.values()})
+    kind = "mismatch_op" if len(ops) > 1 else (
+        "mismatch_size" if len({fp.shape for fp in fps.values()}) > 1 else "mismatch_dtype")
+    parts = " while ".join(f"{_who(sorted(rs), ev)} call{'s' if len(rs) == 1 else ''} {fps[rs[0]].text()}"
+                           for _, rs in sorted(by_sig.items(), key=lambda kv: kv[1]))  # fmt: skip
+    summary = f"collective #{seq} differs across ranks (found by TORCH_DISTRIBUTED_DEBUG=DETAIL): {parts}"
+    details = [f"torch: {differ}"] if differ else []
+    return GroupFinding("default_pg", kind, "collective", seq, "/".join(ops), summary, details, culprits,
+                        sorted(r for r in fps if r not in culprits), 0)  # fmt: skip
+
+
 def diagnose(ev: Evidence) -> HangDiagnosis:
     reports = {r: _base_report(ev, r) for r in range(ev.world_size)}
     findings: list[GroupFinding] = []
+    fp = _fingerprint_finding(ev, reports)
+    if fp is not None:
+        findings.append(fp)
     groups = _groups(ev)
     grids = []
     for name in sorted(groups, key=lambda n: (n != "0", n)):

@@ -49,6 +49,7 @@ from ddpdoctor.model.hang_pending import (
 ENV_RUN = "DDPDOCTOR_WATCH_RUN"  # control files: request, trigger-R.json, rank-R.meta.json
 ENV_DUMPS = "DDPDOCTOR_WATCH_DUMPS"  # evidence: rank-R.json
 ENV_HANG_AFTER = "DDPDOCTOR_WATCH_HANG_AFTER"
+ENV_VERIFY = "DDPDOCTOR_WATCH_VERIFY"  # `watch --verify`: check DDP misuse while the job runs
 FORMAT, VERSION = "ddpdoctor-hang-evidence", 1
 STORE_TIMEOUT_S = 5.0
 GATHER_S = 10.0  # how long a node's first rank keeps copying other nodes' evidence from the store
@@ -161,6 +162,7 @@ class Agent:
         self.ended = False
         self.published: tuple | None = None  # the wait last written to wait-R.json
         self.fault_file = None
+        self.verify = environ.get(ENV_VERIFY) == "1"
         self.thread: threading.Thread | None = None
 
     # -- installation (main thread, at interpreter start) ------------------------------------------
@@ -168,6 +170,10 @@ class Agent:
         self._install_sigterm()
         sys.excepthook = self._chained_hook(sys.excepthook)
         self._install_ends()
+        if self.verify:
+            from ddpdoctor.runtime.verify_hooks import install_import_hook
+
+            install_import_hook(self)
         self.thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self.thread.start()
 
@@ -638,6 +644,10 @@ class Agent:
             if dist is not None:
                 self._register(dist)
                 self._hook_exceptions()
+                if self.verify:
+                    from ddpdoctor.runtime.verify_hooks import install_verify_hooks
+
+                    install_verify_hooks(self)
 
     def _hook_exceptions(self) -> None:
         """Be first in sys.excepthook: init_process_group replaces the hook with torch's own (which

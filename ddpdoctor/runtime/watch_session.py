@@ -64,7 +64,7 @@ def default_dumps_dir(now: float | None = None) -> Path:
     return Path(time.strftime("ddpdoctor-hang-%Y%m%d-%H%M%S", time.localtime(now)))
 
 
-def job_environment(base: dict, run_dir: Path, dumps: Path, hang_after: float | str) -> dict:
+def job_environment(base: dict, run_dir: Path, dumps: Path, hang_after: float | str, verify: bool = False) -> dict:
     """The job's environment: the user's, plus Flight Recorder and the rank helper. A value the user
     set already is kept."""
     env = dict(base)
@@ -73,6 +73,11 @@ def job_environment(base: dict, run_dir: Path, dumps: Path, hang_after: float | 
     env[rank_agent.ENV_HANG_AFTER] = AUTO if hang_after == AUTO else repr(float(hang_after))
     env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR)] + [p for p in [base.get("PYTHONPATH")] if p])
     env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # read when the process group is created
+    if verify:
+        # torch checks every collective's fingerprint across ranks before running it (an extra
+        # exchange per collective: a mode for the first runs of a script, not an always-on one)
+        env.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+        env[rank_agent.ENV_VERIFY] = "1"
     # NCCL's own evidence path (not exercised here: no GPU): dump Flight Recorder on a watchdog
     # timeout, and a pipe per rank that dumps on demand.
     env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
@@ -90,7 +95,9 @@ class Watch:
         collect_s: float | None = None,
         echo=None,
         confirm_s: float = CONFIRM_S,
+        verify: bool = False,
     ) -> None:
+        self.verify = verify
         self.command = command
         self.hang_after = hang_after
         self.dumps = dumps
@@ -200,7 +207,7 @@ class Watch:
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> WatchResult:
         started = time.time_ns()
-        env = job_environment(os.environ, self.run_dir, self.dumps, self.hang_after)
+        env = job_environment(os.environ, self.run_dir, self.dumps, self.hang_after, self.verify)
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         for s in old:
             signal.signal(s, self._on_signal)
@@ -288,6 +295,16 @@ class Watch:
                 self.certainty = sure
                 return self._on_hang(started, [self._certain_trigger(sure)])
             time.sleep(TICK_S)
+
+    def _verify_findings(self) -> list[dict]:
+        """What the ranks' --verify checks found while the job ran (verify-R.jsonl, one per line)."""
+        out = []
+        for p in sorted(self.run_dir.glob("verify-*.jsonl")):
+            try:
+                out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            except (OSError, ValueError):
+                pass
+        return out
 
     def _certain_trigger(self, c: Certainty) -> dict:
         waits = self._waits()
@@ -443,6 +460,7 @@ class Watch:
             "certain": trigger.get("certain") if trigger else None,
             "backend_error": self.backend_error,
             "world_size": world,
+            "verify": self._verify_findings(),
             "exit_codes": {str(r): e.exit_code for r, e in sorted(ends.items()) if e.exit_code is not None},
             "ends": {str(r): e.to_dict() for r, e in sorted(ends.items())},
             "job_exit_code": job_code,
