@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 import math
 import os
 import shutil
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 MIN_HANG_AFTER_S = 1.0  # a shorter wait is an ordinary collective, not a hang
@@ -177,7 +177,7 @@ def _verify_report(items: list[dict], world: int | None) -> list:
     finding at the same place ("DDP101 at train.py:10, confirmed at run time: ...")."""
     if not items:
         return []
-    from ddpdoctor.model.verify_findings import group_run_findings
+    from ddpdoctor.model.hang.verify import group_run_findings
 
     found = group_run_findings(items)
     _join_lint(found, world)

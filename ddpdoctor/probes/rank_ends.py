@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ddpdoctor.model.hang_ends import parse_fault
-from ddpdoctor.model.hang_evidence import RankEnd
+from ddpdoctor.model.hang.ends import parse_fault
+from ddpdoctor.model.hang.evidence import RankEnd
 
 EVIDENCE_FORMAT, EVIDENCE_VERSION = "ddpdoctor-hang-evidence", 1
 _CGROUP_EVENTS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))

@@ -33,8 +33,8 @@ import threading
 import time
 import traceback
 
-from ddpdoctor.model.hang_certain import NEW_GROUP_CALLS, P2P_CALLS, WaitState
-from ddpdoctor.model.hang_pending import (
+from ddpdoctor.model.hang.certain import NEW_GROUP_CALLS, P2P_CALLS, WaitState
+from ddpdoctor.model.hang.pending import (
     C10D_FILE_SUFFIX,
     Pending,
     ProgressTracker,

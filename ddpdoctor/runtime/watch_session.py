@@ -27,11 +27,11 @@ from pathlib import Path
 
 import psutil
 
-from ddpdoctor.model.hang_certain import Certainty, Confirmer, WaitState, certain
-from ddpdoctor.model.hang_evidence import RankEnd
-from ddpdoctor.model.hang_pending import poll_interval
-from ddpdoctor.runtime import rank_agent
+from ddpdoctor.model.hang.certain import Certainty, Confirmer, WaitState, certain
+from ddpdoctor.model.hang.evidence import RankEnd
+from ddpdoctor.model.hang.pending import poll_interval
 from ddpdoctor.probes.rank_ends import end_from_fault, fault_evidence, oom_kills
+from ddpdoctor.runtime import rank_agent
 
 SITE_DIR = Path(__file__).resolve().parent / "watch_site"
 WATCH_FORMAT = "ddpdoctor-hang-watch"

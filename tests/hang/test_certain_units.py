@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from ddpdoctor.model.hang_certain import Confirmer, WaitState, certain
-from ddpdoctor.model.hang_ends import parse_fault
-from ddpdoctor.model.hang_evidence import RankEnd, rank_from_dict, watch_from_dict
-from ddpdoctor.model.hang_pending import Rhythm, StackWaitTracker
+from ddpdoctor.model.hang.certain import Confirmer, WaitState, certain
+from ddpdoctor.model.hang.ends import parse_fault
+from ddpdoctor.model.hang.evidence import RankEnd, rank_from_dict, watch_from_dict
+from ddpdoctor.model.hang.pending import Rhythm, StackWaitTracker
 
 S = 1_000_000_000
 
