@@ -51,6 +51,28 @@ def certain(case: str, mark: str) -> None:
     dist.all_reduce(x)
 
 
+def allreduce(out: str, steps: int) -> None:
+    """A loop of all_reduce(65536 floats) + a little compute, no DDP: what `watch --verify` costs per
+    collective (torch 2.13's TORCH_DISTRIBUTED_DEBUG=DETAIL crashes DDP's constructor on CPU, see README)."""
+    dist.init_process_group("gloo")
+    x = torch.randn(256, 256)
+    for _ in range(20):
+        dist.all_reduce(x)
+    dist.barrier()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        y = x @ x
+        dist.all_reduce(y)
+    dist.barrier()
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if dist.get_rank() == 0:
+        with open(out, "w") as f:
+            json.dump({"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed,
+                       "cpu_ms_per_step": 1000 * cpu / steps, "helper_cpu_s": helper_cpu_s(),
+                       "process_cpu_s": time.process_time()}, f)
+    dist.destroy_process_group()
+
+
 def helper_cpu_s() -> float | None:
     """CPU seconds the watch helper's thread has used in this process (None: not running under watch)."""
     t = next((t for t in threading.enumerate() if t.name == "ddpdoctor-watch"), None)
@@ -96,5 +118,7 @@ if __name__ == "__main__":
         hang(sys.argv[2])
     elif sys.argv[1] in ("mismatch", "ring", "newgroup"):
         certain(sys.argv[1], sys.argv[2])
+    elif sys.argv[1] == "allreduce":
+        allreduce(sys.argv[2], int(sys.argv[3]))
     else:
         train(sys.argv[2], int(sys.argv[3]))

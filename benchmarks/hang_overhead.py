@@ -24,11 +24,11 @@ from _common import machine
 JOB = Path(__file__).resolve().parent / "_hang_jobs.py"
 
 
-def one(watched: bool, steps: int, hang_after: float, verify: bool = False) -> dict:
+def one(watched: bool, steps: int, hang_after: float, verify: bool = False, job_kind: str = "train") -> dict:
     with tempfile.TemporaryDirectory(prefix="hangbench-") as tmp:
         out = Path(tmp) / "out.json"
         job = ["torchrun", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
-               "--rdzv-endpoint", "127.0.0.1:0", str(JOB), "train", str(out), str(steps)]
+               "--rdzv-endpoint", "127.0.0.1:0", str(JOB), job_kind, str(out), str(steps)]
         if watched:
             job = [sys.executable, "-m", "ddpdoctor", "watch", "--hang-after", str(hang_after),
                    "--dumps", str(Path(tmp) / "dumps"), *(["--verify"] if verify else []), "--", *job]
@@ -45,16 +45,19 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--hang-after", type=float, nargs="+", default=[300.0, 5.0])
     ap.add_argument("--verify", action="store_true", help="watched runs with --verify")
+    ap.add_argument("--job", choices=["train", "allreduce"], default="train",
+                    help="train: a small DDP model; allreduce: a loop of all_reduce, no DDP")
     args = ap.parse_args()
     print(f"machine: {machine()} (shared with other users: figures are noisy)")
-    print(f"job: DDP 256-256-10 MLP, batch 64, 2 ranks on gloo, {args.steps} timed steps per run")
+    what = "DDP 256-256-10 MLP, batch 64" if args.job == "train" else "all_reduce of 256x256 floats after a matmul"
+    print(f"job: {what}, 2 ranks on gloo, {args.steps} timed steps per run")
     print("overhead: how much slower (steps/s, wall time of rank 0) and how much more CPU (rank 0's "
           "process, all threads) the watched runs are; negative = the watched runs happened to be faster")
     for ha in args.hang_after:
         plain, watched = [], []
         for _ in range(args.pairs):
-            plain.append(one(False, args.steps, ha))
-            watched.append(one(True, args.steps, ha, args.verify))
+            plain.append(one(False, args.steps, ha, job_kind=args.job))
+            watched.append(one(True, args.steps, ha, args.verify, args.job))
         metrics = (("steps_per_s", "steps/s", "higher"), ("cpu_ms_per_step", "CPU ms/step", "lower"))
         for key, unit, better in metrics:
             a, b = [r[key] for r in plain], [r[key] for r in watched]
