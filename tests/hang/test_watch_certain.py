@@ -115,3 +115,17 @@ def test_long_checkpoint_on_rank0_ending_in_a_barrier_finishes(tmp_path):
     assert leftovers(run.dumps) == [], run.out
     assert run.rc == 0, run.out
     assert "diagnosis" not in run.out
+
+
+def test_uneven_all_gather_without_verify_names_the_refused_call(tmp_path):
+    """gloo checks all_gather's sizes before Flight Recorder records the call: the rank it refuses
+    did call it; the finding names the op, its number, the other rank's size and gloo's words."""
+    run = watch(tmp_path, torchrun("verify_uneven_gather.py", 2), hang_after=DEFAULT)
+    assert leftovers(run.dumps) == [], run.out
+    assert run.rc == 1, run.out
+    d = run.diag
+    assert (d["kind"], d["operation"], d["seq"]) == ("mismatch_refused", "all_gather", 2)
+    assert d["culprit_ranks"] == [1]
+    details = " ".join(d["findings"][0]["details"])
+    assert "100 Float on rank 0" in details and "expected (101), got (100)" in details
+    assert location(run, 1) == "verify_uneven_gather.py:9"

@@ -121,7 +121,7 @@ class RankReport:
 @dataclass
 class GroupFinding:
     group: str
-    kind: str  # missing | mismatch_op | mismatch_size | mismatch_dtype | p2p_cycle | p2p_waits | stalled
+    kind: str  # missing | mismatch_op | mismatch_size | mismatch_dtype | mismatch_refused | p2p_cycle | p2p_waits | stalled
     seq_kind: str  # collective | p2p
     seq: int | None
     operation: str
@@ -333,6 +333,24 @@ def _who(ranks: list[int], ev: Evidence) -> str:
     return rank_list(ranks) + (f" ({', '.join(hosts)})" if hosts else "")
 
 
+def _refused_in(ev: Evidence, ranks: list[int], op: str) -> list[int]:
+    """Ranks among ``ranks`` that died of an exception raised inside c10d's ``op`` itself: they did
+    call it, and the backend refused it (gloo checks sizes before it records the operation)."""
+    out = []
+    for r in ranks:
+        e = ev.ranks.get(r)
+        if e is None or e.exception is None or _PEER_LOSS.search(e.exception.message):
+            continue
+        if any(_DC10D.search(f.file.replace("\\", "/")) and f.function == op for f in e.exception.frames):
+            out.append(r)
+    return out
+
+
+def refused_text(ev: Evidence, ranks: list[int]) -> str:
+    e = ev.ranks[ranks[0]].exception
+    return short_message(e.message, 140) if e else ""
+
+
 def _gone(ev: Evidence, ranks: list[int]) -> str:
     """What became of ranks without evidence: how they ended when the watch saw it, else unknown."""
     ends = {ev.watch.ends[r].text() for r in ranks if ev.watch and r in ev.watch.ends}
@@ -419,6 +437,14 @@ def _collective_finding(
                 [r for r in waiting if r not in culprits],
                 created,
             )
+        refused = _refused_in(ev, never, op)
+        if never and refused:
+            # they did call it: the backend rejected their arguments before Flight Recorder saw it
+            sizes = " vs ".join(f"{_sig_text(o, 'mismatch_size')} on {_who([r], ev)}" for r, o in sorted(present.items()))
+            summary = f"ranks disagree on {op} #{s}: the backend refused the call of {rank_list(refused)}"
+            details = [f"{name} {op} #{s}: {sizes}; {_who(refused, ev)}: {refused_text(ev, refused)}"]
+            return GroupFinding(name, "mismatch_refused", "collective", s, op, summary, details, refused,
+                                waiting, created)  # fmt: skip
         if never:
             summary = f"{rank_list(never)} never called {op} #{s}"
             waits = _who(sorted(present), ev)
@@ -700,8 +726,8 @@ def _grid(
 def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankReport]) -> str | None:
     """Why the job crashed, when the evidence explains it: on gloo a size/type mismatch is not a hang
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
-    if f is None or not f.kind.startswith("mismatch"):
-        return None
+    if f is None or not f.kind.startswith("mismatch") or f.kind == "mismatch_refused":
+        return None  # refused: the backend's own words are in the finding
     if any(e.exception and "Detected mismatch between collectives" in e.exception.message for e in ev.ranks.values()):
         return None  # torch's fingerprint check raised before the backend ran it: no gloo abort
     crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
