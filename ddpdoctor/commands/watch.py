@@ -12,6 +12,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from ddpdoctor.commands import flags
+
 MIN_HANG_AFTER_S = 1.0  # a shorter wait is an ordinary collective, not a hang
 MIN_CONFIRM_S = 0.5
 
@@ -74,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--collect-timeout",
-        type=_seconds,
+        type=flags.seconds,
         metavar="S",
         help="how long to wait for every rank's evidence after a hang (default: a few polls)",
     )
@@ -122,10 +124,12 @@ def run(args: argparse.Namespace) -> int:
     unwritable = _unwritable(dumps)
     if unwritable:
         return _error(f"--dumps {dumps}: {unwritable}; give a folder you can write to")
-    if args.json:
-        jp = Path(args.json)
-        if jp.parent and not jp.parent.is_dir():
-            return _error(f"--json {args.json}: folder {jp.parent} does not exist")
+    from ddpdoctor.boundary.outputs import OutputError, check_output
+
+    try:
+        check_output(args.json, "--json")
+    except OutputError as e:
+        return _error(str(e))
 
     watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout, confirm_s=args.confirm,
                   verify=args.verify)  # fmt: skip
@@ -239,16 +243,16 @@ def _unwritable(dumps: Path) -> str | None:
 
 
 def _diagnose(result, json_path: str | None, verify: list | None = None) -> int:
-    from rich.console import Console
 
     from ddpdoctor.commands.hang import EvidenceError, analyse, print_diagnosis
+    from ddpdoctor.report.console import make_console
 
     try:
         diag = analyse([result.dumps], allow_pickle=False, lint=True)
     except EvidenceError as e:
         print(f"ddpdoctor watch: cannot read the evidence: {e}", file=sys.stderr)
         return 2
-    console = Console(width=None if sys.stdout.isatty() else 80)
+    console = make_console()
     print_diagnosis(diag, console)
     print(f"evidence: {result.dumps}/ (again: ddpdoctor hang {result.dumps})")
     if json_path:
@@ -257,4 +261,10 @@ def _diagnose(result, json_path: str | None, verify: list | None = None) -> int:
 
 
 def _write_json(path: str, doc: dict) -> None:
-    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    """The output boundary; a failed write keeps the document elsewhere and says where."""
+    from ddpdoctor.boundary.outputs import OutputError, write_output
+
+    try:
+        write_output(path, json.dumps(doc, indent=1) + "\n", "--json")
+    except OutputError as e:
+        print(f"ddpdoctor watch: {e}", file=sys.stderr)
