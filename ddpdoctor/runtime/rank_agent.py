@@ -156,6 +156,8 @@ class Agent:
         self.progress = ProgressTracker()
         self.main_ident = threading.main_thread().ident
         self.wake_r = -1
+        self.wake_w = -1
+        self.stop = threading.Event()  # set at interpreter exit: the thread ends before finalization
         self.in_hook = False  # an exception hook of ours is running (never re-enter)
         self.pid = os.getpid()  # a forked DataLoader worker inherits our hooks: it is not the rank
         self.exit_code: int | str | None = None  # what sys.exit was called with
@@ -201,6 +203,21 @@ class Agent:
         atexit.register(self._at_exit)
 
     def _at_exit(self) -> None:
+        """End our thread and drop our store client while the interpreter is whole: a C++ call of
+        ours still running when finalization destroys torch's objects can abort the process
+        ("terminate called without an active exception", seen here)."""
+        self.stop.set()
+        if self.wake_w >= 0:
+            try:
+                os.write(self.wake_w, b"\0")  # wakes the select; not SIGTERM, so only the stop is seen
+            except OSError:
+                pass
+        if self.thread is not None and self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join(timeout=2.0)
+        self._record_exit()
+        self.store = None
+
+    def _record_exit(self) -> None:
         code = self.exit_code
         if code is None or isinstance(code, int):
             self.record_end("exit", code if code is not None else 0)
@@ -224,7 +241,7 @@ class Agent:
             os.close(r)
             os.close(w)
             return
-        self.wake_r = r
+        self.wake_r, self.wake_w = r, w
         signal.signal(signal.SIGTERM, self._sigterm_main)
 
     # -- the process group ------------------------------------------------------------------------
@@ -384,7 +401,8 @@ class Agent:
             _write_json(os.path.join(self.run_dir, f"end-{rank}.json"), end)
         except OSError:
             pass
-        self._store_set(f"end/{rank}", json.dumps(end))
+        if self.nodes > 1:  # other nodes' watches learn of it through the store
+            self._store_set(f"end/{rank}", json.dumps(end))
 
     def _copy_from_store(self, key: str, path: str) -> bool:
         if os.path.exists(path):
@@ -599,9 +617,11 @@ class Agent:
 
     # -- the thread -------------------------------------------------------------------------------
     def _run(self) -> None:
-        while True:
+        while not self.stop.is_set():
             if self._wait(self.poll):
                 self._terminate()
+                return
+            if self.stop.is_set():
                 return
             try:
                 self._ensure_registered()

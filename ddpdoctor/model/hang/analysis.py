@@ -877,7 +877,9 @@ def _heading(ev: Evidence, top: GroupFinding | None, reports: dict[int, RankRepo
     ordinary exit; otherwise Hang."""
     w = ev.watch
     culprits = [reports[r] for r in (top.culprit_ranks if top else []) if r in reports]
-    if any(x.kind == "died" for x in culprits) or (top is not None and top.kind == "died"):
+    killed = [r for r in (top.culprit_ranks if top else []) if w is not None and r in w.ends
+              and w.ends[r].how in ("signal", "exception")]  # fmt: skip
+    if any(x.kind == "died" for x in culprits) or killed or (top is not None and top.kind == "died"):
         return "Crash"
     if w is not None and w.outcome in ("crash", "finished"):
         if w.ends and all(e.how == "exit" for e in w.ends.values()):
