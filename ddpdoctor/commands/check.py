@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
-from ddpdoctor.commands import recommend_args
+from ddpdoctor.commands import fleet_args, recommend_args
 
 DESCRIPTION = """Run the cluster checks on every rank through torchrun (torch.distributed.run, c10d
 rendezvous). With no arguments: this machine, one rank per visible GPU on NCCL, or 2 CPU ranks on gloo.
@@ -57,6 +58,10 @@ def _scale(text: str) -> float:
     return x
 
 
+def _seconds_or_zero(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else _seconds(text)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("launch (torchrun semantics)")
     g.add_argument("--nodes", type=_count, default=None, help="number of nodes (default 1, or Slurm's)")
@@ -94,6 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the checks (e.g. max_size=16777216, p2p_mode=sequential)")
     recommend_args.add_arguments(p)
+    fleet_args.add_output_arguments(p)
     o = p.add_argument_group("output")
     o.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     o.add_argument("--junit", default=None, metavar="PATH", help="write JUnit XML here (CI gating)")
@@ -103,6 +109,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--events", default=None, metavar="PATH", help="write the JSON-lines event stream here")
     o.add_argument("--quiet", "-q", action="store_true", help="no live progress")
     o.add_argument("--verbose", "-v", action="store_true", help="show info findings and torchrun's log")
+    o.add_argument("--drain", action="store_true",
+                   help="under srun: drain (scontrol) the nodes the verdict blames, after measuring each again "
+                   "against a node that passed")
+    o.add_argument("--confirm-delay", type=_seconds_or_zero, default=0.0, metavar="S",
+                   help="with --drain: wait S seconds before the confirmation pass, so a passing burst is over")
     o.add_argument("--write-config", default=None, metavar="FILE",
                    help="write the worker config for your own torchrun and exit (see README)")
 
@@ -179,15 +190,21 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list:
         return list_checks()
+    from ddpdoctor.model.fleet.exit_codes import translate
+
     try:
         inputs = run_inputs(args)
-    except (LaunchError, recommend_args.OptionError) as e:
+        fleet_args.check_output_paths(args)
+        if args.drain and "SLURM_JOB_ID" not in os.environ:
+            raise LaunchError("--drain drains Slurm nodes: run it under srun (srun --ntasks-per-node=1 "
+                              "ddpdoctor check --drain)")
+    except (LaunchError, recommend_args.OptionError, OSError) as e:
         print(f"ddpdoctor check: {e}", file=sys.stderr)
-        return 2
+        return translate(2, args.exit_codes)
     from ddpdoctor.runtime.launcher import run_check
 
     try:
-        return run_check(args, inputs)
+        return translate(run_check(args, inputs), args.exit_codes, warned=bool(getattr(args, "_warned", False)))
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

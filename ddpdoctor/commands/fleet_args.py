@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
@@ -52,26 +51,18 @@ def check_output_paths(args: argparse.Namespace) -> None:
 
 
 def write_outputs(args: argparse.Namespace, report) -> list[str]:
-    """Write the asked-for files from ``report``; the paths written."""
-    from ddpdoctor.model.fleet import k8s_labels, metrics
-    from ddpdoctor.report.atomic import write_text_atomic
+    from ddpdoctor.runtime.fleet_files import write_outputs as write
 
-    written = []
-    if getattr(args, "json", None) and report.run.get("command") == "health":
-        write_text_atomic(args.json, json.dumps(report.to_dict(), indent=1, default=str) + "\n")
-        written.append(args.json)
-    if args.metrics:
-        write_text_atomic(args.metrics, metrics.render(report))
-        written.append(args.metrics)
-    if args.k8s_labels:
-        items = k8s_labels.node_labels(report, args.valid_for)
-        for path in args.k8s_labels:
-            text = (json.dumps(k8s_labels.labels_json(items), indent=1) + "\n" if path.endswith(".json")
-                    else k8s_labels.kubectl_lines(items))
-            write_text_atomic(path, text)
-            written.append(path)
-    if getattr(args, "history", None):
-        from ddpdoctor.runtime.history_store import keep
+    return write(report, **output_options(args))
 
-        written.append(str(keep(Path(args.history), report, args.valid_for)))
-    return written
+
+def output_options(args: argparse.Namespace) -> dict:
+    """The fleet output options as plain values, for the runtime."""
+    return {"json_path": getattr(args, "json", None) if report_is_ours(args) else None, "metrics": args.metrics,
+            "k8s_labels": list(args.k8s_labels), "valid_for_s": args.valid_for,
+            "history": getattr(args, "history", None)}
+
+
+def report_is_ours(args: argparse.Namespace) -> bool:
+    """`check` writes its --json itself; `health` through the fleet outputs."""
+    return not hasattr(args, "bad_nodes")

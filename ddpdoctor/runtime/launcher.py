@@ -387,9 +387,11 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         attach_lint(report, args.script)
         if outputs["json"]:
             save_report(report, report_path)
+    from ddpdoctor.runtime.fleet_finish import finish
+
     if not plan.prints_report:
         out.print(follower_line(report, args, socket.gethostname()), soft_wrap=True, highlight=False)
-        return report.exit_code()
+        return finish(args, report, plan, out, writes=False)
     from ddpdoctor.report.render_text import print_report
 
     print_report(report, out, verbose=args.verbose)
@@ -401,7 +403,7 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         Path(args.junit).write_text(to_junit(report), encoding="utf-8")
     if outputs["bad_nodes"]:
         Path(outputs["bad_nodes"]).write_text(bad_nodes_text(report), encoding="utf-8")
-    return report.exit_code()
+    return finish(args, report, plan, out, writes=True)
 
 
 def output_paths(args: argparse.Namespace, plan: LaunchPlan) -> dict[str, str | None]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 PREFIX = "ddpdoctor:"
 MAX_REASON = 160
-REASON_RE = re.compile(r"^ddpdoctor: (?P<code>[A-Z]+[0-9]{3}) (?P<summary>\S.*)$")
-_CODE_RE = re.compile(r"^[A-Z]+[0-9]{3}$")
+REASON_RE = re.compile(r"^ddpdoctor: (?P<code>[A-Z][A-Z0-9]*[0-9]{3}) (?P<summary>\S.*)$")
+_CODE_RE = re.compile(r"^[A-Z][A-Z0-9]*[0-9]{3}$")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,70 @@
+"""Run-to-run spread of the figures `ddpdoctor diff` compares, on healthy netns nodes: how the noise
+lines in ddpdoctor/model/fleet/diff.py (Thresholds) were chosen.
+
+    sudo python benchmarks/diff_noise.py [--runs 4] [--nodes 3]
+
+Runs the same check (BW001, P2P001 at 4 MiB, one rank per node) RUNS times on unshaped namespace
+nodes, then prints, over every pair of runs, the largest relative change seen per kind: busbw small
+band (median over sizes < 1 MiB), busbw large band (>= 1 MiB), each inter-host p2p link, its latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ddpdoctor.model.fleet.diff import LARGE_FROM_B, _busbw, _links  # noqa: E402
+from ddpdoctor.report.io import load_report  # noqa: E402
+from ddpdoctor.testbed import NetBed  # noqa: E402
+
+ARGS = ["--select", "BW001,P2P001", "--max-size", "4M", "--p2p-size", "4M", "--rdzv-timeout", "60"]
+
+
+def spreads(a, b) -> dict[str, float]:
+    out = {"busbw_small": 0.0, "busbw_large": 0.0, "p2p": 0.0, "latency": 0.0}
+    ba, bb = _busbw(a), _busbw(b)
+    for op in set(ba) & set(bb):
+        common = sorted(set(ba[op]) & set(bb[op]))
+        for band, sizes in (("busbw_small", [s for s in common if s < LARGE_FROM_B]),
+                            ("busbw_large", [s for s in common if s >= LARGE_FROM_B])):
+            if sizes:
+                rel = statistics.median((bb[op][s] - ba[op][s]) / ba[op][s] for s in sizes)
+                out[band] = max(out[band], abs(rel))
+    for key, kind in (("matrix", "p2p"), ("latency", "latency")):
+        la, lb = _links(a, key), _links(b, key)
+        for link in set(la) & set(lb):
+            out[kind] = max(out[kind], abs(lb[link] - la[link]) / la[link])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=4)
+    ap.add_argument("--nodes", type=int, default=3)
+    a = ap.parse_args()
+    reports = []
+    with tempfile.TemporaryDirectory() as tmp, NetBed(a.nodes) as bed:
+        for i in range(a.runs):
+            out = Path(tmp) / f"run{i}"
+            out.mkdir()
+            bed.run_check(ARGS, out, timeout=300)
+            reports.append(load_report(out / "r0.json"))
+            print(f"run {i + 1}/{a.runs} done", flush=True)
+    worst = {}
+    for x, y in itertools.combinations(reports, 2):
+        for k, v in spreads(x, y).items():
+            worst[k] = max(worst.get(k, 0.0), v)
+    print(f"largest run-to-run change over {a.runs} healthy runs ({a.nodes} netns nodes, 1 rank each, "
+          f"{len(reports) * (len(reports) - 1) // 2} pairs):")
+    for k, v in worst.items():
+        print(f"  {k:12s} {v:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
