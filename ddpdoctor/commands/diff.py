@@ -16,10 +16,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("reports", nargs="+", metavar="REPORT_OR_DIR",
                    help="OLD.json NEW.json, or a --history folder")
     p.add_argument("--json", action="store_true", help="print the changes as JSON")
-    p.add_argument("--bw-threshold", type=float, default=None, metavar="FRACTION",
-                   help="noise line for large-size bus bandwidth (default 0.30: a 30 %% change)")
-    p.add_argument("--p2p-threshold", type=float, default=None, metavar="FRACTION",
-                   help="noise line for a p2p link's bandwidth (default 0.40)")
+    p.add_argument("--bw-threshold", type=float, default=None, metavar="FACTOR",
+                   help="noise line for bus bandwidth at >= 1 MiB as a factor (1.1: a 9 %% fall or 10 %% rise; "
+                   "default 1.1 on NCCL, 2.0 on gloo)")
+    p.add_argument("--p2p-threshold", type=float, default=None, metavar="FACTOR",
+                   help="noise line for a p2p link's bandwidth as a factor (default 1.2 on NCCL, 2.5 on gloo)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,12 +43,13 @@ def run(args: argparse.Namespace) -> int:
     except ReportError as e:
         print(f"ddpdoctor diff: {e}", file=sys.stderr)
         return 2
-    th = Thresholds()
+    backends = {old.run.get("backend"), new.run.get("backend")}
+    th = Thresholds.for_backend(backends.pop() if len(backends) == 1 else "gloo")
     for flag, field_name in (("bw_threshold", "busbw_large"), ("p2p_threshold", "p2p")):
         value = getattr(args, flag)
         if value is not None:
-            if not 0 < value < 10:
-                print(f"ddpdoctor diff: --{flag.replace('_', '-')} must be a fraction above 0, got {value}",
+            if not 1 < value < 1000:
+                print(f"ddpdoctor diff: --{flag.replace('_', '-')} must be a factor above 1 (1.1: 10 %), got {value}",
                       file=sys.stderr)
                 return 2
             th = dataclasses.replace(th, **{field_name: value})
