@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ddpdoctor.testbed import NetBed, netns_available
+from support.testbed import NetBed, netns_available
 
 NETNS_OK, NETNS_WHY = netns_available()
 pytestmark = [pytest.mark.netns, pytest.mark.slow,

@@ -17,7 +17,7 @@ from ddpdoctor.model.fleet.drain_reason import MAX_REASON, format_reason, parse_
 from ddpdoctor.model.fleet.exit_codes import exit_code, outcome, translate
 from ddpdoctor.model.fleet.health import drain_reason, gloo_ifname_findings
 from ddpdoctor.model.fleet.metrics import render
-from ddpdoctor.report.model import CheckResult, Finding, Report
+from ddpdoctor.core.report import CheckResult, Finding, Report
 from helpers import REPO
 
 NODES = ["gpu01", "gpu02", "gpu03"]

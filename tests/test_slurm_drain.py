@@ -10,8 +10,8 @@ import time
 import pytest
 
 from ddpdoctor.model.fleet.drain_reason import parse_reason
-from ddpdoctor.slurmbed import SlurmBed, slurm_available
-from ddpdoctor.testbed import NetBed, netns_available
+from support.slurmbed import SlurmBed, slurm_available
+from support.testbed import NetBed, netns_available
 
 NETNS_OK, NETNS_WHY = netns_available()
 SLURM_OK, SLURM_WHY = slurm_available()

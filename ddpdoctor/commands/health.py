@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from ddpdoctor.model.fleet.health import drain_reason
-    from ddpdoctor.report.model import Report
+    from ddpdoctor.core.report import Report
     from ddpdoctor.runtime.node_health import check_node
 
     name = node_name(args)

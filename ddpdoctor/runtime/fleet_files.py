@@ -9,7 +9,7 @@ from pathlib import Path
 from ddpdoctor.model.fleet import k8s_labels as _k8s
 from ddpdoctor.model.fleet import metrics as _metrics
 from ddpdoctor.report.atomic import write_text_atomic
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 
 
 def write_outputs(report: Report, *, json_path: str | None = None, metrics: str | None = None,

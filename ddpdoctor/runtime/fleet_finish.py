@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ddpdoctor.launch import LaunchPlan
+from ddpdoctor.runtime.launch_plan import LaunchPlan
 from ddpdoctor.model.fleet.exit_codes import outcome
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 from ddpdoctor.runtime.fleet_files import write_outputs
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ddpdoctor.model.fleet.history import entry_name, meta, nodes_key
 from ddpdoctor.report.io import ReportError, load_report
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 from ddpdoctor.report.io import write_json_atomic as write_json
 
 

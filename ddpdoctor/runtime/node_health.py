@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpdoctor.launch import free_port
+from ddpdoctor.runtime.launch_plan import free_port
 from ddpdoctor.model.fleet.health import env_result, gloo_ifname_findings
-from ddpdoctor.model.nccl_env import _name_list_findings
-from ddpdoctor.model.topo_offline import diagnose
+from ddpdoctor.checks.nccl001_env import _name_list_findings
+from ddpdoctor.runtime.topo_offline import diagnose
 from ddpdoctor.report.io import ReportError, load_report
-from ddpdoctor.report.model import CheckResult, Finding, Severity, Status
+from ddpdoctor.core.report import CheckResult, Finding, Severity, Status
 
 COLLECTIVE_CODE = "COL001"
 # Variables that would make the one-node run join the job's rendezvous instead of its own.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import signal
 
-from ddpdoctor.report.model import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
 
 _ROOT_CAUSE = re.compile(
     r"Root Cause.*?host\s*:\s*(?P<host>\S+).*?rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*(?P<local>\d+)\)"

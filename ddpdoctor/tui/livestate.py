@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpdoctor.report.model import CheckResult, Finding, Report, Severity
+from ddpdoctor.core.report import CheckResult, Finding, Report, Severity
 
 PENDING = "pending"
 RUNNING = "running"

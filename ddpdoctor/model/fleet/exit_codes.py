@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ddpdoctor.report.model import CheckResult, Severity, Status
+from ddpdoctor.core.report import CheckResult, Severity, Status
 
 SCHEMES = ("default", "nagios")
 OK, FAILED, TOOL_ERROR = 0, 1, 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ddpdoctor.model.fleet.drain_reason import DrainReason
-from ddpdoctor.report.model import CheckResult, Finding, Severity, Status, status_from_findings
+from ddpdoctor.core.report import CheckResult, Finding, Severity, Status, status_from_findings
 
 ENV_CODE = "ENV001"
 # The order failures are named in a drain reason: the cause before its effects (a wrong interface

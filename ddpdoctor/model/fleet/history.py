@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 
 VERSION_KEYS = ("torch", "nccl", "cuda", "driver", "python")
 

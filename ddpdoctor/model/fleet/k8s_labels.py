@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from ddpdoctor.model.fleet.metrics import STATUS_VALUE, node_status, report_nodes
-from ddpdoctor.report.model import Report, Status
+from ddpdoctor.core.report import Report, Status
 
 PREFIX = "ddpdoctor.io"
 TAINT_KEY = f"{PREFIX}/unhealthy"

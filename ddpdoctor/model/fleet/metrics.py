@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from ddpdoctor.report.model import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
 
 NCCL_NAMES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
               "broadcast": "Broadcast", "reduce": "Reduce", "all_to_all": "AllToAll"}
