@@ -21,9 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test beds (tests/support)
 
+from support.testbed import NetBed  # noqa: E402
+
 from ddpdoctor.model.fleet.diff import LARGE_FROM_B, _busbw, _links  # noqa: E402
 from ddpdoctor.report.io import load_report  # noqa: E402
-from support.testbed import NetBed  # noqa: E402
 
 ARGS = ["--select", "BW001,P2P001", "--max-size", "4M", "--p2p-size", "4M", "--rdzv-timeout", "60"]
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from support.testbed import NetBed, netns_available
 
 NETNS_OK, NETNS_WHY = netns_available()

@@ -8,8 +8,10 @@ import sys
 
 import pytest
 import yaml
+from helpers import REPO
 from prometheus_client.parser import text_string_to_metric_families
 
+from ddpdoctor.core.report import CheckResult, Finding, Report
 from ddpdoctor.model.fleet import k8s_labels
 from ddpdoctor.model.fleet.confirm import decide
 from ddpdoctor.model.fleet.diff import Thresholds, diff_reports
@@ -17,8 +19,6 @@ from ddpdoctor.model.fleet.drain_reason import MAX_REASON, format_reason, parse_
 from ddpdoctor.model.fleet.exit_codes import exit_code, outcome, translate
 from ddpdoctor.model.fleet.health import drain_reason, gloo_ifname_findings
 from ddpdoctor.model.fleet.metrics import render
-from ddpdoctor.core.report import CheckResult, Finding, Report
-from helpers import REPO
 
 NODES = ["gpu01", "gpu02", "gpu03"]
 

@@ -8,10 +8,10 @@ import threading
 import time
 
 import pytest
-
-from ddpdoctor.model.fleet.drain_reason import parse_reason
 from support.slurmbed import SlurmBed, slurm_available
 from support.testbed import NetBed, netns_available
+
+from ddpdoctor.model.fleet.drain_reason import parse_reason
 
 NETNS_OK, NETNS_WHY = netns_available()
 SLURM_OK, SLURM_WHY = slurm_available()
@@ -26,6 +26,17 @@ CHECK = [sys.executable, "-m", "ddpdoctor", "check", "--nproc-per-node", "1", "-
 
 
 def _state_and_reasons(slurm):
+    """Once the job's nodes have settled (a node is "completing" for a moment after srun returns)."""
+    end = time.monotonic() + 60
+    while True:
+        states, reasons = _read(slurm)
+        if time.monotonic() > end or not any(s.startswith(("completing", "mix", "alloc")) or s.endswith("*")
+                                             for s in states.values()):
+            return states, reasons
+        time.sleep(1)
+
+
+def _read(slurm):
     states = slurm.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=20).stdout
     reasons = slurm.run(["sinfo", "-R", "-h", "-N", "-o", "%N|%E"], timeout=20).stdout
     return (dict(line.split() for line in states.splitlines() if len(line.split()) == 2),

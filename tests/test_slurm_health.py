@@ -11,10 +11,10 @@ import sys
 import time
 
 import pytest
-
-from ddpdoctor.model.fleet.drain_reason import parse_reason
 from support.slurmbed import SlurmBed, slurm_available
 from support.testbed import NetBed, netns_available
+
+from ddpdoctor.model.fleet.drain_reason import parse_reason
 
 NETNS_OK, NETNS_WHY = netns_available()
 SLURM_OK, SLURM_WHY = slurm_available()
@@ -77,7 +77,9 @@ def test_health_check_program_drains_the_node_whose_environment_differs(tmp_path
             states, reasons = _states(slurm), _reasons(slurm)
             resumed = slurm.run(["scontrol", "update", f"NodeName={bad}", "State=RESUME"], timeout=20)
             armed.unlink()  # the next health run would drain it again
-            after = _states(slurm)
+            end = time.monotonic() + 60  # "idle*": slurmd not yet answering the controller's ping
+            while (after := _states(slurm)).get(bad) != "idle" and time.monotonic() < end:
+                time.sleep(1)
     assert set(good) <= ran, log
     assert states[bad] in ("drained", "draining", "drain"), (states, log)
     assert all(states[g] == "idle" for g in good), (states, log)

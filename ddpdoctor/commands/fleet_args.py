@@ -57,12 +57,7 @@ def write_outputs(args: argparse.Namespace, report) -> list[str]:
 
 
 def output_options(args: argparse.Namespace) -> dict:
-    """The fleet output options as plain values, for the runtime."""
-    return {"json_path": getattr(args, "json", None) if report_is_ours(args) else None, "metrics": args.metrics,
-            "k8s_labels": list(args.k8s_labels), "valid_for_s": args.valid_for,
-            "history": getattr(args, "history", None)}
-
-
-def report_is_ours(args: argparse.Namespace) -> bool:
-    """`check` writes its --json itself; `health` through the fleet outputs."""
-    return not hasattr(args, "bad_nodes")
+    """The fleet output options as plain values, for the runtime (`health`: its --json too; `check`
+    writes its --json itself)."""
+    return {"json_path": getattr(args, "json", None), "metrics": args.metrics, "k8s_labels": list(args.k8s_labels),
+            "valid_for_s": args.valid_for, "history": getattr(args, "history", None)}

@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
         return exit_code("unknown", scheme)
     import time
 
-    from ddpdoctor.model.fleet.health import drain_reason
     from ddpdoctor.core.report import Report
+    from ddpdoctor.model.fleet.health import drain_reason
     from ddpdoctor.runtime.node_health import check_node
 
     name = node_name(args)

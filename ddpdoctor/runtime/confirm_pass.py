@@ -12,11 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ddpdoctor.runtime.launch_plan import DEFAULT_PORT
-from ddpdoctor.model.nodes.bad_nodes import blamed_nodes
-from ddpdoctor.model.fleet.confirm import Confirmation, decide, partners, suspect_codes
-from ddpdoctor.report.io import ReportError, load_report
 from ddpdoctor.core.report import Report
+from ddpdoctor.model.fleet.confirm import Confirmation, decide, partners, suspect_codes
+from ddpdoctor.model.nodes.bad_nodes import blamed_nodes
+from ddpdoctor.report.io import ReportError, load_report
+from ddpdoctor.runtime.launch_plan import DEFAULT_PORT
 from ddpdoctor.runtime.slurm_drain import drain_node
 
 # What the nested step keeps of this step's environment: the job and the config. The step's own

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ddpdoctor.core.report import Report
 from ddpdoctor.model.fleet import k8s_labels as _k8s
 from ddpdoctor.model.fleet import metrics as _metrics
 from ddpdoctor.report.atomic import write_text_atomic
-from ddpdoctor.core.report import Report
 
 
 def write_outputs(report: Report, *, json_path: str | None = None, metrics: str | None = None,

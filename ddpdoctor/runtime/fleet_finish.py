@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ddpdoctor.runtime.launch_plan import LaunchPlan
-from ddpdoctor.model.fleet.exit_codes import outcome
 from ddpdoctor.core.report import Report
+from ddpdoctor.model.fleet.exit_codes import outcome
 from ddpdoctor.runtime.fleet_files import write_outputs
+from ddpdoctor.runtime.launch_plan import LaunchPlan
 
 
 def finish(args: argparse.Namespace, report: Report, plan: LaunchPlan, out, writes: bool) -> int:

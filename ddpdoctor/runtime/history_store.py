@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ddpdoctor.core.report import Report
 from ddpdoctor.model.fleet.history import entry_name, meta, nodes_key
 from ddpdoctor.report.io import ReportError, load_report
-from ddpdoctor.core.report import Report
 from ddpdoctor.report.io import write_json_atomic as write_json
 
 

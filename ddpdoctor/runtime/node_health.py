@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpdoctor.runtime.launch_plan import free_port
-from ddpdoctor.model.fleet.health import env_result, gloo_ifname_findings
 from ddpdoctor.checks.nccl001_env import _name_list_findings
-from ddpdoctor.runtime.topo_offline import diagnose
-from ddpdoctor.report.io import ReportError, load_report
 from ddpdoctor.core.report import CheckResult, Finding, Severity, Status
+from ddpdoctor.model.fleet.health import env_result, gloo_ifname_findings
+from ddpdoctor.report.io import ReportError, load_report
+from ddpdoctor.runtime.launch_plan import free_port
+from ddpdoctor.runtime.topo_offline import diagnose
 
 COLLECTIVE_CODE = "COL001"
 # Variables that would make the one-node run join the job's rendezvous instead of its own.
@@ -96,13 +96,11 @@ def check_node(node_name: str, collective: bool = True, timeout_s: float = 40.0,
     t0 = time.monotonic()
     checks, topology = probe_node(node_name, root=root)
     health = NodeHealth(node=node_name, checks=checks, topology=topology)
-    if not collective:
-        pass
-    elif any(c.status.failing for c in checks):
+    if collective and any(c.status.failing for c in checks):
         # The node is already known bad; a collective run would only fail on the same cause, slowly.
         health.checks.append(CheckResult(code=COLLECTIVE_CODE, title="Collective correctness",
                                          status=Status.SKIPPED, summary="skipped: an earlier check failed"))
-    else:
+    elif collective:
         col, versions = collective_run(max(5.0, timeout_s - (time.monotonic() - t0)))
         health.checks.append(col)
         health.versions = versions

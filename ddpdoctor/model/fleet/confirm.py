@@ -15,11 +15,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ddpdoctor.model.nodes.bad_nodes import blamed_nodes
+from ddpdoctor.core.report import Report, Severity
+from ddpdoctor.model.bandwidth.p2p_analysis import Thresholds
 from ddpdoctor.model.fleet.drain_reason import DrainReason
 from ddpdoctor.model.fleet.metrics import matrix_cells
-from ddpdoctor.model.bandwidth.p2p_analysis import Thresholds
-from ddpdoctor.core.report import Report, Severity
+from ddpdoctor.model.nodes.bad_nodes import blamed_nodes
 
 BAD_FRAC = Thresholds().bad_frac
 

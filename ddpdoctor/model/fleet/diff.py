@@ -14,10 +14,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from ddpdoctor.core.report import Report, Severity
+from ddpdoctor.model.bandwidth.sizes import format_size
 from ddpdoctor.model.fleet.history import meta
 from ddpdoctor.model.fleet.metrics import matrix_cells
-from ddpdoctor.model.bandwidth.sizes import format_size
-from ddpdoctor.core.report import Report, Severity
 
 # Sizes below this are latency-bound: their busbw is noisy and says little about the links.
 LARGE_FROM_B = 1 << 20

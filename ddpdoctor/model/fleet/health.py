@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ddpdoctor.model.fleet.drain_reason import DrainReason
 from ddpdoctor.core.report import CheckResult, Finding, Severity, Status, status_from_findings
+from ddpdoctor.model.fleet.drain_reason import DrainReason
 
 ENV_CODE = "ENV001"
 # The order failures are named in a drain reason: the cause before its effects (a wrong interface
@@ -46,7 +46,7 @@ def gloo_ifname_findings(value: str | None, interfaces: Mapping[str, bool], node
 
 def env_result(findings: list[Finding]) -> CheckResult:
     status = status_from_findings(findings)
-    summary = "; ".join(f.message for f in findings) if findings else "GLOO_SOCKET_IFNAME names real, up interfaces"
+    summary = "; ".join(f.message for f in findings) if findings else "the socket-interface variables name real, up interfaces"
     return CheckResult(code=ENV_CODE, title="Node environment", status=status, summary=summary,
                        findings=findings, data={})
 

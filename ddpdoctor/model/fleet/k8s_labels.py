@@ -19,8 +19,8 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
-from ddpdoctor.model.fleet.metrics import STATUS_VALUE, node_status, report_nodes
 from ddpdoctor.core.report import Report, Status
+from ddpdoctor.model.fleet.metrics import node_status, report_nodes
 
 PREFIX = "ddpdoctor.io"
 TAINT_KEY = f"{PREFIX}/unhealthy"
