@@ -215,3 +215,44 @@ def test_history_folder_and_diff_cli(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "ddpdoctor", "diff", str(a)], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "two reports" in bad.stderr
+
+
+# -- usage errors: exit 2 (or 3, UNKNOWN, with --exit-codes nagios), nothing drained, nothing replaced --
+def _cli(*argv, env=None):
+    import os
+
+    e = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    return subprocess.run([sys.executable, "-m", "ddpdoctor", *argv], capture_output=True, text=True, timeout=120,
+                          env={**e, **(env or {})})
+
+
+def test_health_usage_errors_never_drain(tmp_path):
+    # SLURMD_NODENAME makes health drain on a node fault; scontrol here would fail loudly if it were called
+    p = _cli("health", "--metrics", str(tmp_path / "nofolder" / "x.prom"), env={"SLURMD_NODENAME": "n1"})
+    assert p.returncode == 2 and "does not exist" in p.stderr and "drain" not in p.stdout, p.stdout + p.stderr
+    (tmp_path / "dir.prom").mkdir()
+    p = _cli("health", "--exit-codes", "nagios", "--metrics", str(tmp_path / "dir.prom"))
+    assert p.returncode == 3 and "not a regular file" in p.stderr, p.stderr
+    assert (tmp_path / "dir.prom").is_dir()
+
+
+def test_health_finds_a_missing_interface_and_writes_its_metrics(tmp_path):
+    prom = tmp_path / "h.prom"
+    p = _cli("health", "--no-drain", "--no-collective", "--metrics", str(prom), "--exit-codes", "nagios",
+             "--json", str(tmp_path / "h.json"), env={"GLOO_SOCKET_IFNAME": "nosuch9"})
+    assert p.returncode == 2, p.stdout + p.stderr  # CRITICAL
+    assert "ENV001 failed" in p.stdout and "nosuch9" in p.stdout
+    fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    status = {s.labels["check"]: s.value for s in fams["ddpdoctor_check_status"].samples}
+    assert status["ENV001"] == 2 and not (tmp_path / "h.prom.tmp").exists()
+    rep = json.loads((tmp_path / "h.json").read_text())
+    assert parse_reason(rep["run"]["drain_reason"]).code == "ENV001"
+    ok = _cli("health", "--no-drain", "--no-collective")
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")  # silent on success
+
+
+def test_check_drain_needs_slurm():
+    p = _cli("check", "--drain", "--select", "ENV001")
+    assert p.returncode == 2 and "srun" in p.stderr
+    p = _cli("check", "--drain", "--exit-codes", "nagios")
+    assert p.returncode == 3
