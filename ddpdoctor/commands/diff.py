@@ -18,9 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the changes as JSON")
     p.add_argument("--bw-threshold", type=float, default=None, metavar="FACTOR",
                    help="noise line for bus bandwidth at >= 1 MiB as a factor (1.1: a 9 %% fall or 10 %% rise; "
-                   "default 1.1 on NCCL, 2.0 on gloo)")
+                   "default 1.1 on NCCL, 3 on gloo)")
     p.add_argument("--p2p-threshold", type=float, default=None, metavar="FACTOR",
-                   help="noise line for a p2p link's bandwidth as a factor (default 1.2 on NCCL, 2.5 on gloo)")
+                   help="noise line for a p2p link's bandwidth as a factor (default 1.2 on NCCL, 3 on gloo)")
 
 
 def run(args: argparse.Namespace) -> int:
