@@ -232,7 +232,7 @@ def test_health_usage_errors_never_drain(tmp_path):
     assert p.returncode == 2 and "does not exist" in p.stderr and "drain" not in p.stdout, p.stdout + p.stderr
     (tmp_path / "dir.prom").mkdir()
     p = _cli("health", "--exit-codes", "nagios", "--metrics", str(tmp_path / "dir.prom"))
-    assert p.returncode == 3 and "not a regular file" in p.stderr, p.stderr
+    assert p.returncode == 3 and "is a folder" in p.stderr, p.stderr
     assert (tmp_path / "dir.prom").is_dir()
 
 
@@ -244,7 +244,8 @@ def test_health_finds_a_missing_interface_and_writes_its_metrics(tmp_path):
     assert "ENV001 failed" in p.stdout and "nosuch9" in p.stdout
     fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
     status = {s.labels["check"]: s.value for s in fams["ddpdoctor_check_status"].samples}
-    assert status["ENV001"] == 2 and not (tmp_path / "h.prom.tmp").exists()
+    assert status["ENV001"] == 2
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["h.json", "h.prom"]  # no temp file left
     rep = json.loads((tmp_path / "h.json").read_text())
     assert parse_reason(rep["run"]["drain_reason"]).code == "ENV001"
     ok = _cli("health", "--no-drain", "--no-collective")

@@ -38,16 +38,16 @@ def add_output_arguments(p: argparse.ArgumentParser, history: bool = True) -> No
 
 
 def check_output_paths(args: argparse.Namespace) -> None:
-    """Every output path is usable (its folder exists, it is absent or a regular file) before work."""
-    from ddpdoctor.report.atomic import OutputError, check_output_path
+    """Every output path is usable before any work (boundary/outputs.py: an existing folder, a regular
+    file or nothing); --history is a folder, created when missing, never a file."""
+    from ddpdoctor.boundary.outputs import OutputError, check_output
 
-    for flag, path in (("--json", getattr(args, "json", None)), ("--metrics", args.metrics),
-                       *(("--k8s-labels", k) for k in args.k8s_labels)):
-        if path:
-            check_output_path(path, flag)
+    for flag, path in (("--json", getattr(args, "json", None) if not hasattr(args, "junit") else None),
+                       ("--metrics", args.metrics), *(("--k8s-labels", k) for k in args.k8s_labels)):
+        check_output(path, flag)
     hist = getattr(args, "history", None)
     if hist and Path(hist).exists() and not Path(hist).is_dir():
-        raise OutputError(f"--history {hist}: exists and is not a folder")
+        raise OutputError(f"--history {hist}: exists and is not a folder; give a folder for the kept reports")
 
 
 def write_outputs(args: argparse.Namespace, report) -> list[str]:

@@ -9,33 +9,39 @@ import sys
 from ddpdoctor.core.report import Report
 from ddpdoctor.model.fleet.exit_codes import outcome
 from ddpdoctor.runtime.fleet_files import write_outputs
-from ddpdoctor.runtime.launch_plan import LaunchPlan
 
 
-def finish(args: argparse.Namespace, report: Report, plan: LaunchPlan, out, writes: bool) -> int:
-    """The default-scheme exit code; ``writes``: this task writes files and drains (task 0 under srun)."""
+def finish(args: argparse.Namespace, report: Report, out, code: int, writes: bool, nproc: int) -> int:
+    """The default-scheme exit code (``code`` so far); ``writes``: this task writes files and drains
+    (task 0 under srun)."""
     args._warned = outcome(report.checks, extra_errors=report.failed) == "warning"
     if not writes:
-        return report.exit_code()
+        return code
     if getattr(args, "drain", False):
         from ddpdoctor.runtime.confirm_pass import confirm_and_drain
 
         def say(line: str) -> None:
             out.print(line, soft_wrap=True, highlight=False, markup=False)
 
-        confirmations = confirm_and_drain(report, args, plan.nproc_per_node, say)
+        confirmations = confirm_and_drain(report, args, nproc, say)
         report.run["drain"] = [{"node": c.node, "partner": c.partner, "condemned": c.condemned,
                                 "reason": c.reason.text() if c.reason else None, "said": c.said}
                                for c in confirmations]
         if confirmations and getattr(args, "json", None):
-            from ddpdoctor.report.io import save_report
+            import json
 
-            save_report(report, args.json)  # with what the confirmation pass measured and did
+            from ddpdoctor.boundary.outputs import write_output
+
+            try:  # again, with what the confirmation pass measured and did
+                write_output(args.json, json.dumps(report.to_dict(), indent=1, default=str) + "\n", "--json")
+            except OSError as e:
+                print(f"ddpdoctor check: {e}", file=sys.stderr)
+                code = 2
     try:
         write_outputs(report, metrics=args.metrics, k8s_labels=list(args.k8s_labels), valid_for_s=args.valid_for,
                       history=args.history)
     except OSError as e:
         print(f"ddpdoctor check: {e}", file=sys.stderr)
         return 2
-    return report.exit_code()
+    return code
 

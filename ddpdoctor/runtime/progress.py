@@ -58,7 +58,7 @@ class ProgressView:
                 status = Text("waiting", style="dim")
             else:
                 status = status_text(Status(st))
-            t.add_row(Text(code, style="bold"), row["title"], status, row["summary"])
+            t.add_row(Text(code, style="bold"), Text(str(row["title"])), status, Text(str(row["summary"])))
         if not self.rendezvoused:
             t.add_row("", Text("waiting for the rendezvous …", style="dim"), "", "")
         return t

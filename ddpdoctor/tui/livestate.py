@@ -78,7 +78,7 @@ class RunState:
             handler(ev)
 
     def _on_run_start(self, ev: dict[str, Any]) -> None:
-        self.world_size = _int(ev.get("world_size"), self.world_size)
+        self.world_size = _rank_count(ev.get("world_size"), self.world_size)
         nodes = ev.get("nodes")
         self.nodes = len(nodes) if isinstance(nodes, list) else _int(nodes, self.nodes)
         self.backend = str(ev.get("backend") or self.backend)
@@ -189,6 +189,15 @@ def _int(v: Any, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
+# The most rank slots the app makes from a count it is told (a world_size of 1e9 in a report from
+# elsewhere must not cost gigabytes); ranks that report themselves are always shown.
+MAX_RANK_SLOTS = 1 << 16
+
+
+def _rank_count(v: Any, default: int) -> int:
+    return max(0, min(_int(v, default), MAX_RANK_SLOTS))
+
+
 # -- from a saved report ----------------------------------------------------------------------------------
 def finding_ranks(f: Finding, state: RunState) -> set[int]:
     """The ranks a finding's ``where`` names (rank, ranks, node hostname, node_rank)."""
@@ -244,7 +253,7 @@ def state_from_report(report: Report) -> RunState:
             st.ranks[r["rank"]] = RankSlot(
                 r["rank"], _int(r.get("node_rank"), 0), str(r.get("hostname") or "?")
             )
-    st.world_size = _int(run.get("world_size"), len(st.ranks))
+    st.world_size = _rank_count(run.get("world_size"), len(st.ranks))
     for r in range(st.world_size):
         st.ranks.setdefault(r, RankSlot(r))
     st.nodes = _int(run.get("nodes"), len({s.node_rank for s in st.ranks.values()}))
