@@ -17,7 +17,7 @@ from ddpdoctor.model.fleet.confirm import decide
 from ddpdoctor.model.fleet.diff import Thresholds, diff_reports
 from ddpdoctor.model.fleet.drain_reason import MAX_REASON, format_reason, parse_reason
 from ddpdoctor.model.fleet.exit_codes import exit_code, outcome, translate
-from ddpdoctor.model.fleet.health import drain_reason, gloo_ifname_findings
+from ddpdoctor.model.fleet.health import drain_reason, gloo_ifname_findings, unfinished
 from ddpdoctor.model.fleet.metrics import render
 
 NODES = ["gpu01", "gpu02", "gpu03"]
@@ -70,6 +70,8 @@ def test_health_names_the_cause_first_and_a_missing_gloo_interface():
     env = CheckResult("ENV001", "env", status="failed", findings=f)
     assert drain_reason([col, env]).code == "ENV001"
     assert drain_reason([CheckResult("NVL001", "nvl", status="warning")]) is None
+    slow = CheckResult("COL001", "col", status="timed_out", findings=[Finding("COL001", "error", "did not finish")])
+    assert drain_reason([slow]) is None and unfinished([slow]) == [slow]  # unknown, not bad
 
 
 # -- exit codes ----------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ DESCRIPTION = """Check this node alone, with no rendezvous with other nodes: GPU
 InfiniBand, GPUDirect RDMA, the socket-interface and NCCL variables, then a one-node collective sanity run.
 Silent on success. On failure it prints what failed and, when run by slurmd (HealthCheckProgram,
 Prolog, Epilog) or with --drain, drains the node: scontrol update NodeName=NODE State=DRAIN
-Reason="ddpdoctor: CODE summary". A usage error never drains."""
+Reason="ddpdoctor: CODE summary". A usage error never drains, nor does a check that could not finish
+(exit 2, nagios 3 UNKNOWN)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from ddpdoctor.core.report import Report
-    from ddpdoctor.model.fleet.health import drain_reason
+    from ddpdoctor.model.fleet.health import drain_reason, unfinished
     from ddpdoctor.runtime.node_health import check_node
 
     name = node_name(args)
@@ -65,10 +66,12 @@ def run(args: argparse.Namespace) -> int:
                     versions=health.versions, checks=health.checks, created=time.time())
     result = outcome(report.checks)
     reason = drain_reason(report.checks)
+    if reason is None and unfinished(report.checks):
+        result = "unknown"  # exit 2 (nagios: 3 UNKNOWN); never a drain
     drain = args.drain if args.drain is not None else bool(os.environ.get("SLURMD_NODENAME"))
     if reason is not None:
         report.run["drain_reason"] = reason.text()
-    if args.verbose or reason is not None:
+    if args.verbose or reason is not None or result == "unknown":
         for c in report.checks:
             if args.verbose or c.status.failing:
                 print(f"{name}: {c.code} {c.status.value}: {c.summary}", flush=True)

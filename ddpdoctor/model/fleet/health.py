@@ -52,9 +52,10 @@ def env_result(findings: list[Finding]) -> CheckResult:
 
 
 def drain_reason(checks: list[CheckResult]) -> DrainReason | None:
-    """The first failing check in ORDER (then any other failing one), with its first error finding,
-    or None when nothing failed: a warning never drains a node."""
-    failing = [c for c in checks if c.status.failing]
+    """The first failed check in ORDER (then any other), with its first error finding, or None: a
+    warning never drains a node, and neither does a check that timed out or crashed — that is
+    ddpdoctor not finishing (a loaded node, a broken install), not a fault it found."""
+    failing = [c for c in checks if c.status is Status.FAILED]
     if not failing:
         return None
     rank = {code: i for i, code in enumerate(ORDER)}
@@ -62,5 +63,9 @@ def drain_reason(checks: list[CheckResult]) -> DrainReason | None:
     err = next((f for f in first.findings if f.severity is Severity.ERROR), None)
     if err is not None:
         return DrainReason(first.code, err.message)
-    what = {Status.TIMED_OUT: "timed out", Status.ERROR: "crashed"}.get(first.status, "failed")
-    return DrainReason(first.code, first.summary or f"{first.title} {what}")
+    return DrainReason(first.code, first.summary or f"{first.title} failed")
+
+
+def unfinished(checks: list[CheckResult]) -> list[CheckResult]:
+    """Checks that timed out or crashed: the node's health is unknown, not bad."""
+    return [c for c in checks if c.status in (Status.TIMED_OUT, Status.ERROR)]
