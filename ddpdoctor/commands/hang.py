@@ -77,12 +77,25 @@ def attach_lint(diag: HangDiagnosis) -> None:
     for f in found:
         if f.location is None:
             continue
-        key = (str(Path(f.location.path).resolve()), f.location.line)
         item = {"code": f.code, "message": f.message}
-        if item not in by_place.setdefault(key, []):
-            by_place[key].append(item)
+        for key in _places(f):
+            if item not in by_place.setdefault(key, []):
+                by_place[key].append(item)
     for s in lines:
         s.lint = by_place.get((str(Path(s.file).resolve()), s.line), [])
+
+
+def _places(f) -> set[tuple[str, int]]:
+    """Where a lint finding is about: its own line, and the end of its call chain (DDP301 reports a
+    rank-dependent call of a helper at the call, and the collective the chain ends at is where a
+    stack waits)."""
+    path = Path(f.location.path).resolve()
+    out = {(str(path), f.location.line)}
+    chain = str((f.evidence or {}).get("chain", "")).split(" -> ")
+    name, _, line = chain[-1].rpartition(":")
+    if name and line.isdigit():
+        out.add((str(path.parent / name), int(line)))
+    return out
 
 
 def analyse(dirs: list[Path], allow_pickle: bool = False, lint: bool = True) -> HangDiagnosis:
