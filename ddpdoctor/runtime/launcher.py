@@ -265,7 +265,10 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         from ddpdoctor.report.render_text import print_report
 
         print_report(report, out, verbose=args.verbose)
-    return write_outputs(report, outputs, code)
+    code = write_outputs(report, outputs, code)
+    from ddpdoctor.runtime.fleet_finish import finish
+
+    return finish(args, report, out, code, writes=plan.prints_report, nproc=plan.nproc_per_node)
 
 
 def write_outputs(report: Report, outputs: dict[str, str | None], code: int) -> int:
