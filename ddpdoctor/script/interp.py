@@ -21,7 +21,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
-from ddpdoctor.script.names import dist_op, dotted, is_torch_name, qualify
+from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, qualify
 
 _RANK_ENV = frozenset(
     [
@@ -652,7 +652,7 @@ class Interpreter:
             if isinstance(base, Instance):
                 if e.attr in base.cls.methods:
                     ref = FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True, ctx=base.cls.ctx)
-                    return self._property(ref, e) if _is_property(ref.node) else ref
+                    return self._property(ref, e) if is_property(ref.node) else ref
                 if e.attr in _self_attributes(base.cls.node):
                     # ``ctx.is_main`` reads what the class's methods set as ``self.is_main``: a rank
                     # test stored on an object goes wherever the object goes
@@ -661,7 +661,7 @@ class Interpreter:
             cls = frame.get("__class__")
             if isinstance(cls, ClassRef) and e.attr in cls.methods:
                 ref = FuncRef(cls.methods[e.attr], cls, bound_self=True, ctx=cls.ctx)
-                return self._property(ref, e) if _is_property(ref.node) else ref
+                return self._property(ref, e) if is_property(ref.node) else ref
         if base is UNKNOWN:
             if e.attr in MAIN_PROCESS_NAMES:
                 self.touched_rank = True
@@ -1066,20 +1066,15 @@ _GROUP_POSITION = {
 }
 
 
-_PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
-
-
-def _is_property(fn: ast.AST) -> bool:
-    return any(dotted(d) in _PROPERTY_DECORATORS for d in fn.decorator_list)
-
-
 def _self_attributes(cls: ast.ClassDef) -> frozenset[str]:
     """The attributes a class's methods assign on ``self`` (once per class, kept on its node)."""
     out = getattr(cls, "_ddpdoctor_self_attributes", None)
     if out is None:
         names = set()
         for n in ast.walk(cls):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+            targets = (
+                n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+            )
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                     names.add(t.attr)

@@ -81,3 +81,11 @@ def is_torch_name(qualname: str | None, last: str) -> bool:
     """True if ``qualname`` is a torch object whose final component is ``last`` (so both
     ``torch.nn.parallel.DistributedDataParallel`` and ``...parallel.distributed.DistributedDataParallel``)."""
     return bool(qualname) and qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] == last
+
+
+_PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
+
+
+def is_property(fn: ast.AST) -> bool:
+    """A method read as an attribute (``@property``): ``obj.name`` is what it returns."""
+    return any(dotted(d) in _PROPERTY_DECORATORS for d in getattr(fn, "decorator_list", ()))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ddpdoctor.script.names import dist_op, dotted
+from ddpdoctor.script.names import dist_op, dotted, is_property
 
 GLOBAL, LOCAL, NODE = "global", "local", "node"
 
@@ -393,8 +393,7 @@ def predicate_attribute_kind(m, attr: str, depth: int = 0):
         for value, _node in values[:32]:
             found.append(None if _is_plain_constant(value) else guard_kind(m, value, depth + 1))
     for fn in _functions_named(m).get(attr, ()):
-        if not any(dotted(d) in ("property", "cached_property", "functools.cached_property")
-                   for d in fn.decorator_list):
+        if not is_property(fn):
             continue
         returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
         found.extend(guard_kind(m, r.value, depth + 1) for r in returns)
