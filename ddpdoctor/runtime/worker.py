@@ -31,10 +31,9 @@ from ddpdoctor.events import EventWriter
 from ddpdoctor.registry import CheckSpec, discover
 from ddpdoctor.report.model import CheckResult, Finding, Severity, Status
 from ddpdoctor.runtime.context import ClusterContext
-from ddpdoctor.runtime.control import Control, Heartbeat
+from ddpdoctor.runtime.control import Control, Coordinator, NodeLink
 from ddpdoctor.runtime.verdict import classify_ranks
 
-LOST_AFTER_S = 3.0  # no heartbeat for this long: the rank (or its node) is gone
 GRACE_S = 4.0  # slack after a budget for results to arrive through the store
 
 
@@ -66,9 +65,8 @@ class Worker:
         self.hostname = socket.gethostname()
         run_id = os.environ.get("TORCHELASTIC_RUN_ID", "ddpdoctor")
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        self.control = Control(
-            self.rank, self.world_size, f"ddpdoctor/{run_id}/{restart}/", cfg.get("rdzv_timeout_s", 60)
-        )
+        self.control = Control.from_env(self.rank, f"ddpdoctor/{run_id}/{restart}/", cfg.get("rdzv_timeout_s", 60))
+        self.link = NodeLink(self.control, self.rank, self.local_rank, self.node_rank, self.local_world_size)
         self.events = EventWriter(cfg.get("events"))
         self.specs: list[CheckSpec] = []
         self.world: WorldInfo | None = None
@@ -107,8 +105,8 @@ class Worker:
     # -- start-up -----------------------------------------------------------------------------------
     def start(self) -> None:
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-        self.hb = Heartbeat(self.control)
-        self.hb.start()
+        rdzv_timeout = float(self.cfg.get("rdzv_timeout_s", 60))
+        self.link.connect(rdzv_timeout)
         info = {
             "rank": self.rank,
             "local_rank": self.local_rank,
@@ -119,7 +117,12 @@ class Worker:
             "proc_start": self.t_proc_start,
             "launch_t0": self.cfg.get("launch_t0"),
         }
-        self.control.put(f"info/{self.rank}", info)
+        if self.rank == 0:
+            self.coord = Coordinator(self.control, self.world_size)
+            self.coordinator = threading.Thread(target=self.gather_world, args=(rdzv_timeout,),
+                                                name="ddpdoctor-world", daemon=True)
+            self.coordinator.start()
+        self.link.post("info", info)
         self.emit(
             "rendezvous",
             rank=self.rank,
@@ -127,10 +130,9 @@ class Worker:
             hostname=self.hostname,
             seconds=round(self.t_proc_start - float(self.cfg.get("launch_t0") or self.t_proc_start), 3),
         )
-        infos = []
-        for r in range(self.world_size):
-            got = self.control.poll(f"info/{r}", timeout_s=float(self.cfg.get("rdzv_timeout_s", 60)))
-            infos.append(got or {"rank": r, "hostname": "?", "node_rank": -1, "missing": True})
+        infos = self.link.wait("world", rdzv_timeout * 2)
+        if infos is None:
+            raise SystemExit(f"ddpdoctor worker: rank {self.rank} got no word from rank 0 within {rdzv_timeout * 2:g} s")
         self.infos = infos
         self.world = WorldInfo.from_dicts(infos, options=self.cfg.get("options") or {})
         codes = self.cfg.get("checks")
@@ -221,8 +223,7 @@ class Worker:
                 if posted["v"]:
                     return False
                 posted["v"] = True
-            self.control.put(f"res/{i}/{self.rank}", result)
-            self.control.add(f"n/{i}", 1)
+            self.link.post(f"res/{i}", result)
             return True
 
         def watchdog() -> None:
@@ -240,7 +241,7 @@ class Worker:
             if post(result):
                 self.emit("rank_check_end", code=spec.code, rank=self.rank, status="timed_out", op=result["op"])
             # The main thread is stuck and cannot be interrupted: wait for the verdict, then end.
-            self.control.poll(f"go/{i + 1}", timeout_s=GRACE_S * 3 + budget)
+            self.link.wait(f"go/{i + 1}", GRACE_S * 3 + budget)
             if self.rank == 0:
                 self.report_written.wait(GRACE_S * 4 + budget)
             self.finish_node_copy()
@@ -287,14 +288,15 @@ class Worker:
             startup["pg_init_s"] = round(self._new_group(0), 4)
         except Exception as e:
             pg_error = f"{type(e).__name__}: {e}"
-        self.control.put(f"ready/{self.rank}", {"error": pg_error, **startup})
+        self.link.post("ready", {"error": pg_error, **startup})
         if self.rank == 0:
+            self.coordinator.join()  # the world is announced; now the checks
             self.coordinator = threading.Thread(target=self.coordinate, name="ddpdoctor-coordinator", daemon=True)
             self.coordinator.start()
         aborted = False
         for i, spec in enumerate(self.specs):
             wait = float(self.cfg.get("rdzv_timeout_s", 60)) + sum(self._budget(s) + GRACE_S * 3 for s in self.specs[: i + 1])
-            go = self.control.poll(f"go/{i}", timeout_s=wait)
+            go = self.link.wait(f"go/{i}", wait)
             if go is None:
                 self.emit("log", level="error", message=f"rank {self.rank}: no word from rank 0 for check {spec.code}; giving up")
                 aborted = True
@@ -311,9 +313,9 @@ class Worker:
         if self.rank == 0:
             self.coordinator.join()
         else:
-            self.control.poll(f"go/{len(self.specs)}", timeout_s=GRACE_S * 3)
+            self.link.wait(f"go/{len(self.specs)}", GRACE_S * 3)
         self.finish_node_copy()
-        self.hb.stopped.set()
+        self.link.close()
         if aborted:
             os._exit(0)  # a poisoned group can block destroy; the report is written already
         try:
@@ -330,7 +332,7 @@ class Worker:
             return
         got = None
         try:
-            got = self.control.poll("report", timeout_s=GRACE_S * 2)
+            got = self.control.wait_get("report", GRACE_S * 2)
         except Exception:
             pass
         if got:
@@ -339,15 +341,22 @@ class Worker:
             write_json_atomic(self.cfg["report"], got)
 
     # -- rank 0: the coordinator ----------------------------------------------------------------------
+    def gather_world(self, timeout_s: float) -> None:
+        """Every rank's info, announced to all as "world" (a rank that never posted is marked missing)."""
+        got = self.coord.gather("info", timeout_s, watch_nodes=False)
+        infos = [got.values.get(r) or {"rank": r, "hostname": "?", "node_rank": -1, "missing": True}
+                 for r in range(self.world_size)]
+        self.coord.node_of = {int(i["rank"]): int(i["node_rank"]) for i in infos if not i.get("missing")}
+        self.coord.announce("world", infos)
+
     def coordinate(self) -> None:
         from ddpdoctor.runtime.finalize import build_report
 
         t_run = time.time()
-        ctrl = self.control
+        coord = self.coord
         # Wait for every rank to have a process group (or say why not).
-        ready = {}
-        for r in range(self.world_size):
-            ready[r] = ctrl.poll(f"ready/{r}", timeout_s=float(self.cfg.get("rdzv_timeout_s", 60)))
+        got = coord.gather("ready", float(self.cfg.get("rdzv_timeout_s", 60)))
+        ready = {r: got.values.get(r) for r in range(self.world_size)}
         self.emit(
             "run_start",
             world_size=self.world_size,
@@ -358,7 +367,7 @@ class Worker:
         )
         results: list[CheckResult] = []
         abort_reason = None
-        lost: set[int] = set()
+        lost: set[int] = set(got.lost)
         pg_errors = {r: v["error"] for r, v in ready.items() if v and v.get("error")}
         missing_ready = [r for r, v in ready.items() if v is None]
         if pg_errors or missing_ready:
@@ -372,33 +381,12 @@ class Worker:
             if abort_reason:
                 break
             budget = self._budget(spec)
-            ctrl.put(f"go/{i}", {"action": "run", "pg": pg_gen})
+            coord.announce(f"go/{i}", {"action": "run", "pg": pg_gen})
             self.emit("check_start", code=spec.code, title=spec.title, budget_s=budget)
             t0 = time.monotonic()
-            deadline = t0 + budget + GRACE_S
-            hb_seen: dict[int, tuple[int, float]] = {}
-            newly_lost: set[int] = set()
-            while True:
-                if ctrl.add(f"n/{i}", 0) >= self.world_size:
-                    break
-                now = time.monotonic()
-                posted = {r for r in range(self.world_size) if ctrl.has(f"res/{i}/{r}")}
-                missing = [r for r in range(self.world_size) if r not in posted]
-                for r in missing:
-                    beat = ctrl.add(f"hb/{r}", 0)
-                    last = hb_seen.get(r)
-                    if last is None or beat != last[0]:
-                        hb_seen[r] = (beat, now)
-                    elif now - last[1] > LOST_AFTER_S:
-                        newly_lost.add(r)
-                if missing and all(r in newly_lost for r in missing):
-                    break
-                if now > deadline:
-                    break
-                time.sleep(0.1)
-            per_rank: dict[int, dict | None] = {}
-            for r in range(self.world_size):
-                per_rank[r] = ctrl.get(f"res/{i}/{r}") if ctrl.has(f"res/{i}/{r}") else None
+            got = coord.gather(f"res/{i}", budget + GRACE_S)
+            per_rank: dict[int, dict | None] = {r: got.values.get(r) for r in range(self.world_size)}
+            newly_lost = got.lost
             lost |= newly_lost
             result, verdict = self._judge(spec, per_rank, newly_lost, time.monotonic() - t0)
             results.append(result)
@@ -418,7 +406,7 @@ class Worker:
                 pg_gen += 1
         else:
             i = len(self.specs)
-        ctrl.put(f"go/{i}", {"action": "abort" if abort_reason else "end"})
+        coord.announce(f"go/{i}", {"action": "abort" if abort_reason else "end"})
         for spec in self.specs[len(results):]:
             results.append(
                 CheckResult(code=spec.code, title=spec.title, status=Status.NOT_RUN,
@@ -440,7 +428,7 @@ class Worker:
 
             write_json_atomic(self.cfg["report"], data)
         try:
-            ctrl.put("report", data)
+            self.control.put("report", data)
         except Exception:
             pass
         self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.get("report"))
