@@ -232,12 +232,11 @@ class NodeRelay:
         for t in self.threads:
             t.start()
 
-    def close(self, timeout_s: float = 2.0) -> None:
-        """Stop and join the relay's threads: a thread left inside a store call at exit aborts the process."""
+    def close(self) -> None:
+        """Stop the relay: the up thread is joined; the down thread ends by itself once it relayed the final
+        go, or at its next wait slice (a daemon thread blocked in a store call does not hold up the exit)."""
         self.stop.set()
-        end = time.monotonic() + timeout_s
-        for t in self.threads:
-            t.join(max(0.0, end - time.monotonic()))
+        self.threads[0].join(BEAT_S + 1.0)
 
     def _beat(self) -> None:
         dead = sorted(r for r, pid in self.pids.items() if not self.alive(pid))
