@@ -334,7 +334,7 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
     try:
         with progress:
             while True:
-                for ev in tail.poll():
+                for ev in tail.read():
                     progress.handle(ev)
                     if ev.get("event") == "run_end":
                         run_ended_at = time.monotonic()
@@ -342,7 +342,7 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
                         watcher.stop.set()
                 rc = proc.poll()
                 if rc is not None:
-                    for ev in tail.poll():
+                    for ev in tail.read():
                         progress.handle(ev)
                     break
                 now = time.monotonic()
@@ -370,7 +370,7 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         from ddpdoctor.runtime.partial import partial_report, root_cause
 
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
-        report = partial_report(progress.events, root_cause(log), codes, [s.title for s in specs])
+        report = partial_report(progress.state, root_cause(log), codes, [s.title for s in specs])
         if report is not None:
             from ddpdoctor.runtime.finalize import attach_bad_nodes
 

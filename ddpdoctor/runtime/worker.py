@@ -30,6 +30,7 @@ from ddpdoctor.checkapi import Summary, WorldInfo, default_summarize
 from ddpdoctor.events import EventWriter
 from ddpdoctor.registry import CheckSpec, discover
 from ddpdoctor.report.model import CheckResult, Finding, Severity, Status
+from ddpdoctor.runtime import check_hooks
 from ddpdoctor.runtime.context import ClusterContext
 from ddpdoctor.runtime.control import Control, Coordinator, NodeLink
 from ddpdoctor.runtime.verdict import classify_ranks
@@ -87,20 +88,6 @@ class Worker:
         overrides = self.cfg.get("budgets") or {}
         scale = float(self.cfg.get("budget_scale", 1.0))
         return float(overrides.get(spec.code, spec.budget_s * scale))
-
-    def _fault(self, code: str) -> dict | None:
-        """Test-only fault injection: DDPDOCTOR_TEST_FAULT="hang@COL001:rank=1" or "delay@COL001:rank=2:s=5"."""
-        spec = os.environ.get("DDPDOCTOR_TEST_FAULT", "")
-        for item in filter(None, spec.split(";")):
-            kind, _, rest = item.partition("@")
-            parts = rest.split(":")
-            if parts[0] != code:
-                continue
-            opts = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-            ranks = opts.get("rank", "*")
-            if ranks == "*" or self.rank in {int(r) for r in ranks.split(",")}:
-                return {"kind": kind, **opts}
-        return None
 
     # -- start-up -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -251,16 +238,8 @@ class Worker:
         self.emit("rank_check_start", code=spec.code, rank=self.rank)
         t0 = time.monotonic()
         try:
-            fault = self._fault(spec.code)
-            if fault and fault["kind"] == "hang":
-                with ctx.op("fault injection: hang"):
-                    while True:
-                        time.sleep(1)
-            if fault and fault["kind"] == "exit":
-                os._exit(int(fault.get("code", 3)))
-            if fault and fault["kind"] == "delay":
-                with ctx.op("fault injection: delay"):
-                    time.sleep(float(fault.get("s", 5)))
+            for hook in check_hooks.BEFORE_CHECK:
+                hook(ctx)
             data = spec.module.run(ctx)
             if data is not None and not isinstance(data, dict):
                 raise TypeError(f"{spec.code}.run() returned {type(data).__name__}, not a dict")
