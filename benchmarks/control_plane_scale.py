@@ -93,10 +93,15 @@ def run_tree(world: int, per_node: int) -> tuple[Timeline, Meter, Meter]:
     errors: list[str] = []
 
     def coordinate(coord: Coordinator) -> None:
-        got = coord.gather("info", 120, watch_nodes=False)
+        got = coord.gather("info", 300, watch_nodes=False)
+        _say(f"tree {world}: {len(got.values)} infos gathered")
+        if len(got.values) != world:
+            errors.append(f"info: {len(got.values)} of {world}")
+            return
         coord.node_of = {r: v["node_rank"] for r, v in got.values.items()}
         coord.announce("world", [got.values[r] for r in range(world)])
-        got = coord.gather("ready", 120)
+        got = coord.gather("ready", 300)
+        _say(f"tree {world}: {len(got.values)} ready; checks start")
         if len(got.values) != world:
             errors.append(f"ready: {len(got.values)} of {world}")
         tl.phase_start, tl.reqs_at_start, tl.node_reqs_at_start = time.monotonic(), run_meter.n, node_meter.n
@@ -105,6 +110,7 @@ def run_tree(world: int, per_node: int) -> tuple[Timeline, Meter, Meter]:
             coord.announce(f"go/{k}", {"action": "run", "pg": 0})
             got = coord.gather(f"res/{k}", 60)
             tl.all_in_at[k] = time.monotonic()
+            _say(f"tree {world}: check {k} in after {tl.all_in_at[k] - tl.go_at[k]:.2f} s")
             if len(got.values) != world:
                 errors.append(f"check {k}: {len(got.values)} of {world} results, lost {sorted(got.lost)[:5]}")
         coord.announce(f"go/{len(CHECKS)}", {"action": "end"})
@@ -115,13 +121,13 @@ def run_tree(world: int, per_node: int) -> tuple[Timeline, Meter, Meter]:
             control = Control("127.0.0.1", server.port, prefix, 120, meter=run_meter)
             link = NodeLink(control, r, r % per_node, r // per_node, per_node, alive=lambda pid: True,
                             node_meter=node_meter)
-            link.connect(120)
+            link.connect(300)
             coord_thread = None
             if r == 0:
                 coord_thread = threading.Thread(target=coordinate, args=(Coordinator(control, world),))
                 coord_thread.start()
             link.post("info", {"rank": r, "node_rank": r // per_node, "pid": 1})
-            if link.wait("world", 120) is None:
+            if link.wait("world", 600) is None:
                 raise RuntimeError("no world")
             link.post("ready", {"error": None})
             for k in range(len(CHECKS)):
@@ -258,11 +264,16 @@ def run_polling(world: int, per_node: int, with_startup: bool) -> tuple[Timeline
     return tl, meter
 
 
+def _say(msg: str) -> None:
+    print(f"    [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def _run_threads(target, world: int) -> None:
     threading.stack_size(512 * 1024)
     threads = [threading.Thread(target=target, args=(r,), daemon=True) for r in range(world)]
     for t in threads:
         t.start()
+    _say(f"{world} rank threads started")
     for t in threads:
         t.join(600)
 
@@ -296,15 +307,17 @@ def report(name: str, world: int, per_node: int, tl: Timeline, reqs: int, node_r
 
 
 def main() -> int:
-    # Every simulated rank shares this interpreter's GIL (a real rank has its own): hand it over sooner, so
-    # the latencies measure the protocol more than the simulation.
-    sys.setswitchinterval(0.0005)
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for the simulation (every simulated rank shares this "
+                    "interpreter's GIL; a real rank has its own)")
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", default="64,512,2048")
     ap.add_argument("--per-node", type=int, default=8)
     ap.add_argument("--protocol", choices=("tree", "polling", "both"), default="both")
     ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
     sizes = [int(x) for x in args.ranks.split(",")]
     print(f"machine: {machine()}")
     print(f"checks per run: {len(CHECKS)} ({', '.join(f'{c:g} s' for c in CHECKS)}); {args.per_node} ranks per node; "
