@@ -13,11 +13,15 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ddpdoctor.check_options import Option, text
 from ddpdoctor.checkapi import Summary, WorldInfo
 from ddpdoctor.report.model import Finding, Severity, Status
 
 SKIP_NO_GPU = "skipped: no NVIDIA GPU"
 _CACHE: dict[str, Any] = {}
+
+# Every check that probes the node through topology_check reads it (tests hand in captured trees).
+SYSFS_ROOT = Option("sysfs_root", "read /sys and /proc under this folder", text)
 
 
 def node_topology(ctx):

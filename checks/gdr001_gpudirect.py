@@ -11,7 +11,7 @@ is not loaded and DMA-BUF is not available", "…for GPU 3 ↔ mlx5_3: GPU 3 and
 than NCCL's default level PXB"; across nodes the node is named ("odd node hgx-c: …" when the others differ).
 """
 
-from ._topology import topology_check, without_rdma
+from ._topology import SYSFS_ROOT, topology_check, without_rdma
 
 CODE = "GDR001"
 TITLE = "GPUDirect RDMA"
@@ -19,6 +19,7 @@ KIND = "cluster"
 ORDER = 10
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _verdicts(node):

@@ -11,7 +11,7 @@ model: error; different driver: warning). No NVIDIA GPU or driver: skipped.
 
 from ddpdoctor.report.model import Severity
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "GPU001"
 TITLE = "GPUs and health"
@@ -19,6 +19,7 @@ KIND = "cluster"
 ORDER = 5
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 _SEVERITY = {"GPU count": Severity.ERROR, "GPU models": Severity.ERROR}
 
 

@@ -9,7 +9,7 @@ Findings: a port not ACTIVE/LinkUp (error); a NIC linked slower than its sibling
 NIC count or rate. Runs without a GPU too (then without rails); no RDMA device: nothing to check.
 """
 
-from ._topology import topology_check, without_rdma
+from ._topology import SYSFS_ROOT, topology_check, without_rdma
 
 CODE = "IB001"
 TITLE = "InfiniBand/RoCE ports and rails"
@@ -17,6 +17,7 @@ KIND = "cluster"
 ORDER = 9
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _rails(node):

@@ -9,7 +9,7 @@ between nodes), NCCL_SHM_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_READ=0, NCCL_
 nodes, NCCL variables that differ between nodes are flagged.
 """
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "NCCL001"
 TITLE = "NCCL environment"
@@ -17,6 +17,7 @@ KIND = "cluster"
 ORDER = 11
 BUDGET_S = 10.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _no_environment(node):

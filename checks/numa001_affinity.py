@@ -9,7 +9,7 @@ Findings: a rank whose CPUs are all far from its GPU (warning: every host↔devi
 launch crosses the socket); a rank not bound to its GPU's CPUs at all (info).
 """
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "NUMA001"
 TITLE = "NUMA affinity"
@@ -17,6 +17,7 @@ KIND = "cluster"
 ORDER = 8
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _gpu_affinity(node):

@@ -11,7 +11,7 @@ differ. A ring runs at the speed of its slowest link, so one missing link slows 
 
 from ddpdoctor.report.model import Severity
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "NVL001"
 TITLE = "NVLink matrix"
@@ -19,6 +19,7 @@ KIND = "cluster"
 ORDER = 6
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _matrix(node):

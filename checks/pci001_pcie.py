@@ -9,7 +9,7 @@ halved); a NIC below its maximum generation (warning); a GPU below its maximum g
 GPUs drop the generation when idle to save power — re-check under load).
 """
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "PCI001"
 TITLE = "PCIe links"
@@ -17,6 +17,7 @@ KIND = "cluster"
 ORDER = 7
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 payload, run, summarize = topology_check(
