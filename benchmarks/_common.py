@@ -6,7 +6,12 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+# The network-namespace and Slurm test beds live with the tests (tests/support), not in the wheel.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def machine() -> str:

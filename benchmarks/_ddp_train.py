@@ -29,9 +29,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ddpdoctor.core.report import CheckResult, Report
 from ddpdoctor.recommend.bucket_cap import recommend
 from ddpdoctor.recommend.model_spec import ModelSpec, measure_step_times
-from ddpdoctor.report.model import CheckResult, Report
 
 
 def build_model(cfg: dict) -> nn.Module:

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from _common import machine
+from support.testbed import NetBed, netns_available
 
-from ddpdoctor.model.pair_schedule import make_schedule
-from ddpdoctor.testbed import NetBed, netns_available
+from ddpdoctor.model.bandwidth.pair_schedule import make_schedule
 
 WALL_TARGET_S = 30.0
 

@@ -1,6 +1,6 @@
 """Does the bucket_cap_mb recommendation pick a good cap on real training? Regret on a shaped 2-node bed.
 
-Two emulated nodes (network namespaces, ddpdoctor/testbed.py NetBed, DESIGN.md §6), one rank each, gloo,
+Two emulated nodes (network namespaces, tests/support/testbed.py NetBed, DESIGN.md §6), one rank each, gloo,
 the link shaped with tbf in both directions. First the all-reduce curve is measured on the bed with
 ``ddpdoctor check --nodes 2 --select BW001`` (or, with ``--own-curve`` / when no BW001 check is
 installed, a short gloo all_reduce sweep inside the training worker: a stop-gap). Then the same two
@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 
 from _common import machine
-
-from ddpdoctor.testbed import NetBed, netns_available
+from support.testbed import NetBed, netns_available
 
 HERE = Path(__file__).resolve().parent
 TARGET_REGRET = 0.05

@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 
-from ddpdoctor.model.hang_analysis import diagnose
-from ddpdoctor.probes.hang_files import collector_paused, read_evidence
+from ddpdoctor.model.hang.analysis import diagnose
+from ddpdoctor.readers.hang_files import collector_paused, read_evidence
 
 
 def _entry(seq: int, retired: bool = True) -> dict:

@@ -38,7 +38,7 @@ def _worker(args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
 
-    from ddpdoctor.model.busbw import busbw_GBps
+    from ddpdoctor.model.bandwidth.busbw import busbw_GBps
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=30))
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -141,7 +141,7 @@ def run_loopback(args, world: int) -> dict:
 
 def run_netbed(args, nodes: int, per_node: int) -> dict:
     """Ranks 0..per_node-1 on node 0, and so on: p2p rank 0 -> 1 crosses nodes only when per_node == 1."""
-    from ddpdoctor.testbed import NetBed
+    from support.testbed import NetBed
 
     world = nodes * per_node
     with tempfile.TemporaryDirectory() as d, NetBed(nodes) as bed:
@@ -186,7 +186,7 @@ def main() -> None:
         ("1 node, 2 ranks (loopback)", lambda: run_loopback(args, 2)),
         ("1 node, 4 ranks (loopback)", lambda: run_loopback(args, 4)),
     ]
-    from ddpdoctor.testbed import netns_available
+    from support.testbed import netns_available
 
     ok, why = netns_available()
     if ok:

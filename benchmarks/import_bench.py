@@ -18,8 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "tool-output"))
-from _common import describe, machine, time_command
-from synthesize import nccl_block, sizes
+from _common import describe, machine, time_command  # noqa: E402
+from synthesize import nccl_block, sizes  # noqa: E402
 
 
 def big_log(path: Path, mb: float, chatter: int = 16) -> int:
@@ -55,8 +55,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     from ddpdoctor.baselines import list_profiles
-    from ddpdoctor.model.imported import build_report
-    from ddpdoctor.probes.tool_output import parse_file
+    from ddpdoctor.model.imported.report import build_report
+    from ddpdoctor.readers.tool_output import parse_file
 
     print(f"machine: {machine()} (shared; figures are noisy)")
     print(f"CPU now: {cpu_check()}")

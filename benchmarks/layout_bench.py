@@ -44,9 +44,9 @@ def irregular(n: int, seed: int) -> list[list[float | None]]:
 def main() -> None:
     sys.path.insert(0, str(REPO))
     from benchmarks._common import machine
-    from ddpdoctor.model.layouts import analyze, check_layout
+    from ddpdoctor.core.report import CheckResult, Report
+    from ddpdoctor.model.placement.layouts import analyze, check_layout
     from ddpdoctor.recommend.layouts import recommend
-    from ddpdoctor.report.model import CheckResult, Report
     from tests.layouts.synth import matrix, ranks_for
 
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5

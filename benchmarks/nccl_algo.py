@@ -24,7 +24,7 @@ from pathlib import Path
 from _common import describe, machine, time_command
 from ddpdoctor.checks import alg001_nccl_algo as alg
 
-from ddpdoctor.model.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
+from ddpdoctor.model.tuning.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
 
 MiB = 1 << 20
 H100 = {"gpus_per_node": 8, "sm": 90, "intra_GBps": 370.8, "inter_GBps": 400.0}

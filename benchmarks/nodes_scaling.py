@@ -2,7 +2,7 @@
 
     python benchmarks/nodes_scaling.py [--nodes 2 4 6] [--runs 1]
 
-Needs root and network namespaces (ddpdoctor/testbed.py). Every node runs `ddpdoctor check` at once,
+Needs root and network namespaces (tests/support/testbed.py). Every node runs `ddpdoctor check` at once,
 node 0 hosting the rendezvous, as on real nodes; the figure is from the first launch to the last exit.
 Prints each size's wall time, where the in-run time went (per check, from node 0's report), how it grows
 per added node, and whether the 2-node default meets its target (≤ 30 s).
@@ -22,7 +22,7 @@ from pathlib import Path
 from _common import machine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ddpdoctor.testbed import NetBed, netns_available
+from support.testbed import NetBed, netns_available
 
 TARGET_2_NODES_S = 30.0
 

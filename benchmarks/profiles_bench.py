@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine
+from _common import machine  # noqa: E402
 
 
 def _timed(fn, runs: int) -> str:
@@ -30,9 +30,9 @@ def _timed(fn, runs: int) -> str:
 
 def big_report(nodes: int):
     """A report as `topo --from` builds it from one H100 snapshot per node, plus BW001 and P2P001."""
-    from ddpdoctor.model.topo_offline import diagnose
-    from ddpdoctor.model.topology import NodeTopology
-    from ddpdoctor.report.model import CheckResult, Report
+    from ddpdoctor.core.report import CheckResult, Report
+    from ddpdoctor.model.topology.node import NodeTopology
+    from ddpdoctor.runtime.topo_offline import diagnose
 
     snap = json.loads((REPO / "tests/topo/data/hgx-h100-a.json").read_text())
     topo = []

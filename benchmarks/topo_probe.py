@@ -30,12 +30,12 @@ def timed(fn) -> float:
 
 def main() -> None:
     sys.path.insert(0, str(REPO))
-    from ddpdoctor.model.topo_offline import diagnose
-    from ddpdoctor.model.topology import NodeTopology
+    from ddpdoctor.model.topology.node import NodeTopology
     from ddpdoctor.probes.collect import collect_node
     from ddpdoctor.probes.ibstat import parse_ib_tool_output
     from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
     from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
+    from ddpdoctor.runtime.topo_offline import diagnose
     from tests.topo.fake_nvml import make_pynvml, state_from_smi_q
 
     if not FIXTURES.is_dir():

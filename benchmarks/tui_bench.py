@@ -2,7 +2,7 @@
 
     python benchmarks/tui_bench.py [--runs 5]
 
-1. Time to first paint: from spawning `python -m ddpdoctor.tui REPORT.json` to the verdict line on
+1. Time to first paint: from spawning `python -m ddpdoctor tui REPORT.json` to the verdict line on
    screen (Python start-up and imports included). Target ≤ 1 s.
 2. Responsiveness during a live run: the fake check streams events every few ms while we switch
    views; each figure is key sent → the new view's words on screen.
@@ -32,7 +32,7 @@ def spawn(args: list[str]) -> pexpect.spawn:
     env = dict(os.environ, TERM="xterm-256color", PYTHONUNBUFFERED="1")
     return pexpect.spawn(
         sys.executable,
-        ["-m", "ddpdoctor.tui", *args],
+        ["-m", "ddpdoctor", "tui", *args],
         env=env,
         cwd=str(ROOT),
         dimensions=(24, 80),

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ddpdoctor.check_options import Option, text
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.report.model import Finding, Severity, Status
+from ddpdoctor.core.report import Finding, Severity, Status
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 
 SKIP_NO_GPU = "skipped: no NVIDIA GPU"
 _CACHE: dict[str, Any] = {}
@@ -49,7 +50,7 @@ def node_payload(
 ) -> dict:
     """What a node leader reports for one concern: findings, compared facts, the check's data, or
     why it skipped. Pure: also builds reports offline from saved snapshots."""
-    from ddpdoctor.model.topo_compare import node_facts
+    from ddpdoctor.model.topology.compare import node_facts
 
     out: dict[str, Any] = {"node": node.hostname, "leader": True}
     if needs_gpu and (node.no_gpu_reason or not node.gpus):
@@ -87,7 +88,7 @@ def _my_gpu_busid(ctx) -> str | None:
         return None
     import torch
 
-    from ddpdoctor.model.topology import normalize_busid
+    from ddpdoctor.model.topology.node import normalize_busid
 
     props = torch.cuda.get_device_properties(ctx.device)
     parts = [getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
@@ -124,7 +125,7 @@ def summarize_concern(
     per_node: Callable[[dict, list[dict]], list[Finding]] | None = None,
     explained: tuple[str, ...] = (),
 ) -> Summary:
-    from ddpdoctor.model.topo_compare import fold_explained, name_nodes, odd_node_findings
+    from ddpdoctor.model.topology.compare import fold_explained, name_nodes, odd_node_findings
 
     leaders = {d["node"]: d for d in results.values() if isinstance(d, dict) and d.get("leader")}
     findings: list[Finding] = []
@@ -180,18 +181,10 @@ def summarize_concern(
     return Summary(findings=findings, data=data, summary=summary)
 
 
-def _resolve(target: str) -> Callable:
-    """ "package.module:function", imported on first use so that check modules stay light."""
-    import importlib
-
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def topology_check(
     code: str,
     concern: str,
-    judge: str | None,
+    judge: Callable | None,
     *,
     needs_gpu: bool = True,
     extra: Callable | None = None,
@@ -200,12 +193,11 @@ def topology_check(
     per_node: Callable | None = None,
     explained: tuple[str, ...] = (),
 ):
-    """A topology check's (payload, run, summarize); judge names its findings function lazily.
+    """A topology check's (payload, run, summarize); ``judge(node)`` returns the check's findings on one node.
     ``explained``: compared facts whose difference a node's own findings already report (one cause)."""
 
     def payload(node) -> dict:
-        judge_fn = _resolve(judge) if judge else (lambda n: [])
-        return node_payload(node, concern, judge_fn, needs_gpu, extra, skip_if)
+        return node_payload(node, concern, judge or (lambda n: []), needs_gpu, extra, skip_if)
 
     def run(ctx) -> dict:
         return run_concern(ctx, payload)

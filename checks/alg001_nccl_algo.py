@@ -2,7 +2,7 @@
 NVLS where every GPU supports NVLink SHARP), each in fresh processes, at the job's message sizes.
 
 How: NCCL reads NCCL_ALGO when a communicator is created, so for every arm and repetition each rank
-starts a child (``python -m ddpdoctor.runtime.algo_probe``) with that NCCL_ALGO — or none, for the
+starts a child (``python -m ddpdoctor.checks._algo_probe``) with that NCCL_ALGO — or none, for the
 default — and the children form a process group of their own through the check's TCP store. They time
 warm all_reduce calls at each size; the arms alternate (default, Ring, Tree, default, Ring, Tree, ...)
 and the whole round runs at least twice, so drift shows up as disagreement between repetitions. A
@@ -42,9 +42,10 @@ import re
 import statistics
 
 from ddpdoctor.check_options import Option, choice, seconds, whole
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.model.busbw import algbw_GBps, busbw_GBps
-from ddpdoctor.report.model import Finding, Severity, Status
+from ddpdoctor.core.report import Finding, Severity, Status
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.bandwidth.busbw import algbw_GBps, busbw_GBps
 
 CODE = "ALG001"
 TITLE = "NCCL algorithm A/B"
@@ -156,7 +157,7 @@ def run(ctx) -> dict:
     opts = plan_options(ctx.options, ctx.backend)
     if opts is None:
         return {"applies": False, "backend": ctx.backend}
-    from ddpdoctor.runtime.algo_ab import AbPlan, AbRunner, gpu_facts, multicast_supported, nccl_version
+    from ddpdoctor.checks._algo_ab import AbPlan, AbRunner, gpu_facts, multicast_supported, nccl_version
 
     plan = AbPlan(**opts["plan"])
     on_gpu = plan.backend == "nccl"

@@ -22,11 +22,12 @@ import statistics
 import time
 
 from ddpdoctor import check_options as opt
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.model.busbw import busbw_factor
-from ddpdoctor.model.curve import sweep_curves
-from ddpdoctor.model.sizes import format_size, parse_size, size_ladder
-from ddpdoctor.report.model import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.bandwidth.busbw import busbw_factor
+from ddpdoctor.model.bandwidth.curve import sweep_curves
+from ddpdoctor.model.bandwidth.sizes import format_size, parse_size, size_ladder
 
 from ._agree import agree_max
 

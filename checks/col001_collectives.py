@@ -8,8 +8,9 @@ names the ranks whose data was wrong and the first mismatching element.
 
 from __future__ import annotations
 
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.report.model import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 
 CODE = "COL001"
 TITLE = "Collective correctness"

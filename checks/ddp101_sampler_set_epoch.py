@@ -32,8 +32,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ddpdoctor.lint.flow import Flow, repeats
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script.flow import Flow, repeats
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP103"
 TITLE = "set_epoch called after the loader is iterated"

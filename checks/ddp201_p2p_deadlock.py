@@ -38,10 +38,10 @@ or order by rank: even ranks send first, odd ranks receive first.
 
 from __future__ import annotations
 
-from ddpdoctor.lint.interp import UNKNOWN
-from ddpdoctor.lint.p2p import P2POp, simulate
-from ddpdoctor.lint.p2p_exchange import neighbour_deadlocks, split_points
-from ddpdoctor.lint.p2p_payload import lost_payloads
+from ddpdoctor.script.interp import UNKNOWN
+from ddpdoctor.script.p2p import P2POp, simulate
+from ddpdoctor.script.p2p_exchange import neighbour_deadlocks, split_points
+from ddpdoctor.script.p2p_payload import lost_payloads
 
 CODE = "DDP201"
 TITLE = "Point-to-point deadlock"

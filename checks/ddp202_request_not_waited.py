@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP202"
 TITLE = "isend/irecv request never waited"

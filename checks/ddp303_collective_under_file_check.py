@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.interp import COLLECTIVES
-from ddpdoctor.lint.names import dist_op, dotted
+from ddpdoctor.script.interp import COLLECTIVES
+from ddpdoctor.script.names import dist_op, dotted
 
 CODE = "DDP303"
 TITLE = "Collective behind a per-rank file-system check"

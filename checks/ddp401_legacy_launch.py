@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dist_op, dotted
+from ddpdoctor.script.names import dist_op, dotted
 
 CODE = "DDP402"
 TITLE = "Global rank used as CUDA device index"

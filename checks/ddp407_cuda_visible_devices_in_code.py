@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
-from ddpdoctor.lint.writers import spawn_calls
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP407"
 TITLE = "CUDA_VISIBLE_DEVICES set in a multi-process script"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.writers import every_rank_reaches, guard_chains, per_process_path, to_stream
+from ddpdoctor.script.writers import every_rank_reaches, guard_chains, per_process_path, to_stream
 
 CODE = "DDP501"
 TITLE = "torch.save not guarded by rank"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP502"
 TITLE = "Saving a DDP-wrapped state_dict"

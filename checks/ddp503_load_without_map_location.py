@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.writers import per_process_path
+from ddpdoctor.script.writers import per_process_path
 
 CODE = "DDP503"
 TITLE = "torch.load without map_location"

@@ -34,8 +34,8 @@ from __future__ import annotations
 import ast
 import re
 
-from ddpdoctor.lint.names import dotted
-from ddpdoctor.lint.writers import guard_chains, rank_guards
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.writers import guard_chains, rank_guards
 
 CODE = "DDP504"
 TITLE = "Load after a rank-0 save without a barrier"

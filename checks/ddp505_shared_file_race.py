@@ -38,8 +38,8 @@ from __future__ import annotations
 import ast
 import re
 
-from ddpdoctor.lint.names import dotted
-from ddpdoctor.lint.writers import enclosing_statements, every_rank_reaches, per_process_path
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.writers import enclosing_statements, every_rank_reaches, per_process_path
 
 CODE = "DDP505"
 TITLE = "Every rank writes the same file or folder"

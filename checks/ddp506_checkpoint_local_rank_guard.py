@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint import ranks
-from ddpdoctor.lint.names import dotted
-from ddpdoctor.lint.writers import guard_chains, per_process_path
+from ddpdoctor.script import ranks
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.writers import guard_chains, per_process_path
 
 CODE = "DDP506"
 TITLE = "Checkpoint guarded by the local rank"
@@ -45,7 +45,7 @@ _LOCALHOST = ("localhost", "127.0.0.1", "::1")
 
 
 def _local_only(m, test: ast.AST) -> bool:
-    """The test reads the node-local rank and no global one (ddpdoctor.lint.ranks knows the
+    """The test reads the node-local rank and no global one (ddpdoctor.script.ranks knows the
     spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...)."""
     return ranks.guard_kind(m, test) == (ranks.LOCAL,)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP507"
 TITLE = "Checkpoint published before its async save finished"

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.lint.names import dotted
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP601"
 TITLE = "Gradient accumulation without no_sync"

@@ -16,8 +16,9 @@ import platform
 import re
 import socket
 
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.report.model import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 
 CODE = "ENV001"
 TITLE = "Environment and version consistency"
@@ -104,7 +105,7 @@ def run(ctx) -> dict:
 
 def _skew_finding(res: dict[int, dict], what: str, value_of, show, sev: Severity, hint: str) -> list[Finding]:
     """One finding when the value differs across ranks, naming nodes (and the odd node when there is one)."""
-    from ddpdoctor.model.spread import describe, spread, where
+    from ddpdoctor.model.nodes.spread import describe, spread, where
 
     sp = spread({r: value_of(d) for r, d in res.items()}, {r: d.get("hostname", "?") for r, d in res.items()})
     if sp is None:

@@ -11,6 +11,12 @@ is not loaded and DMA-BUF is not available", "…for GPU 3 ↔ mlx5_3: GPU 3 and
 than NCCL's default level PXB"; across nodes the node is named ("odd node hgx-c: …" when the others differ).
 """
 
+from dataclasses import asdict
+
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.model.topology.analysis import GdrVerdict, gdr_verdicts
+from ddpdoctor.model.topology.node import NodeTopology
+
 from ._topology import SYSFS_ROOT, topology_check, without_rdma
 
 CODE = "GDR001"
@@ -23,17 +29,50 @@ OPTIONS = (SYSFS_ROOT,)
 
 
 def _verdicts(node):
-    from dataclasses import asdict
 
-    from ddpdoctor.model.topo_analysis import gdr_verdicts
 
     return {"verdicts": [asdict(v) for v in gdr_verdicts(node)], "peermem": node.peermem.found}
+
+
+def gdr_findings(node: NodeTopology, code: str = "GDR001") -> list[Finding]:
+    """One finding per cause: pairs off for the same reason (peer memory missing: all of them) share one."""
+    out: list[Finding] = []
+    verdicts = gdr_verdicts(node)
+    off = [v for v in verdicts if v.enabled is False and v.nic is not None]
+    by_cause: dict[str, list[GdrVerdict]] = {}
+    for v in off:
+        by_cause.setdefault(v.cause or v.reason, []).append(v)
+    paired = len([v for v in verdicts if v.nic is not None])
+    for cause, vs in by_cause.items():
+        pairs = [f"GPU {v.gpu} ↔ {v.nic}" for v in vs]
+        if len(vs) == 1:
+            what, reason = pairs[0], vs[0].reason
+        else:
+            what = f"all {len(vs)} GPU↔NIC pairs" if len(vs) == paired else f"{len(vs)} GPU↔NIC pairs"
+            what += f" ({', '.join(pairs)})" if len(vs) < paired else ""
+            reason = cause
+        out.append(
+            Finding(
+                code,
+                Severity.WARNING,
+                f"GPUDirect RDMA is off for {what}: {reason}",
+                where={"node": node.hostname, "gpus": [v.gpu for v in vs], "nics": [v.nic for v in vs]}
+                if len(vs) > 1
+                else {"node": node.hostname, "gpu": vs[0].gpu, "nic": vs[0].nic},
+                evidence={"paths": {f"GPU {v.gpu}": v.path for v in vs}, "peermem": node.peermem.found},
+                hint="inter-node traffic is staged through host memory, costing bandwidth and "
+                "CPU; load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF"
+                if "peermem" in cause
+                else None,
+            )
+        )
+    return out
 
 
 payload, run, summarize = topology_check(
     CODE,
     "gdr",
-    "ddpdoctor.model.topo_analysis:gdr_findings",
+    gdr_findings,
     extra=_verdicts,
     skip_if=without_rdma("skipped: no InfiniBand/RoCE NIC (GPUDirect RDMA does not apply)"),
     explained=("peer memory", "GPUs with GPUDirect RDMA"),

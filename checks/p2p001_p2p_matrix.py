@@ -1,6 +1,6 @@
 """Point-to-point bandwidth and latency for every ordered pair of ranks, and which node or link is slow.
 
-What it does: ranks are paired by the schedule in ddpdoctor/model/pair_schedule.py — by default n−1
+What it does: ranks are paired by the schedule in ddpdoctor/model/bandwidth/pair_schedule.py — by default n−1
 rounds of disjoint pairs measured at the same time (circle method), or one pair at a time with
 ``--p2p-mode sequential`` for contention-free numbers; beyond 64 ranks the full matrix inside each
 node and, across nodes, only rail pairs (same local rank) in node-level rounds (``--p2p-plan``).
@@ -12,7 +12,7 @@ slow link shrinks the batch rather than blowing the budget; three batches, the m
 (the best batch is kept too). Links that look slow are measured once more on their own, with every
 other rank idle, before they are called slow: pairs measured side by side share CPUs and switches.
 
-Analysis (ddpdoctor/model/p2p_analysis.py, peer-relative, no vendor baseline): per link class (same
+Analysis (ddpdoctor/model/bandwidth/p2p_analysis.py, peer-relative, no vendor baseline): per link class (same
 node, across nodes) it flags pairs far below what their peers reach and localizes the cause — a node
 slow on all its links, a single slow rank, one bad link or path between two nodes — and reports
 asymmetric pairs. Findings: below half the peers' figure is a warning, below a quarter an error.
@@ -25,11 +25,12 @@ import statistics
 import time
 
 from ddpdoctor import check_options as opt
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.model.p2p_analysis import Thresholds, analyze
-from ddpdoctor.model.pair_schedule import make_schedule
-from ddpdoctor.model.sizes import format_size, parse_size
-from ddpdoctor.report.model import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.bandwidth.p2p_analysis import Thresholds, analyze
+from ddpdoctor.model.bandwidth.pair_schedule import make_schedule
+from ddpdoctor.model.bandwidth.sizes import format_size, parse_size
 
 from ._agree import agree_max, share_rows
 from ._topology import my_cpus

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import statistics
 
-from ddpdoctor.checkapi import Summary, WorldInfo
-from ddpdoctor.report.model import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.summary import Summary
+from ddpdoctor.core.world import WorldInfo
 
 CODE = "RDZ001"
 TITLE = "Rendezvous and rank map"

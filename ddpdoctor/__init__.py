@@ -2,7 +2,9 @@
 
 import warnings
 
-__version__ = "0.1.0"
+from ddpdoctor.core.version import __version__
+
+__all__ = ["__version__"]
 
 # The CPU torch wheel does not bring numpy, and importing torch without it warns "Failed to initialize
 # NumPy" on every run. ddpdoctor never needs numpy, so that one warning is noise for our users. Set here,

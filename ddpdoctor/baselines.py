@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
-from ddpdoctor.model.profile_detect import MatchResult, as_report, best_match, rank_profiles, report_facts
-from ddpdoctor.model.profile_judge import apply_profile, forget_profile, judge
-from ddpdoctor.model.profile_schema import Profile, ProfileError, check_unique, parse_profile
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
+from ddpdoctor.model.profiles.detect import MatchResult, as_report, best_match, rank_profiles, report_facts
+from ddpdoctor.model.profiles.judge import apply_profile, forget_profile, judge
+from ddpdoctor.model.profiles.schema import Profile, ProfileError, check_unique, parse_profile
 
 __all__ = [
     "Profile",

@@ -55,7 +55,7 @@ def choice(*values: str) -> Callable[[Any], str]:
 
 
 def size(v: Any) -> int:
-    from ddpdoctor.model.sizes import parse_size
+    from ddpdoctor.model.bandwidth.sizes import parse_size
 
     return parse_size(v)
 

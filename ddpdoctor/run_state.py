@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpdoctor.report.model import Finding
+from ddpdoctor.core.report import Finding
 
 PENDING = "pending"
 RUNNING = "running"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpdoctor.checkapi import WorldInfo
+from ddpdoctor.core.world import WorldInfo
 
 MiB = 1 << 20
 

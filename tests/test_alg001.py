@@ -3,10 +3,10 @@
 import pytest
 from alg_payloads import MiB, alpha_beta, rank_payloads, world
 from ddpdoctor.checks import alg001_nccl_algo as alg
+from ddpdoctor.checks._algo_ab import nccl_read_algo
 
+from ddpdoctor.core.report import Severity, Status
 from ddpdoctor.registry import discover
-from ddpdoctor.report.model import Severity, Status
-from ddpdoctor.runtime.algo_ab import nccl_read_algo
 
 
 def test_registered_in_the_full_suite_only():
@@ -174,6 +174,6 @@ def test_the_probe_refuses_bad_arguments(args, message):
 
     base = ["--host", "127.0.0.1", "--port", "1", "--prefix", "p/", "--rank", "0", "--world-size", "2",
             "--backend", "gloo", "--out", "/nonexistent/x.json"]  # fmt: skip
-    p = subprocess.run([sys.executable, "-m", "ddpdoctor.runtime.algo_probe", *base, *args],
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor.checks._algo_probe", *base, *args],
                        check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert p.returncode == 2 and message in p.stderr, p.stderr

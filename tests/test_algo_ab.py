@@ -5,9 +5,9 @@ import threading
 import time
 
 import pytest
+from ddpdoctor.checks._algo_ab import ABORT_KEY, AbPlan, AbRunner
 
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.runtime.algo_ab import ABORT_KEY, AbPlan, AbRunner
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.runtime.context import ClusterContext
 
 

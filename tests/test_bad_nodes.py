@@ -1,5 +1,5 @@
-from ddpdoctor.model.bad_nodes import bad_nodes_entry, blamed_nodes
-from ddpdoctor.report.model import CheckResult, Finding, Report, Status
+from ddpdoctor.core.report import CheckResult, Finding, Report, Status
+from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry, blamed_nodes
 
 NODES = ["ddpb-node0", "ddpb-node1", "ddpb-node2", "ddpb-node5"]
 
@@ -47,8 +47,9 @@ def test_single_node_run_blames_its_node():
 
 
 def test_env001_version_skew_blames_the_odd_node_only_when_there_is_a_majority():
-    from ddpdoctor.checkapi import WorldInfo
     from ddpdoctor.checks import env001_environment as env001
+
+    from ddpdoctor.core.world import WorldInfo
 
     def run(torches):
         infos = [{"rank": r, "node_rank": r, "hostname": f"ddpb-node{r}"} for r in range(len(torches))]

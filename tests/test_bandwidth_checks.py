@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
-from ddpdoctor.checkapi import WorldInfo
 from ddpdoctor.checks import bw001_collective_sweep as bw
 from ddpdoctor.checks import p2p001_p2p_matrix as p2p
-from ddpdoctor.report.model import Severity, Status
 from helpers import check, load, run_cli
+
+from ddpdoctor.core.report import Severity, Status
+from ddpdoctor.core.world import WorldInfo
 
 WORLD = WorldInfo.from_dicts(
     [{"rank": r, "node_rank": r // 2, "local_rank": r % 2, "hostname": f"node{r // 2}"} for r in range(4)],

@@ -6,11 +6,11 @@ import itertools
 
 import pytest
 
-from ddpdoctor.model.busbw import busbw_factor, busbw_GBps
-from ddpdoctor.model.curve import TimeCurve, fit_bands, fit_line
-from ddpdoctor.model.p2p_analysis import analyze
-from ddpdoctor.model.pair_schedule import circle_rounds, make_schedule, rail_rounds
-from ddpdoctor.model.sizes import format_size, parse_size, size_ladder
+from ddpdoctor.model.bandwidth.busbw import busbw_factor, busbw_GBps
+from ddpdoctor.model.bandwidth.curve import TimeCurve, fit_bands, fit_line
+from ddpdoctor.model.bandwidth.p2p_analysis import analyze
+from ddpdoctor.model.bandwidth.pair_schedule import circle_rounds, make_schedule, rail_rounds
+from ddpdoctor.model.bandwidth.sizes import format_size, parse_size, size_ladder
 
 
 # -- busbw ---------------------------------------------------------------------------------------------

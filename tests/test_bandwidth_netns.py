@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import check, load
-
-from ddpdoctor.testbed import NetBed, netns_available
+from support.testbed import NetBed, netns_available
 
 NETNS_OK, NETNS_WHY = netns_available()
 pytestmark = [

@@ -4,7 +4,6 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from helpers import check, load, run_cli, with_fault, without_numpy
 
 

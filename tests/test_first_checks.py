@@ -1,10 +1,11 @@
 """The pure halves (summarize) of ENV001, RDZ001 and COL001 on recorded per-rank data."""
 
-from ddpdoctor.checkapi import WorldInfo
 from ddpdoctor.checks import col001_collectives as col
 from ddpdoctor.checks import env001_environment as env
 from ddpdoctor.checks import rdz001_rendezvous as rdz
-from ddpdoctor.report.model import Severity, Status
+
+from ddpdoctor.core.report import Severity, Status
+from ddpdoctor.core.world import WorldInfo
 
 WORLD = WorldInfo.from_dicts([
     {"rank": r, "node_rank": r // 2, "local_rank": r % 2, "hostname": f"node{r // 2}"} for r in range(4)

@@ -1,8 +1,9 @@
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddpdoctor.launch import expand_slurm_nodelist
-from ddpdoctor.model.hostlist import compress_hostlist, ranges_text
+from ddpdoctor.model.nodes.hostlist import compress_hostlist, ranges_text
+from ddpdoctor.runtime.launch_plan import LaunchError, expand_slurm_nodelist
 
 
 def test_ranges_and_singletons():
@@ -43,3 +44,19 @@ names = st.builds(lambda p, n, pad: f"{p}{n:0{pad}d}", st.sampled_from(["node", 
 def test_expansion_gives_back_the_same_hosts(hosts):
     text = compress_hostlist(hosts)
     assert sorted(expand_slurm_nodelist(text)) == sorted(set(hosts)) if hosts else text == ""
+
+
+def test_several_bracket_groups_expand_leftmost_slowest_as_slurm_does():
+    assert expand_slurm_nodelist("rack[1-2]-node[01-02]") == [
+        "rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02",
+    ]
+    # commas inside the second group are ranges, not name separators
+    assert expand_slurm_nodelist("r[1,3]-n[01,05-06],login") == [
+        "r1-n01", "r1-n05", "r1-n06", "r3-n01", "r3-n05", "r3-n06", "login",
+    ]
+
+
+def test_a_bad_node_list_is_a_launch_error_naming_it():
+    for bad in ("n[1-", "n[1]]", "n[a-b]", "n[3-1]", "rack[1-2]-n[x]"):
+        with pytest.raises(LaunchError, match="cannot read Slurm node list"):
+            expand_slurm_nodelist(bad)

@@ -29,8 +29,8 @@ def test_help_does_not_import_torch():
 
 def test_pure_layers_and_check_modules_do_not_import_torch():
     mods = _modules_after(
-        "import ddpdoctor.report, ddpdoctor.registry, ddpdoctor.checkapi, ddpdoctor.launch, ddpdoctor.model\n"
-        "import ddpdoctor.model.ddp_buckets, ddpdoctor.recommend.model_spec, ddpdoctor.recommend.bucket_cap\n"
+        "import ddpdoctor.report, ddpdoctor.registry, ddpdoctor.core.summary, ddpdoctor.core.world, ddpdoctor.runtime.launch_plan, ddpdoctor.model\n"
+        "import ddpdoctor.model.tuning.ddp_buckets, ddpdoctor.recommend.model_spec, ddpdoctor.recommend.bucket_cap\n"
         "from ddpdoctor.registry import discover\ndiscover()"
     )
     assert not _heavy(mods)
@@ -59,7 +59,7 @@ def test_hang_command_does_not_import_torch(tmp_path):
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
         f"    rc = main(['hang', {str(tmp_path / 'ev')!r}])\n"
         "assert rc == 1, rc\n"
-        "import ddpdoctor.commands.hang, ddpdoctor.model.hang_analysis, ddpdoctor.probes.hang_files\n"
+        "import ddpdoctor.commands.hang, ddpdoctor.model.hang.analysis, ddpdoctor.readers.hang_files\n"
         "import ddpdoctor.report.hang_view"
     )
     assert not _heavy(mods)

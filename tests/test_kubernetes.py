@@ -5,9 +5,8 @@ import os
 import subprocess
 
 import pytest
-
-from ddpdoctor.testbed import NetBed, netns_available
 from helpers import cli
+from support.testbed import NetBed, netns_available
 
 NETNS_OK, NETNS_WHY = netns_available()
 

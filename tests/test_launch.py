@@ -1,6 +1,6 @@
 import pytest
 
-from ddpdoctor.launch import LaunchError, expand_slurm_nodelist, parse_endpoint, plan_launch
+from ddpdoctor.runtime.launch_plan import LaunchError, expand_slurm_nodelist, parse_endpoint, plan_launch
 
 
 def test_parse_endpoint_forms():

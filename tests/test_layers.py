@@ -1,86 +1,81 @@
-"""Layers flow one way: commands -> runtime -> checks/model/report. A scan of every import statement
-(also those inside functions, where the heavy imports live)."""
+"""Layers flow one way, without cycles, and model/ and core/ stay pure: the import-linter contracts in
+pyproject.toml ([tool.importlinter]), run by .ci/lint_imports.py on the package as it ships. No
+exceptions are listed there; these tests also show that the run fails when a contract is broken."""
 
 from __future__ import annotations
 
-import ast
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from helpers import REPO
 
-# The packages of ddpdoctor a layer may import (its own always allowed).
-MAY_IMPORT = {
-    "model": {"report", "checkapi", "registry"},  # report.model holds Finding; registry for offline summaries
-    "report": {"model"},
-    "probes": {"model"},
-    "recommend": {"model", "report", "checkapi"},
-    "checks": {"checkapi", "report", "model", "probes", "recommend", "registry", "lint"},  # lint rules: lint
-    "lint": {"checks", "registry", "report"},
-    "runtime": {"checkapi", "events", "launch", "registry", "report", "model", "probes", "recommend",
-                "lint", "baselines", "checks"},
-    "tui": {"report", "model", "events", "lint", "registry", "checkapi", "recommend"},
-}
-# Known upward imports, each with its reason; a new one fails the test until it is fixed or listed.
-EXCEPTIONS = {
-    ("checks/alg001_nccl_algo.py", "ddpdoctor.runtime.algo_ab"),  # the A/B runner spawns processes
-    ("ddpdoctor/tui/__main__.py", "ddpdoctor.cli"),  # `python -m ddpdoctor.tui`: an entry point, like cli
-}
-# model/ is pure: no torch, no terminal, no I/O.
-NOT_IN_MODEL = {"torch", "textual", "rich", "psutil", "pynvml", "socket", "subprocess", "os", "shutil",
-                "tempfile", "threading", "signal", "ctypes", "pathlib", "urllib", "http", "multiprocessing"}
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
+SCRIPT = REPO / ".ci" / "lint_imports.py"
 
 
-def _layer(path: Path) -> str | None:
-    rel = path.relative_to(REPO).parts
-    if rel[0] == "checks":
-        return "checks"
-    return rel[1] if len(rel) > 2 else None
+def _lint_imports(repo: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), str(repo)], capture_output=True, text=True, timeout=300)
 
 
-def _imports(path: Path) -> list[str]:
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            out += [node.module] if node.module != "ddpdoctor" else [f"ddpdoctor.{a.name}" for a in node.names]
-    return out
+def _copy(tmp_path: Path) -> Path:
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("ddpdoctor", "checks"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=skip)
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
 
 
-def _sources():
-    return sorted([*(REPO / "ddpdoctor").rglob("*.py"), *(REPO / "checks").glob("*.py")])
+def _contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 
 
-def test_no_layer_imports_upward():
-    wrong = []
-    for path in _sources():
-        layer = _layer(path)
-        if layer not in MAY_IMPORT:
-            continue  # commands/ and the top-level modules (cli, launch, ...) may import the layers
-        rel = str(path.relative_to(REPO))
-        for name in _imports(path):
-            parts = name.split(".")
-            if parts[0] != "ddpdoctor" or len(parts) < 2 or parts[1] == layer or parts[1].startswith("__"):
-                continue
-            if parts[1] not in MAY_IMPORT[layer] and (rel, name) not in EXCEPTIONS:
-                wrong.append(f"{rel} imports {name}")
-    assert not wrong, "\n".join(wrong)
+def test_every_contract_is_kept():
+    p = _lint_imports(REPO)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "0 broken" in p.stdout
 
 
-def test_nothing_below_the_commands_imports_them():
-    wrong = [f"{p.relative_to(REPO)} imports {n}" for p in _sources() if _layer(p) in MAY_IMPORT
-             for n in _imports(p) if n.startswith(("ddpdoctor.commands", "ddpdoctor.cli"))
-             and (str(p.relative_to(REPO)), n) not in EXCEPTIONS]
-    assert not wrong, wrong
+def test_no_contract_lists_exceptions():
+    assert [c["name"] for c in _contracts() if "ignore_imports" in c] == []
 
 
-def test_model_is_pure():
-    wrong = [f"{p.relative_to(REPO)} imports {n}" for p in (REPO / "ddpdoctor" / "model").rglob("*.py")
-             for n in _imports(p) if n.split(".")[0] in NOT_IN_MODEL]
-    assert not wrong, wrong
+def test_every_top_level_module_is_in_a_layer():
+    layers = next(c for c in _contracts() if c["type"] == "layers" and not c.get("containers"))["layers"]
+    named = {m.strip() for layer in layers for m in layer.replace(":", "|").split("|")}
+    here = {f"ddpdoctor.{p.stem}" for p in (REPO / "ddpdoctor").glob("*.py") if p.stem != "__init__"}
+    here |= {f"ddpdoctor.{p.parent.name}" for p in (REPO / "ddpdoctor").glob("*/__init__.py")}
+    here.add("ddpdoctor.checks")
+    assert sorted(here - named) == [], "place every new top-level module or package in a layer"
+    assert sorted(named - here) == []
 
 
-def test_the_scan_sees_imports_inside_functions(tmp_path):
-    f = tmp_path / "m.py"
-    f.write_text("def f():\n    from ddpdoctor.commands import check\n    import torch.distributed\n")
-    assert _imports(f) == ["ddpdoctor.commands", "torch.distributed"]
+@pytest.mark.parametrize(
+    ("path", "line", "broken"),
+    [
+        # an upward import inside a function (where the heavy imports live) is seen too
+        ("ddpdoctor/model/bandwidth/busbw.py", "def _up():\n    from ddpdoctor.cli import main\n", "Layers"),
+        ("checks/alg001_nccl_algo.py", "def _up():\n    import ddpdoctor.runtime.worker\n", "Layers"),
+        ("ddpdoctor/core/report.py", "import os\n", "pure"),
+        ("ddpdoctor/model/tuning/nccl_cost.py", "def _t():\n    import torch\n", "pure"),
+        # a cycle inside one layer: two model domains importing each other
+        ("ddpdoctor/model/tuning/nccl_cost.py", "def _c():\n    import ddpdoctor.model.placement.meshes\n", None),
+    ],
+)
+def test_a_broken_contract_fails_the_run(tmp_path, path, line, broken):
+    repo = _copy(tmp_path)
+    if broken is None:  # make the reverse edge too, so that the two domains form a cycle
+        meshes = repo / "ddpdoctor/model/placement/meshes.py"
+        meshes.write_text(meshes.read_text() + "\n\ndef _c():\n    import ddpdoctor.model.tuning.nccl_cost\n")
+        broken = "cycles"
+    f = repo / path
+    f.write_text(f.read_text() + "\n\n" + line)
+    p = _lint_imports(repo)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "BROKEN" in p.stdout and broken in p.stdout.split("Broken contracts")[1]

@@ -9,10 +9,10 @@ import time
 
 import psutil
 import pytest
-
-from ddpdoctor.launch import free_port
-from ddpdoctor.testbed import NetBed, netns_available
 from helpers import check, cli, load, run_cli, with_fault
+from support.testbed import NetBed, netns_available
+
+from ddpdoctor.runtime.launch_plan import free_port
 
 NETNS_OK, NETNS_WHY = netns_available()
 netns = pytest.mark.skipif(not NETNS_OK, reason=NETNS_WHY or "network namespaces unavailable")

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ddpdoctor.model.nccl_cost import PREDICTION_LABEL, CostModel, Fabric, log2i, search_graph
+from ddpdoctor.model.tuning.nccl_cost import PREDICTION_LABEL, CostModel, Fabric, log2i, search_graph
 
 MiB = 1 << 20
 

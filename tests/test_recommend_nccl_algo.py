@@ -4,9 +4,9 @@ import pytest
 from alg_payloads import MiB, rank_payloads, world
 from ddpdoctor.checks import alg001_nccl_algo as alg
 
-from ddpdoctor.model.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
+from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.model.tuning.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
 from ddpdoctor.recommend.nccl_algo import override_value, recommend
-from ddpdoctor.report.model import CheckResult, Report
 
 
 def report_from(payloads, w=None, backend="nccl", extra_checks=()) -> Report:

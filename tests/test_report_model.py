@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ddpdoctor.report import CheckResult, Finding, Location, Recommendation, Report, Severity, Status
+from ddpdoctor.core.report import CheckResult, Finding, Location, Recommendation, Report, Severity, Status
 
 
 def _report() -> Report:

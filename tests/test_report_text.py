@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from ddpdoctor.report.model import CheckResult, Report, Status
+from ddpdoctor.core.report import CheckResult, Report, Status
 from ddpdoctor.report.render_text import ReportView
 
 NO_GPU = "skipped: no NVIDIA GPU: NVML could not start (NVML Shared Library Not Found)"

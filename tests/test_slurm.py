@@ -9,11 +9,11 @@ import re
 import sys
 
 import pytest
-
-from ddpdoctor.model.hostlist import compress_hostlist
-from ddpdoctor.slurmbed import SlurmBed, slurm_available
-from ddpdoctor.testbed import NetBed, netns_available
 from helpers import REPO
+from support.slurmbed import SlurmBed, slurm_available
+from support.testbed import NetBed, netns_available
+
+from ddpdoctor.model.nodes.hostlist import compress_hostlist
 
 NETNS_OK, NETNS_WHY = netns_available()
 SLURM_OK, SLURM_WHY = slurm_available()

@@ -1,6 +1,6 @@
-"""A value that differs across ranks, said in nodes (ddpdoctor/model/spread.py)."""
+"""A value that differs across ranks, said in nodes (ddpdoctor/model/nodes/spread.py)."""
 
-from ddpdoctor.model.spread import describe, fmt_ranks, spread, where
+from ddpdoctor.model.nodes.spread import describe, fmt_ranks, spread, where
 
 HOSTS = {r: f"n{r // 4}" for r in range(16)}  # 4 nodes × 4 ranks
 

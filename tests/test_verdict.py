@@ -1,5 +1,5 @@
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.report.model import Status
+from ddpdoctor.core.report import Status
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.runtime.verdict import classify_ranks, fmt_ranks
 
 WORLD = WorldInfo.from_dicts([

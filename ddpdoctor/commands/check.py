@@ -109,7 +109,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_options(items: list[str]) -> dict[str, Any]:
     """--option KEY=VALUE pairs; a VALUE that reads as JSON is taken as such (numbers, lists)."""
-    from ddpdoctor.launch import LaunchError
+    from ddpdoctor.runtime.launch_plan import LaunchError
 
     out: dict[str, Any] = {}
     for item in items:
@@ -128,8 +128,8 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 def check_options(args: argparse.Namespace) -> dict[str, Any]:
     """The checks' options: --option KEY=VALUE pairs, then the dedicated flags (validated here, so a
     bad value ends the run before anything is launched)."""
-    from ddpdoctor.launch import LaunchError
-    from ddpdoctor.model.sizes import parse_size
+    from ddpdoctor.model.bandwidth.sizes import parse_size
+    from ddpdoctor.runtime.launch_plan import LaunchError
 
     out = parse_options(args.option)
     for flag, key in (("max_size", "max_size"), ("p2p_size", "p2p_size")):
@@ -175,7 +175,7 @@ def list_checks() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpdoctor.launch import LaunchError
+    from ddpdoctor.runtime.launch_plan import LaunchError
 
     if args.list:
         return list_checks()

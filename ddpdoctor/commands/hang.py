@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ddpdoctor.model.hang_analysis import HangDiagnosis
-    from ddpdoctor.model.hang_evidence import EvidenceError
+    from ddpdoctor.model.hang.analysis import HangDiagnosis
+    from ddpdoctor.model.hang.evidence import EvidenceError
 
 DESCRIPTION = (
     "Diagnose a hung or crashed distributed job from saved evidence: the folders `ddpdoctor watch` "
@@ -35,11 +35,11 @@ def __getattr__(name: str):
     """The diagnosis model is imported when first used, not when the CLI builds its parser (every
     ddpdoctor command, `lint` included, would pay for compiling it)."""
     if name == "HangDiagnosis":
-        from ddpdoctor.model.hang_analysis import HangDiagnosis
+        from ddpdoctor.model.hang.analysis import HangDiagnosis
 
         return HangDiagnosis
     if name == "EvidenceError":
-        from ddpdoctor.model.hang_evidence import EvidenceError
+        from ddpdoctor.model.hang.evidence import EvidenceError
 
         return EvidenceError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -84,8 +84,8 @@ def attach_lint(diag: HangDiagnosis) -> None:
 
 def analyse(dirs: list[Path], allow_pickle: bool = False, lint: bool = True) -> HangDiagnosis:
     """Read the evidence under ``dirs`` and diagnose it. Raises EvidenceError naming the bad file."""
-    from ddpdoctor.model.hang_analysis import diagnose
-    from ddpdoctor.probes.hang_files import collector_paused, read_evidence
+    from ddpdoctor.model.hang.analysis import diagnose
+    from ddpdoctor.readers.hang_files import collector_paused, read_evidence
 
     with collector_paused():  # the diagnosis walks the same millions of entries
         diag = diagnose(read_evidence([Path(d) for d in dirs], allow_pickle=allow_pickle))
@@ -103,7 +103,7 @@ def print_diagnosis(diag: HangDiagnosis, console: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ddpdoctor.model.hang_evidence import EvidenceError
+    from ddpdoctor.model.hang.evidence import EvidenceError
 
     try:
         diag = analyse([Path(d) for d in args.dirs], allow_pickle=args.allow_pickle, lint=not args.no_lint)

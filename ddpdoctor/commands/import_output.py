@@ -1,7 +1,7 @@
 """`ddpdoctor import FILE...`: judge what users already measured (nccl-tests, nvbandwidth,
 p2pBandwidthLatencyTest, perftest) against a hardware profile, as a ddpdoctor report.
 
-Never imports torch: parsing and judging are pure (ddpdoctor/probes/tool_output, model/imported.py).
+Never imports torch: parsing and judging are pure (ddpdoctor/readers/tool_output, model/imported/report.py).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpdoctor.baselines import ProfileError, list_profiles, load_profile
-    from ddpdoctor.model.imported import build_report
-    from ddpdoctor.probes.tool_output import ToolOutputError, parse_file
+    from ddpdoctor.model.imported.report import build_report
+    from ddpdoctor.readers.tool_output import ToolOutputError, parse_file
     from ddpdoctor.report.io import save_report
     from ddpdoctor.report.render_text import print_report
 

@@ -59,7 +59,7 @@ def _list(args, out) -> int:
     from rich.table import Table
 
     from ddpdoctor.baselines import list_profiles
-    from ddpdoctor.model.profile_schema import EXPECTED_CLASSES
+    from ddpdoctor.model.profiles.schema import EXPECTED_CLASSES
 
     profiles = list_profiles()
     if args.json:
@@ -84,7 +84,7 @@ def _show(args, out) -> int:
     from rich.text import Text
 
     from ddpdoctor.baselines import load_profile
-    from ddpdoctor.model.profile_schema import EXPECTED_CLASSES
+    from ddpdoctor.model.profiles.schema import EXPECTED_CLASSES
 
     p = load_profile(args.name)
     if args.json:
@@ -119,7 +119,7 @@ def _validate(args, out) -> int:
     from pathlib import Path
 
     from ddpdoctor.baselines import ProfileError, load_file, profile_files
-    from ddpdoctor.model.profile_schema import duplicate_names
+    from ddpdoctor.model.profiles.schema import duplicate_names
 
     loaded, bad = [], 0
     for arg in args.files:

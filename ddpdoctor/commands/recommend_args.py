@@ -86,7 +86,7 @@ def recommend_options(args: argparse.Namespace) -> dict[str, Any]:
         out["model"] = model
     layout = getattr(args, "layout", None)
     if layout:
-        from ddpdoctor.model.meshes import LayoutError, parse_layout
+        from ddpdoctor.model.placement.meshes import LayoutError, parse_layout
 
         try:
             parse_layout(layout)  # the world size is checked against the run's, in the recommendation

@@ -96,8 +96,7 @@ def _merge_nics(node, found) -> None:
 def _load_snapshots(paths: list[str]):
     """Snapshots (``--save`` files), or ddpdoctor check reports: GPU001 keeps each node's snapshot."""
 
-    from ddpdoctor.model.topology import NodeTopology
-
+    from ddpdoctor.model.topology.node import NodeTopology
     from ddpdoctor.report.io import read_json
 
     nodes = []
@@ -124,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from ddpdoctor.model.topo_offline import diagnose
-    from ddpdoctor.report.model import Report
+    from ddpdoctor.core.report import Report
+    from ddpdoctor.runtime.topo_offline import diagnose
 
     out = Console()
     try:

@@ -129,7 +129,7 @@ def _hang_diagnosis(path: str):
     the file is something else (a check report: load_report judges it)."""
     import json
 
-    from ddpdoctor.model.hang_analysis import DIAGNOSIS_FORMAT, HangDiagnosis
+    from ddpdoctor.model.hang.analysis import DIAGNOSIS_FORMAT, HangDiagnosis
 
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))

@@ -1,4 +1,5 @@
-"""The static DDP checker: engine, per-rank interpreter and the API other parts call.
+"""The static DDP checker: files, config, the engine that runs the script checks, cache, output formats,
+and the API other parts call. What the checks read (the per-rank interpreter) is ddpdoctor.script.
 
     from ddpdoctor.lint import lint_paths, LintConfig
     findings = lint_paths(["train.py"], LintConfig(select=("DDP3",)))
@@ -6,7 +7,6 @@
 Pure Python (ast): never imports torch, never imports or runs the code it reads.
 """
 
-from ddpdoctor.lint.analysis import ModuleAnalysis
 from ddpdoctor.lint.config import ConfigError, LintConfig, load_config
 from ddpdoctor.lint.engine import lint_paths, lint_source
 from ddpdoctor.lint.files import LintInputError
@@ -15,7 +15,6 @@ __all__ = [
     "ConfigError",
     "LintConfig",
     "LintInputError",
-    "ModuleAnalysis",
     "lint_paths",
     "lint_source",
     "load_config",

@@ -11,18 +11,19 @@ import json
 import os
 from pathlib import Path
 
-from ddpdoctor.report.model import Finding
+from ddpdoctor.core.report import Finding
 
 _VERSION = "1"
 
 
 def rules_fingerprint() -> str:
-    """Changes whenever the engine or a rule file changes (size and mtime of their sources)."""
+    """Changes whenever the engine, the script analysis or a rule file changes (size and mtime of their sources)."""
     import ddpdoctor.checks as checks
     import ddpdoctor.lint as lint
+    import ddpdoctor.script as script
 
     h = hashlib.sha1(_VERSION.encode())
-    for pkg in (lint, checks):
+    for pkg in (lint, script, checks):
         for d in pkg.__path__:
             for p in sorted(Path(d).glob("*.py")):
                 st = p.stat()

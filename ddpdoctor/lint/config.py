@@ -4,12 +4,16 @@ extend-exclude, per-file-ignores, plus world-sizes (for the per-rank interpreter
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the parser that became tomllib (a dependency there only)
+    import tomli as tomllib
 
-from ddpdoctor.lint.analysis import DEFAULT_WORLD_SIZES
+from ddpdoctor.script.analysis import DEFAULT_WORLD_SIZES
 
 DEFAULT_EXCLUDE = (
     ".git",

@@ -10,13 +10,13 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from ddpdoctor.lint.analysis import ModuleAnalysis
+from ddpdoctor.core.report import Finding, Location, Severity
 from ddpdoctor.lint.config import LintConfig
 from ddpdoctor.lint.files import decode, discover, worth_parsing
 from ddpdoctor.lint.noqa import suppressed
 from ddpdoctor.lint.pyversion import needs_newer_python
 from ddpdoctor.lint.rules import PARSE_CODE, on_by_default, script_rules
-from ddpdoctor.report.model import Finding, Location, Severity
+from ddpdoctor.script.analysis import ModuleAnalysis
 
 _PARALLEL_MIN_FILES = 24  # below this a worker pool costs more than it saves
 # The files linted together (set by lint_paths before it forks its workers, which inherit it): rules

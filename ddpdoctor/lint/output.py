@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.lint.rules import PARSE_CODE, confidence
-from ddpdoctor.report.model import Finding, Severity
 
 FORMATS = ("text", "json", "sarif", "github")
 
@@ -59,7 +59,7 @@ def render_github(findings: list[Finding]) -> str:
 
 
 def render_sarif(findings: list[Finding], rules) -> str:
-    from ddpdoctor import __version__
+    from ddpdoctor.core.version import __version__
 
     used = sorted({f.code for f in findings})
     titles = {s.code: s for s in rules}

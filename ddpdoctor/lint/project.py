@@ -71,8 +71,8 @@ class Project:
         if path in self._analyses:
             self._analyses.move_to_end(path)
             return self._analyses[path]
-        from ddpdoctor.lint.analysis import ModuleAnalysis
         from ddpdoctor.lint.files import decode
+        from ddpdoctor.script.analysis import ModuleAnalysis
 
         out = None
         try:
@@ -117,7 +117,7 @@ class Project:
 
     def _caller_index(self) -> dict[tuple[str, str], list]:
         from ddpdoctor.lint.files import worth_parsing
-        from ddpdoctor.lint.names import dotted
+        from ddpdoctor.script.names import dotted
 
         out: dict[tuple[str, str], list] = {}
         if len(self.files) > self.MAX_CALLER_INDEX:

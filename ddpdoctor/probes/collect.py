@@ -9,9 +9,9 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from ddpdoctor.model.pci_path import pci_path_type
-from ddpdoctor.model.topo_analysis import nvlink_matrix
-from ddpdoctor.model.topology import NodeTopology, normalize_busid
+from ddpdoctor.model.topology.analysis import nvlink_matrix
+from ddpdoctor.model.topology.node import NodeTopology, normalize_busid
+from ddpdoctor.model.topology.pci_path import pci_path_type
 from ddpdoctor.probes import sysfs
 from ddpdoctor.probes.nvml import NoGpu, read_nvml
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ddpdoctor.model.topology import IbPort, Nic
+from ddpdoctor.model.topology.node import IbPort, Nic
 
 _CA_RE = re.compile(r"^CA '([^']+)'")
 _PORT_RE = re.compile(r"^\s+Port (\d+):\s*$")

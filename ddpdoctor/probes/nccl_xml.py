@@ -11,8 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from ddpdoctor.model.pci_path import PciPlace, pci_path_type
-from ddpdoctor.model.topology import Gpu, Nic, NodeTopology, PcieLink, normalize_busid, pcie_gen
+from ddpdoctor.model.topology.node import Gpu, Nic, NodeTopology, PcieLink, normalize_busid, pcie_gen
+from ddpdoctor.model.topology.pci_path import PciPlace, pci_path_type
 
 NVSWITCH_CLASS = "0x068000"
 AMAZON_EFA_VENDOR = "0x1d0f"  # EFA: an Ethernet-class PCI device that is an RDMA NIC to NCCL (aws-ofi-nccl)

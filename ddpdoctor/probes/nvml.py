@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpdoctor.model.topology import Gpu, NvLink, PcieLink, normalize_busid
+from ddpdoctor.model.topology.node import Gpu, NvLink, PcieLink, normalize_busid
 
 
 class NoGpu(Exception):

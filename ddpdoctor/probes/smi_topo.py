@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ddpdoctor.model.topology import Gpu, Nic, NodeTopology, parse_cpulist, path_rank
+from ddpdoctor.model.topology.node import Gpu, Nic, NodeTopology, parse_cpulist, path_rank
 
 _EXTRA_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")

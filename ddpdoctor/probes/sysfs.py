@@ -12,8 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from ddpdoctor.model.pci_path import PciPlace
-from ddpdoctor.model.topology import (
+from ddpdoctor.model.topology.node import (
     IbPort,
     NetIface,
     Nic,
@@ -23,6 +22,7 @@ from ddpdoctor.model.topology import (
     parse_cpulist,
     pcie_gen,
 )
+from ddpdoctor.model.topology.pci_path import PciPlace
 
 # Where NCCL's IB transport looks for the peer-memory client (net_ib.cc, ncclIbGdrSupport).
 PEERMEM_FILES = (

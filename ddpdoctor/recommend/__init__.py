@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpdoctor.report.model import Recommendation, Report
+from ddpdoctor.core.report import Recommendation, Report
 
 
 def recommend_from_report(report: Report, options: dict[str, Any] | None = None) -> list[Recommendation]:

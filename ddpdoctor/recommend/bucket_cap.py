@@ -1,6 +1,6 @@
 """The DDP ``bucket_cap_mb`` recommendation, from the all-reduce curve measured by BW001 and a ModelSpec.
 
-For every cap in a sweep (and DDP's default) ``ddpdoctor.model.ddp_buckets`` replays the buckets DDP
+For every cap in a sweep (and DDP's default) ``ddpdoctor.model.tuning.ddp_buckets`` replays the buckets DDP
 would build and simulates one step: gradients become ready over the backward pass, each bucket's
 all-reduce starts once it is complete and the earlier ones were launched, and takes what the measured
 curve says for its size. We recommend the smallest cap whose simulated step is within ``MARGIN`` of the
@@ -20,8 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ddpdoctor.model.curve import TimeCurve
-from ddpdoctor.model.ddp_buckets import (
+from ddpdoctor.core.report import Recommendation, Report
+from ddpdoctor.model.bandwidth.curve import TimeCurve
+from ddpdoctor.model.tuning.ddp_buckets import (
     DEFAULT_BUCKET_CAP_MB,
     GLOO_DEFAULT_THREADS,
     MIB,
@@ -31,7 +32,6 @@ from ddpdoctor.model.ddp_buckets import (
     simulate_step,
 )
 from ddpdoctor.recommend.model_spec import SPLIT_MAX_TENSORS, SPLIT_MIN_NUMEL, ModelSpec
-from ddpdoctor.report.model import Recommendation, Report
 
 RID = "bucket_cap_mb"
 TITLE = "DDP gradient bucket size (bucket_cap_mb)"

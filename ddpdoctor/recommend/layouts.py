@@ -3,15 +3,16 @@ layout the user proposes, ``layout_check`` (pure: reads a Report, returns Recomm
 
 Evidence comes from the report: P2P001's matrix (required for any figure), NVL001's NVLink matrices
 and IB001's rails (or, without them, GPU001's topology snapshots). The analysis is
-ddpdoctor/model/layouts.py, the code ddpdoctor/model/layout_code.py.
+ddpdoctor/model/placement/layouts.py, the code ddpdoctor/model/placement/layout_code.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ddpdoctor.model.layout_code import compact_ranks, ddp_ring_code, device_mesh_code, mesh_snippet
-from ddpdoctor.model.layouts import (
+from ddpdoctor.core.report import Recommendation, Report
+from ddpdoctor.model.placement.layout_code import compact_ranks, ddp_ring_code, device_mesh_code, mesh_snippet
+from ddpdoctor.model.placement.layouts import (
     ClusterLayouts,
     MeshPlan,
     analyze,
@@ -19,10 +20,9 @@ from ddpdoctor.model.layouts import (
     nvlink_from_topology,
     rails_from_topology,
 )
-from ddpdoctor.model.meshes import LayoutError, MeshLayout, parse_layout
-from ddpdoctor.model.rings import SIGNIFICANT, Ring
-from ddpdoctor.model.topology import NodeTopology
-from ddpdoctor.report.model import Recommendation, Report
+from ddpdoctor.model.placement.meshes import LayoutError, MeshLayout, parse_layout
+from ddpdoctor.model.placement.rings import SIGNIFICANT, Ring
+from ddpdoctor.model.topology.node import NodeTopology
 
 TITLES = {
     "layout_ddp": "DDP ring order",
@@ -40,7 +40,7 @@ _NCCL = (
 
 def recommend(report: Report, layout: str | None = None) -> list[Recommendation]:
     """The layout recommendations for ``report``; with ``layout`` ("dp=4,tp=8", see
-    model/meshes.py) also its cost. Never raises for what the report lacks: that is said instead."""
+    model/placement/meshes.py) also its cost. Never raises for what the report lacks: that is said instead."""
     p2p = report.check("P2P001")
     data = p2p.data if p2p else {}
     ranks = data.get("ranks") or report.ranks

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpdoctor.model.ddp_buckets import DTYPE_BYTES, GradTensor, canonical_dtype
-from ddpdoctor.model.sizes import parse_size
+from ddpdoctor.model.bandwidth.sizes import parse_size
+from ddpdoctor.model.tuning.ddp_buckets import DTYPE_BYTES, GradTensor, canonical_dtype
 
 SPLIT_MIN_NUMEL = 1 << 18  # 256 Ki elements: 1 MiB of fp32, the smallest bucket DDP makes by default
 SPLIT_MAX_TENSORS = 4096
@@ -142,7 +142,7 @@ class ModelSpec:
         **kw: Any,
     ) -> ModelSpec:
         """From a parameter count ("124M") or the gradients' total size (``grad_bytes="500MiB"``, binary
-        suffixes as ``ddpdoctor.model.sizes.parse_size`` reads them)."""
+        suffixes as ``ddpdoctor.model.bandwidth.sizes.parse_size`` reads them)."""
         if (count is None) == (grad_bytes is None):
             raise ValueError("give either a parameter count or grad_bytes, not both or neither")
         dt = canonical_dtype(dtype)

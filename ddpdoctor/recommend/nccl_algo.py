@@ -11,7 +11,7 @@ The override is written in NCCL's per-collective syntax (``NCCL_ALGO=allreduce:t
 every other collective to NCCL; NCCL 2.20's parser (tuning.cc ``parseList``) takes only a plain list,
 so for 2.20 and older the value is the plain name, which then applies to every collective.
 
-Predictions for node counts that were not measured come from :mod:`ddpdoctor.model.nccl_cost` and are
+Predictions for node counts that were not measured come from :mod:`ddpdoctor.model.tuning.nccl_cost` and are
 labelled as such: they say what NCCL's model would pick, not what a measurement would find. Pure: reads
 a Report, no torch.
 """
@@ -21,10 +21,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ddpdoctor.model.curve import TimeCurve
-from ddpdoctor.model.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
-from ddpdoctor.model.sizes import format_size
-from ddpdoctor.report.model import Recommendation, Report, Severity
+from ddpdoctor.core.report import Recommendation, Report, Severity
+from ddpdoctor.model.bandwidth.curve import TimeCurve
+from ddpdoctor.model.bandwidth.sizes import format_size
+from ddpdoctor.model.tuning.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
 
 ID = "nccl_algo"
 TITLE = "NCCL_ALGO (all_reduce algorithm)"

@@ -10,7 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ddpdoctor.model.hang_analysis import HangDiagnosis, RankReport, rank_list
+from ddpdoctor.model.hang.analysis import HangDiagnosis, RankReport, rank_list
 
 CELL_STYLE = {
     "done": "green",

@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 
 
 class ReportError(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ddpdoctor.report.model import Report, Severity, Status
+from ddpdoctor.core.report import Report, Severity, Status
 
 
 def to_junit(report: Report) -> str:

@@ -7,8 +7,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ddpdoctor.core.report import Finding, Recommendation, Report, Severity, Status
 from ddpdoctor.report.fit import no_broken_words
-from ddpdoctor.report.model import Finding, Recommendation, Report, Severity, Status
 
 STATUS_STYLE = {
     Status.PASSED: ("✔", "green"),

@@ -8,10 +8,10 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from ddpdoctor.model.topo_analysis import gdr_verdicts, nvlink_matrix, rails
-from ddpdoctor.model.topology import NodeTopology, format_cpulist
+from ddpdoctor.core.report import CheckResult, Severity, Status
+from ddpdoctor.model.topology.analysis import gdr_verdicts, nvlink_matrix, rails
+from ddpdoctor.model.topology.node import NodeTopology, format_cpulist
 from ddpdoctor.report.fit import no_broken_words
-from ddpdoctor.report.model import CheckResult, Severity, Status
 from ddpdoctor.report.render_text import skipped_lines
 
 _SEV_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}

@@ -6,7 +6,7 @@ import platform
 import time
 from typing import Any
 
-from ddpdoctor.report.model import CheckResult, Report
+from ddpdoctor.core.report import CheckResult, Report
 
 
 def runtime_versions(backend: str) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def build_report(
 
 def attach_bad_nodes(report: Report) -> None:
     """The nodes the verdict blames, as a list and as one Slurm hostlist (`check --bad-nodes`)."""
-    from ddpdoctor.model.bad_nodes import bad_nodes_entry
+    from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry
 
     report.run["bad_nodes"] = bad_nodes_entry(report)
 

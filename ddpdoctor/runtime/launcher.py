@@ -28,11 +28,11 @@ from typing import Any
 
 from rich.console import Console
 
+from ddpdoctor.core.report import Report
 from ddpdoctor.events import EventTail
-from ddpdoctor.launch import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.registry import RegistryError, discover, select
 from ddpdoctor.report.io import ReportError, load_report, save_report
-from ddpdoctor.report.model import Report
+from ddpdoctor.runtime.launch_plan import LaunchError, LaunchPlan, plan_launch
 from ddpdoctor.runtime.progress import ProgressView
 
 GRACE_S = 4.0
@@ -419,7 +419,7 @@ def output_paths(args: argparse.Namespace, plan: LaunchPlan) -> dict[str, str | 
 
 def bad_nodes_text(report: Report) -> str:
     """The --bad-nodes file: one Slurm hostlist expression and a newline, or nothing at all."""
-    from ddpdoctor.model.bad_nodes import bad_nodes_entry
+    from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry
 
     hostlist = (report.run.get("bad_nodes") or bad_nodes_entry(report))["hostlist"]
     return f"{hostlist}\n" if hostlist else ""

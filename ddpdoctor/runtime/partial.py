@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import signal
 
-from ddpdoctor.report.model import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
 from ddpdoctor.run_state import RunState
 
 _ROOT_CAUSE = re.compile(

@@ -12,7 +12,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from ddpdoctor.report.model import Status
+from ddpdoctor.core.report import Status
 from ddpdoctor.report.render_text import status_text
 from ddpdoctor.run_state import PENDING, RUNNING, CheckRow, RunState
 

@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 
-from ddpdoctor.model.hang_pending import (
+from ddpdoctor.model.hang.pending import (
     C10D_FILE_SUFFIX,
     ProgressTracker,
     StackWaitTracker,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.spread import fmt_ranks
-from ddpdoctor.report.model import Finding, Severity, Status
+from ddpdoctor.core.report import Finding, Severity, Status
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.nodes.spread import fmt_ranks
 
 
 @dataclass

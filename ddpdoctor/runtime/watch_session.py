@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from ddpdoctor.model.hang_pending import poll_interval
+from ddpdoctor.model.hang.pending import poll_interval
 from ddpdoctor.runtime import rank_agent
 
 SITE_DIR = Path(__file__).resolve().parent / "watch_site"

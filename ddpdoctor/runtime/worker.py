@@ -26,10 +26,11 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
-from ddpdoctor.checkapi import Summary, WorldInfo, default_summarize
+from ddpdoctor.core.report import CheckResult, Finding, Severity, Status
+from ddpdoctor.core.summary import Summary, default_summarize
+from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.events import EventWriter
 from ddpdoctor.registry import CheckSpec, discover
-from ddpdoctor.report.model import CheckResult, Finding, Severity, Status
 from ddpdoctor.runtime import check_hooks
 from ddpdoctor.runtime.context import ClusterContext
 from ddpdoctor.runtime.control import Control, Coordinator, NodeLink

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpdoctor.report.model import Finding, Report, Severity
+from ddpdoctor.core.report import Finding, Report, Severity
 
 # -- field names (BW001, P2P001 and the topology checks write them) -----------------------------------
 P2P_CODES = ("P2P",)  # code prefixes whose data holds the point-to-point matrix

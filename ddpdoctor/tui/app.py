@@ -13,8 +13,8 @@ from textual.css.query import NoMatches
 from textual.lazy import Lazy
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
+from ddpdoctor.core.report import Report
 from ddpdoctor.report.io import ReportError, load_report
-from ddpdoctor.report.model import Report
 from ddpdoctor.run_state import RunState
 from ddpdoctor.tui.adapt import lint_findings
 from ddpdoctor.tui.bindings import VIEWS, textual_bindings

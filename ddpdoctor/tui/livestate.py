@@ -5,7 +5,7 @@ Pure (no textual, no I/O).
 
 from __future__ import annotations
 
-from ddpdoctor.report.model import CheckResult, Finding, Report, Severity
+from ddpdoctor.core.report import CheckResult, Finding, Report, Severity
 from ddpdoctor.run_state import PENDING, RUNNING, CheckRow, RankSlot, RunState, int_or
 
 # One glyph per state for the per-rank strip; styles for rich.

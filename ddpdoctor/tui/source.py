@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ddpdoctor.report.model import Finding
+from ddpdoctor.core.report import Finding
 
 
 def find_source(path: str, bases: tuple[Path, ...]) -> Path | None:

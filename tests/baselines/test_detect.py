@@ -12,12 +12,12 @@ from topo.conftest import DATA, fixture
 from topo.fake_nvml import make_pynvml, state_from_smi_q
 
 from ddpdoctor.baselines import detect_profile, detection, list_profiles, resolve_profile
-from ddpdoctor.model.profile_detect import report_facts
-from ddpdoctor.model.topo_offline import diagnose
-from ddpdoctor.model.topology import NodeTopology
+from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.model.profiles.detect import report_facts
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
-from ddpdoctor.report.model import CheckResult, Report
+from ddpdoctor.runtime.topo_offline import diagnose
 
 TUI_DATA = REPO / "tests" / "tui" / "data"
 

@@ -8,9 +8,9 @@ import pytest
 from helpers import REPO
 
 from ddpdoctor.baselines import apply_profile, judge, load_profile
-from ddpdoctor.model.busbw import busbw_factor
-from ddpdoctor.model.profile_schema import parse_profile
-from ddpdoctor.report.model import CheckResult, Report, Severity, Status
+from ddpdoctor.core.report import CheckResult, Report, Severity, Status
+from ddpdoctor.model.bandwidth.busbw import busbw_factor
+from ddpdoctor.model.profiles.schema import parse_profile
 
 from .conftest import VALID
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpdoctor.baselines import ProfileError, list_profiles, load_file, load_profile, shipped_files
-from ddpdoctor.model.profile_schema import EXPECTED_CLASSES, parse_profile
+from ddpdoctor.model.profiles.schema import EXPECTED_CLASSES, parse_profile
 
 from .conftest import VALID, line_of
 
@@ -125,7 +125,7 @@ def test_each_mistake_names_file_line_and_what_was_expected(tmp_path, old, new, 
 def test_the_pure_python_parser_gives_the_same_lines(tmp_path, monkeypatch):
     import yaml
 
-    import ddpdoctor.model.profile_schema as schema
+    import ddpdoctor.model.profiles.schema as schema
 
     text = VALID.replace("backend: nccl", "backend: mpi").replace(
         "description: a test system", "description: ["

@@ -10,8 +10,8 @@ import pickle
 import pytest
 
 from ddpdoctor.commands.hang import analyse
-from ddpdoctor.model.hang_analysis import HangDiagnosis
-from ddpdoctor.model.hang_evidence import EvidenceError
+from ddpdoctor.model.hang.analysis import HangDiagnosis
+from ddpdoctor.model.hang.evidence import EvidenceError
 from tests.hang.evidence_helpers import SCRIPTS, fixture
 
 

@@ -3,9 +3,9 @@ buffers, sub-groups, NCCL p2p, dtypes, a stalled network) and the edges of the m
 
 from __future__ import annotations
 
-from ddpdoctor.model.hang_analysis import diagnose, is_user_frame, rank_list
-from ddpdoctor.model.hang_evidence import Frame
-from ddpdoctor.probes.hang_files import read_evidence
+from ddpdoctor.model.hang.analysis import diagnose, is_user_frame, rank_list
+from ddpdoctor.model.hang.evidence import Frame
+from ddpdoctor.readers.hang_files import read_evidence
 from tests.hang.evidence_helpers import C10D, entry, frame, rank_doc, write_ranks
 
 USER = "/home/me/train.py"

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from ddpdoctor.testbed import NetBed, netns_available
+from support.testbed import NetBed, netns_available
 
 from ._watch_run import leftovers, location, watch_nodes
 

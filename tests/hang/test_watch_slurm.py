@@ -12,9 +12,8 @@ import sys
 
 import psutil
 import pytest
-
-from ddpdoctor.slurmbed import SlurmBed, slurm_available
-from ddpdoctor.testbed import NetBed, netns_available
+from support.slurmbed import SlurmBed, slurm_available
+from support.testbed import NetBed, netns_available
 
 from ._watch_run import SCRIPTS, watch_argv
 

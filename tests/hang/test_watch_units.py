@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-from ddpdoctor.model.hang_pending import (
+from ddpdoctor.model.hang.pending import (
     ProgressTracker,
     StackWaitTracker,
     c10d_wait,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ddpdoctor.model.topo_analysis import nvlink_matrix, rails
-from ddpdoctor.model.topology import NodeTopology, nvlink_count
+from ddpdoctor.model.topology.analysis import nvlink_matrix, rails
+from ddpdoctor.model.topology.node import NodeTopology, nvlink_count
 
 # Per-link speeds for matrices built from topology. NVLink: 25 GB/s per link and direction (18 links
 # = the H100's 450 GB/s line rate, DESIGN.md §5) at 80% efficiency; PCIe Gen4 x16 ≈ 25 GB/s practical

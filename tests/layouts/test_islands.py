@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.islands import EXACT_GAP_LIMIT, GAP_MIN, find_gap, find_islands, nvlink_domains
-from ddpdoctor.model.p2p_links import LinkMatrixError, Links
-from ddpdoctor.model.topo_analysis import nvlink_matrix
-from ddpdoctor.model.topology import NodeTopology
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.bandwidth.p2p_links import LinkMatrixError, Links
+from ddpdoctor.model.placement.islands import EXACT_GAP_LIMIT, GAP_MIN, find_gap, find_islands, nvlink_domains
+from ddpdoctor.model.topology.analysis import nvlink_matrix
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
 from tests.layouts.synth import fixture, from_topology, matrix, ranks_for, set_link
 

@@ -4,15 +4,15 @@ import ast
 
 import pytest
 
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.layout_code import (
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.placement.layout_code import (
     compact_ranks,
     ddp_ring_code,
     device_mesh_code,
     mesh_snippet,
     new_group_code,
 )
-from ddpdoctor.model.meshes import MeshLayout, parse_layout
+from ddpdoctor.model.placement.meshes import MeshLayout, parse_layout
 
 
 def assigned(tree: ast.AST, name: str):

@@ -1,6 +1,6 @@
 """The printed code, run for real: a gloo world of forked processes executes the snippets (device
 "cpu") and reports the groups torch built, which must be the groups the layout claims; and
-init_device_mesh must place ranks the way model/meshes.py says it does."""
+init_device_mesh must place ranks the way model/placement/meshes.py says it does."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ mp = pytest.importorskip("torch.multiprocessing")
 pytest.importorskip("torch.distributed.device_mesh")
 pytest.importorskip("torch.distributed.fsdp")
 
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.layout_code import ddp_ring_code, mesh_snippet
-from ddpdoctor.model.layouts import analyze
-from ddpdoctor.model.meshes import MeshLayout, parse_layout
-from tests.layouts.synth import matrix, ranks_for
+from ddpdoctor.core.world import WorldInfo  # noqa: E402
+from ddpdoctor.model.placement.layout_code import ddp_ring_code, mesh_snippet  # noqa: E402
+from ddpdoctor.model.placement.layouts import analyze  # noqa: E402
+from ddpdoctor.model.placement.meshes import MeshLayout, parse_layout  # noqa: E402
+from tests.layouts.synth import matrix, ranks_for  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 TIMEOUT_S = 60

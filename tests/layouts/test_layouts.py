@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.model.layouts import analyze, check_layout, rails_from_topology
-from ddpdoctor.model.meshes import LayoutError
-from ddpdoctor.model.topo_analysis import nvlink_matrix
-from ddpdoctor.model.topology import NodeTopology
+from ddpdoctor.model.placement.layouts import analyze, check_layout, rails_from_topology
+from ddpdoctor.model.placement.meshes import LayoutError
+from ddpdoctor.model.topology.analysis import nvlink_matrix
+from ddpdoctor.model.topology.node import NodeTopology
 from tests.layouts.synth import from_topology, matrix, ranks_for, set_link
 
 DATA = Path(__file__).resolve().parents[1] / "topo" / "data"
@@ -138,7 +138,7 @@ def test_bad_rank_lists_are_refused():
 def test_layout_modules_never_import_torch():
     code = (
         "import sys, json\n"
-        "import ddpdoctor.model.layouts, ddpdoctor.model.layout_code, ddpdoctor.recommend.layouts\n"
+        "import ddpdoctor.model.placement.layouts, ddpdoctor.model.placement.layout_code, ddpdoctor.recommend.layouts\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'textual'))))"
     )
     out = subprocess.run(

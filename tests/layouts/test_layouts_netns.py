@@ -2,10 +2,10 @@
 (network namespaces, 2 ranks each, a 200 Mbit/s link between them), then recommend() on its report."""
 
 import pytest
+from support.testbed import NetBed, netns_available
 
+from ddpdoctor.core.report import Report
 from ddpdoctor.recommend.layouts import recommend
-from ddpdoctor.report.model import Report
-from ddpdoctor.testbed import NetBed, netns_available
 from tests.helpers import load
 
 NETNS_OK, NETNS_WHY = netns_available()

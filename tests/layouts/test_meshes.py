@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from ddpdoctor.model.meshes import LayoutError, LayoutSpec, MeshLayout, parse_layout
+from ddpdoctor.model.placement.meshes import LayoutError, LayoutSpec, MeshLayout, parse_layout
 
 
 def test_parse_keeps_the_written_order_outermost_first():

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.model.topology import NodeTopology
+from ddpdoctor.core.report import CheckResult, Recommendation, Report, Status
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.recommend.layouts import recommend
-from ddpdoctor.report.model import CheckResult, Recommendation, Report, Status
 from tests.layouts.synth import from_topology, matrix, ranks_for
 
 DATA = Path(__file__).resolve().parents[1] / "topo" / "data"
@@ -122,7 +122,7 @@ def test_topology_from_the_report_feeds_rails_and_nvlink(source):
         extra = [CheckResult(code="GPU001", title="gpus",
                              data={"nodes": {n.hostname: {"data": {"topology": n.to_dict()}} for n in nodes}})]  # fmt: skip
     else:
-        from ddpdoctor.model.layouts import nvlink_from_topology, rails_from_topology
+        from ddpdoctor.model.placement.layouts import nvlink_from_topology, rails_from_topology
 
         nvl = {n.hostname: {"data": {"matrix": nvlink_from_topology(n)}} for n in nodes}
         ib = {n.hostname: {"data": {"rails": rails_from_topology(n)}} for n in nodes}

@@ -5,11 +5,11 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.islands import find_islands
-from ddpdoctor.model.layouts import LinkModel
-from ddpdoctor.model.p2p_links import Links
-from ddpdoctor.model.rings import SIGNIFICANT, best_ring, better, ring_of
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.bandwidth.p2p_links import Links
+from ddpdoctor.model.placement.islands import find_islands
+from ddpdoctor.model.placement.layouts import LinkModel
+from ddpdoctor.model.placement.rings import SIGNIFICANT, best_ring, better, ring_of
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
 from tests.layouts.synth import fixture, from_topology, matrix, ranks_for, set_link
 

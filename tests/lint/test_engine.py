@@ -231,7 +231,7 @@ def test_output_formats(tmp_path, capsys, fmt):
 
 
 def test_findings_merge_into_a_report(tmp_path):
-    from ddpdoctor.report.model import Report
+    from ddpdoctor.core.report import Report
 
     findings = lint_paths([write(tmp_path, "train.py", BAD)], jobs=1)
     rep = Report.from_dict(Report(lint=findings).to_dict())

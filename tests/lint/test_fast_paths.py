@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddpdoctor.lint import LintConfig, lint_source
-from ddpdoctor.lint.analysis import ModuleAnalysis
 from ddpdoctor.lint.files import _COMM, _DIST, STRONG, decode, discover, worth_parsing
-from ddpdoctor.lint.names import dist_op, dotted, is_torch_name
+from ddpdoctor.script.analysis import ModuleAnalysis
+from ddpdoctor.script.names import dist_op, dotted, is_torch_name
 
 HERE = Path(__file__).parent
 SOURCES = sorted((HERE / "corpus").glob("*.py")) + sorted((HERE / "fixtures").glob("*.py"))
@@ -225,7 +225,7 @@ def _reference_enclosing_statements(m, node) -> list:
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_enclosing_statements_match_the_parent_map(path):
-    from ddpdoctor.lint.writers import enclosing_statements
+    from ddpdoctor.script.writers import enclosing_statements
 
     text = path.read_text()
     m = ModuleAnalysis(str(path), text, ast.parse(text))
@@ -260,7 +260,7 @@ def test_chunks_hold_every_file_once_biggest_first(tmp_path):
 def test_memoised_predicate_kinds_match_a_fresh_answer(path):
     """guard_kind remembers what each local predicate (``is_main_process()``) returns: every test of
     a file answered in turn on one analysis equals the answer on a fresh analysis of that test alone."""
-    from ddpdoctor.lint.ranks import guard_kind, strict_rank_kind
+    from ddpdoctor.script.ranks import guard_kind, strict_rank_kind
 
     shared = _module(path)
     if shared is None:

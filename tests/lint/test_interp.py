@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from ddpdoctor.lint.analysis import ModuleAnalysis
-from ddpdoctor.lint.p2p import P2POp, simulate
+from ddpdoctor.script.analysis import ModuleAnalysis
+from ddpdoctor.script.p2p import P2POp, simulate
 
 
 def ops_per_rank(src: str, sizes=(2, 3, 4)) -> dict[int, list[list[str]]]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from ddpdoctor.lint.analysis import ModuleAnalysis
-from ddpdoctor.lint.p2p_exchange import neighbour_deadlocks, neighbour_lines, split_points
-from ddpdoctor.lint.p2p_payload import lost_payloads
+from ddpdoctor.script.analysis import ModuleAnalysis
+from ddpdoctor.script.p2p_exchange import neighbour_deadlocks, neighbour_lines, split_points
+from ddpdoctor.script.p2p_payload import lost_payloads
 
 
 def _module(src: str) -> ModuleAnalysis:

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 from ddpdoctor.lint import LintConfig, lint_paths
-from ddpdoctor.lint.interp import UNKNOWN
 from ddpdoctor.lint.project import Project
+from ddpdoctor.script.interp import UNKNOWN
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -205,7 +205,7 @@ def test_an_object_or_class_handed_to_a_runner_in_another_file_keeps_its_finding
 def test_a_starred_tuple_spreads_over_the_parameters():
     import ast
 
-    from ddpdoctor.lint.interp import Interpreter
+    from ddpdoctor.script.interp import Interpreter
 
     src = "def f(rank, world):\n    pass\n\nargs = (3, 4)\nf(*args)\nf(*unknown, 5)\n"
     it = Interpreter(ast.parse(src), {}, 2, 0)

@@ -1,9 +1,9 @@
-"""Which rank a value is and which rank test guards a statement (ddpdoctor.lint.ranks)."""
+"""Which rank a value is and which rank test guards a statement (ddpdoctor.script.ranks)."""
 
 import ast
 import textwrap
 
-from ddpdoctor.lint.analysis import ModuleAnalysis
+from ddpdoctor.script.analysis import ModuleAnalysis
 
 SRC = textwrap.dedent(
     """

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from ddpdoctor.core.report import CheckResult, Report
 from ddpdoctor.recommend.bucket_cap import CAPS_MB, MARGIN, recommend
 from ddpdoctor.recommend.model_spec import ModelSpec
-from ddpdoctor.report.model import CheckResult, Report
 
 SIZES_B = [2**k for k in range(10, 29, 2)]  # 1 KiB .. 256 MiB
 

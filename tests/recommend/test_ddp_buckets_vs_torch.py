@@ -1,4 +1,4 @@
-"""The bucket replay (ddpdoctor.model.ddp_buckets) against torch's own assignment and a real DDP's buckets."""
+"""The bucket replay (ddpdoctor.model.tuning.ddp_buckets) against torch's own assignment and a real DDP's buckets."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import datetime
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.distributed as dist
-from torch import nn
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
 
-from ddpdoctor.model.ddp_buckets import (
+from ddpdoctor.model.tuning.ddp_buckets import (  # noqa: E402
     DEFAULT_FIRST_BUCKET_B,
     MIB,
     GradTensor,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpdoctor.model.ddp_buckets import (
+from ddpdoctor.model.tuning.ddp_buckets import (
     MIB,
     GradTensor,
     canonical_dtype,

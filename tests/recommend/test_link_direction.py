@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.testbed import NetBed, netns_available
 
+from ddpdoctor.core.report import CheckResult, Report
 from ddpdoctor.recommend.bucket_cap import recommend
 from ddpdoctor.recommend.model_spec import ModelSpec
-from ddpdoctor.report.model import CheckResult, Report
-from ddpdoctor.testbed import NetBed, netns_available
 
 # 64 MiB of gradients in 1 MiB tensors; 4 s of backward: compute-bound down to 200 Mbit/s (2.7 s)
 SPEC = {"tensors": [[f"w{i}", 2**18, "fp32"] for i in range(64)], "backward_ms": 4000, "forward_ms": 1000}

@@ -204,14 +204,14 @@ def test_import_does_not_import_torch_or_textual():
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    main(['import', {SUPERBENCH[0]!r}, {p2p!r}])"
     )
-    assert "ddpdoctor.model.imported" in mods  # it did run
+    assert "ddpdoctor.model.imported.report" in mods  # it did run
     assert not _heavy(mods)
 
 
 def test_a_repeated_collective_is_a_second_measurement_not_one_curve():
     from ddpdoctor.baselines import list_profiles
-    from ddpdoctor.model.imported import build_report
-    from ddpdoctor.probes.tool_output import parse_text
+    from ddpdoctor.model.imported.report import build_report
+    from ddpdoctor.readers.tool_output import parse_text
 
     log = (NCCL / "superbench-nccl_allreduce.log").read_text()
     rep = build_report([parse_text(log + log, "all_reduce_perf.log")], list_profiles())

@@ -3,11 +3,12 @@ written in the real formats, and on cut, mixed and garbage input."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from ddpdoctor.probes.tool_output import ToolOutputError, parse_file, parse_text
+from ddpdoctor.readers.tool_output import ToolOutputError, parse_file, parse_text
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tool-output"
 NCCL = FIX / "nccl-tests"
@@ -267,11 +268,14 @@ def test_nccl_garbled_figure_names_its_line(bad):
 
 def test_the_parser_package_ships_in_the_wheel():
     """setuptools lists packages by hand here: a package left out would be missing from the wheel."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
 
     root = Path(__file__).resolve().parents[2]
     listed = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    assert "ddpdoctor.probes.tool_output" in listed
+    assert "ddpdoctor.readers.tool_output" in listed
 
 
 def _all_fixtures() -> list[Path]:
@@ -283,7 +287,7 @@ def test_every_cut_of_every_fixture_parses_or_names_its_problem(path):
     """A log cut anywhere (at a line end or in the middle of a line) is imported or refused with
     FILE[:LINE]: …, and whatever parses also builds a report: never another exception."""
     from ddpdoctor.baselines import list_profiles
-    from ddpdoctor.model.imported import build_report
+    from ddpdoctor.model.imported.report import build_report
 
     profiles = list_profiles()
     lines = path.read_text().splitlines(keepends=True)

@@ -4,14 +4,12 @@ raise none of them."""
 from __future__ import annotations
 
 import pytest
+from ddpdoctor.checks.gdr001_gpudirect import gdr_findings
+from ddpdoctor.checks.ib001_ports import ib_findings
+from ddpdoctor.checks.nvl001_nvlink import nvlink_findings
+from ddpdoctor.checks.pci001_pcie import pcie_findings
 
-from ddpdoctor.model.topo_analysis import (
-    gdr_findings,
-    gdr_verdicts,
-    ib_findings,
-    nvlink_findings,
-    pcie_findings,
-)
+from ddpdoctor.model.topology.analysis import gdr_verdicts
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
@@ -130,7 +128,7 @@ def test_sysfs_ib_unmodified_all_active(ib_root):
         ("MT41692", 200.0, "RoCE"),
     }
     assert nics[0].fw_ver == "28.41.1000" and nics[0].ports[0].rate_text == "400 Gb/sec (4X NDR)"
-    from ddpdoctor.model.topology import NodeTopology
+    from ddpdoctor.model.topology.node import NodeTopology
 
     assert ib_findings(NodeTopology(hostname="h", nics=nics)) == []
 
@@ -139,7 +137,7 @@ def test_sysfs_ib_port_down_is_named(ib_root):
     port = ib_root / "sys/class/infiniband/mlx5_5/ports/1"
     (port / "state").write_text("1: DOWN\n")
     (port / "phys_state").write_text("3: Disabled\n")
-    from ddpdoctor.model.topology import NodeTopology
+    from ddpdoctor.model.topology.node import NodeTopology
 
     found = ib_findings(NodeTopology(hostname="h", nics=read_infiniband(ib_root)))
     assert messages(found) == ["InfiniBand port mlx5_5/1 is DOWN (physical state Disabled)"]
@@ -148,7 +146,7 @@ def test_sysfs_ib_port_down_is_named(ib_root):
 
 def test_sysfs_ib_slow_link_is_named(ib_root):
     (ib_root / "sys/class/infiniband/mlx5_7/ports/1/rate").write_text("200 Gb/sec (4X HDR)\n")
-    from ddpdoctor.model.topology import NodeTopology
+    from ddpdoctor.model.topology.node import NodeTopology
 
     found = ib_findings(NodeTopology(hostname="h", nics=read_infiniband(ib_root)))
     assert messages(found) == ["mlx5_7 links at 200 Gb/s where its sibling MT4129 NICs run at 400 Gb/s"]
@@ -263,8 +261,8 @@ def test_p2p_disabled_between_nvlinked_gpus_is_named():
 
 
 def test_findings_name_their_node_and_merge_across_nodes():
-    from ddpdoctor.model.topo_compare import fold_explained, name_nodes, odd_node_findings
-    from ddpdoctor.report.model import Finding, Severity
+    from ddpdoctor.core.report import Finding, Severity
+    from ddpdoctor.model.topology.compare import fold_explained, name_nodes, odd_node_findings
 
     def f(host, msg):
         return Finding("X001", Severity.WARNING, msg, where={"node": host, "gpu": 1})

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from ddpdoctor.checks.nccl001_env import nccl_env_findings, parse_name_list
 
-from ddpdoctor.model.nccl_env import nccl_env_findings, parse_name_list
-from ddpdoctor.model.topology import IbPort, NetIface, Nic, NodeTopology
+from ddpdoctor.model.topology.node import IbPort, NetIface, Nic, NodeTopology
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
 
 from .conftest import fixture

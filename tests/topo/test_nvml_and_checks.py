@@ -9,14 +9,14 @@ import sys
 
 import pytest
 
-from ddpdoctor.checkapi import WorldInfo
-from ddpdoctor.model.topo_offline import diagnose
-from ddpdoctor.model.topology import NodeTopology
+from ddpdoctor.core.report import Status
+from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.collect import collect_node
 from ddpdoctor.probes.nvml import NoGpu, read_nvml
 from ddpdoctor.registry import discover
-from ddpdoctor.report.model import Status
 from ddpdoctor.runtime.context import ClusterContext
+from ddpdoctor.runtime.topo_offline import diagnose
 
 from .conftest import DATA, fixture
 from .fake_nvml import make_pynvml, state_from_smi_q
@@ -184,7 +184,7 @@ def test_offline_diagnosis_from_fixture_snapshots_flags_the_odd_node():
 
 def test_checks_do_not_import_torch_or_textual():
     code = (
-        "import sys, ddpdoctor.registry as r; r.discover(); import ddpdoctor.model.topo_offline, "
+        "import sys, ddpdoctor.registry as r; r.discover(); import ddpdoctor.runtime.topo_offline, "
         "ddpdoctor.probes.collect, ddpdoctor.commands.topo; "
         "bad=[m for m in ('torch','textual') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )

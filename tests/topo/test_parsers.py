@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpdoctor.model.topo_analysis import nvlink_matrix, rails
+from ddpdoctor.model.topology.analysis import nvlink_matrix, rails
 from ddpdoctor.probes.ibstat import IbstatParseError, parse_ib_tool_output, parse_ibstat
 from ddpdoctor.probes.nccl_xml import NcclTopoParseError, nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_query import SmiQueryParseError, get, parse_smi_query

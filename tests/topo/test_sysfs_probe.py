@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from ddpdoctor.checks.pci001_pcie import pcie_findings
 
-from ddpdoctor.model.pci_path import PciPlace, pci_path_type
-from ddpdoctor.model.topo_analysis import gdr_verdicts, pcie_findings, rails
+from ddpdoctor.model.topology.analysis import gdr_verdicts, rails
+from ddpdoctor.model.topology.pci_path import PciPlace, pci_path_type
 from ddpdoctor.probes import sysfs
 from ddpdoctor.probes.collect import collect_node
 

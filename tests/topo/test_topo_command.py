@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ddpdoctor.commands import topo
-from ddpdoctor.model.topology import NodeTopology
+from ddpdoctor.model.topology.node import NodeTopology
 
 from .conftest import DATA, fixture
 

@@ -9,11 +9,11 @@ import json
 import pytest
 from rich.console import Console
 
-from ddpdoctor.model.topo_offline import diagnose
-from ddpdoctor.model.topology import NodeTopology
+from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
 from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node
 from ddpdoctor.report.topology_view import node_view, short_busid
+from ddpdoctor.runtime.topo_offline import diagnose
 
 from .conftest import DATA, fixture
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpdoctor.report.model import CheckResult, Finding, Report
+from ddpdoctor.core.report import CheckResult, Finding, Report
 from ddpdoctor.tui import adapt
 
 

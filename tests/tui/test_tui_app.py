@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 from ddpdoctor.tui.app import DoctorApp
 from ddpdoctor.tui.live import LiveConfig
 from ddpdoctor.tui.views.help import HelpScreen
@@ -244,7 +244,7 @@ async def test_lint_mode_crash_is_shown():
 
 
 async def test_large_run_keeps_the_rank_column_narrow_and_lists_ranks_in_details():
-    from ddpdoctor.report.model import CheckResult, Finding
+    from ddpdoctor.core.report import CheckResult, Finding
 
     ranks = [
         {"rank": r, "local_rank": r % 8, "node_rank": r // 8, "hostname": f"node{r // 8:02d}"}
@@ -268,7 +268,7 @@ async def test_large_run_keeps_the_rank_column_narrow_and_lists_ranks_in_details
 
 
 async def test_topology_next_node_key_cycles_hosts():
-    from ddpdoctor.report.model import CheckResult
+    from ddpdoctor.core.report import CheckResult
 
     nodes = {
         "hostA": {"gdr": {"verdict": "enabled"}},
@@ -284,7 +284,7 @@ async def test_topology_next_node_key_cycles_hosts():
 
 
 async def test_large_heatmap_uses_blocks_and_scrolls_to_the_cursor():
-    from ddpdoctor.report.model import CheckResult
+    from ddpdoctor.core.report import CheckResult
 
     n = 100
     vals = [[None if i == j else 1.5 for j in range(n)] for i in range(n)]

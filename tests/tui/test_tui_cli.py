@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from ddpdoctor.cli import main as cli_main
 from ddpdoctor.commands import tui as tui_cmd
-from ddpdoctor.tui.__main__ import main as tui_main
 
 from .helpers import DATA
 
@@ -49,7 +49,7 @@ def test_report_then_options_are_not_swallowed():
     ],
 )
 def test_bad_input_exits_2_with_a_message(argv, message, capsys):
-    assert tui_main(list(argv)) == 2
+    assert cli_main(["tui", *argv]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -67,7 +67,7 @@ def test_pure_modules_import_neither_textual_nor_torch():
 
 def test_lint_engine_is_called_with_the_paths_when_present(monkeypatch):
     import ddpdoctor.lint
-    from ddpdoctor.report.model import Finding
+    from ddpdoctor.core.report import Finding
 
     seen = []
 

@@ -9,7 +9,7 @@ import pytest
 
 from ddpdoctor.commands import tui as tui_cmd
 from ddpdoctor.commands.hang import analyse
-from ddpdoctor.model.hang_analysis import HangDiagnosis
+from ddpdoctor.model.hang.analysis import HangDiagnosis
 from ddpdoctor.tui.views.hang import HangApp
 from tests.hang.evidence_helpers import fixture
 
@@ -101,8 +101,8 @@ def test_cli_refuses_a_broken_hang_file_before_taking_the_terminal(tmp_path):
 
 @pytest.mark.asyncio
 async def test_g_cycles_the_process_groups(tmp_path):
-    from ddpdoctor.model.hang_analysis import diagnose
-    from ddpdoctor.probes.hang_files import read_evidence
+    from ddpdoctor.model.hang.analysis import diagnose
+    from ddpdoctor.readers.hang_files import read_evidence
     from tests.hang.evidence_helpers import entry, rank_doc, write_ranks
 
     groups = {

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ddpdoctor.baselines import list_profiles
-from ddpdoctor.model.imported import build_report
-from ddpdoctor.probes.tool_output import parse_file
+from ddpdoctor.model.imported.report import build_report
+from ddpdoctor.readers.tool_output import parse_file
 from ddpdoctor.report.io import load_report, save_report
 from ddpdoctor.tui.app import DoctorApp
 

@@ -98,7 +98,7 @@ def test_report_marks_only_the_ranks_findings_name(gloo_report):
 
 
 def test_report_finding_by_node_and_whole_check_statuses(gloo_report):
-    from ddpdoctor.report.model import CheckResult, Finding, Status
+    from ddpdoctor.core.report import CheckResult, Finding, Status
 
     gloo_report.checks = [
         CheckResult(

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 from ddpdoctor.tui.adapt import BandwidthView, bandwidth_view
 from ddpdoctor.tui.charts import CurvePlot, fmt_size, fmt_value
 from ddpdoctor.tui.views.common import no_data

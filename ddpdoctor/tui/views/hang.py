@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
-from ddpdoctor.model.hang_analysis import Grid, HangDiagnosis, RankReport
+from ddpdoctor.model.hang.analysis import Grid, HangDiagnosis, RankReport
 from ddpdoctor.report.hang_view import CELL_MARK, CELL_STYLE, rank_block, short_path
 
 LEGEND = Text.assemble(

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ddpdoctor.report.model import Finding
+from ddpdoctor.core.report import Finding
 from ddpdoctor.tui.adapt import embedded_source, severity_style
 from ddpdoctor.tui.source import context_lines
 from ddpdoctor.tui.views.common import no_data

@@ -14,7 +14,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 from ddpdoctor.tui.adapt import P2PView, cell_details, p2p_view
 from ddpdoctor.tui.charts import HEATMAP_TOP, heatmap_layout, heatmap_text
 from ddpdoctor.tui.views.common import no_data

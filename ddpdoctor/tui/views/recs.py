@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ddpdoctor.report.model import Recommendation
+from ddpdoctor.core.report import Recommendation
 from ddpdoctor.tui.views.common import no_data
 from ddpdoctor.tui.views.selectable import ListDetail
 

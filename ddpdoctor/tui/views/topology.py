@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ddpdoctor.report.model import Report
+from ddpdoctor.core.report import Report
 from ddpdoctor.tui.adapt import NIC_FIELDS, Matrix, NodeTopology, _is_number, nic_row, topology_by_node
 from ddpdoctor.tui.views.common import no_data
 

@@ -23,7 +23,7 @@ def write(name: str, node) -> None:
 
 def main() -> None:
     sys.path.insert(0, str(REPO))  # the repository's packages and tests, run as a plain script
-    from ddpdoctor.model.topology import IbPort, PeerMemory
+    from ddpdoctor.model.topology.node import IbPort, PeerMemory
     from ddpdoctor.probes.collect import collect_node
     from ddpdoctor.probes.nccl_xml import nccl_to_node, parse_nccl_topo
     from ddpdoctor.probes.smi_topo import parse_topo_matrix, topo_to_node

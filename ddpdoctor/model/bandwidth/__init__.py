@@ -1,0 +1,1 @@
+"""Measured bandwidth: busbw factors, α–β curves, message sizes, the P2P schedule and its verdicts."""

@@ -1,0 +1,1 @@
+"""Hardware profiles: their schema, which one fits a report, and measurements judged against it."""

@@ -1,0 +1,756 @@
+"""ModuleAnalysis: one parsed file and everything rules ask of it, computed once and lazily.
+
+Rules get a ModuleAnalysis and return Findings. Cheap facts (aliases, the list of calls with their
+qualified names, parents) come from one walk; the per-rank traces (ddpdoctor.script.interp) are only
+computed when a rule asks for ``runs``.
+"""
+
+from __future__ import annotations
+
+import ast
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from ddpdoctor.core.report import Finding, Location, Severity
+from ddpdoctor.script import ranks as rank_facts
+from ddpdoctor.script.interp import (
+    COLLECTIVES,
+    P2P,
+    ClassRef,
+    FuncRef,
+    Interpreter,
+    ModuleContext,
+    Trace,
+    module_defs,
+)
+from ddpdoctor.script.names import collect_aliases, dist_op, dotted, qualify
+
+DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
+MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
+ENTRY_SIZES = 3  # functions walked as their own entry point use the first 3 world sizes
+_WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes", "n_procs", "num_procs"}
+RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
+
+
+# fields that only hold operator/context singletons: no rule looks at them, and skipping them
+# makes the walk markedly cheaper
+_SKIP_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "type_ignores"})
+# ... and fields that hold a name, a number or a constant, never a node, on the commonest classes
+# (a field not listed is still looked at: the walk checks what it finds)
+_SCALAR_FIELDS: dict[type, tuple[str, ...]] = {
+    ast.Name: ("id",),
+    ast.Attribute: ("attr",),
+    ast.Constant: ("value",),
+    ast.arg: ("arg",),
+    ast.keyword: ("arg",),
+    ast.alias: ("name", "asname"),
+    ast.FunctionDef: ("name",),
+    ast.AsyncFunctionDef: ("name",),
+    ast.ClassDef: ("name",),
+    ast.ImportFrom: ("module", "level"),
+    ast.FormattedValue: ("conversion",),
+    ast.AnnAssign: ("simple",),
+    ast.comprehension: ("is_async",),
+    ast.Global: ("names",),
+    ast.Nonlocal: ("names",),
+}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _through_self_attribute(func: ast.AST) -> bool:
+    """``self.x.f`` (or deeper): a call on an object the instance holds, not on the instance."""
+    if not isinstance(func, ast.Attribute):
+        return False
+    head = dotted(func.value)
+    return head is not None and head.startswith("self.")
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of ``cls`` that may hold child nodes (a node, None, or a list of them)."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        scalar = _SCALAR_FIELDS.get(cls, ())
+        fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in scalar)
+    return fields
+
+
+@dataclass
+class _Place:
+    """A line to report at when no node of this file is at hand."""
+
+    lineno: int
+    col_offset: int = 0
+
+
+@dataclass
+class Run:
+    """Every rank's trace for one entry point (the module, or a function never reached from it)."""
+
+    entry: str
+    world_size: int
+    traces: list[Trace]
+
+    @property
+    def complete(self) -> bool:
+        return not any(t.truncated for t in self.traces)
+
+
+class ModuleAnalysis:
+    project = None  # the ddpdoctor.lint.project.Project of the files linted together, if several
+
+    def __init__(self, path: str, source: str, tree: ast.Module, world_sizes=DEFAULT_WORLD_SIZES):
+        self.path = path
+        self.source = source
+        self.tree = tree
+        self.configured_world_sizes = tuple(world_sizes)
+        # one walk over the tree: the nodes rules look for, by type (parents only when a rule asks)
+        self.by_type: dict[type, list[ast.AST]] = {}
+        by_type = self.by_type
+        per_class: dict[type, tuple] = {}  # class -> (append to its list, its child fields): one lookup
+        stack: list = [tree]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        AST = ast.AST
+        while stack:
+            node = pop()
+            cls = node.__class__
+            entry = per_class.get(cls)
+            if entry is None:
+                if not isinstance(node, AST):
+                    continue  # a name or constant in a field not listed in _SCALAR_FIELDS, a None key
+                nodes = by_type[cls] = []
+                entry = per_class[cls] = (nodes.append, _child_fields(cls))
+            entry[0](node)
+            for name in entry[1]:
+                v = getattr(node, name, None)
+                if v.__class__ is list:
+                    extend(v)
+                elif v is not None:  # an absent optional child
+                    push(v)
+        for nodes in by_type.values():
+            nodes.reverse()  # the stack walk pops the last child first; restore source order within a type
+        self.aliases = collect_aliases(self.nodes(ast.Import, ast.ImportFrom))
+        self.calls: list[tuple[ast.Call, str | None]] = [
+            (n, qualify(dotted(n.func), self.aliases)) for n in by_type.get(ast.Call, [])
+        ]
+        self.functions = self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def nodes(self, *types: type) -> list:
+        out: list = []
+        for t in types:
+            out.extend(self.by_type.get(t, ()))
+        return out
+
+    # -- names and places ---------------------------------------------------------------------
+    def qualname(self, expr: ast.AST) -> str | None:
+        return qualify(dotted(expr), self.aliases)
+
+    @cached_property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        """Each node's parent (operator and context singletons, shared by many nodes, have none)."""
+        out: dict[ast.AST, ast.AST] = {}
+        stack: list[ast.AST] = [self.tree]
+        AST = ast.AST
+        while stack:
+            node = stack.pop()
+            fields = _FIELDS.get(node.__class__)
+            for name in fields if fields is not None else _child_fields(node.__class__):
+                v = getattr(node, name, None)
+                for child in v if v.__class__ is list else (v,):
+                    if isinstance(child, AST):
+                        out[child] = node
+                        stack.append(child)
+        return out
+
+    @cached_property
+    def _functions_by_body(self) -> tuple[list, list[tuple[int, int]]]:
+        """The defs sorted by where their bodies start, and those starts (for bisect)."""
+        fns = sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
+        return fns, [(f.body[0].lineno, f.body[0].col_offset) for f in fns]
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.source.splitlines()
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        p = self.parents.get(node)
+        while p is not None:
+            yield p
+            p = self.parents.get(p)
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The innermost def whose body holds the node, by position (no parent map needed)."""
+        start = (node.lineno, node.col_offset)
+        end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
+        fns, starts = self._functions_by_body
+        # defs whose body starts after the node cannot hold it; of the others, the one that starts
+        # last and still reaches past the node's end is the innermost
+        for i in range(bisect_right(starts, start) - 1, -1, -1):
+            fn = fns[i]
+            if fn is not node and (fn.end_lineno, fn.end_col_offset) >= end:
+                return fn
+        return None
+
+    def finding(
+        self,
+        code: str,
+        node: ast.AST,
+        message: str,
+        severity: str = "error",
+        hint: str | None = None,
+        **evidence,
+    ) -> Finding:
+        return Finding(
+            code=code,
+            severity=Severity.parse(severity),
+            message=message,
+            hint=hint,
+            evidence=evidence,
+            location=Location(
+                path=self.path,
+                line=getattr(node, "lineno", 1),
+                col=getattr(node, "col_offset", 0) + 1,
+                end_line=getattr(node, "end_lineno", None),
+                end_col=(node.end_col_offset + 1)
+                if getattr(node, "end_col_offset", None) is not None
+                else None,
+            ),
+        )
+
+    def keyword(self, call: ast.Call, name: str) -> ast.AST | None:
+        return next((k.value for k in call.keywords if k.arg == name), None)
+
+    def keyword_is(self, call: ast.Call, name: str, value: object) -> bool:
+        v = self.keyword(call, name)
+        return isinstance(v, ast.Constant) and v.value is value
+
+    @staticmethod
+    def is_none(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value is None
+
+    def assigned_to(self, node: ast.AST) -> str | None:
+        """``loader`` for ``loader = DataLoader(...)`` (also ``self.loader``)."""
+        p = self.parents.get(node)
+        if isinstance(p, ast.Assign) and len(p.targets) == 1:
+            return dotted(p.targets[0])
+        if isinstance(p, ast.AnnAssign):
+            return dotted(p.target)
+        return None
+
+    def looks_like_eval(self, call: ast.Call) -> bool:
+        """A validation/test loader or sampler, by the names it is built from."""
+        words = (self.assigned_to(call) or "") + " " + (ast.unparse(call.args[0]) if call.args else "")
+        words += " " + " ".join(
+            ast.unparse(k.value) for k in call.keywords if k.arg in ("dataset", "data_source")
+        )
+        return any(w in words.lower() for w in ("val", "test", "eval", "dev_"))
+
+    def enclosing_loop(self, node: ast.AST) -> ast.AST | None:
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+                return a
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return None
+        return None
+
+    def statement_in_block(self, node: ast.AST) -> tuple[ast.stmt | None, list | None]:
+        """The statement holding ``node`` and the statement list it sits in."""
+        child = node
+        for a in self.ancestors(node):
+            for field_name in ("body", "orelse", "finalbody"):
+                block = getattr(a, field_name, None)
+                if isinstance(block, list) and child in block:
+                    return child, block
+            child = a
+        return None, None
+
+    def loader_names(self) -> set[str]:
+        out = set()
+        for call in self.calls_named("DataLoader"):
+            name = self.assigned_to(call)
+            if name:
+                out.add(name)
+        return out
+
+    def iterates_loader(self, it: ast.AST, loaders: set[str]) -> bool:
+        for n in ast.walk(it):
+            name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            if name and (name in loaders or "loader" in name.rsplit(".", 1)[-1].lower()):
+                return True
+        return False
+
+    @cached_property
+    def env_writes(self) -> list[tuple[str, ast.AST | None, ast.AST, str]]:
+        """(variable, value node, where, how) for ``os.environ[K] = v``, ``.setdefault``, ``.update``,
+        ``putenv``."""
+        out = []
+        for node in self.nodes(ast.Assign):
+            if True:
+                for t in node.targets:
+                    if (
+                        isinstance(t, ast.Subscript)
+                        and self.qualname(t.value) == "os.environ"
+                        and isinstance(t.slice, ast.Constant)
+                        and isinstance(t.slice.value, str)
+                    ):
+                        out.append((t.slice.value, node.value, node, "assign"))
+        for call, q in self.calls:
+            if q in ("os.environ.setdefault", "os.putenv") and len(call.args) == 2:
+                key = call.args[0]
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    out.append(
+                        (
+                            key.value,
+                            call.args[1],
+                            call,
+                            "setdefault" if q.endswith("setdefault") else "assign",
+                        )
+                    )
+            elif q == "os.environ.update" and call.args and isinstance(call.args[0], ast.Dict):
+                for k, v in zip(call.args[0].keys, call.args[0].values):
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        out.append((k.value, v, call, "assign"))
+        return out
+
+    def call_sites(self, fn: ast.AST) -> list[ast.Call]:
+        sites = list(self._calls_by_last_name.get(getattr(fn, "name", None), ()))
+        if isinstance(self.parents.get(fn), ast.ClassDef):
+            # a method is not called through another object the instance holds: in a Trainer,
+            # `self.model.train()` is nn.Module.train, not Trainer.train
+            sites = [c for c in sites if not _through_self_attribute(c.func)]
+        return sites
+
+    def callers_all_guarded(self, fn: ast.AST) -> bool:
+        """Every call of this file's function ``fn`` sits under a rank guard (and there is at least one)."""
+        sites = self.call_sites(fn)
+        return bool(sites) and all(self.guarded_by_rank(c) for c in sites)
+
+    def reach(self, node: ast.AST) -> list[tuple[Run, set[int]]]:
+        """For each complete run that reaches ``node``: the ranks that reach it."""
+        return self._reach_index.get(id(node), [])
+
+    @cached_property
+    def _reach_index(self) -> dict[int, list[tuple[Run, set[int]]]]:
+        out: dict[int, list[tuple[Run, set[int]]]] = {}
+        for run in self.runs:
+            if not run.complete:
+                continue
+            per_node: dict[int, set[int]] = {}
+            for r, t in enumerate(run.traces):
+                for e in t.events:
+                    per_node.setdefault(id(e.node), set()).add(r)
+            for key, ranks in per_node.items():
+                out.setdefault(key, []).append((run, ranks))
+        return out
+
+    # -- facts rules share --------------------------------------------------------------------
+    def calls_named(self, *names: str) -> list[ast.Call]:
+        """Calls whose qualified name is one of ``names`` or a torch name ending in one of them."""
+        at: set[int] = set()
+        for n in names:
+            at.update(self._calls_by_qualname.get(n, ()))
+            if "." not in n:
+                at.update(self._torch_calls_by_last.get(n, ()))
+        calls = self.calls
+        return [calls[i][0] for i in sorted(at)]  # in source order, as self.calls
+
+    def dist_calls(self, *ops: str) -> list[ast.Call]:
+        return [node for node, op in self._dist_calls if op in ops]
+
+    def method_calls(self, attr: str) -> list[ast.Call]:
+        return list(self._calls_by_method.get(attr, ()))
+
+    # Rules ask these questions many times per file (a thousand calls_named over a file's 5000
+    # calls): each index is built in one pass over self.calls, the first time it is needed.
+    @cached_property
+    def _calls_by_qualname(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for i, (_node, q) in enumerate(self.calls):
+            if q is not None:
+                out.setdefault(q, []).append(i)
+        return out
+
+    @cached_property
+    def _torch_calls_by_last(self) -> dict[str, list[int]]:
+        """torch names by their last component (see names.is_torch_name)."""
+        out: dict[str, list[int]] = {}
+        for q, at in self._calls_by_qualname.items():
+            if q.startswith("torch."):
+                out.setdefault(q.rsplit(".", 1)[-1], []).extend(at)
+        return out
+
+    @cached_property
+    def _dist_calls(self) -> list[tuple[ast.Call, str]]:
+        """(call, operation) for the calls of torch.distributed functions, in source order."""
+        return [(node, op) for node, q in self.calls if (op := dist_op(q)) is not None]
+
+    @cached_property
+    def _calls_by_method(self) -> dict[str, list[ast.Call]]:
+        out: dict[str, list[ast.Call]] = {}
+        for node, _q in self.calls:
+            if isinstance(node.func, ast.Attribute):
+                out.setdefault(node.func.attr, []).append(node)
+        return out
+
+    @cached_property
+    def _calls_by_last_name(self) -> dict[str, list[ast.Call]]:
+        """Calls by the last part of the called name (``f``, ``x.f`` and ``self.f`` under "f")."""
+        out: dict[str, list[ast.Call]] = {}
+        for node, _q in self.calls:
+            name = dotted(node.func)
+            if name is not None:
+                out.setdefault(name.rsplit(".", 1)[-1], []).append(node)
+        return out
+
+    @cached_property
+    def ddp_constructors(self) -> list[ast.Call]:
+        return self.calls_named("DistributedDataParallel")
+
+    @cached_property
+    def uses_distributed(self) -> bool:
+        """The file sets up or uses torch.distributed (a training script or library doing DDP)."""
+        return bool(
+            self.dist_calls("init_process_group", *COLLECTIVES, *P2P, "get_rank", "get_world_size")
+            or self.ddp_constructors
+        )
+
+    @cached_property
+    def is_training_script(self) -> bool:
+        """It creates the process group or the DDP model itself."""
+        return bool(self.dist_calls("init_process_group") or self.ddp_constructors)
+
+    def mentions(self, *words: str) -> bool:
+        return any(w in self.source for w in words)
+
+    def is_rank_guard(self, test: ast.AST) -> bool:
+        """Syntactically: does this condition look at the rank (``rank == 0``, ``is_main_process()``)?"""
+        text = ast.unparse(test).lower() if test is not None else ""
+        return any(k in text for k in RANKISH)
+
+    def conditional(self, node: ast.AST) -> bool:
+        """Inside an ``if``/``else`` or conditional expression of its function."""
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.If, ast.IfExp)):
+                return True
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return False
+        return False
+
+    def guarded_by_rank(self, node: ast.AST) -> bool:
+        """Inside an ``if`` on the rank, or after an early ``return`` on a rank test in its function."""
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.If, ast.IfExp, ast.While)) and self.is_rank_guard(a.test):
+                return True
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(
+                    k in a.name.lower() for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")
+                ):
+                    return True
+                for st in a.body:
+                    if st.lineno >= node.lineno:
+                        break
+                    if (
+                        isinstance(st, ast.If)
+                        and self.is_rank_guard(st.test)
+                        and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
+                    ):
+                        return True
+                for d in a.decorator_list:
+                    if self.is_rank_guard(d):
+                        return True
+        return False
+
+    # -- which rank (global, node-local, node index): see ddpdoctor.script.ranks ------------------
+    def rank_kind(self, expr: ast.AST | None) -> str | None:
+        """The kind of rank ``expr`` holds: "global", "local" or "node"; None when ``expr`` it is no rank."""
+        return rank_facts.rank_kind(self, expr)
+
+    def rank_guard(self, node: ast.AST) -> rank_facts.Guard | None:
+        """The rank test deciding whether ``node`` runs (its kind, and the call lines leading there)."""
+        return rank_facts.rank_guard(self, node)
+
+    def callee_guard(self, call: ast.Call) -> rank_facts.Guard | None:
+        """The rank test inside the function that ``call`` runs (``save_on_master(...)``), if any."""
+        return rank_facts.callee_guard(self, call)
+
+    def argparse_dests(self) -> dict[str, rank_facts.ArgDest]:
+        return rank_facts.argparse_dests(self)
+
+    def chain_text(self, lines, end: int | None = None) -> str:
+        """``train.py:88 -> train.py:41``: the evidence chain of a finding that crosses functions."""
+        name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
+        parts = [f"{name}:{ln}" for ln in (*lines, *((end,) if end is not None else ()))]
+        return " -> ".join(parts)
+
+    # -- the per-rank interpreter -------------------------------------------------------------
+    @cached_property
+    def world_sizes(self) -> tuple[int, ...]:
+        """The configured sizes, or the one the script hard-codes (``nprocs=2``, ``world_size = 4``)."""
+        consts: dict[str, set[int]] = {}
+        for node in self.nodes(ast.Assign):
+            if isinstance(node.value, ast.Constant):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and isinstance(node.value.value, int):
+                        consts.setdefault(t.id, set()).add(node.value.value)
+        fixed: set[int] = set()
+        for name in _WORLD_NAMES:
+            fixed |= consts.get(name, set())
+        for node, _q in self.calls:
+            for k in node.keywords:
+                if k.arg in ("world_size", "nprocs", "nproc_per_node"):
+                    if isinstance(k.value, ast.Constant) and isinstance(k.value.value, int):
+                        fixed.add(k.value.value)
+                    elif isinstance(k.value, ast.Name):
+                        fixed |= consts.get(k.value.id, set())
+        fixed = {w for w in fixed if 2 <= w <= 64 and not isinstance(w, bool)}
+        return tuple(sorted(fixed)) if fixed else self.configured_world_sizes
+
+    @cached_property
+    def ddp_params(self) -> frozenset[str]:
+        """Parameter names that hold a DDP-wrapped model handed in by another file: the file imports
+        DistributedDataParallel without building one, and unwraps that name somewhere
+        (``unwrap_model(model)``, ``model.module``, ``hasattr(model, "module")``)."""
+        if self.ddp_constructors or not any(
+            v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
+        ):
+            return frozenset()
+        params = {a.arg for fn in self.functions for a in (*fn.args.posonlyargs, *fn.args.args)}
+        out = set()
+        for node in self.nodes(ast.Attribute):
+            if node.attr == "module" and isinstance(node.value, ast.Name):
+                out.add(node.value.id)
+        for call, _q in self.calls:
+            name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            if not (call.args and isinstance(call.args[0], ast.Name)):
+                continue
+            if "unwrap" in name or (
+                name == "hasattr"
+                and any(isinstance(a, ast.Constant) and a.value == "module" for a in call.args[1:])
+            ):
+                out.add(call.args[0].id)
+        return frozenset(out & params)
+
+    @cached_property
+    def interesting_functions(self) -> set[int]:
+        """ids of functions whose own body makes a distributed call or calls a DDP model."""
+        out: set[int] = set()
+        nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
+        nodes += self.calls_named("torch.save", "torch.load")
+        if self.ddp_params:
+            nodes += [
+                c for c, _q in self.calls if isinstance(c.func, ast.Name) and c.func.id in self.ddp_params
+            ]
+        for node in nodes:
+            fn = self.enclosing_function(node)
+            if fn is not None:
+                out.add(id(fn))
+        return out
+
+    @cached_property
+    def runs(self) -> list[Run]:
+        classes: dict[int, ClassRef] = {}  # id of a method -> its class (one ClassRef per class)
+        for c in self.nodes(ast.ClassDef):
+            defs = [s for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            ref = ClassRef(c, {s.name: s for s in defs})
+            for s in defs:
+                classes[id(s)] = ref
+        sizes = self.world_sizes
+        out = self._runs_for("<module>", lambda it: it.run_module(), sizes)
+        # a function walked only on a path that ran out (a raise the walk was sure of, the step
+        # budget) is still judged on its own: the run that reached it is not
+        entered = set().union(*(t.entered for r in out for t in r.traces if not t.truncated))
+        for fn in self.functions:
+            if self.steps > MAX_FILE_STEPS:
+                self.runs_truncated = True
+                break
+            if id(fn) in self.interesting_functions and id(fn) not in entered:
+                cls = classes.get(id(fn))
+                params = self.ddp_params
+                runs = self._runs_for(
+                    fn.name,
+                    lambda it, fn=fn, cls=cls, params=params: it.run_function(fn, cls, params),
+                    sizes[:ENTRY_SIZES],
+                )
+                out.extend(runs)
+                for r in runs:
+                    for t in r.traces:
+                        if not t.truncated:
+                            entered |= t.entered
+        return out
+
+    steps = 0
+    runs_truncated = False
+
+    @cached_property
+    def _defs(self) -> dict:
+        return module_defs(self.tree)
+
+    @cached_property
+    def _syntax(self) -> dict:
+        """The interpreter's per-node facts, shared by every walk of this module."""
+        return {}
+
+    @cached_property
+    def class_ddp_attrs(self) -> dict[int, tuple[str, ...]]:
+        """id of a class -> the ``self.x`` attributes it sets to ``DistributedDataParallel(...)``."""
+        out: dict[int, list[str]] = {}
+        if not self.ddp_constructors:
+            return {}
+        classes = self.nodes(ast.ClassDef)
+        for call in self.ddp_constructors:
+            target = self.assigned_to(call)
+            if target is None or not target.startswith("self."):
+                continue
+            owner = next((a for a in self.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+            if owner is not None and owner in classes:
+                out.setdefault(id(owner), []).append(target)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def rank_nodes(self) -> dict[int, str]:
+        """ids of the attributes and subscripts compared in this file that hold a rank, by kind
+        (``self.gpu_id == 0`` after ``self.gpu_id = int(os.environ["LOCAL_RANK"])``)."""
+        out: dict[int, str] = {}
+        for node in self.nodes(ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, (ast.Attribute, ast.Subscript)):
+                    kind = rank_facts.strict_rank_kind(self, side)
+                    if kind is not None:
+                        out[id(side)] = kind
+        return out
+
+    # -- other files of the project ------------------------------------------------------------
+    @cached_property
+    def project_imports(self) -> dict[str, tuple[str, str | None, int]]:
+        """Local name -> (module, name imported from it or None, relative level), every import."""
+        out: dict[str, tuple[str, str | None, int]] = {}
+        for node in self.nodes(ast.Import, ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        out[a.asname] = (a.name, None, 0)
+                    else:
+                        out.setdefault(a.name.split(".", 1)[0], (a.name.split(".", 1)[0], None, 0))
+            else:
+                for a in node.names:
+                    if a.name != "*":
+                        out[a.asname or a.name] = (node.module or "", a.name, node.level or 0)
+        return out
+
+    def resolve(self, name: str | None, importer: str | None = None):
+        """(ModuleAnalysis, def) of the project function that the dotted call name ``name`` of this
+        file reaches through its imports (``utils.train``, ``train`` after ``from utils import train``),
+        else None. ``importer``: resolve in another file of the project instead."""
+        project = self.project
+        if project is None or not name:
+            return None
+        if importer is not None and importer != self.path:
+            other = project.analysis(Path(importer))
+            return other.resolve(name) if other is not None else None
+        head, _, rest = name.partition(".")
+        imp = self.project_imports.get(head)
+        if imp is None:
+            return None
+        module, attr, level = imp
+        candidates = []
+        if attr is None:
+            candidates.append((module, rest))
+        else:
+            sub = f"{module}.{attr}" if module else attr
+            candidates.append((sub, rest))  # from pkg import utils; utils.train
+            if not rest:
+                candidates.append((module, attr))  # from utils import train; train
+        for mod, symbol in candidates:
+            if not symbol or "." in symbol:
+                continue
+            path = project.module_path(mod, self.path, level)
+            if path is None or str(path) == self.path:
+                continue
+            other = project.analysis(path)
+            if other is None:
+                continue
+            target = other._defs.get(symbol)
+            if isinstance(target, FuncRef):
+                return other, target.node
+        return None
+
+    def _resolver(self):
+        """For the interpreter: a FuncRef that walks a project function with its own file's names."""
+        if self.project is None:
+            return None
+        # every rank of every world size asks the same names: answered once per entry point's runs
+        # (kept with this resolver only, so nothing outlives the runs)
+        memo: dict[tuple[str, str | None], FuncRef | None] = {}
+
+        def resolve(name: str, importer: str | None):
+            key = (name, importer)
+            if key in memo:
+                return memo[key]
+            found = self.resolve(name, importer)
+            if found is None:
+                memo[key] = None
+                return None
+            other, fn = found
+            ctx = other.__dict__.get("_context")
+            if ctx is None:
+                ctx = ModuleContext(
+                    other.path, other.aliases, {**other._defs, "__name__": Path(other.path).stem}
+                )
+                other.__dict__["_context"] = ctx
+            memo[key] = ref = FuncRef(fn, ctx=ctx)
+            return ref
+
+        return resolve
+
+    def event_anchor(self, ev) -> ast.AST:
+        """Where to report an event: its node in this file, or for an event in another file of the
+        project the last call of its chain that is in this file."""
+        if ev.path is None or ev.path == self.path:
+            return ev.node
+        for line, path in zip(reversed(ev.chain), reversed(ev.chain_paths)):
+            if path is None or path == self.path:
+                return next((c for c, _q in self.calls if c.lineno == line), None) or _Place(line)
+        return _Place(1)
+
+    def event_chain(self, ev) -> str:
+        """``train.py:88 -> utils.py:41`` for an event reached through calls, else ""."""
+        if not ev.chain:
+            return ""
+        items = [(p or self.path, ln) for ln, p in zip(ev.chain, ev.chain_paths or (None,) * len(ev.chain))]
+        items.append((ev.path or self.path, ev.node.lineno))
+        return " -> ".join(f"{Path(p).name}:{ln}" for p, ln in items)
+
+    def _runs_for(self, entry: str, walk, sizes) -> list[Run]:
+        resolver = self._resolver()
+
+        rank_nodes = self.rank_nodes
+        class_ddp_attrs = self.class_ddp_attrs
+
+        touched = []  # not kept on self: an interpreter holds the resolver, which holds self (a cycle
+        # the garbage collector would have to find, keeping every file's tree alive until it does)
+
+        def go(w: int, r: int) -> Trace:
+            it = Interpreter(self.tree, self.aliases, w, r, self._defs, self._syntax)
+            it.resolve = resolver
+            it.rank_nodes = rank_nodes
+            it.class_ddp_attrs = class_ddp_attrs
+            trace = walk(it)
+            self.steps += it.steps
+            touched.append(it.touched_rank)
+            return trace
+
+        t0 = go(sizes[0], 0)
+        if not touched[0]:
+            # nothing depended on the rank: every rank of every size does exactly this
+            return [Run(entry, w, [t0] * w) for w in sizes]
+        out = []
+        for w in sizes:
+            traces = [t0 if w == sizes[0] and r == 0 else go(w, r) for r in range(w)]
+            out.append(Run(entry, w, traces))
+            if w == sizes[0] and not any(t.events for t in traces):
+                # nothing distributed happens at the smallest size: assume none at larger ones either
+                out.extend(Run(entry, w2, [t0] * w2) for w2 in sizes[1:])
+                break
+        return out

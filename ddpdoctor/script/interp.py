@@ -1,0 +1,1096 @@
+"""The per-rank symbolic interpreter: what each rank of a world of size W does, in order.
+
+For one (world size, rank) it walks the module body (with ``__name__ == "__main__"``), inlining calls
+to functions and methods defined in the same file and ``mp.spawn`` targets. Values are concrete
+Python values where they can be known (constants, ``dist.get_rank()``, ``RANK``/``LOCAL_RANK``/
+``WORLD_SIZE`` from ``os.environ``, arithmetic and comparisons on them) and UNKNOWN elsewhere.
+
+* a condition that evaluates to a concrete value takes that branch only: this is where ranks part;
+* an UNKNOWN condition does not depend on the rank as far as we can tell, so every rank walks both
+  branches the same way (early exits inside them are ignored);
+* loops over a small concrete ``range`` are unrolled (p2p rings), other loops run their body once.
+
+The output is a Trace: the rank's distributed operations (collectives, p2p, DDP forwards,
+checkpoint saves/loads, ...) as Events with their source nodes and call chain. Nothing is executed.
+The walk has a step budget; a trace that ran out is marked truncated and rules ignore it.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass, field
+
+from ddpdoctor.script.names import dist_op, dotted, is_torch_name, qualify
+
+_RANK_ENV = frozenset(
+    [
+        "RANK",
+        "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "LOCAL_RANK",
+        "SLURM_LOCALID",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "WORLD_SIZE",
+        "SLURM_NTASKS",
+        "OMPI_COMM_WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "PMI_SIZE",
+    ]
+)
+
+
+class _Unknown:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+COLLECTIVES = frozenset(
+    [
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "all_to_all",
+        "all_to_all_single",
+        "barrier",
+        "broadcast",
+        "broadcast_object_list",
+        "gather",
+        "gather_object",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "scatter",
+        "scatter_object_list",
+        "monitored_barrier",
+        "new_group",
+        "_all_gather_base",
+        "_reduce_scatter_base",
+    ]
+)
+P2P = frozenset({"send", "recv", "isend", "irecv"})
+RANK_NAMES = {
+    "rank": "rank",
+    "global_rank": "rank",
+    "world_rank": "rank",
+    "local_rank": "local",
+    "world_size": "world",
+    "local_world_size": "world",
+}
+MAIN_PROCESS_NAMES = frozenset(
+    {
+        "is_main_process",
+        "is_master",
+        "is_rank_zero",
+        "is_rank_0",
+        "main_process",
+        "is_global_zero",
+        "is_local_main_process",
+        "is_main",
+        "is_master_process",
+        "is_local_master",
+    }
+)
+MAX_STEPS = 20000
+MAX_DEPTH = 12
+MAX_UNROLL = 8  # enough for p2p loops over the world; epoch loops run once
+
+
+@dataclass
+class Event:
+    kind: str  # collective | p2p | wait | ddp_forward | save | load | state_dict | spawn
+    op: str
+    node: ast.AST
+    chain: tuple[int, ...] = ()  # lines of the calls that led here (outermost first)
+    peer: object = None  # p2p: int, None (any source) or UNKNOWN
+    req: int | None = None  # isend/irecv: request id; wait: the id waited on
+    # save/load: the path expression's source; collective: its group's source, if not the default
+    arg: str | None = None
+    path: str | None = None  # the file of ``node`` when it is not the file being linted
+    chain_paths: tuple[str | None, ...] = ()  # the file of each chain line (None: the linted file)
+
+
+@dataclass
+class Trace:
+    world_size: int
+    rank: int
+    events: list[Event] = field(default_factory=list)
+    truncated: bool = False
+    entered: set = field(default_factory=set)  # ids of FunctionDef nodes walked
+
+
+class DDPModel:
+    """A value made by DistributedDataParallel(...): calling it is a collective forward."""
+
+
+@dataclass
+class Request:
+    id: int
+
+
+@dataclass
+class FuncRef:
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    cls: ClassRef | None = None
+    bound_self: bool = False
+    ctx: ModuleContext | None = None  # set for a function of another file of the project
+
+
+@dataclass
+class ModuleContext:
+    """What a function of another file of the project needs to be walked: its file's names."""
+
+    path: str
+    aliases: dict[str, str]
+    globals: dict[str, object]
+
+
+@dataclass
+class ClassRef:
+    node: ast.ClassDef
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    ctx: ModuleContext | None = None  # as for FuncRef: its methods are walked with that file's names
+
+
+@dataclass
+class Instance:
+    """An object of a class defined in this file: its methods resolve to FuncRefs."""
+
+    cls: ClassRef
+
+
+class _Return(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class _Raise(_Return):
+    """A raise: inside an UNKNOWN branch it is ignored; on a path the walk is sure of, the rank
+    crashes there, and the trace is not judged (an error path, not a hang)."""
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Exit(Exception):
+    """The rank stops: sys.exit(), raise, or the step budget."""
+
+
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Div: operator.truediv,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+}
+_CMPOPS = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+_CONCRETE = (int, float, str, bool, type(None), tuple, range)
+
+
+def _concrete(*vals) -> bool:
+    return all(isinstance(v, _CONCRETE) and not isinstance(v, _Unknown) for v in vals)
+
+
+def _small(v) -> bool:
+    """Guard against values that would blow up (huge strings or ints from ``"x" * n``)."""
+    if isinstance(v, (str, tuple)):
+        return len(v) < 10000
+    if isinstance(v, int) and not isinstance(v, bool):
+        return abs(v) < 1 << 64
+    return True
+
+
+class Interpreter:
+    """Walks one module for one (world_size, rank). Create one per run; it is cheap."""
+
+    def __init__(
+        self,
+        tree: ast.Module,
+        aliases: dict[str, str],
+        world_size: int,
+        rank: int,
+        defs: dict | None = None,
+        syntax: dict | None = None,
+    ):
+        self.tree = tree
+        self.aliases = aliases
+        # what a node's own text says (names, qualified names), the same on every walk of this tree
+        # with these aliases: share one dict between the walks of a module (see _call_syntax)
+        self.syntax: dict[ast.AST, object] = syntax if syntax is not None else {}
+        self.W = world_size
+        self.rank = rank
+        self.local = rank  # one node: local rank == global rank
+        self.trace = Trace(world_size, rank)
+        self.globals: dict[str, object] = {"__name__": "__main__"}
+        self.defs = defs  # the module's top-level functions and classes, shared between walks
+        self.attrs: dict[str, object] = {}  # "self.model", "args.rank" -> value
+        self.steps = 0
+        self.stack: list[ast.AST] = []  # FunctionDefs being walked (recursion guard)
+        self.chain: list[int] = []
+        self.chain_paths: list[str | None] = []
+        self.path: str | None = None  # the other file being walked; None for the linted file
+        # resolve(name) -> FuncRef/ClassRef of another file of the project for a dotted call name
+        self.resolve = None
+        # ids of attribute/subscript nodes the file shows to hold a rank (``self.gpu_id``,
+        # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.script.ranks)
+        self.rank_nodes: dict[int, str] = {}
+        self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
+        self.next_req = 0
+        self.touched_rank = False  # did any value depend on the rank or world size?
+
+    # -- entry points ------------------------------------------------------------------------
+    def run_module(self) -> Trace:
+        self._guarded(lambda: self.exec_block(self.tree.body, self.globals))
+        return self.trace
+
+    def run_function(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        cls: ClassRef | None,
+        ddp_params: frozenset[str] = frozenset(),
+    ) -> Trace:
+        """Walk one function as if called with unknown arguments (rank-named ones get the rank;
+        ``ddp_params``: names of parameters that other files hand in wrapped in DDP)."""
+        self.globals.update(self.defs if self.defs is not None else module_defs(self.tree))
+        # an entry point's callers are unknown: its parameters are too, defaults included
+        frame = self._bind(FuncRef(fn, cls, bound_self=cls is not None), [], {}, use_defaults=False)
+        for name in ddp_params:
+            if name in frame:
+                frame[name] = DDPModel()
+        if cls is not None:
+            # the constructor did not run: attributes the class sets to a DDP model are one
+            for key in self._ddp_attributes(cls):
+                self.attrs[key] = DDPModel()
+        self._guarded(lambda: self._walk_function(fn, frame))
+        return self.trace
+
+    def _ddp_attributes(self, cls: ClassRef) -> tuple[str, ...]:
+        """``self.model`` for ``self.model = DDP(...)`` anywhere in the class (from the module's index)."""
+        return self.class_ddp_attrs.get(id(cls.node), ())
+
+    def _guarded(self, fn) -> None:
+        try:
+            fn()
+        except _Exit:
+            pass
+        except _Raise:
+            self.trace.truncated = True
+        except (_Return, _Break, _Continue):
+            pass
+        except RecursionError:
+            self.trace.truncated = True
+
+    # -- statements ---------------------------------------------------------------------------
+    def exec_block(self, body: list[ast.stmt], frame: dict) -> None:
+        for st in body:
+            self.exec_stmt(st, frame)
+
+    def exec_stmt(self, st: ast.stmt, frame: dict) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            self.trace.truncated = True
+            raise _Exit()
+        t = type(st)
+        if t is ast.Expr:
+            self.ev(st.value, frame)
+        elif t is ast.Assign:
+            v = self.ev(st.value, frame)
+            for target in st.targets:
+                self.bind(target, v, frame)
+        elif t is ast.AnnAssign:
+            if st.value is not None:
+                self.bind(st.target, self.ev(st.value, frame), frame)
+        elif t is ast.AugAssign:
+            cur = self.ev(st.target, frame)
+            rhs = self.ev(st.value, frame)
+            self.bind(st.target, self._binop(type(st.op), cur, rhs), frame)
+        elif t is ast.If:
+            self._exec_if(st, frame)
+        elif t in (ast.For, ast.AsyncFor):
+            self._exec_for(st, frame)
+        elif t is ast.While:
+            test = self._truth(self.ev(st.test, frame))
+            if test is not False:
+                self._loop_body(st.body, frame)
+            self.exec_block(st.orelse, frame)
+        elif t in (ast.With, ast.AsyncWith):
+            if any(_expects_error(item.context_expr) for item in st.items):
+                return  # a test that expects this block to fail (assertRaises, pytest.raises)
+            for item in st.items:
+                v = self.ev(item.context_expr, frame)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, v if isinstance(v, (Request,)) else UNKNOWN, frame)
+            self.exec_block(st.body, frame)
+        elif t in (ast.Try, getattr(ast, "TryStar", ast.Try)):
+            try:
+                self.exec_block(st.body, frame)
+                self.exec_block(st.orelse, frame)
+            finally:
+                self.exec_block(st.finalbody, frame)
+        elif t is ast.Return:
+            raise _Return(self.ev(st.value, frame) if st.value is not None else None)
+        elif t is ast.Break:
+            raise _Break()
+        elif t is ast.Continue:
+            raise _Continue()
+        elif t is ast.Raise:
+            exc = st.exc.func if isinstance(st.exc, ast.Call) else st.exc
+            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
+                raise _Exit()  # a clean exit, like sys.exit()
+            # error paths behind UNKNOWN conditions are ignored like early returns (see _branch)
+            raise _Raise(UNKNOWN)
+        elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
+            frame[st.name] = FuncRef(st)
+        elif t is ast.ClassDef:
+            methods = {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            frame[st.name] = ClassRef(st, methods)
+        elif t is ast.Match:
+            self.ev(st.subject, frame)
+            for case in st.cases:
+                self._branch(case.body, frame)
+        # Import, Global, Nonlocal, Pass, Delete, Assert: nothing a rank does differently
+
+    def _exec_if(self, st: ast.If, frame: dict) -> None:
+        test = self._truth(self.ev(st.test, frame))
+        if test is True:
+            self.exec_block(st.body, frame)
+        elif test is False:
+            self.exec_block(st.orelse, frame)
+        else:
+            self._branch(st.body, frame)
+            self._branch(st.orelse, frame)
+
+    def _branch(self, body: list[ast.stmt], frame: dict) -> None:
+        """A branch every rank may or may not take alike: walk it, ignore its early exits."""
+        try:
+            self.exec_block(body, frame)
+        except (_Return, _Break, _Continue):
+            pass
+
+    def _exec_for(self, st: ast.For | ast.AsyncFor, frame: dict) -> None:
+        it = self.ev(st.iter, frame)
+        if isinstance(it, (range, tuple, list)) and len(it) <= MAX_UNROLL:
+            for v in it:
+                self.bind(st.target, v, frame)
+                try:
+                    self.exec_block(st.body, frame)
+                except _Break:
+                    return
+                except _Continue:
+                    continue
+        else:
+            self.bind(st.target, UNKNOWN, frame)
+            self._loop_body(st.body, frame)
+        self.exec_block(st.orelse, frame)
+
+    def _loop_body(self, body: list[ast.stmt], frame: dict) -> None:
+        try:
+            self.exec_block(body, frame)
+        except (_Break, _Continue):
+            pass
+
+    def bind(self, target: ast.AST, value: object, frame: dict) -> None:
+        if isinstance(target, ast.Name):
+            frame[target.id] = self._heuristic(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            vals = value if isinstance(value, tuple) and len(value) == len(elts) else (UNKNOWN,) * len(elts)
+            for e, v in zip(elts, vals):
+                self.bind(e.value if isinstance(e, ast.Starred) else e, v, frame)
+        elif isinstance(target, ast.Attribute):
+            key = dotted(target)
+            if key:
+                self.attrs[key] = self._heuristic(target.attr, value)
+        elif isinstance(target, ast.Subscript):
+            self.ev(target.value, frame)
+
+    def _heuristic(self, name: str, value: object) -> object:
+        """``rank = <something we cannot read>`` is still the rank: scripts name it for what it is."""
+        if value is UNKNOWN and name in RANK_NAMES:
+            return self._named_value(name)
+        return value
+
+    def _named_value(self, name: str) -> object:
+        self.touched_rank = True
+        kind = RANK_NAMES[name]
+        return self.rank if kind == "rank" else self.local if kind == "local" else self.W
+
+    # -- expressions -------------------------------------------------------------------------
+    def _truth(self, v: object) -> object:
+        if v is UNKNOWN or isinstance(v, (FuncRef, ClassRef, DDPModel, Request, Instance)):
+            return UNKNOWN if v is UNKNOWN else True
+        try:
+            return bool(v)
+        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+            return UNKNOWN
+
+    def _lookup(self, name: str, frame: dict) -> object:
+        if name in frame:
+            return frame[name]
+        if name in self.globals:
+            return self.globals[name]
+        if name in RANK_NAMES:
+            return self._named_value(name)
+        if name in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[name]
+        return UNKNOWN
+
+    def ev(self, e: ast.AST | None, frame: dict) -> object:
+        t = type(e)
+        if t is ast.Constant:
+            return e.value
+        if t is ast.Name:
+            return self._lookup(e.id, frame)
+        if t is ast.Call:
+            return self._call(e, frame)
+        if t is ast.Attribute:
+            return self._attribute(e, frame)
+        if t is ast.Compare:
+            left = self.ev(e.left, frame)
+            result: object = True
+            for op, comp in zip(e.ops, e.comparators):
+                right = self.ev(comp, frame)
+                if result is True:
+                    if _concrete(left, right) or op in (ast.Is, ast.IsNot):
+                        try:
+                            result = bool(_CMPOPS[type(op)](left, right))
+                        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+                            result = UNKNOWN
+                    else:
+                        result = UNKNOWN
+                left = right
+            return result
+        if t is ast.BoolOp:
+            return self._boolop(e, frame)
+        if t is ast.BinOp:
+            return self._binop(type(e.op), self.ev(e.left, frame), self.ev(e.right, frame))
+        if t is ast.UnaryOp:
+            v = self.ev(e.operand, frame)
+            if isinstance(e.op, ast.Not):
+                truth = self._truth(v)
+                return UNKNOWN if truth is UNKNOWN else not truth
+            if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool):
+                try:
+                    return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
+                        type(e.op)
+                    ](v)
+                except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+                    return UNKNOWN
+            return UNKNOWN
+        if t is ast.IfExp:
+            truth = self._truth(self.ev(e.test, frame))
+            if truth is True:
+                return self.ev(e.body, frame)
+            if truth is False:
+                return self.ev(e.orelse, frame)
+            self.ev(e.body, frame)
+            self.ev(e.orelse, frame)
+            return UNKNOWN
+        if t in (ast.Tuple, ast.List):
+            return tuple(self.ev(x, frame) for x in e.elts if not isinstance(x, ast.Starred))
+        if t is ast.Subscript:
+            return self._subscript(e, frame)
+        if t is ast.JoinedStr:
+            parts = []
+            for v in e.values:
+                if isinstance(v, ast.Constant):
+                    parts.append(str(v.value))
+                else:
+                    inner = self.ev(v.value, frame)
+                    if not _concrete(inner) or v.format_spec is not None:
+                        return UNKNOWN
+                    parts.append(str(inner))
+            return "".join(parts)
+        if t is ast.NamedExpr:
+            v = self.ev(e.value, frame)
+            self.bind(e.target, v, frame)
+            return v
+        if t in (ast.Dict,):
+            for k in e.keys:
+                if k is not None:
+                    self.ev(k, frame)
+            for v in e.values:
+                self.ev(v, frame)
+            return UNKNOWN
+        if t in (ast.Set,):
+            for v in e.elts:
+                self.ev(v, frame)
+            return UNKNOWN
+        if t is ast.Starred:
+            return self.ev(e.value, frame)
+        if t is ast.Await:
+            return self.ev(e.value, frame)
+        if t in (ast.ListComp, ast.GeneratorExp, ast.SetComp):
+            return self._comprehension(e, frame)
+        # lambdas and dict comprehensions: their calls run later or many times; skip
+        return UNKNOWN
+
+    def _comprehension(self, e: ast.ListComp | ast.GeneratorExp | ast.SetComp, frame: dict) -> object:
+        gen = e.generators[0]
+        it = self.ev(gen.iter, frame)
+        inner = dict(frame)
+        if len(e.generators) == 1 and isinstance(it, (range, tuple)) and len(it) <= MAX_UNROLL:
+            out = []
+            for v in it:
+                self.bind(gen.target, v, inner)
+                keep = [self._truth(self.ev(c, inner)) for c in gen.ifs]
+                if any(k is UNKNOWN for k in keep):
+                    return UNKNOWN
+                if all(keep):
+                    out.append(self.ev(e.elt, inner))
+            return tuple(out) if isinstance(e, ast.ListComp) else UNKNOWN
+        for g in e.generators:
+            self.bind(g.target, UNKNOWN, inner)
+        self.ev(e.elt, inner)  # once, so its calls are seen; its values are unknown
+        return UNKNOWN
+
+    def _boolop(self, e: ast.BoolOp, frame: dict) -> object:
+        # short-circuit like Python; an UNKNOWN operand only matters if nothing decides the result
+        is_and = isinstance(e.op, ast.And)
+        seen_unknown = False
+        last: object = None
+        for v in e.values:
+            last = self.ev(v, frame)
+            truth = self._truth(last)
+            if truth is UNKNOWN:
+                seen_unknown = True
+            elif truth is (not is_and):
+                return last
+        return UNKNOWN if seen_unknown else last
+
+    def _binop(self, op: type, a: object, b: object) -> object:
+        fn = _BINOPS.get(op)
+        if fn is None or not _concrete(a, b):
+            return UNKNOWN
+        if op is ast.Mult and (isinstance(a, (str, tuple)) or isinstance(b, (str, tuple))):
+            return UNKNOWN
+        try:
+            v = fn(a, b)
+        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+            return UNKNOWN
+        return v if _small(v) else UNKNOWN
+
+    def _subscript(self, e: ast.Subscript, frame: dict) -> object:
+        q = self.syntax.get(e, _MISSING)
+        if q is _MISSING:
+            q = self.syntax[e] = qualify(dotted(e.value), self.aliases)
+        key = self.ev(e.slice, frame)
+        if q == "os.environ":
+            return self._env(key)
+        base = self.ev(e.value, frame)
+        if _concrete(base, key) and isinstance(base, (tuple, str, range)):
+            try:
+                return base[key]
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+                return UNKNOWN
+        return self._rank_node(e) if self.rank_nodes else UNKNOWN
+
+    def _env(self, key: object) -> object:
+        if key in _RANK_ENV:
+            self.touched_rank = True
+        if key in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+            return str(self.rank)
+        if key in ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"):
+            return str(self.local)
+        if key in ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "LOCAL_WORLD_SIZE", "PMI_SIZE"):
+            return str(self.W)
+        return UNKNOWN
+
+    def _attribute(self, e: ast.Attribute, frame: dict) -> object:
+        key = self.syntax.get(e, _MISSING)
+        if key is _MISSING:
+            key = self.syntax[e] = dotted(e)
+        if key is not None and key in self.attrs:
+            return self.attrs[key]
+        base = self.ev(e.value, frame)
+        if base is not UNKNOWN:  # the usual case skips the three checks
+            if isinstance(base, DDPModel):
+                return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
+            if isinstance(base, ClassRef) and e.attr in base.methods:
+                return FuncRef(base.methods[e.attr], base, ctx=base.ctx)
+            if isinstance(base, Instance) and e.attr in base.cls.methods:
+                return FuncRef(base.cls.methods[e.attr], base.cls, bound_self=True, ctx=base.cls.ctx)
+        if isinstance(e.value, ast.Name) and e.value.id == "self":
+            cls = frame.get("__class__")
+            if isinstance(cls, ClassRef) and e.attr in cls.methods:
+                return FuncRef(cls.methods[e.attr], cls, bound_self=True, ctx=cls.ctx)
+        if base is UNKNOWN:
+            if e.attr in MAIN_PROCESS_NAMES:
+                self.touched_rank = True
+            if e.attr in RANK_NAMES:
+                return self._named_value(e.attr)
+            if e.attr in MAIN_PROCESS_NAMES:
+                return self.rank == 0 if e.attr != "is_local_main_process" else self.local == 0
+            if self.rank_nodes:
+                return self._rank_node(e)
+        return UNKNOWN
+
+    def _rank_node(self, e: ast.AST) -> object:
+        kind = self.rank_nodes.get(id(e))
+        if kind is None:
+            return UNKNOWN
+        self.touched_rank = True
+        return self.rank if kind == "global" else self.local if kind == "local" else 0  # one node
+
+    # -- calls -------------------------------------------------------------------------------
+    def _record(self, kind: str, op: str, node: ast.AST, **kw) -> Event:
+        ev = Event(
+            kind, op, node, tuple(self.chain), path=self.path, chain_paths=tuple(self.chain_paths), **kw
+        )
+        self.trace.events.append(ev)
+        return ev
+
+    def _call_syntax(self, node: ast.Call) -> _CallSyntax:
+        facts = self.syntax.get(node)
+        if facts is None:
+            facts = self.syntax[node] = _CallSyntax.of(node, self.aliases)
+        return facts  # type: ignore[return-value]
+
+    def _args(self, node: ast.Call, frame: dict) -> tuple[list, dict]:
+        args: list = []
+        spread = True
+        for a in node.args:
+            v = self.ev(a, frame)
+            if not spread:
+                continue
+            if isinstance(a, ast.Starred):
+                # ``fn(*args)``: a known tuple spreads over the parameters; after an unknown one the
+                # positions are unknown (the parameters' names still tell the rank)
+                if isinstance(v, tuple):
+                    args.extend(v)
+                    continue
+                v, spread = UNKNOWN, False
+            args.append(v)
+        kwargs = {k.arg: self.ev(k.value, frame) for k in node.keywords if k.arg}
+        for k in node.keywords:
+            if k.arg is None:
+                self.ev(k.value, frame)
+        return args, kwargs
+
+    def _call(self, node: ast.Call, frame: dict) -> object:
+        syntax = self._call_syntax(node)
+        try:
+            return self._call_inner(node, frame, syntax)
+        finally:
+            # Lists are modelled as tuples; a call may fill one in place (``broadcast_object_list(objs)``,
+            # ``objs.append(x)``), so a list variable handed to a call is no longer known.
+            for name in syntax.handed:
+                if isinstance(frame.get(name), tuple):
+                    frame[name] = UNKNOWN
+
+    def _call_inner(self, node: ast.Call, frame: dict, syntax: _CallSyntax) -> object:
+        func = node.func
+        name, head, op = syntax.name, syntax.head, syntax.dist_op
+        # names defined in this file win over the heuristics below
+        local = (
+            self.ev(func, frame)
+            if name is None or head in frame or (head in self.globals) or syntax.on_self
+            else UNKNOWN
+        )
+        if (
+            local is UNKNOWN
+            and self.resolve is not None
+            and name is not None
+            and op is None
+            and head not in frame
+            and head not in self.globals
+        ):
+            local = self.resolve(name, self.path)  # a function of another file of the project
+            if local is None:
+                local = UNKNOWN
+        if op is not None and not isinstance(local, FuncRef):
+            return self._dist_call(op, node, frame)
+        args, kwargs = self._args(node, frame)
+        if syntax.last is not None and "unwrap" in syntax.last.lower():
+            return UNKNOWN  # unwrap_model(model): the plain module, whatever the helper's branches say
+        if local is not UNKNOWN:  # the usual case: nothing this file defines
+            if isinstance(local, FuncRef):
+                return self._invoke(local, node, args, kwargs, frame)
+            if isinstance(local, ClassRef):
+                init = local.methods.get("__init__")
+                if init is not None:
+                    self._invoke(
+                        FuncRef(init, local, bound_self=True, ctx=local.ctx), node, args, kwargs, frame
+                    )
+                return Instance(local)
+            if isinstance(local, DDPModel):
+                self._record("ddp_forward", "forward", node)
+                return UNKNOWN
+            if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
+                if local[2] == "state_dict":
+                    self._record("state_dict", "state_dict", node)
+                elif local[2] in ("forward",):
+                    self._record("ddp_forward", "forward", node)
+                return UNKNOWN
+        if isinstance(func, ast.Attribute) and func.attr == "wait" and node.args == []:
+            base = self.ev(func.value, frame)
+            if isinstance(base, Request):
+                self._record("wait", "wait", node, req=base.id)
+            return UNKNOWN
+        return self._known_call(syntax, node, args, kwargs, frame)
+
+    def _known_call(
+        self, syntax: _CallSyntax, node: ast.Call, args: list, kwargs: dict, frame: dict
+    ) -> object:
+        q = syntax.qualname
+        if q is None:
+            return UNKNOWN
+        last = syntax.last
+        if syntax.is_ddp:
+            return DDPModel()
+        if q in ("torch.save",):
+            self._record(
+                "save", "save", node, arg=_path_src(node.args[1], frame) if len(node.args) > 1 else None
+            )
+            return None
+        if q in ("torch.load",):
+            self._record("load", "load", node, arg=_path_src(node.args[0], frame) if node.args else None)
+            return UNKNOWN
+        if q in ("os.environ.get", "os.getenv"):
+            v = self._env(args[0]) if args else UNKNOWN
+            return v if v is not UNKNOWN else (args[1] if len(args) > 1 and _concrete(args[1]) else UNKNOWN)
+        if q in ("sys.exit", "exit", "quit", "os._exit"):
+            raise _Exit()
+        if q in ("int", "str", "bool", "float") and len(args) == 1 and _concrete(args[0]):
+            try:
+                return {"int": int, "str": str, "bool": bool, "float": float}[q](args[0])
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+                return UNKNOWN
+        if q == "range" and args and _concrete(*args) and all(isinstance(a, int) for a in args):
+            try:
+                r = range(*args)
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+                return UNKNOWN
+            return r if len(r) <= 1 << 20 else UNKNOWN
+        if q in ("len",) and args and isinstance(args[0], (tuple, str, range)):
+            return len(args[0])
+        if q in ("min", "max") and len(args) > 1 and _concrete(*args):
+            try:
+                return (min if q == "min" else max)(*args)
+            except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+                return UNKNOWN
+        if last in ("spawn", "start_processes") and ("multiprocessing" in q or q.startswith("torch.")):
+            return self._spawn(node, frame)
+        if "." not in q or q.startswith("utils") or "." in q and q.rsplit(".", 1)[0] not in ("os", "sys"):
+            if last in MAIN_PROCESS_NAMES or last in (
+                "get_rank",
+                "get_global_rank",
+                "get_local_rank",
+                "get_world_size",
+            ):
+                self.touched_rank = True
+            if last in MAIN_PROCESS_NAMES:
+                return self.rank == 0 if last != "is_local_main_process" else self.local == 0
+            if last in ("get_rank", "get_global_rank"):
+                return self.rank
+            if last == "get_local_rank":
+                return self.local
+            if last == "get_world_size":
+                return self.W
+        return UNKNOWN
+
+    def _dist_call(self, op: str, node: ast.Call, frame: dict) -> object:
+        args, kwargs = self._args(node, frame)
+        if op in ("get_rank", "get_global_rank", "get_world_size", "get_node_local_rank"):
+            self.touched_rank = True
+        if op == "get_rank" or op == "get_global_rank":
+            return self.rank if not node.args and "group" not in kwargs else UNKNOWN
+        if op == "get_world_size":
+            return self.W if not node.args and "group" not in kwargs else UNKNOWN
+        if op == "get_node_local_rank":
+            return self.local
+        if op in ("is_initialized", "is_available", "is_nccl_available", "is_gloo_available"):
+            return True
+        if op in COLLECTIVES:
+            self._record("collective", op, node, arg=_group_of(op, node))
+            return UNKNOWN
+        if op in P2P:
+            key = "dst" if op in ("send", "isend") else "src"
+            peer = kwargs.get(key, args[1] if len(args) > 1 else None)
+            if "group" in kwargs or "group_dst" in kwargs or "group_src" in kwargs or len(args) > 2:
+                peer = UNKNOWN  # group-relative ranks: not modelled
+            if op in ("isend", "irecv"):
+                self.next_req += 1
+                self._record("p2p", op, node, peer=peer, req=self.next_req)
+                return Request(self.next_req)
+            self._record("p2p", op, node, peer=peer)
+            return None
+        if op in ("init_process_group", "destroy_process_group"):
+            self._record("lifecycle", op, node)
+        return UNKNOWN
+
+    def _spawn(self, node: ast.Call, frame: dict) -> object:
+        if not node.args:
+            return UNKNOWN
+        fn = self.ev(node.args[0], frame)
+        if not isinstance(fn, FuncRef):
+            return UNKNOWN
+        extra: list = []
+        for k in node.keywords:
+            if k.arg == "args":
+                v = self.ev(k.value, frame)
+                extra = list(v) if isinstance(v, tuple) else [UNKNOWN] * len(getattr(k.value, "elts", []))
+        self.touched_rank = True
+        return self._invoke(fn, node, [self.local, *extra], {}, sources=False)
+
+    def _bind(self, ref: FuncRef, args: list, kwargs: dict, use_defaults: bool = True) -> dict:
+        fn = ref.node
+        a = fn.args
+        frame: dict = {"__class__": ref.cls} if ref.cls is not None else {}
+        params = [*a.posonlyargs, *a.args]
+        if ref.bound_self and params:
+            frame[params[0].arg] = UNKNOWN
+            params = params[1:]
+        defaults = [None] * (len(params) - len(a.defaults)) + list(a.defaults)
+        for i, p in enumerate(params):
+            if i < len(args):
+                v = args[i]
+            elif p.arg in kwargs:
+                v = kwargs[p.arg]
+            elif defaults[i] is not None and use_defaults:
+                v = self.ev(defaults[i], self.globals)
+            else:
+                v = UNKNOWN
+            frame[p.arg] = self._heuristic(p.arg, v)
+        for p, d in zip(a.kwonlyargs, a.kw_defaults):
+            v = kwargs.get(p.arg, UNKNOWN if d is None or not use_defaults else self.ev(d, self.globals))
+            frame[p.arg] = self._heuristic(p.arg, v)
+        if a.vararg:
+            frame[a.vararg.arg] = UNKNOWN
+        if a.kwarg:
+            frame[a.kwarg.arg] = UNKNOWN
+        return frame
+
+    def _invoke(
+        self,
+        ref: FuncRef,
+        node: ast.Call,
+        args: list,
+        kwargs: dict,
+        caller: dict | None = None,
+        sources: bool = True,
+    ) -> object:
+        fn = ref.node
+        if fn in self.stack or len(self.stack) >= MAX_DEPTH:
+            return UNKNOWN
+        ctx = ref.ctx
+        saved = None
+        if ctx is not None and ctx.path != self.path:
+            # walk it with its own file's names (and record its events as that file's); a function
+            # handed over (a callback, ``run(main)``) keeps the names of the file it came from
+            here = self._context()
+            args = [_carry(a, here) for a in args]
+            kwargs = {k: _carry(v, here) for k, v in kwargs.items()}
+            saved = (self.aliases, self.globals, self.path)
+            self.chain.append(node.lineno)
+            self.chain_paths.append(self.path)
+            self.aliases, self.globals, self.path = ctx.aliases, ctx.globals, ctx.path
+        else:
+            self.chain.append(node.lineno)
+            self.chain_paths.append(self.path)
+        try:
+            frame = self._bind(ref, args, kwargs)
+            if sources:
+                frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
+            result = self._walk_function(fn, frame)
+            # a function the other file hands back (``get_train_fn()``) is walked with its names
+            return _carry(result, ctx) if saved is not None else result
+        finally:
+            self.chain.pop()
+            self.chain_paths.pop()
+            if saved is not None:
+                self.aliases, self.globals, self.path = saved
+
+    def _context(self) -> ModuleContext:
+        """The names of the file being walked now (path None: the linted file)."""
+        return ModuleContext(self.path, self.aliases, self.globals)
+
+    def _walk_function(self, fn: ast.AST, frame: dict) -> object:
+        self.stack.append(fn)
+        self.trace.entered.add(id(fn))
+        try:
+            self.exec_block(fn.body, frame)
+        except _Raise:
+            self.trace.truncated = True
+            raise _Exit() from None
+        except _Return as r:
+            return r.value
+        except (_Break, _Continue):
+            pass
+        finally:
+            self.stack.pop()
+        return None
+
+
+_MISSING = object()
+
+
+def _carry(value: object, ctx: ModuleContext | None) -> object:
+    """``value`` with the file it belongs to attached, when it is a function, class or object of a
+    class that file defined and is about to be walked from another file."""
+    if ctx is None:
+        return value
+    if isinstance(value, FuncRef) and value.ctx is None:
+        return FuncRef(value.node, _carry(value.cls, ctx), value.bound_self, ctx)
+    if isinstance(value, ClassRef) and value.ctx is None:
+        return ClassRef(value.node, value.methods, ctx)
+    if isinstance(value, Instance) and value.cls.ctx is None:
+        return Instance(ClassRef(value.cls.node, value.cls.methods, ctx))
+    if isinstance(value, tuple) and any(isinstance(v, (FuncRef, ClassRef, Instance)) for v in value):
+        return tuple(_carry(v, ctx) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class _CallSyntax:
+    """What a call's own text says: the same on every walk, so worked out once per call node."""
+
+    name: str | None  # the dotted callee, ``dist.send``; None for ``f()()`` and the like
+    qualname: str | None  # with the file's import aliases, ``torch.distributed.send``
+    head: str | None  # ``dist``
+    on_self: bool  # ``self.<something>(...)``
+    dist_op: str | None  # ``send`` for torch.distributed functions
+    handed: tuple[str, ...]  # variables handed to the call, a method's object included
+    last: str | None  # the qualified name's last part, ``send``
+    is_ddp: bool  # DistributedDataParallel(...)
+
+    @classmethod
+    def of(cls, node: ast.Call, aliases: dict[str, str]) -> _CallSyntax:
+        name = dotted(node.func)
+        q = qualify(name, aliases) if name else None
+        handed = [a.id for a in node.args if isinstance(a, ast.Name)]
+        handed += [k.value.id for k in node.keywords if isinstance(k.value, ast.Name)]
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            handed.append(node.func.value.id)
+        return cls(
+            name=name,
+            qualname=q,
+            head=name.split(".", 1)[0] if name is not None else None,
+            on_self=name is not None and name.startswith("self."),
+            dist_op=dist_op(q),
+            handed=tuple(handed),
+            last=q.rsplit(".", 1)[-1] if q is not None else None,
+            is_ddp=is_torch_name(q, "DistributedDataParallel"),
+        )
+
+
+# where a collective takes its process group when it is passed by position
+_GROUP_POSITION = {
+    "barrier": 0,
+    "monitored_barrier": 0,
+    "broadcast": 2,
+    "all_reduce": 2,
+    "all_gather": 2,
+    "all_gather_object": 2,
+    "broadcast_object_list": 2,
+    "all_to_all": 2,
+    "reduce": 3,
+    "gather": 3,
+    "scatter": 3,
+    "reduce_scatter": 3,
+    "gather_object": 3,
+    "scatter_object_list": 3,
+    "all_gather_into_tensor": 2,
+    "reduce_scatter_tensor": 3,
+    "all_to_all_single": 4,
+}
+
+
+def _group_of(op: str, node: ast.Call) -> str | None:
+    """The source of the process group a collective runs on; None for the default (whole) group."""
+    g = next((k.value for k in node.keywords if k.arg == "group"), None)
+    if g is None:
+        i = _GROUP_POSITION.get(op)
+        g = node.args[i] if i is not None and len(node.args) > i else None
+    if g is None or (isinstance(g, ast.Constant) and g.value is None):
+        return None
+    text = _src(g)
+    return None if text is None or text.endswith("WORLD") else text
+
+
+def _expects_error(expr: ast.AST) -> bool:
+    func = expr.func if isinstance(expr, ast.Call) else expr
+    name = dotted(func) or ""
+    return name.rsplit(".", 1)[-1] in ("assertRaises", "assertRaisesRegex", "raises")
+
+
+def module_defs(tree: ast.Module) -> dict[str, object]:
+    """Top-level functions and classes by name, as walking the module's definitions would bind them."""
+    out: dict[str, object] = {}
+    for st in tree.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[st.name] = FuncRef(st)
+        elif isinstance(st, ast.ClassDef):
+            out[st.name] = ClassRef(
+                st, {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            )
+    return out
+
+
+_SRC = "\0sources"  # frame key: parameter -> the caller's source text for it (not a Python name)
+
+
+def _argument_sources(ref: FuncRef, node: ast.Call, caller: dict | None) -> dict[str, str]:
+    """What the caller wrote for each parameter (through the caller's own parameters), so a path
+    handed down to ``save_checkpoint(path)`` is still the caller's ``os.path.join(out, "last.pt")``."""
+    fn = ref.node
+    params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+    if ref.bound_self and params:
+        params = params[1:]
+    out: dict[str, str] = {}
+    for i, a in enumerate(node.args[: len(params)]):
+        if isinstance(a, ast.Starred):
+            break
+        text = _path_src(a, caller)
+        if text is not None:
+            out[params[i]] = text
+    for k in node.keywords:
+        if k.arg is not None:
+            text = _path_src(k.value, caller)
+            if text is not None:
+                out[k.arg] = text
+    return out
+
+
+def _path_src(node: ast.AST, frame: dict | None) -> str | None:
+    if isinstance(node, ast.Name) and frame is not None:
+        known = frame.get(_SRC)
+        if isinstance(known, tuple):
+            known = frame[_SRC] = _argument_sources(*known)
+        if known and node.id in known:
+            return known[node.id]
+    return _src(node)
+
+
+def _src(node: ast.AST) -> str | None:
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001 - any node ast cannot unparse has no source to show
+        return None

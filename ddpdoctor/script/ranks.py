@@ -1,0 +1,516 @@
+"""Which rank a value is, and which rank test guards a statement: global, node-local or node index.
+
+Real scripts keep the rank in many places: ``dist.get_rank()``, ``int(os.environ["LOCAL_RANK"])``,
+``args.rank`` (whose argparse flags may say it is the *local* rank: ``"--rank", "--local_rank"``
+share one dest), ``self.gpu_id`` set in ``__init__``, ``config["rank"]`` filled from ``vars(args)``,
+``rank % ngpus_per_node``, ``args.nr`` (the node index). Rules ask two questions:
+
+* ``rank_kind(m, expr)``: "global", "local", "node" or None (not a rank as far as we can tell);
+* ``rank_guard(m, node)``: the rank test that decides whether ``node`` runs (an ``if`` around it, an
+  early ``return`` before it in its function, or a guard around every call of its function), with
+  its kind and the chain of call lines that leads there.
+
+Pure ast over one ModuleAnalysis; results are cached on it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ddpdoctor.script.names import dist_op, dotted
+
+GLOBAL, LOCAL, NODE = "global", "local", "node"
+
+_ENV_KIND = {
+    "RANK": GLOBAL,
+    "SLURM_PROCID": GLOBAL,
+    "OMPI_COMM_WORLD_RANK": GLOBAL,
+    "PMI_RANK": GLOBAL,
+    "PMIX_RANK": GLOBAL,
+    "LOCAL_RANK": LOCAL,
+    "SLURM_LOCALID": LOCAL,
+    "OMPI_COMM_WORLD_LOCAL_RANK": LOCAL,
+    "MPI_LOCALRANKID": LOCAL,
+    "MV2_COMM_WORLD_LOCAL_RANK": LOCAL,
+    "GROUP_RANK": NODE,
+    "SLURM_NODEID": NODE,
+    "NODE_RANK": NODE,
+}
+# names that say what they hold when nothing else does
+_NAME_KIND = {
+    "rank": GLOBAL,
+    "global_rank": GLOBAL,
+    "world_rank": GLOBAL,
+    "ddp_rank": GLOBAL,
+    "process_rank": GLOBAL,
+    "proc_rank": GLOBAL,
+    "local_rank": LOCAL,
+    "ddp_local_rank": LOCAL,
+    "local_process_index": LOCAL,
+    "gpu": LOCAL,
+    "gpu_id": LOCAL,
+    "device_id": LOCAL,
+    "nr": NODE,
+    "node_rank": NODE,
+    "node_id": NODE,
+    "node_index": NODE,
+}
+# predicates that answer "am I the main process?", and which rank they look at
+_PREDICATES = {
+    "is_main_process": GLOBAL,
+    "is_master": GLOBAL,
+    "is_master_process": GLOBAL,
+    "is_rank_zero": GLOBAL,
+    "is_rank_0": GLOBAL,
+    "is_main": GLOBAL,
+    "main_process": GLOBAL,
+    "is_global_zero": GLOBAL,
+    "master_process": GLOBAL,
+    "is_rank0": GLOBAL,
+    "is_local_main_process": LOCAL,
+    "is_local_master": LOCAL,
+    "is_local_main": LOCAL,
+    "local_master": LOCAL,
+    "is_local_rank_zero": LOCAL,
+}
+_MAX_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class ArgDest:
+    dest: str
+    flags: tuple[str, ...]
+    default: ast.AST | None
+    node: ast.Call
+
+    @property
+    def kind(self) -> str | None:
+        """A flag named for the local rank makes the dest a local rank, whatever the dest is called."""
+        words = [f.lstrip("-").replace("-", "_").rsplit(".", 1)[-1] for f in self.flags]
+        if any(w in ("local_rank", "localrank") for w in words):
+            return LOCAL
+        for w in (self.dest, *words):
+            if w in _NAME_KIND:
+                return _NAME_KIND[w]
+        return None
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A rank test that decides whether a statement runs."""
+
+    test: ast.AST  # the condition (or the call of a predicate)
+    kind: str | None  # GLOBAL, LOCAL, NODE, or None when the test is rank-ish but of unknown kind
+    chain: tuple[int, ...] = ()  # lines of the calls between the guard and the statement
+    path: str | None = None  # the file of ``test`` and ``chain`` when it is another file of the project
+
+    @property
+    def line(self) -> int:
+        return self.test.lineno
+
+
+def argparse_dests(m) -> dict[str, ArgDest]:
+    """``add_argument`` calls of the file by dest: ``--local_rank`` -> local_rank; ``"--rank",
+    "--local_rank"`` -> rank (the first long flag names the dest, both set it)."""
+    cached = m.__dict__.get("_argparse_dests")
+    if cached is not None:
+        return cached
+    out: dict[str, ArgDest] = {}
+    for call in m.method_calls("add_argument"):
+        flags = tuple(a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+        if not flags:
+            continue
+        dest_kw = m.keyword(call, "dest")
+        if isinstance(dest_kw, ast.Constant) and isinstance(dest_kw.value, str):
+            dest = dest_kw.value
+        else:
+            long = [f for f in flags if f.startswith("--")]
+            dest = (long[0] if long else flags[0]).lstrip("-").replace("-", "_")
+        out[dest] = ArgDest(dest, flags, m.keyword(call, "default"), call)
+    m.__dict__["_argparse_dests"] = out
+    return out
+
+
+def _assignments(m) -> dict[str, list[tuple[ast.AST, ast.AST]]]:
+    """Target text (``rank``, ``self.gpu_id``, ``args.rank``) -> [(value, assign node)] over the file."""
+    cached = m.__dict__.get("_rank_assignments")
+    if cached is not None:
+        return cached
+    out: dict[str, list[tuple[ast.AST, ast.AST]]] = {}
+    for node in m.nodes(ast.Assign, ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if node.value is None:
+            continue
+        for t in targets:
+            if isinstance(t, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)):
+                for te, ve in zip(t.elts, node.value.elts):
+                    key = dotted(te)
+                    if key:
+                        out.setdefault(key, []).append((ve, node))
+                continue
+            key = dotted(t)
+            if key is None and isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant):
+                key = f"[{t.slice.value!r}]"
+            if key:
+                out.setdefault(key, []).append((node.value, node))
+    m.__dict__["_rank_assignments"] = out
+    return out
+
+
+def _env_key(m, expr: ast.AST) -> str | None:
+    """``RANK`` for ``os.environ["RANK"]``, ``os.environ.get("RANK", ...)``, ``os.getenv("RANK")``."""
+    if isinstance(expr, ast.Subscript) and m.qualname(expr.value) == "os.environ":
+        s = expr.slice
+        return s.value if isinstance(s, ast.Constant) and isinstance(s.value, str) else None
+    if isinstance(expr, ast.Call) and m.qualname(expr.func) in ("os.environ.get", "os.getenv") and expr.args:
+        s = expr.args[0]
+        return s.value if isinstance(s, ast.Constant) and isinstance(s.value, str) else None
+    return None
+
+
+def _by_name(name: str, m=None) -> str | None:
+    if m is not None and m.__dict__.get("_rank_strict"):
+        return None  # strict_rank_kind: evidence only, not what a name suggests
+    return _NAME_KIND.get(name) or (LOCAL if "local_rank" in name else None)
+
+
+def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
+    """GLOBAL, LOCAL or NODE when ``expr`` holds a rank of that kind, else None."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    key = _env_key(m, expr)
+    if key is not None:
+        return _ENV_KIND.get(key)
+    if isinstance(expr, ast.Call):
+        q = m.qualname(expr.func) or ""
+        last = q.rsplit(".", 1)[-1]
+        if last in ("int", "str") and expr.args:
+            return rank_kind(m, expr.args[0], depth + 1)
+        op = dist_op(q)
+        if op in ("get_rank", "get_global_rank") and not expr.args and m.keyword(expr, "group") is None:
+            return GLOBAL
+        if op == "get_node_local_rank" or last in ("get_local_rank", "local_rank"):
+            return LOCAL
+        if last in ("get_rank", "get_global_rank", "global_rank") and not expr.args:
+            return GLOBAL
+        if last == "get_node_rank":
+            return NODE
+        return None
+    if isinstance(expr, ast.BinOp):
+        left = rank_kind(m, expr.left, depth + 1)
+        if isinstance(expr.op, ast.Mod) and left == GLOBAL:
+            return LOCAL  # rank % ngpus_per_node: the index on this node
+        if isinstance(expr.op, (ast.Add, ast.Sub)):
+            right = rank_kind(m, expr.right, depth + 1)
+            if {left, right} == {LOCAL, None} and isinstance(expr.op, ast.Add):
+                # node_rank * n + local_rank (or offset + local_rank): a global rank
+                other = expr.right if left == LOCAL else expr.left
+                return GLOBAL if not isinstance(other, ast.Constant) else LOCAL
+            if NODE in (left, right) and LOCAL in (left, right):
+                return GLOBAL
+            return left or right
+        if isinstance(expr.op, ast.Mult):
+            return None
+        return left
+    if isinstance(expr, ast.IfExp):
+        return rank_kind(m, expr.body, depth + 1) or rank_kind(m, expr.orelse, depth + 1)
+    if isinstance(expr, ast.BoolOp):
+        for v in expr.values:
+            k = rank_kind(m, v, depth + 1)
+            if k:
+                return k
+        return None
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        k = expr.slice.value
+        if isinstance(k, str):
+            dest = argparse_dests(m).get(k)
+            if dest is not None and dest.kind:
+                return dest.kind  # config["rank"] filled from the parsed arguments
+            found = _from_assignments(m, f"[{k!r}]", depth)
+            return found or _by_name(k, m)
+        return None
+    name = dotted(expr)
+    if name is None:
+        return None
+    found = _from_assignments(m, name, depth)
+    if found:
+        return found
+    head, _, last = name.rpartition(".")
+    if head and head != "self":
+        dest = argparse_dests(m).get(last)
+        if dest is not None and dest.kind:
+            return dest.kind
+    if head == "self" or head:
+        found = _from_assignments(m, f"self.{last}", depth) if head != "self" else None
+        if found:
+            return found
+    return _by_name(last or name, m)
+
+
+_PENDING = object()
+
+
+def strict_rank_kind(m, expr: ast.AST) -> str | None:
+    """rank_kind from evidence only (the environment, get_rank(), argparse flags, assignments), not
+    from names alone (``self.device_id`` is often just a device): what the interpreter may trust."""
+    m.__dict__["_rank_strict"] = True
+    try:
+        return rank_kind(m, expr)
+    finally:
+        m.__dict__["_rank_strict"] = False
+
+
+def _from_assignments(m, key: str, depth: int) -> str | None:
+    """The one kind every non-constant value assigned to ``key`` has; memoised per file (a name is
+    looked up many times, and through chains of assignments: without it the work is exponential)."""
+    memo = m.__dict__.setdefault(
+        "_rank_kind_memo_strict" if m.__dict__.get("_rank_strict") else "_rank_kind_memo", {}
+    )
+    hit = memo.get(key, None)
+    if hit is _PENDING:
+        return None  # a cycle of assignments (x = y; y = x)
+    if key in memo:
+        return hit
+    memo[key] = _PENDING
+    kinds = set()
+    for value, _node in _assignments(m).get(key, ())[:32]:
+        if not _is_plain_constant(value):
+            k = rank_kind(m, value, depth + 1)
+            if k:
+                kinds.add(k)
+    memo[key] = out = kinds.pop() if len(kinds) == 1 else None
+    return out
+
+
+def _is_plain_constant(v: ast.AST) -> bool:
+    return isinstance(v, ast.Constant) or (isinstance(v, ast.UnaryOp) and isinstance(v.operand, ast.Constant))
+
+
+def _functions_named(m) -> dict[str, list]:
+    """This file's defs by name, in source order (built once per file)."""
+    out = m.__dict__.get("_functions_by_name")
+    if out is None:
+        out = m.__dict__["_functions_by_name"] = {}
+        for fn in m.functions:
+            out.setdefault(fn.name, []).append(fn)
+    return out
+
+
+def _local_predicate_kind(m, name: str, depth: int) -> str | None:
+    """``def is_main_process(): return get_rank() == 0`` in this file: the kind of its test. Memoised
+    per file, name, depth and strictness: a big file asks about one predicate from many places, and
+    each answer walks the function and follows the tests it returns."""
+    memo = m.__dict__.setdefault("_predicate_kind_memo", {})
+    key = (name, depth, bool(m.__dict__.get("_rank_strict")))
+    if key in memo:
+        return memo[key]
+    out = None
+    for fn in _functions_named(m).get(name, ()):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Return) and node.value is not None:
+                k = guard_kind(m, node.value, depth + 1)
+                if k is not None:
+                    out = k[0] if isinstance(k, tuple) else k
+                    break
+        if out is not None:
+            break
+    memo[key] = out
+    return out
+
+
+def guard_kind(m, test: ast.AST | None, depth: int = 0):
+    """For a condition that looks at the rank: (kind or None,); None if it does not look at the rank."""
+    if test is None or depth > _MAX_DEPTH:
+        return None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return guard_kind(m, test.operand, depth + 1)
+    if isinstance(test, ast.BoolOp):
+        found = [g for v in test.values if (g := guard_kind(m, v, depth + 1)) is not None]
+        if not found:
+            return None
+        kinds = {g[0] for g in found if g[0]}
+        return (kinds.pop() if len(kinds) == 1 else None,)
+    if isinstance(test, ast.Compare):
+        if _only_negative_constants(test.comparators):
+            return None  # local_rank == -1: "not distributed", the same on every rank of a run
+        for side in (test.left, *test.comparators):
+            k = rank_kind(m, side, depth + 1)
+            if k is not None:
+                return (k,)
+        return None
+    if isinstance(test, ast.Call):
+        name = (dotted(test.func) or "").rsplit(".", 1)[-1]
+        if name in _PREDICATES:
+            local = _local_predicate_kind(m, name, depth)
+            return (local or _PREDICATES[name],)
+        if name in _functions_named(m):
+            k = _local_predicate_kind(m, name, depth)
+            if k is not None and any(w in name.lower() for w in ("main", "master", "rank", "zero")):
+                return (k,)
+        found = m.resolve(dotted(test.func)) if m.project is not None else None
+        if found is not None:  # a predicate defined in another file of the project
+            other, fn = found
+            k = _local_predicate_kind(other, fn.name, depth)
+            if k is not None:
+                return (k,)
+        return None
+    name = dotted(test)
+    if name is not None:
+        last = name.rsplit(".", 1)[-1]
+        if last in _PREDICATES:
+            found = _from_guard_assignments(m, name, depth)
+            return (found or _PREDICATES[last],)
+        found = _from_guard_assignments(m, name, depth)
+        if found is not None:
+            return found
+        k = rank_kind(m, test, depth + 1)
+        if k is not None:
+            return (k,)  # ``if rank:`` / ``if not local_rank:``
+    return None
+
+
+def _only_negative_constants(nodes) -> bool:
+    vals = []
+    for n in nodes:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
+            vals.append(-n.operand.value if isinstance(n.operand.value, (int, float)) else 0)
+        elif (
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, (int, float))
+            and not isinstance(n.value, bool)
+        ):
+            vals.append(n.value)
+        else:
+            return False
+    return bool(vals) and all(v < 0 for v in vals)
+
+
+def _from_guard_assignments(m, key: str, depth: int):
+    """``is_master = args.rank == 0`` then ``if is_master:``."""
+    for value, _node in _assignments(m).get(key, ()):
+        if not _is_plain_constant(value):
+            g = guard_kind(m, value, depth + 1)
+            if g is not None:
+                return g
+    return None
+
+
+_WRAPPER_WORDS = ("on_master", "on_main", "on_rank0", "on_rank_0", "rank_zero_only", "main_process_only")
+
+
+def callee_guard(m, call: ast.Call) -> Guard | None:
+    """The rank test inside the function ``call`` runs (this file's or, in a project, another file's):
+    ``def save_on_master(*a): if is_main_process(): torch.save(*a)`` guards everything it does. A
+    wrapper named for it (``save_on_master``) counts even when its body is not visible."""
+    name = dotted(call.func)
+    if name is None:
+        return None
+    last = name.rsplit(".", 1)[-1]
+    fn, mod = next((f for f in m.functions if f.name == last), None), m
+    if fn is None and m.project is not None:
+        found = m.resolve(name)
+        if found is not None:
+            mod, fn = found
+    if fn is not None:
+        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        # an early return on the rank first, or a body that is one `if <rank test>:`
+        first = body[0] if body else None
+        if _early_exit(first) or (isinstance(first, ast.If) and len(body) == 1 and not first.orelse):
+            g = guard_kind(mod, first.test)
+            if g is not None:
+                return Guard(first.test, g[0], (call.lineno,))
+        for d in fn.decorator_list:
+            text = (dotted(d.func if isinstance(d, ast.Call) else d) or "").lower()
+            if "rank_zero" in text or "main_process" in text or "master" in text:
+                return Guard(d, LOCAL if "local" in text else GLOBAL, (call.lineno,))
+    if any(w in last.lower() for w in _WRAPPER_WORDS):
+        return Guard(call, LOCAL if "local" in last.lower() else GLOBAL, ())
+    return None
+
+
+def _guard_in_other_files(m, fn: ast.AST, depth: int) -> Guard | None:
+    """A top-level function of this file called only from other project files, each time under a
+    rank test there (``if rank == 0: utils.save_checkpoint(...)``)."""
+    if m.project is None or fn not in m.tree.body:
+        return None
+    sites = m.project.callers(m.path, fn.name)
+    if not sites:
+        return None
+    guards = [(other, rank_guard(other, c, depth + 1), c) for other, c in sites]
+    if not all(g for _o, g, _c in guards):
+        return None
+    other, first, call = guards[0]
+    kinds = {g.kind for _o, g, _c in guards}
+    return Guard(
+        first.test, kinds.pop() if len(kinds) == 1 else None, (*first.chain, call.lineno), other.path
+    )
+
+
+def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
+    """Calls of this file's function or method ``fn``: ``f(...)``, ``self.f(...)``, ``obj.f(...)``, but
+    not ``torch.save`` for a method named ``save`` (a name reached through an import)."""
+    out = []
+    seen = set()
+    for c in (*m.call_sites(fn), *m.method_calls(getattr(fn, "name", ""))):
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        func = c.func
+        if isinstance(func, ast.Name):
+            out.append(c)
+        elif isinstance(func, ast.Attribute):
+            head = dotted(func.value)
+            root = head.split(".", 1)[0] if head else None
+            if root is None or root not in m.aliases:
+                out.append(c)
+    return out
+
+
+def _early_exit(st: ast.stmt) -> bool:
+    return isinstance(st, ast.If) and any(
+        isinstance(s, (ast.Return, ast.Raise, ast.Continue)) for s in st.body
+    )
+
+
+def rank_guard(m, node: ast.AST, depth: int = 0) -> Guard | None:
+    """The rank test that decides whether ``node`` runs, or None when every rank runs it as far as
+    this file shows. Follows the file's own calls: a function whose every call is guarded is guarded
+    (the chain names those calls)."""
+    if depth > 3:
+        return None
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.If, ast.IfExp, ast.While)) and child is not a.test:
+            g = guard_kind(m, a.test)
+            if g is not None:
+                return Guard(a.test, g[0])
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for st in a.body:
+                if st.lineno >= node.lineno:
+                    break
+                if _early_exit(st):
+                    g = guard_kind(m, st.test)
+                    if g is not None:
+                        return Guard(st.test, g[0])
+            for d in a.decorator_list:
+                g = guard_kind(m, d.func if isinstance(d, ast.Call) else d)
+                if g is not None or any(
+                    w in (dotted(d) or "").lower() for w in ("rank_zero", "main_process")
+                ):
+                    return Guard(d, g[0] if g else GLOBAL)
+            sites = [c for c in own_call_sites(m, a) if m.enclosing_function(c) is not a]
+            if not sites:
+                return _guard_in_other_files(m, a, depth)
+            guards = [rank_guard(m, c, depth + 1) for c in sites]
+            if all(guards):
+                first = guards[0]
+                kinds = {g.kind for g in guards}
+                return Guard(
+                    first.test, kinds.pop() if len(kinds) == 1 else None, (*first.chain, sites[0].lineno)
+                )
+            return None
+        if isinstance(a, ast.Lambda):
+            return None
+        child = a
+    return None

@@ -1,0 +1,235 @@
+"""Who writes files: facts the checkpoint and file-system rules (DDP501, DDP505, DDP506) share.
+
+A write is a problem in a distributed script when every rank reaches it with the same path, or
+when the only thing keeping the other ranks out is a test on the node-local rank. These helpers
+answer that syntactically, following this file's own calls (a helper called only under a rank
+guard is guarded), so they also work where the per-rank interpreter does not reach.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script import ranks
+from ddpdoctor.script.names import dotted
+
+# words in a path expression that make it one path per rank, node or process (or a lock file,
+# which every process opens on purpose)
+PER_PROCESS_WORDS = ("rank", "shard", "host", "node", "pid", "uuid", "tmp", "temp", "worker", "proc", "lock")
+# a function named like this is where a script starts (its callers, if any, are not in this file)
+ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
+_SPAWNS = ("spawn", "start_processes")
+_MAX_DEPTH = 6  # caller chains followed this deep
+
+
+def per_process_path(expr: ast.AST | None, m=None) -> bool:
+    """The path names the rank, node or process (``f"ckpt_rank{rank}.pt"``, ``gethostname()``); with
+    ``m``, a plain variable is looked up in its function's assignments (``p = join(d, pid)``)."""
+    if expr is None:
+        return False
+    text = ast.unparse(expr).lower()
+    if any(w in text for w in PER_PROCESS_WORDS):
+        return True
+    if m is None or not isinstance(expr, ast.Name):
+        return False
+    scope = m.enclosing_function(expr) or m.tree
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+        and per_process_path(node.value)
+        for node in ast.walk(scope)
+    )
+
+
+def _entry_like(fn) -> bool:
+    name = fn.name.lower().strip("_")
+    return any(name.startswith(n) or name.endswith(n) for n in ENTRY_NAMES)
+
+
+def spawn_calls(m) -> list[ast.Call]:
+    cached = m.__dict__.get("_writers_spawns")
+    if cached is None:
+        cached = m.__dict__["_writers_spawns"] = [
+            c
+            for c, q in m.calls
+            if q and q.rsplit(".", 1)[-1] in _SPAWNS and ("multiprocessing" in q or q.startswith("torch."))
+        ]
+    return cached
+
+
+def _in_spawning_parent(m, node) -> bool:
+    """Code of the function (or module level) that starts the workers, before it starts them: it
+    runs once, in the parent."""
+    spawns = spawn_calls(m)
+    if not spawns:
+        return False
+    fn = m.enclosing_function(node)
+    return any(m.enclosing_function(call) is fn and call.lineno > node.lineno for call in spawns)
+
+
+def _memo(m, name: str) -> dict:
+    """A per-file cache for these helpers: big files call them for many nodes of one function."""
+    return m.__dict__.setdefault(name, {})
+
+
+def _callers(m, fn) -> list[ast.Call]:
+    return [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
+
+
+def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
+    """Some path from where this script starts reaches ``node`` with no rank test on the way: no
+    ``if rank == 0`` around it or around a call that leads to it, no early return on a rank test.
+    A function this file never calls counts only when it looks like an entry point (a library
+    helper's caller decides who writes)."""
+    if depth > _MAX_DEPTH or rank_guards(m, node) or _rank_function(m, node) or _in_spawning_parent(m, node):
+        return False
+    fn = m.enclosing_function(node)
+    if fn is None:
+        return True
+    memo = _memo(m, "_writers_reaches")
+    if id(fn) in memo:
+        return memo[id(fn)]
+    memo[id(fn)] = False  # a recursive call adds no new way in
+    if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)):
+        found = True  # the worker function every spawned rank runs
+    else:
+        sites = _callers(m, fn)
+        found = any(every_rank_reaches(m, s, depth + 1) for s in sites) if sites else _entry_like(fn)
+    memo[id(fn)] = found
+    return found
+
+
+def enclosing_statements(m, node: ast.AST) -> list[ast.stmt]:
+    """The compound statements of ``node``'s own function (or the module) whose body, ``else``,
+    handler or ``finally`` holds it, outermost first. Found by position, so the file's parent map
+    (a walk over every node of a big file) is not needed."""
+    fn = m.enclosing_function(node)
+    block: list | None = fn.body if fn is not None else m.tree.body
+    start = (node.lineno, node.col_offset)
+    end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
+    out: list[ast.stmt] = []
+    while block:
+        holder = None
+        for st in block:
+            if (st.lineno, st.col_offset) <= start and (st.end_lineno, st.end_col_offset) >= end:
+                holder = st
+                break
+        if holder is None or holder is node or isinstance(holder, _DEFS):
+            break
+        blocks = [getattr(holder, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(holder, "handlers", ())]
+        blocks += [c.body for c in getattr(holder, "cases", ())]
+        block = next(
+            (
+                b
+                for b in blocks
+                if isinstance(b, list)
+                and b
+                and (b[0].lineno, b[0].col_offset) <= start
+                and (b[-1].end_lineno, b[-1].end_col_offset) >= end
+            ),
+            None,
+        )
+        if block is None:
+            break  # in the statement's own header (an if's test, a loop's iterable)
+        out.append(holder)
+    return out
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def rank_guards(m, node: ast.AST) -> list[ast.AST]:
+    """The rank tests that keep ranks away from ``node`` in its own function: the ``if`` tests
+    around it and the tests of early ``return``s before it."""
+    out: list[ast.AST] = [
+        st.test
+        for st in enclosing_statements(m, node)
+        if isinstance(st, (ast.If, ast.While)) and _is_rank_test(m, st.test)
+    ]
+    fn = m.enclosing_function(node)
+    if fn is not None:
+        for st in fn.body:
+            if st.lineno >= node.lineno:
+                break
+            if (
+                isinstance(st, ast.If)
+                and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
+                and _is_rank_test(m, st.test)
+            ):
+                out.append(st.test)
+    return out
+
+
+def _rank_function(m, node: ast.AST) -> bool:
+    """Inside a function that only one rank runs by its name or decorator (``save_on_master``,
+    ``@rank_zero_only``)."""
+    fn = m.enclosing_function(node)
+    if fn is None:
+        return False
+    name = fn.name.lower()
+    if any(k in name for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")):
+        return True
+    return any(_is_rank_test(m, d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list)
+
+
+# "am I the writer?" predicates of training libraries that name no rank
+_WRITER_PREDICATES = ("process_zero", "should_save", "rank_zero_only", "is_chief")
+
+
+def _is_rank_test(m, test: ast.AST) -> bool:
+    if m.is_rank_guard(test) or any(w in ast.unparse(test).lower() for w in _WRITER_PREDICATES):
+        return True
+    return ranks.guard_kind(m, test) is not None
+
+
+_MAX_CHAINS = 32  # ways into one function looked at; beyond that the answer would not change
+
+
+def guard_chains(m, node: ast.AST, depth: int = 0) -> list[list[tuple[ast.AST, ast.AST]]]:
+    """Every way this file reaches ``node``, as the list of (rank test, the statement or call it
+    guards) met on the way, innermost first. An empty list inside: a way with no rank test."""
+    here = [(t, node) for t in rank_guards(m, node)]
+    fn = m.enclosing_function(node)
+    if fn is None or depth > _MAX_DEPTH or here:
+        return [here]
+    return _function_chains(m, fn, depth)
+
+
+def _function_chains(m, fn, depth: int) -> list[list[tuple[ast.AST, ast.AST]]]:
+    """The ways into ``fn`` (see guard_chains), worked out once per function."""
+    memo = _memo(m, "_writers_chains")
+    if id(fn) in memo:
+        return memo[id(fn)]
+    memo[id(fn)] = [[]]  # a recursive call: no new guard on that way
+    sites = _callers(m, fn)
+    out: list[list[tuple[ast.AST, ast.AST]]] = [] if sites else [[]]
+    for s in sites:
+        out.extend(guard_chains(m, s, depth + 1))
+        if len(out) >= _MAX_CHAINS:
+            break
+    memo[id(fn)] = out
+    return out
+
+
+def to_stream(m, call: ast.Call, arg: ast.AST | None) -> bool:
+    """Writing into a buffer or a file object opened here (``with open(p, "wb") as f``): whoever opened
+    it chose the path; an in-memory BytesIO writes nothing."""
+    streams = ("BytesIO", "StringIO", "open", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile")
+    if isinstance(arg, ast.Call):
+        return (dotted(arg.func) or "").rsplit(".", 1)[-1] in streams
+    if not isinstance(arg, ast.Name):
+        return False
+    scope = m.enclosing_function(call) or m.tree
+    for node in ast.walk(scope):
+        if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            if node.optional_vars.id == arg.id:
+                return True
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets)
+            and (dotted(node.value.func) or "").rsplit(".", 1)[-1] in streams
+        ):
+            return True
+    return False
