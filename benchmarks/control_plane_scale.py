@@ -307,10 +307,10 @@ def report(name: str, world: int, per_node: int, tl: Timeline, reqs: int, node_r
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser()
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for the simulation (every simulated rank shares this "
                     "interpreter's GIL; a real rank has its own)")
-    ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", default="64,512,2048")
     ap.add_argument("--per-node", type=int, default=8)
     ap.add_argument("--protocol", choices=("tree", "polling", "both"), default="both")
