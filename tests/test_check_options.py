@@ -45,3 +45,31 @@ def test_a_bad_value_is_refused_naming_the_option_and_its_check(value, words):
     with pytest.raises(OptionError) as e:
         validate({"algo_reps": value}, SPECS)
     assert f"--option algo_reps={value!r} (ALG001: A/B repetitions per arm): {words}" == str(e.value)
+
+
+def test_every_option_a_check_reads_is_declared():
+    """A key read from ctx.options (or the options dict a check hands on) that no check declares would be
+    refused before launch: the declarations must cover every read."""
+    import re
+
+    from ddpdoctor.registry import discover
+    from helpers import REPO
+
+    known = set(declared(discover(kind="cluster")))
+    read = set()
+    for path in (REPO / "checks").glob("*.py"):
+        read |= set(re.findall(r"options(?:\.get\(|\[)\s*\"(\w+)\"", path.read_text()))
+    assert read and read <= known, sorted(read - known)
+
+
+@pytest.mark.parametrize("option, words", [
+    ("algo_rep=3", "--option algo_rep: no check takes this option; did you mean algo_reps?"),
+    ("algo_reps=1", "--option algo_reps=1 (ALG001: A/B repetitions per arm): expected a whole number from 2 to 20"),
+    ("p2p_mode=fast", "expected one of pairs, sequential"),
+])
+def test_the_cli_refuses_a_bad_option_before_launch(option, words, tmp_path):
+    from helpers import run_cli
+
+    p = run_cli("check", "--option", option, "--json", str(tmp_path / "r.json"), timeout=60)
+    assert p.returncode == 2 and words in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "r.json").exists()

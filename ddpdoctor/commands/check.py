@@ -131,7 +131,12 @@ def check_options(args: argparse.Namespace) -> dict[str, Any]:
     from ddpdoctor.model.bandwidth.sizes import parse_size
     from ddpdoctor.runtime.launch_plan import LaunchError
 
-    out = parse_options(args.option)
+    from ddpdoctor.check_options import validate
+    from ddpdoctor.registry import discover
+
+    # Every key must be one a check declares (OPTIONS), every value one its parser takes: a typo or a bad
+    # value is refused here, naming the valid options, not on every rank after the launch.
+    out = validate(parse_options(args.option), discover(args.checks_path, kind="cluster"))
     for flag, key in (("max_size", "max_size"), ("p2p_size", "p2p_size")):
         value = getattr(args, flag, None)
         if value is not None:
@@ -179,9 +184,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list:
         return list_checks()
+    from ddpdoctor.check_options import OptionError
+    from ddpdoctor.registry import RegistryError
+
     try:
         inputs = run_inputs(args)
-    except (LaunchError, recommend_args.OptionError) as e:
+    except (LaunchError, OptionError, RegistryError, recommend_args.OptionError) as e:
         print(f"ddpdoctor check: {e}", file=sys.stderr)
         return 2
     from ddpdoctor.runtime.launcher import run_check

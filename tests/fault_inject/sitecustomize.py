@@ -16,9 +16,9 @@ def parse(spec: str) -> list[dict]:
     out = []
     for item in filter(None, spec.split(";")):
         kind, _, rest = item.partition("@")
-        code, *parts = rest.split(":")
+        check, *parts = rest.split(":")
         opts = dict(p.split("=", 1) for p in parts if "=" in p)
-        out.append({"kind": kind, "code": code, **opts})
+        out.append({**opts, "kind": kind, "check": check})
     return out
 
 
@@ -26,7 +26,7 @@ def fault_hook(faults: list[dict]):
     def hook(ctx) -> None:
         for f in faults:
             ranks = f.get("rank", "*")
-            if f["code"] != ctx.check_code or not (ranks == "*" or ctx.rank in {int(r) for r in ranks.split(",")}):
+            if f["check"] != ctx.check_code or not (ranks == "*" or ctx.rank in {int(r) for r in ranks.split(",")}):
                 continue
             if f["kind"] == "hang":
                 with ctx.op("(fault injection: hang)"):
