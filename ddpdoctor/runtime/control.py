@@ -236,6 +236,10 @@ class NodeRelay:
         """Stop the relay: the up thread is joined; the down thread ends by itself once it relayed the final
         go, or at its next wait slice (a daemon thread blocked in a store call does not hold up the exit)."""
         self.stop.set()
+        try:
+            self.node.push("up", {"tag": "", "rank": -1, "v": None})  # wakes the up thread's blocking pop
+        except Exception:
+            pass  # the node store is gone: the thread ends at its pop's timeout
         self.threads[0].join(BEAT_S + 1.0)
 
     def _beat(self) -> None:
@@ -258,6 +262,8 @@ class NodeRelay:
                         items.append(more)
                 batches: dict[str, list] = {}
                 for it in items:
+                    if not it["tag"]:
+                        continue  # close()'s wake-up
                     if it["tag"] == "info" and isinstance(it["v"], dict) and it["v"].get("pid"):
                         self.pids[int(it["rank"])] = int(it["v"]["pid"])
                     batches.setdefault(it["tag"], []).append([it["rank"], it["v"]])
