@@ -213,19 +213,22 @@ def visible_gpus() -> int:
 
 def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[str], backend: str,
                  events: str | None, report: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "checks": codes,
-        "check_paths": [str(Path(p).resolve()) for p in args.checks_path],
-        "budget_scale": args.budget_scale,
+    """The worker's config (ddpdoctor.runtime.worker_config.WorkerConfig) as the JSON it reads."""
+    from ddpdoctor.runtime.worker_config import WorkerConfig
+
+    return WorkerConfig(
+        checks=codes,
+        check_paths=[str(Path(p).resolve()) for p in args.checks_path],
+        budget_scale=args.budget_scale,
         **inputs,
-        "events": events,
-        "report": report,
-        "backend": backend,
-        "rdzv_timeout_s": args.rdzv_timeout,
-        "launch_t0": time.time(),
-        "endpoint": plan.endpoint if plan else None,
-        "rdzv_id": plan.rdzv_id if plan else None,
-    }
+        events=events,
+        report=report,
+        backend=backend,
+        rdzv_timeout_s=args.rdzv_timeout,
+        launch_t0=time.time(),
+        endpoint=plan.endpoint if plan else None,
+        rdzv_id=plan.rdzv_id if plan else None,
+    ).to_dict()
 
 
 def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:

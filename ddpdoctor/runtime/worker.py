@@ -35,6 +35,7 @@ from ddpdoctor.runtime import check_hooks
 from ddpdoctor.runtime.context import ClusterContext
 from ddpdoctor.runtime.control import Control, Coordinator, NodeLink
 from ddpdoctor.runtime.verdict import classify_ranks
+from ddpdoctor.runtime.worker_config import ConfigError, WorkerConfig
 
 GRACE_S = 4.0  # slack after a budget for results to arrive through the store
 
@@ -56,7 +57,7 @@ def _main_thread_stack() -> list[str]:
 
 
 class Worker:
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: WorkerConfig) -> None:
         self.cfg = cfg
         self.t_proc_start = time.time()
         self.rank = _env_int("RANK")
@@ -67,9 +68,9 @@ class Worker:
         self.hostname = socket.gethostname()
         run_id = os.environ.get("TORCHELASTIC_RUN_ID", "ddpdoctor")
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        self.control = Control.from_env(self.rank, f"ddpdoctor/{run_id}/{restart}/", cfg.get("rdzv_timeout_s", 60))
+        self.control = Control.from_env(self.rank, f"ddpdoctor/{run_id}/{restart}/", cfg.rdzv_timeout_s)
         self.link = NodeLink(self.control, self.rank, self.local_rank, self.node_rank, self.local_world_size)
-        self.events = EventWriter(cfg.get("events"))
+        self.events = EventWriter(cfg.events)
         self.specs: list[CheckSpec] = []
         self.world: WorldInfo | None = None
         self.backend = "gloo"
@@ -86,14 +87,14 @@ class Worker:
             pass  # progress is advisory
 
     def _budget(self, spec: CheckSpec) -> float:
-        overrides = self.cfg.get("budgets") or {}
-        scale = float(self.cfg.get("budget_scale", 1.0))
+        overrides = self.cfg.budgets
+        scale = float(self.cfg.budget_scale)
         return float(overrides.get(spec.code, spec.budget_s * scale))
 
     # -- start-up -----------------------------------------------------------------------------------
     def start(self) -> None:
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-        rdzv_timeout = float(self.cfg.get("rdzv_timeout_s", 60))
+        rdzv_timeout = float(self.cfg.rdzv_timeout_s)
         self.link.connect(rdzv_timeout)
         info = {
             "rank": self.rank,
@@ -103,7 +104,7 @@ class Worker:
             "hostname": self.hostname,
             "pid": os.getpid(),
             "proc_start": self.t_proc_start,
-            "launch_t0": self.cfg.get("launch_t0"),
+            "launch_t0": self.cfg.launch_t0,
         }
         if self.rank == 0:
             self.coord = Coordinator(self.control, self.world_size)
@@ -116,15 +117,15 @@ class Worker:
             rank=self.rank,
             node_rank=self.node_rank,
             hostname=self.hostname,
-            seconds=round(self.t_proc_start - float(self.cfg.get("launch_t0") or self.t_proc_start), 3),
+            seconds=round(self.t_proc_start - float(self.cfg.launch_t0 or self.t_proc_start), 3),
         )
         infos = self.link.wait("world", rdzv_timeout * 2)
         if infos is None:
             raise SystemExit(f"ddpdoctor worker: rank {self.rank} got no word from rank 0 within {rdzv_timeout * 2:g} s")
         self.infos = infos
-        self.world = WorldInfo.from_dicts(infos, options=self.cfg.get("options") or {})
-        codes = self.cfg.get("checks")
-        specs = discover(self.cfg.get("check_paths") or [], kind="cluster")
+        self.world = WorldInfo.from_dicts(infos, options=self.cfg.options)
+        codes = self.cfg.checks
+        specs = discover(self.cfg.check_paths, kind="cluster")
         self.specs = [s for s in specs if codes is None or s.code in codes]
         self._pick_backend()
         self.world.backend = self.backend
@@ -132,7 +133,7 @@ class Worker:
     def _pick_backend(self) -> None:
         import torch
 
-        want = self.cfg.get("backend", "auto")
+        want = self.cfg.backend
         has_gpu = torch.cuda.is_available() and torch.cuda.device_count() > 0
         self.backend = "nccl" if (want == "nccl" or (want == "auto" and has_gpu)) else "gloo"
         if self.backend == "nccl":
@@ -151,7 +152,7 @@ class Worker:
                 dist.destroy_process_group()
             except Exception:
                 pass
-        timeout = float(self.cfg.get("collective_timeout_s") or max([self._budget(s) for s in self.specs] + [10]) + 10)
+        timeout = float(self.cfg.collective_timeout_s or max([self._budget(s) for s in self.specs] + [10]) + 10)
         store = dist.PrefixStore(f"pg/{gen}/", self._pg_store())
         kwargs: dict[str, Any] = {}
         if self.backend == "nccl":
@@ -173,7 +174,7 @@ class Worker:
         # A client of its own: the group's store traffic must not queue behind control polling.
         raw = dist.TCPStore(
             self.control.host, self.control.port, is_master=False,
-            timeout=timedelta(seconds=float(self.cfg.get("rdzv_timeout_s", 60))), wait_for_workers=False,
+            timeout=timedelta(seconds=float(self.cfg.rdzv_timeout_s)), wait_for_workers=False,
         )
         self._pg_raw_store = raw
         return dist.PrefixStore(self.control.prefix, raw)
@@ -192,7 +193,7 @@ class Worker:
             backend=self.backend,
             device=self.device,
             world=self.world,
-            options=dict(self.cfg.get("options") or {}),
+            options=dict(self.cfg.options),
             budget_s=budget,
             check_code=spec.code,
             emit_fn=self.emit,
@@ -263,7 +264,7 @@ class Worker:
     def main(self) -> int:
         self.start()
         pg_error = None
-        startup: dict[str, Any] = {"proc_start": self.t_proc_start, "launch_t0": self.cfg.get("launch_t0")}
+        startup: dict[str, Any] = {"proc_start": self.t_proc_start, "launch_t0": self.cfg.launch_t0}
         try:
             startup["pg_init_s"] = round(self._new_group(0), 4)
         except Exception as e:
@@ -275,7 +276,7 @@ class Worker:
             self.coordinator.start()
         aborted = False
         for i, spec in enumerate(self.specs):
-            wait = float(self.cfg.get("rdzv_timeout_s", 60)) + sum(self._budget(s) + GRACE_S * 3 for s in self.specs[: i + 1])
+            wait = float(self.cfg.rdzv_timeout_s) + sum(self._budget(s) + GRACE_S * 3 for s in self.specs[: i + 1])
             go = self.link.wait(f"go/{i}", wait)
             if go is None:
                 self.emit("log", level="error", message=f"rank {self.rank}: no word from rank 0 for check {spec.code}; giving up")
@@ -308,7 +309,7 @@ class Worker:
 
     def finish_node_copy(self) -> None:
         """Node leaders other than rank 0 save rank 0's report locally, so every node's CLI has it."""
-        if self.rank == 0 or self.local_rank != 0 or not self.cfg.get("report"):
+        if self.rank == 0 or self.local_rank != 0 or not self.cfg.report:
             return
         got = None
         try:
@@ -318,7 +319,7 @@ class Worker:
         if got:
             from ddpdoctor.report.io import write_json_atomic
 
-            write_json_atomic(self.cfg["report"], got)
+            write_json_atomic(self.cfg.report, got)
 
     # -- rank 0: the coordinator ----------------------------------------------------------------------
     def gather_world(self, timeout_s: float) -> None:
@@ -335,7 +336,7 @@ class Worker:
         t_run = time.time()
         coord = self.coord
         # Wait for every rank to have a process group (or say why not).
-        got = coord.gather("ready", float(self.cfg.get("rdzv_timeout_s", 60)))
+        got = coord.gather("ready", float(self.cfg.rdzv_timeout_s))
         ready = {r: got.values.get(r) for r in range(self.world_size)}
         self.emit(
             "run_start",
@@ -343,7 +344,7 @@ class Worker:
             nodes=self.world.nodes,
             backend=self.backend,
             checks=[{"code": s.code, "title": s.title, "budget_s": self._budget(s)} for s in self.specs],
-            endpoint=self.cfg.get("endpoint"),
+            endpoint=self.cfg.endpoint,
         )
         results: list[CheckResult] = []
         abort_reason = None
@@ -403,15 +404,15 @@ class Worker:
             started=t_run,
         )
         data = report.to_dict()
-        if self.cfg.get("report"):
+        if self.cfg.report:
             from ddpdoctor.report.io import write_json_atomic
 
-            write_json_atomic(self.cfg["report"], data)
+            write_json_atomic(self.cfg.report, data)
         try:
             self.control.put("report", data)
         except Exception:
             pass
-        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.get("report"))
+        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.report)
         self.report_written.set()
 
     def _judge(self, spec: CheckSpec, per_rank: dict[int, dict | None], lost: set[int], elapsed: float):
@@ -453,7 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="JSON written by `ddpdoctor check --write-config`")
     args = p.parse_args(argv)
     with open(args.config, encoding="utf-8") as f:
-        cfg = json.load(f)
+        try:
+            cfg = WorkerConfig.from_dict(json.load(f))
+        except (ValueError, ConfigError) as e:
+            raise SystemExit(f"ddpdoctor worker: --config {args.config}: {e}") from None
     return Worker(cfg).main()
 
 
