@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from ddpdoctor.boundary.processes import end_process
+
 POLL_S = 0.1
 # A child's own timeouts end a little after its parent's deadline, so an overrun is always the parent's
 # "timed out" (it kills the child), never a peer's child giving up first and looking like the culprit.
@@ -278,15 +280,8 @@ class AbRunner:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    """End a child we started, and anything it started, by its own process group."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
+    """End a child we started, and anything it started (boundary/processes.py)."""
+    end_process(proc, 5.0, first_signal=signal.SIGKILL)
 
 
 def _load_json(path: str) -> dict | None:

@@ -51,17 +51,12 @@ def shipped_files() -> list[Path]:
 
 def load_file(path: str | Path) -> Profile:
     """One profile file, validated. ProfileError names the file (and the line) of every problem."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(str(path), [(None, "no such file, expected a profile YAML file")]) from None
-    except IsADirectoryError:
-        raise ProfileError(str(path), [(None, "is a folder, expected a profile YAML file")]) from None
-    except OSError as e:
-        raise ProfileError(str(path), [(None, f"cannot read it: {e.strerror or e}")]) from None
-    except UnicodeDecodeError as e:
-        raise ProfileError(str(path), [(None, f"not UTF-8 text ({e.reason} at byte {e.start})")]) from None
+    from ddpdoctor.boundary.inputs import InputError, read_text
+
+    try:  # the input boundary: regular files only (a FIFO never blocks), bounded, UTF-8
+        text = read_text(path, "profile YAML file", 16 << 20)
+    except InputError as e:
+        raise ProfileError(str(path), [(e.line, f"{e.problem}; {e.todo}")]) from None
     return parse_profile(text, str(path))
 
 

@@ -46,11 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from ddpdoctor.boundary.processes import exit_status, signals_raise
+
     try:
-        return int(args._command_module.run(args) or 0)
-    except KeyboardInterrupt:
-        print("ddpdoctor: interrupted", file=sys.stderr)
-        return 130
+        with signals_raise():  # SIGTERM and SIGHUP end a command as Ctrl-C does: finally blocks run
+            return int(args._command_module.run(args) or 0)
+    except KeyboardInterrupt as e:
+        print(f"ddpdoctor {args.command}: interrupted ({e or 'SIGINT'})", file=sys.stderr)
+        return exit_status(e)
 
 
 if __name__ == "__main__":

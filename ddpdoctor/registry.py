@@ -120,6 +120,14 @@ def _spec_from_module(mod: ModuleType) -> CheckSpec | None:
 
 
 def _load_path(path: Path) -> ModuleType:
+    import os
+    import stat
+
+    from ddpdoctor.boundary.inputs import file_kind
+
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):  # a FIFO named *.py would block the import forever
+        raise RegistryError(f"{path}: is {file_kind(mode)}, not a check file; give Python files")
     name = f"ddpdoctor_user_checks.{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -164,7 +172,7 @@ def discover(extra_paths: list[str] | None = None, kind: str | None = None) -> l
         elif path.is_file():
             mods.append(_load_path(path))
         else:
-            raise RegistryError(f"{path}: no such check file or folder")
+            raise RegistryError(f"{path}: {'not a regular file or a folder' if path.exists() else 'no such check file or folder'}")
     specs: dict[str, CheckSpec] = {}
     for mod in mods:
         spec = _spec_from_module(mod)

@@ -79,7 +79,7 @@ class RunState:
 
     def _on_run_start(self, ev: dict[str, Any]) -> None:
         self.run_started = True
-        self.world_size = int_or(ev.get("world_size"), self.world_size)
+        self.world_size = rank_count(ev.get("world_size"), self.world_size)
         nodes = ev.get("nodes")
         if isinstance(nodes, list):
             self.node_names = [str(n) for n in nodes]
@@ -210,3 +210,12 @@ class RunState:
 
 def int_or(v: Any, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+# The most rank slots made from a count the stream or a report states (a world_size of 1e9 in a file from
+# elsewhere must not cost gigabytes); ranks that report themselves are always shown.
+MAX_RANK_SLOTS = 1 << 16
+
+
+def rank_count(v: Any, default: int) -> int:
+    return max(0, min(int_or(v, default), MAX_RANK_SLOTS))

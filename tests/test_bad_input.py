@@ -104,11 +104,11 @@ def test_a_sample_report_with_a_node_count_renders(tmp_path):
 
 def test_a_missing_or_binary_file_is_named(tmp_path):
     rc, _, err = cli("report", "show", str(tmp_path / "nope.json"))
-    assert rc == 2 and "nope.json: cannot read report" in err
+    assert rc == 2 and "nope.json: cannot read report: no such file" in err
     b = tmp_path / "bin.json"
     b.write_bytes(b"\xff\xfe\x00")
     rc, _, err = cli("topo", "--from", str(b))
-    assert rc == 2 and "bin.json: not a text file" in err
+    assert rc == 2 and "bin.json: not UTF-8 text (UTF-16?)" in err
 
 
 def test_an_option_nested_too_deeply_is_refused():

@@ -52,8 +52,9 @@ def test_every_option_a_check_reads_is_declared():
     refused before launch: the declarations must cover every read."""
     import re
 
-    from ddpdoctor.registry import discover
     from helpers import REPO
+
+    from ddpdoctor.registry import discover
 
     known = set(declared(discover(kind="cluster")))
     read = set()

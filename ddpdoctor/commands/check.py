@@ -4,57 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from ddpdoctor.commands import recommend_args
+from ddpdoctor.commands.flags import codes as _codes
+from ddpdoctor.commands.flags import count as _count
+from ddpdoctor.commands.flags import rank as _rank
+from ddpdoctor.commands.flags import scale as _scale
+from ddpdoctor.commands.flags import seconds as _seconds
 
 DESCRIPTION = """Run the cluster checks on every rank through torchrun (torch.distributed.run, c10d
 rendezvous). With no arguments: this machine, one rank per visible GPU on NCCL, or 2 CPU ranks on gloo.
 Across nodes run the same command on every node (torchrun semantics) or under `srun`."""
-
-
-def _codes(text: str) -> list[str]:
-    return [c.strip().upper() for c in text.split(",") if c.strip()]
-
-
-def _whole(text: str, least: int) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < least:
-        raise argparse.ArgumentTypeError(f"must be {'at least 1' if least == 1 else '0 or more'}, got {n}")
-    return n
-
-
-def _count(text: str) -> int:
-    """A count of nodes or ranks: a whole number of at least 1 (argparse names the option on error)."""
-    return _whole(text, 1)
-
-
-def _rank(text: str) -> int:
-    return _whole(text, 0)
-
-
-def _seconds(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not x > 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return x
-
-
-def _scale(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < x < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return x
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -128,11 +91,10 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 def check_options(args: argparse.Namespace) -> dict[str, Any]:
     """The checks' options: --option KEY=VALUE pairs, then the dedicated flags (validated here, so a
     bad value ends the run before anything is launched)."""
-    from ddpdoctor.model.bandwidth.sizes import parse_size
-    from ddpdoctor.runtime.launch_plan import LaunchError
-
     from ddpdoctor.check_options import validate
+    from ddpdoctor.model.bandwidth.sizes import parse_size
     from ddpdoctor.registry import discover
+    from ddpdoctor.runtime.launch_plan import LaunchError
 
     # Every key must be one a check declares (OPTIONS), every value one its parser takes: a typo or a bad
     # value is refused here, naming the valid options, not on every rank after the launch.
@@ -160,11 +122,11 @@ def run_inputs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def list_checks() -> int:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from ddpdoctor.registry import discover
+    from ddpdoctor.report.console import make_console
 
     table = Table(title="ddpdoctor checks")
     for col in ("code", "kind", "title", "budget", "suites"):
@@ -173,13 +135,37 @@ def list_checks() -> int:
         what = Text(s.title)
         if s.blurb:  # what the code and the title do not already say
             what.append(f"\n{s.blurb}", style="dim")
-        table.add_row(s.code, s.kind, what, f"{s.budget_s:g} s" if s.kind == "cluster" else "",
+        table.add_row(Text(s.code), s.kind, what, f"{s.budget_s:g} s" if s.kind == "cluster" else "",
                       ",".join(s.suites) if s.kind == "cluster" else "")
-    Console().print(table)
+    make_console().print(table)
     return 0
 
 
+OUTPUT_FLAGS = ("json", "junit", "bad_nodes", "events", "write_config")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every output path, before anything starts (boundary/outputs.py); `--events -` is stdout."""
+    from ddpdoctor.boundary.outputs import check_output
+
+    seen: dict[str, str] = {}
+    for key in OUTPUT_FLAGS:
+        path = getattr(args, key, None)
+        if path is None or (key == "events" and path == "-"):
+            continue
+        flag = f"--{key.replace('_', '-')}"
+        check_output(path, flag)
+        real = os.path.realpath(path)
+        if real in seen:
+            from ddpdoctor.boundary.outputs import OutputError
+
+            raise OutputError(f"{flag} {path}: the same file as {seen[real]}; give each output its own file")
+        seen[real] = f"{flag} {path}"
+
+
 def run(args: argparse.Namespace) -> int:
+    from ddpdoctor.boundary.outputs import OutputError
+    from ddpdoctor.boundary.processes import exit_status
     from ddpdoctor.runtime.launch_plan import LaunchError
 
     if args.list:
@@ -188,8 +174,9 @@ def run(args: argparse.Namespace) -> int:
     from ddpdoctor.registry import RegistryError
 
     try:
+        check_outputs(args)
         inputs = run_inputs(args)
-    except (LaunchError, OptionError, RegistryError, recommend_args.OptionError) as e:
+    except (LaunchError, OptionError, RegistryError, recommend_args.OptionError, OutputError) as e:
         print(f"ddpdoctor check: {e}", file=sys.stderr)
         return 2
     from ddpdoctor.runtime.launcher import run_check
@@ -198,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         return run_check(args, inputs)
     except BrokenPipeError:
         return 0
-    except KeyboardInterrupt:
-        print("ddpdoctor check: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM/SIGHUP (boundary/processes.Interrupted)
+        print(f"ddpdoctor check: interrupted ({e or 'SIGINT'}); torchrun and its ranks were ended",
+              file=sys.stderr)
+        return exit_status(e)

@@ -101,20 +101,25 @@ def print_diagnosis(diag: HangDiagnosis, console: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from ddpdoctor.boundary.outputs import OutputError, check_output, write_output
     from ddpdoctor.model.hang.evidence import EvidenceError
+    from ddpdoctor.report.console import make_console
 
+    try:
+        check_output(args.json, "--json")
+    except OutputError as e:
+        print(f"ddpdoctor hang: {e}", file=sys.stderr)
+        return 2
     try:
         diag = analyse([Path(d) for d in args.dirs], allow_pickle=args.allow_pickle, lint=not args.no_lint)
     except EvidenceError as e:
         print(f"ddpdoctor hang: {e}", file=sys.stderr)
         return 2
-    print_diagnosis(diag, Console())
+    print_diagnosis(diag, make_console())
     if args.json:
         try:
-            Path(args.json).write_text(json.dumps(diag.to_dict(), indent=1) + "\n")
-        except OSError as e:
-            print(f"ddpdoctor hang: --json {args.json}: cannot write: {e.strerror or e}", file=sys.stderr)
+            write_output(args.json, json.dumps(diag.to_dict(), indent=1) + "\n", "--json")
+        except OutputError as e:
+            print(f"ddpdoctor hang: {e}", file=sys.stderr)
             return 2
     return 0 if diag.kind == "none" else 1

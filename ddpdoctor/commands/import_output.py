@@ -35,14 +35,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpdoctor.baselines import ProfileError, list_profiles, load_profile
+    from ddpdoctor.boundary.outputs import OutputError, check_output
     from ddpdoctor.model.imported.report import build_report
     from ddpdoctor.readers.tool_output import ToolOutputError, parse_file
+    from ddpdoctor.report.console import make_console
     from ddpdoctor.report.io import save_report
     from ddpdoctor.report.render_text import print_report
 
     try:
+        check_output(args.json, "--json")
         parsed = [parse_file(f) for f in args.files]
-    except ToolOutputError as e:
+    except (ToolOutputError, OutputError) as e:
         print(f"ddpdoctor import: {e}", file=sys.stderr)
         return 2
     wanted = args.profile or "auto"
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ddpdoctor import: --profile: {e}", file=sys.stderr)
         return 2
     report = build_report(parsed, profiles, chosen, off=wanted == "none")
-    print_report(report, verbose=args.verbose)
+    print_report(report, make_console(), verbose=args.verbose)
     prof = report.run.get("profile") or {}
     if prof.get("how") == "none":
         facts = report.run.get("facts") or {}
@@ -68,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         try:
             save_report(report, args.json)
-        except OSError as e:
-            print(f"ddpdoctor import: --json: cannot write {args.json}: {e.strerror or e}", file=sys.stderr)
+        except OutputError as e:
+            print(f"ddpdoctor import: {e}", file=sys.stderr)
             return 2
         print(f"report: {args.json}")
     return report.exit_code()

@@ -144,11 +144,10 @@ def _validate(args, out) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from ddpdoctor.baselines import ProfileError
+    from ddpdoctor.report.console import make_console
 
-    out = Console()
+    out = make_console()
     action = args.action or "list"
     if action == "list" and not hasattr(args, "json"):
         args.json = False

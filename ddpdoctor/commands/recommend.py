@@ -22,32 +22,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from ddpdoctor.boundary.inputs import plain
+    from ddpdoctor.boundary.outputs import OutputError, check_output
+    from ddpdoctor.report.console import make_console
     from ddpdoctor.report.io import ReportError, load_report, save_report
     from ddpdoctor.report.render_text import recommendation_panel
     from ddpdoctor.runtime.finalize import attach_profile, attach_recommendations
 
     try:
+        check_output(args.json, "--json")
         report = load_report(args.report)
         profile = recommend_args.profile_option(args)
         options = recommend_args.recommend_options(args)
-    except (ReportError, recommend_args.OptionError) as e:
+    except (ReportError, recommend_args.OptionError, OutputError) as e:
         print(f"ddpdoctor recommend: {e}", file=sys.stderr)
         return 2
     attach_profile(report, profile)
     attach_recommendations(report, options)
-    out = Console()
+    out = make_console()
     prof = report.run.get("profile") or {}
     if prof:
-        out.print(f"[dim]profile: {prof.get('name') or 'none'} ({prof.get('how')})[/dim]")
+        out.print(plain(f"profile: {prof.get('name') or 'none'} ({prof.get('how')})"), style="dim")
     for warning in report.run.get("warnings") or []:
-        out.print(f"[yellow]warning:[/yellow] {warning}")
+        out.print(plain(f"warning: {warning}"), style="yellow")
     for rec in report.recommendations:
         out.print(recommendation_panel(rec, evidence=True))
     if not report.recommendations:
         out.print("no recommendations: the report holds no bandwidth measurements")
     if args.json:
-        save_report(report, args.json)
-        out.print(f"[dim]report: {args.json}[/dim]")
+        try:
+            save_report(report, args.json)
+        except OutputError as e:
+            print(f"ddpdoctor recommend: {e}", file=sys.stderr)
+            return 2
+        out.print(plain(f"report: {args.json}"), style="dim")
     return 0

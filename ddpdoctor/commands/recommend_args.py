@@ -10,6 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ddpdoctor.commands import flags
+
 
 class OptionError(ValueError):
     """A recommendation option that cannot be used; the message names the flag."""
@@ -42,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--backward-ms",
-        type=float,
+        type=flags.scale,
         default=None,
         metavar="MS",
         help="the model's backward time per step on one GPU (default: unknown, several assumed)",

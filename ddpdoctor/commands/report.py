@@ -25,9 +25,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"ddpdoctor report: {e}", file=sys.stderr)
         return 2
     if args.action == "show":
+        from ddpdoctor.report.console import make_console
         from ddpdoctor.report.render_text import print_report
 
-        print_report(report, verbose=args.verbose)
+        print_report(report, make_console(), verbose=args.verbose)
     elif args.action == "junit":
         from ddpdoctor.report.render_junit import to_junit
 

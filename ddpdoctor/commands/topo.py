@@ -41,12 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not a text file") from None
+    from ddpdoctor.boundary.inputs import read_text
+
+    return read_text(path, "topology file")  # InputError is a ValueError naming the path
 
 
 def build_node(args: argparse.Namespace):
@@ -121,12 +118,11 @@ def _snapshots_in_report(doc: dict) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from rich.console import Console
-
     from ddpdoctor.core.report import Report
+    from ddpdoctor.report.console import make_console
     from ddpdoctor.runtime.topo_offline import diagnose
 
-    out = Console()
+    out = make_console()
     try:
         if args.snapshots:
             if args.save or args.nvidia_smi_topo or args.nccl_topo or args.ibstat:

@@ -14,6 +14,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from ddpdoctor.commands import flags
+
 DESCRIPTION = "The interactive terminal app: run the checks live, or open a saved report or lint results."
 LIVE_OPTIONS = ("nodes", "nproc_per_node", "backend")
 
@@ -27,14 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--lint", action="append", metavar="PATH", help="lint PATH (file or folder; repeatable)")
     g = p.add_argument_group("live run (passed on to `ddpdoctor check`)")
-    g.add_argument("--nodes", help="number of nodes (or MIN:MAX)")
-    g.add_argument("--nproc-per-node", help="ranks per node")
+    g.add_argument("--nodes", type=flags.count, help="number of nodes")
+    g.add_argument("--nproc-per-node", type=flags.count, help="ranks per node")
     g.add_argument("--backend", choices=("gloo", "nccl"), help="process-group backend")
     g.add_argument("--select", action="append", metavar="CODE", help="only these checks (code or prefix)")
     g.add_argument("--skip", action="append", metavar="CODE", help="skip these checks (code or prefix)")
     g.add_argument(
         "--run-timeout",
-        type=float,
+        type=flags.seconds,
         default=3600.0,
         metavar="S",
         help="stop the whole run after S seconds (default 3600)",
@@ -81,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
         return _fail("give either REPORT.json or --lint PATH, not both")
     if (args.report or args.lint) and (live_given or args.passthrough):
         return _fail("live-run options (--nodes, --backend, --select, ...) need no REPORT.json or --lint")
-    if args.run_timeout <= 0:
-        return _fail("--run-timeout must be positive")
 
     app_kwargs: dict = {}
     if args.report and (hang := _hang_diagnosis(args.report)) is not None:
@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
             return _fail(f"{missing[0]}: no such file or folder")
         app_kwargs = {"lint": _lint_callable(args.lint)}
     else:
+        problem = live_problem(check_args(args))
+        if problem is not None:  # said here, before the app takes the screen
+            return _fail(problem)
         from ddpdoctor.tui.live import LiveConfig
 
         command = shlex.split(args.check_cmd) if args.check_cmd else None
@@ -120,21 +123,83 @@ def run(args: argparse.Namespace) -> int:
     from ddpdoctor.tui.app import DoctorApp
 
     app = DoctorApp(**app_kwargs)
-    result = app.run()
+    try:
+        result = app.run()
+    finally:
+        _end_live_run(app)
+    sig = getattr(app, "signalled", None)
+    if sig is not None:
+        import signal
+
+        print(f"ddpdoctor tui: interrupted ({signal.Signals(sig).name})", file=sys.stderr)
     return app.exit_code if result is None else int(result)
+
+
+def _end_live_run(app) -> None:
+    """Whatever way the app ended (quit, a crash, SIGTERM, SIGHUP): the check it started is ended,
+    and its temp folder goes unless it holds the report (the app named it) or the log of a failure."""
+    import shutil
+
+    run = getattr(app, "run_handle", None)
+    if run is None:
+        return
+    run.kill_now()
+    if run.cfg.workdir is not None:
+        return  # the user's folder
+    if run.report_path.is_file():
+        print(f"report: {run.report_path}")
+    elif app.exit_code == 2 and not run.stopped and run.log_path.is_file():
+        print(f"ddpdoctor tui: the check ended without a report; log: {run.log_path}", file=sys.stderr)
+    else:
+        shutil.rmtree(run.dir, ignore_errors=True)
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit
+        raise _ArgumentError(message)
+
+
+def live_problem(argv: list[str]) -> str | None:
+    """What `ddpdoctor check ARGV` would refuse before launching (a flag, a profile, an output path,
+    an impossible launch plan), in check's own words; None when it would start."""
+    import os
+
+    from ddpdoctor.boundary.outputs import OutputError
+    from ddpdoctor.commands import check, recommend_args
+    from ddpdoctor.runtime.launch_plan import LaunchError, plan_launch
+
+    parser = _Parser(prog="ddpdoctor check", add_help=False)
+    check.add_arguments(parser)
+    try:
+        cargs = parser.parse_args(argv)
+    except _ArgumentError as e:
+        return f"{e} (options passed on to `ddpdoctor check`)"
+    try:
+        check.check_outputs(cargs)
+        check.run_inputs(cargs)
+        plan_launch(nodes=cargs.nodes, nproc_per_node=cargs.nproc_per_node, node_rank=cargs.node_rank,
+                    rdzv_endpoint=cargs.rdzv_endpoint, rdzv_id=cargs.rdzv_id, rdzv_timeout_s=cargs.rdzv_timeout,
+                    env=os.environ, default_nproc_per_node=2)
+    except (LaunchError, recommend_args.OptionError, OutputError) as e:
+        return str(e)
+    return None
 
 
 def _hang_diagnosis(path: str):
     """The HangDiagnosis saved in ``path``, an error message when it is one but broken, or None when
     the file is something else (a check report: load_report judges it)."""
-    import json
 
+    from ddpdoctor.boundary.inputs import InputError, read_json
     from ddpdoctor.model.hang.analysis import DIAGNOSIS_FORMAT, HangDiagnosis
 
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
+        doc = read_json(path, "report or hang diagnosis")
+    except InputError as e:
+        return str(e)
     if not isinstance(doc, dict) or doc.get("format") != DIAGNOSIS_FORMAT:
         return None
     if doc.get("version") != 1:

@@ -9,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from ddpdoctor.commands import flags
+
 DESCRIPTION = (
     "Run the launch command (torchrun ..., python -m torch.distributed.run ..., srun ...) unchanged, with "
     "Flight Recorder and a small helper switched on in every rank through the environment. When a rank "
@@ -25,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     p.add_argument(
         "--hang-after",
-        type=float,
+        type=flags.seconds,
         default=300.0,
         metavar="S",
         help="call it a hang when a rank has waited in one operation this long (default 300)",
@@ -38,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the diagnosis as JSON (`ddpdoctor tui PATH`)")
     p.add_argument(
         "--collect-timeout",
-        type=float,
+        type=flags.seconds,
         metavar="S",
         help="how long to wait for every rank's evidence after a hang (default: a few polls)",
     )
@@ -74,10 +76,12 @@ def run(args: argparse.Namespace) -> int:
         return _error(
             f"--dumps {dumps}: already holds evidence (rank-*.json); give an empty or new directory"
         )
-    if args.json:
-        jp = Path(args.json)
-        if jp.parent and not jp.parent.is_dir():
-            return _error(f"--json {args.json}: folder {jp.parent} does not exist")
+    from ddpdoctor.boundary.outputs import OutputError, check_output
+
+    try:
+        check_output(args.json, "--json")
+    except OutputError as e:
+        return _error(str(e))
 
     watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout)
     result = watch.run()
@@ -112,16 +116,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _diagnose(result, json_path: str | None) -> int:
-    from rich.console import Console
-
     from ddpdoctor.commands.hang import EvidenceError, analyse, print_diagnosis
+    from ddpdoctor.report.console import make_console
 
     try:
         diag = analyse([result.dumps], allow_pickle=False, lint=True)
     except EvidenceError as e:
         print(f"ddpdoctor watch: cannot read the evidence: {e}", file=sys.stderr)
         return 2
-    console = Console(width=None if sys.stdout.isatty() else 80)
+    console = make_console()
     print_diagnosis(diag, console)
     print(f"evidence: {result.dumps}/ (again: ddpdoctor hang {result.dumps})")
     if json_path:
@@ -130,4 +133,10 @@ def _diagnose(result, json_path: str | None) -> int:
 
 
 def _write_json(path: str, doc: dict) -> None:
-    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    """The output boundary; a failed write keeps the document elsewhere and says where."""
+    from ddpdoctor.boundary.outputs import OutputError, write_output
+
+    try:
+        write_output(path, json.dumps(doc, indent=1) + "\n", "--json")
+    except OutputError as e:
+        print(f"ddpdoctor watch: {e}", file=sys.stderr)

@@ -10,9 +10,10 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+from ddpdoctor.boundary.inputs import InputError, read_bytes
 from ddpdoctor.core.report import Finding, Location, Severity
 from ddpdoctor.lint.config import LintConfig
-from ddpdoctor.lint.files import decode, discover, worth_parsing
+from ddpdoctor.lint.files import FILE_LIMIT, decode, discover, worth_parsing
 from ddpdoctor.lint.noqa import suppressed
 from ddpdoctor.lint.pyversion import needs_newer_python
 from ddpdoctor.lint.rules import PARSE_CODE, on_by_default, script_rules
@@ -27,7 +28,7 @@ _PROJECT = None
 def _problem(path: str, kind: str, message: str, line: int = 1, col: int = 1) -> Finding:
     return Finding(
         code=PARSE_CODE,
-        severity=Severity.ERROR,
+        severity=Severity.INFO if kind == BUDGET_KIND else Severity.ERROR,
         message=message,
         evidence={"kind": kind},
         location=Location(path=path, line=max(1, line), col=max(1, col)),
@@ -99,10 +100,10 @@ def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) ->
     except (ValueError, MemoryError, RecursionError) as e:  # null bytes, absurd nesting
         return [_problem(path, "syntax", f"cannot parse: {type(e).__name__}: {e}")]
     module = ModuleAnalysis(path, text, tree, config.world_sizes)
+    out: list[Finding] = []
     if project is not None:
         module.project = project  # (not kept in the project: a kept tree costs garbage-collector time)
     ignored = config.ignored_for(path)
-    out: list[Finding] = []
     for spec in rules if rules is not None else script_rules():
         if not config.enabled(spec.code, on_by_default(spec)) or any(
             spec.code.startswith(c) for c in ignored
@@ -121,23 +122,83 @@ def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) ->
             if 0 < line <= len(lines) and suppressed(lines[line - 1], f.code):
                 continue
             out.append(f)
+    if module.runs_truncated:  # the step budget of the per-rank simulation ran out somewhere
+        out.append(_problem(path, BUDGET_KIND, "partly linted: the per-rank simulation of this file reached "
+                            "its step budget, so findings in the code it did not walk may be missing"))
     return out
 
 
+def is_budget_note(f: Finding) -> bool:
+    """A note that a file was cut short by a per-file budget: said, but not a finding to fail on."""
+    return f.code == PARSE_CODE and f.evidence.get("kind") == BUDGET_KIND
+
+
+# Per-file budgets. Bytes: FILE_LIMIT (lint/files.py). CPU time: the analysis of one file stops after this many CPU seconds (CPU, not wall time, so a loaded
+# machine does not cut files short); torch's costliest file takes well under a second.
+FILE_CPU_BUDGET_S = 20.0
+BUDGET_KIND = "budget"  # DDP000 findings of this kind are notes: the file was cut short, not wrong
+
+
 def lint_file(path: Path, config: LintConfig, rules=None, cache=None, project=None) -> list[Finding]:
-    try:
-        with open(path, "rb", buffering=0) as fh:  # one read, no buffer (about half read_bytes' cost)
-            data = fh.readall()
-    except OSError as e:
-        return [_problem(str(path), "io", f"cannot read: {e.strerror or e}")]
+    try:  # the input boundary: a FIFO or device named *.py is refused, never opened for a blocking read
+        data = read_bytes(path, "Python file", FILE_LIMIT)
+    except InputError as e:
+        return [_problem(str(path), "io", f"cannot lint: {e.problem}")]
+    unreadable = not_text(data)
+    if unreadable:
+        return [_problem(str(path), "encoding", unreadable)]
     if cache is None or not worth_parsing(data):
-        return lint_source(str(path), data, config, rules, project=project)
+        return _within_budget(str(path), data, config, rules, project)
     hit = cache.get(str(path), data)
     if hit is not None:
         return hit
-    found = lint_source(str(path), data, config, rules, project=project)
-    cache.put(str(path), data, found)
+    found = _within_budget(str(path), data, config, rules, project)
+    if not any(f.code == PARSE_CODE and f.evidence.get("kind") == BUDGET_KIND for f in found):
+        cache.put(str(path), data, found)  # a file cut short by time may finish next time
     return found
+
+
+def not_text(data: bytes) -> str | None:
+    """Why ``data`` cannot be Python source (NUL bytes: UTF-16 or binary; bytes its declared
+    encoding cannot decode), or None. ASCII files, nearly all, cost one fast scan."""
+    if b"\0" in data:
+        return ("not Python source text: it holds NUL bytes (UTF-16 or a binary file); save it as UTF-8 "
+                "to lint it")
+    if data.isascii():
+        return None
+    try:
+        decode(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as e:
+        return f"not Python source text: cannot decode it ({e}); save it as UTF-8 to lint it"
+    return None
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def _out_of_time(signum, frame):
+    raise _OutOfTime
+
+
+def _within_budget(path: str, data: bytes, config: LintConfig, rules, project) -> list[Finding]:
+    """lint_source under the per-file CPU budget (a profiling timer, main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lint_source(path, data, config, rules, project=project)
+    old = signal.signal(signal.SIGPROF, _out_of_time)
+    signal.setitimer(signal.ITIMER_PROF, FILE_CPU_BUDGET_S)
+    try:
+        return lint_source(path, data, config, rules, project=project)
+    except _OutOfTime:
+        return [_problem(path, BUDGET_KIND, f"not linted: its analysis took more than the "
+                         f"{FILE_CPU_BUDGET_S:g} s CPU budget per file; lint it on its own or split it",
+                         )]
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, old)
 
 
 def _result_cache(config: LintConfig, extra_rules: tuple[str, ...], cache_dir: str):
@@ -220,6 +281,11 @@ def lint_paths(
     cache_dir = str(cache_dir) if cache_dir is not None else None
     config = config or LintConfig()
     files = discover([str(p) for p in paths], config.exclude + config.extend_exclude)
+    if not files:
+        from ddpdoctor.lint.files import LintInputError
+
+        raise LintInputError(f"{', '.join(map(str, paths))}: no Python files (*.py, *.pyi) to lint; give a "
+                             "Python file or a folder that holds some")
     global _PROJECT
     _PROJECT = None
     if len(files) > 1:

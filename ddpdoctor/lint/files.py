@@ -9,6 +9,9 @@ import tokenize
 from fnmatch import translate
 from pathlib import Path
 
+# A Python file larger than this is generated data, not a training script: not read.
+FILE_LIMIT = 8 << 20
+
 
 class LintInputError(Exception):
     """A path given on the command line that cannot be linted (missing, unreadable)."""
@@ -103,6 +106,10 @@ def discover(paths: list[str], exclude: tuple[str, ...] = ()) -> list[Path]:
                         path = rootp / f
                         if match is None or match(str(path)) is None:
                             out.append(path)
+        elif os.path.lexists(p):
+            from ddpdoctor.boundary.inputs import file_kind
+
+            raise LintInputError(f"{raw}: is {file_kind(os.lstat(p).st_mode)}, not a Python file or a folder")
         else:
             raise LintInputError(f"{raw}: no such file or directory")
     return out

@@ -71,13 +71,14 @@ class Project:
         if path in self._analyses:
             self._analyses.move_to_end(path)
             return self._analyses[path]
+        from ddpdoctor.boundary.inputs import read_bytes
         from ddpdoctor.lint.files import decode
         from ddpdoctor.script.analysis import ModuleAnalysis
 
         out = None
         try:
-            if path.stat().st_size <= _MAX_BYTES:
-                text = decode(path.read_bytes())
+            if path.stat().st_size <= _MAX_BYTES:  # InputError (a FIFO, a device) is a ValueError
+                text = decode(read_bytes(path, "Python file", _MAX_BYTES))
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     tree = ast.parse(text, filename=str(path))
@@ -116,17 +117,18 @@ class Project:
         return index.get((str(Path(path)), name), [])
 
     def _caller_index(self) -> dict[tuple[str, str], list]:
-        from ddpdoctor.lint.files import worth_parsing
+        from ddpdoctor.boundary.inputs import InputError, read_bytes
+        from ddpdoctor.lint.files import FILE_LIMIT, worth_parsing
         from ddpdoctor.script.names import dotted
 
         out: dict[tuple[str, str], list] = {}
         if len(self.files) > self.MAX_CALLER_INDEX:
             return out
         for f in self.files:
-            try:
-                if not worth_parsing(f.read_bytes()):
+            try:  # the input boundary: never a blocking read of a FIFO named *.py
+                if not worth_parsing(read_bytes(f, "Python file", FILE_LIMIT)):
                     continue
-            except OSError:
+            except InputError:
                 continue
             mod = self.analysis(f)
             if mod is None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import io
-import json
 import pickle
 import re
 from contextlib import contextmanager
@@ -43,12 +42,12 @@ class _NoClassesUnpickler(pickle.Unpickler):
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise EvidenceError(str(path), f"larger than {MAX_BYTES >> 20} MiB: not an evidence file")
-        return path.read_bytes()
-    except OSError as e:
-        raise EvidenceError(str(path), f"cannot read: {e.strerror or e}") from None
+    from ddpdoctor.boundary.inputs import InputError, read_bytes
+
+    try:  # the input boundary: regular files only (a FIFO never blocks), bounded
+        return read_bytes(path, "evidence file", MAX_BYTES)
+    except InputError as e:
+        raise EvidenceError(str(path), f"{e.problem}; {e.todo}") from None
 
 
 def _load(path: Path, allow_pickle: bool) -> Any:
@@ -66,14 +65,15 @@ def _load(path: Path, allow_pickle: bool) -> Any:
             return _NoClassesUnpickler(io.BytesIO(data)).load()
         except Exception as e:  # noqa: BLE001 - any unpickling problem is a bad file
             raise EvidenceError(str(path), f"not a readable Flight Recorder pickle ({e})") from None
+    from ddpdoctor.boundary.inputs import InputError, parse_json
+
     try:
-        return json.loads(data.decode("utf-8"))
+        return parse_json(data.decode("utf-8"), path, "Flight Recorder dump or ddpdoctor evidence")
     except UnicodeDecodeError:
         raise EvidenceError(str(path), "neither JSON nor a Flight Recorder pickle") from None
-    except json.JSONDecodeError as e:
-        raise EvidenceError(
-            str(path), f"invalid JSON at line {e.lineno} column {e.colno} (truncated?)"
-        ) from None
+    except InputError as e:
+        where = f"line {e.line}: " if e.line else ""
+        raise EvidenceError(str(path), f"{where}{e.problem} (truncated?)") from None
 
 
 def _classify(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, int]]]:
@@ -100,8 +100,8 @@ def _classify(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Pat
 def _files_of(arg: Path) -> list[Path]:
     if arg.is_dir():
         return sorted(p for p in arg.iterdir() if p.is_file() and not p.name.startswith("."))
-    if arg.is_file():
-        return [arg]
+    if arg.is_file() or (arg.exists() and not arg.is_dir()):
+        return [arg]  # a FIFO or a device is refused by the read, with its kind named
     raise EvidenceError(str(arg), "no such file or folder")
 
 

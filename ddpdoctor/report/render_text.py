@@ -50,7 +50,7 @@ def recommendation_panel(rec: Recommendation, evidence: bool = False) -> Panel:
             body.append(f"\n  {k}: {v}", style="dim")
     if rec.snippet:
         body.append(f"\n{rec.snippet}", style="cyan")
-    return Panel(body, title=rec.title, title_align="left", expand=False)
+    return Panel(body, title=Text(rec.title), title_align="left", expand=False)
 
 
 def skipped_lines(skipped: list[tuple[str, str]]) -> Text | None:
@@ -108,7 +108,10 @@ class ReportView:
         table.add_column("time", justify="right", no_wrap=True)
         for c in self.report.checks:
             if c.status is not Status.SKIPPED:
-                table.add_row(c.code, c.title, status_text(c.status), c.summary, f"{c.duration_s:.1f} s")
+                # user and machine text as Text, never markup: a "[/red]" in a custom check's title or
+                # torch's "[enforce fail at ...]" in a summary is shown as written
+                table.add_row(Text(c.code), Text(c.title), status_text(c.status), Text(c.summary),
+                              f"{c.duration_s:.1f} s")
         return table
 
     def skipped(self) -> Text | None:

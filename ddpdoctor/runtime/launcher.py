@@ -1,39 +1,42 @@
-"""`ddpdoctor check` on one node: pre-flight, the torchrun subprocess, live progress, the verdict.
+"""`ddpdoctor check` on one node: the torchrun subprocess, live progress, the verdict, the outputs.
 
 The launch itself is torch.distributed.run (elastic agent, c10d rendezvous). This module wraps it so a
-run always ends: it checks the endpoint before launching (unreachable, port taken), watches the
-rendezvous state while waiting (to say which nodes arrived), enforces an overall deadline, and turns a
-launch that produced no report into a message naming the layer that failed (exit 2).
+run always ends: pre-flight (runtime/preflight.py) names an impossible rendezvous before launching,
+the rendezvous watcher (runtime/rdzv_watch.py) says which nodes arrived, an overall deadline holds,
+and a launch that produced no report becomes a message naming the layer that failed
+(runtime/launch_log.py, exit 2). Every exit path — the end, an exception, SIGINT, SIGTERM, SIGHUP —
+ends torchrun and its ranks (boundary/processes.py) and removes the run's temp folder, torchrun's own
+torchelastic_* folders included (TMPDIR points into it).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import errno
 import json
 import os
-import pickle
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from ddpdoctor.boundary.outputs import OutputError, write_output
+from ddpdoctor.boundary.processes import end_process, signals_raise
 from ddpdoctor.core.report import Report
 from ddpdoctor.events import EventTail
 from ddpdoctor.registry import RegistryError, discover, select
-from ddpdoctor.report.io import ReportError, load_report, save_report
+from ddpdoctor.report.console import make_console
+from ddpdoctor.report.io import ReportError, load_report
+from ddpdoctor.runtime.launch_log import diagnose_failure
 from ddpdoctor.runtime.launch_plan import LaunchError, LaunchPlan, plan_launch
+from ddpdoctor.runtime.preflight import PreflightError, check_local_addr, preflight, source_address_towards
 from ddpdoctor.runtime.progress import ProgressView
+from ddpdoctor.runtime.rdzv_watch import RendezvousWatcher
 
 GRACE_S = 4.0
 
@@ -42,152 +45,6 @@ def _error(msg: str) -> None:
     """Plain text on stderr: no wrapping, no rich markup (messages contain brackets and paths)."""
     print(msg, file=sys.stderr, flush=True)
 
-
-
-class PreflightError(Exception):
-    pass
-
-
-# -- pre-flight ---------------------------------------------------------------------------------------
-def local_addresses() -> set[str]:
-    import psutil
-
-    out = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
-    for addrs in psutil.net_if_addrs().values():
-        out.update(a.address.split("%")[0] for a in addrs)
-    return out
-
-
-def endpoint_is_local(host: str) -> bool:
-    try:
-        resolved = {ai[4][0] for ai in socket.getaddrinfo(host, None)}
-    except socket.gaierror:
-        return False
-    return bool(resolved & local_addresses()) or host in local_addresses()
-
-
-def port_holder(port: int) -> str:
-    try:
-        import psutil
-
-        for c in psutil.net_connections(kind="tcp"):
-            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
-                p = psutil.Process(c.pid)
-                return f" by pid {c.pid} ({' '.join(p.cmdline()[:4])})"
-    except Exception:
-        pass
-    return ""
-
-
-def wait_until_resolved(plan: LaunchPlan) -> None:
-    """A rendezvous host name that does not resolve is named as such, not as "unreachable". Retried
-    until --rdzv-timeout: in Kubernetes a pod's DNS record may appear after the other pods start."""
-    deadline = time.monotonic() + plan.rdzv_timeout_s
-    while True:
-        try:
-            socket.getaddrinfo(plan.endpoint_host, plan.endpoint_port, type=socket.SOCK_STREAM)
-            return
-        except socket.gaierror as e:
-            if time.monotonic() >= deadline:
-                origin = plan.endpoint_origin
-                what = origin if origin.startswith("the ") else f"from {origin}"
-                raise PreflightError(
-                    f"{socket.gethostname()} cannot resolve {plan.endpoint_host}, {what} ({e.strerror or e}, "
-                    f"for {plan.rdzv_timeout_s:g} s); make the node names resolvable on every node (DNS or "
-                    "/etc/hosts), or give --rdzv-endpoint ADDRESS:PORT"
-                ) from None
-        time.sleep(0.5)
-
-
-def preflight(plan: LaunchPlan) -> None:
-    wait_until_resolved(plan)
-    hosting = plan.is_host if plan.is_host is not None else endpoint_is_local(plan.endpoint_host)
-    if hosting and plan.is_host is not False:
-        fam = socket.AF_INET6 if ":" in plan.endpoint_host else socket.AF_INET
-        with socket.socket(fam, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((plan.endpoint_host, plan.endpoint_port))
-            except OSError as e:
-                if e.errno == errno.EADDRINUSE and plan.is_host:
-                    raise PreflightError(
-                        f"rendezvous port taken: {plan.endpoint} is already in use{port_holder(plan.endpoint_port)}; "
-                        "pick a free port in --rdzv-endpoint"
-                    ) from None
-                if e.errno == errno.EADDRNOTAVAIL:
-                    raise PreflightError(
-                        f"rendezvous endpoint {plan.endpoint}: {plan.endpoint_host} is not an address of this "
-                        "node, but --node-rank 0 must host the rendezvous"
-                    ) from None
-        return
-    # A joining node: the endpoint must become reachable within the rendezvous timeout.
-    deadline = time.monotonic() + plan.rdzv_timeout_s
-    last = "no attempt"
-    while True:
-        left = deadline - time.monotonic()
-        try:
-            with socket.create_connection((plan.endpoint_host, plan.endpoint_port), timeout=max(0.2, min(2.0, left))):
-                return
-        except OSError as e:
-            last = e.strerror or str(e) or type(e).__name__
-        if time.monotonic() >= deadline:
-            raise PreflightError(
-                f"rendezvous endpoint {plan.endpoint} unreachable after {plan.rdzv_timeout_s:g} s ({last}); "
-                "is node 0 running `ddpdoctor check` with the same --rdzv-endpoint, and is the port open?"
-            )
-        time.sleep(0.5)
-
-
-def source_address_towards(host: str) -> str | None:
-    """The local address the kernel picks to reach host (a UDP connect sends nothing)."""
-    try:
-        info = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)[0]
-        with socket.socket(info[0], socket.SOCK_DGRAM) as s:
-            s.connect(info[4])
-            return s.getsockname()[0]
-    except OSError:
-        return None
-
-
-# -- watching the rendezvous ----------------------------------------------------------------------------
-class RendezvousWatcher(threading.Thread):
-    """Reads the c10d rendezvous state from the store while we wait, to say who arrived."""
-
-    def __init__(self, plan: LaunchPlan) -> None:
-        super().__init__(name="ddpdoctor-rdzv-watch", daemon=True)
-        self.plan = plan
-        self.stop = threading.Event()
-        self.participants: list[str] = []
-
-    def run(self) -> None:
-        store = None
-        key = "torch.rendezvous." + self.plan.rdzv_id
-        # Start reading only if the rendezvous is slow: the store client imports torch, a second or more
-        # of CPU that a quick rendezvous (the usual case) does not need, spent while the agents and
-        # workers start. Half the timeout still sees who waits long before anyone gives up.
-        if self.stop.wait(min(30.0, self.plan.rdzv_timeout_s / 2)):
-            return
-        while not self.stop.wait(0.3):
-            try:
-                if store is None:
-                    # A plain connect first: a TCPStore client built before the server listens spends
-                    # seconds in its own retries, and the rendezvous may be over by then.
-                    with socket.create_connection((self.plan.endpoint_host, self.plan.endpoint_port), timeout=0.5):
-                        pass
-                    import torch.distributed as dist
-
-                    store = dist.TCPStore(self.plan.endpoint_host, self.plan.endpoint_port, is_master=False,
-                                          timeout=timedelta(seconds=2), wait_for_workers=False)
-                if not store.check([key]):
-                    continue
-                state = pickle.loads(base64.b64decode(store.get(key)))
-                # Union over reads: an agent that gives up removes itself from the state before exiting.
-                seen = {f"{n.addr}" for n in getattr(state, "participants", {})}
-                seen |= {f"{n.addr}" for n in getattr(state, "wait_list", set())}
-                self.participants = sorted(set(self.participants) | seen)
-            except Exception as e:
-                if os.environ.get("DDPDOCTOR_DEBUG"):
-                    print(f"{time.time():.1f} rendezvous watcher: {type(e).__name__}: {e}", file=sys.stderr)
-                store = None
 
 
 # -- the run --------------------------------------------------------------------------------------------
@@ -233,8 +90,9 @@ def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[
 
 def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:
     """One node's run. ``args`` holds the parsed command line as plain values; ``inputs`` the checks'
-    options, the profile and the recommendation options, already validated by the command."""
-    out = Console()
+    options, the profile and the recommendation options, already validated by the command, as are
+    the output paths (boundary/outputs.check_output)."""
+    out = make_console()
     try:
         specs = discover(args.checks_path, kind="cluster")
         if args.select is None:
@@ -244,13 +102,11 @@ def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:
         _error(f"ddpdoctor check: {e}")
         return 2
     if not specs:
-        _error("ddpdoctor check: no checks selected")
+        _error("ddpdoctor check: no checks selected; see `ddpdoctor check --list` for the codes")
         return 2
-    if args.script and not Path(args.script).exists():
-        _error(f"ddpdoctor check: --script {args.script}: no such file or folder")
-        return 2
-    if args.budget_scale <= 0:
-        _error("ddpdoctor check: --budget-scale must be positive")
+    if args.script and not (Path(args.script).is_file() or Path(args.script).is_dir()):
+        what = "not a regular file or a folder" if os.path.lexists(args.script) else "no such file or folder"
+        _error(f"ddpdoctor check: --script {args.script}: {what}; give the training script or its folder")
         return 2
     gpus = visible_gpus() if args.backend in ("auto", "nccl") else 0
     backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
@@ -263,45 +119,53 @@ def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:
                            rdzv_timeout_s=args.rdzv_timeout, env=os.environ,
                            default_nproc_per_node=gpus if backend == "nccl" else 2)
         outputs = output_paths(args, plan)
-    except LaunchError as e:
+        if args.local_addr:
+            check_local_addr(args.local_addr)
+    except (LaunchError, PreflightError) as e:
         _error(f"ddpdoctor check: {e}")
         return 2
-    nproc = plan.nproc_per_node
     codes = [s.code for s in specs]
 
     if args.write_config:
-        cfg = build_config(args, plan, codes, backend, args.events, args.json, inputs)
-        cfg["launch_t0"] = None
-        Path(args.write_config).write_text(json.dumps(cfg, indent=1))
-        out.print(f"wrote {args.write_config}; run on every node:\n  torchrun --nnodes N --nproc-per-node "
-                  f"{nproc} --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m ddpdoctor.runtime.worker "
-                  f"--config {args.write_config}")
-        return 0
+        return write_config(args, plan, codes, backend, inputs, out)
 
     tmp = Path(tempfile.mkdtemp(prefix="ddpdoctor-"))
-    rc = 2
+    keep = [False]  # set when the failure message points into tmp (torchrun's log)
     try:
-        rc = _launch(args, plan, specs, backend, inputs, outputs, out, tmp)
-        return rc
+        with signals_raise():  # SIGTERM, SIGHUP: the same clean end as Ctrl-C
+            return _launch(args, plan, specs, backend, inputs, outputs, out, tmp, keep)
     finally:
-        # The run's scratch folder (config, events, torchrun's log) goes, unless the failure message
-        # points into it (a launch that produced no report names its torchrun log).
-        if rc != 2 or not (tmp / "torchrun.log").exists():
+        if not keep[0]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def write_config(args: argparse.Namespace, plan: LaunchPlan, codes: list[str], backend: str,
+                 inputs: dict[str, Any], out: Console) -> int:
+    """--write-config FILE: the worker config for the user's own torchrun, and how to run it and read
+    the verdict. The report goes to --json, else beside the config (the workers print nothing)."""
+    cfg_path = Path(args.write_config)
+    report = args.json or str(cfg_path.with_name(cfg_path.stem + ".report.json"))
+    cfg = build_config(args, plan, codes, backend, args.events, str(Path(report).absolute()), inputs)
+    cfg["launch_t0"] = None
+    try:
+        write_output(cfg_path, json.dumps(cfg, indent=1) + "\n", "--write-config")
+    except OutputError as e:
+        _error(f"ddpdoctor check: {e}")
+        return 2
+    out.print(f"wrote {args.write_config}; run on every node:\n  torchrun --nnodes N --nproc-per-node "
+              f"{plan.nproc_per_node} --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m ddpdoctor.runtime.worker "
+              f"--config {args.write_config}\nthen the verdict (exit code 0, 1 or 2 as `ddpdoctor check`):\n"
+              f"  ddpdoctor report show {report}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: str, inputs: dict[str, Any],
-            outputs: dict[str, str | None], out: Console, tmp: Path) -> int:
-    """Start torchrun for this node with the config in ``tmp``, follow its events, print the report."""
+            outputs: dict[str, str | None], out: Console, tmp: Path, keep: list[bool]) -> int:
+    """Start torchrun for this node with the config in ``tmp``, follow its events, print the report,
+    write the outputs."""
     codes = [s.code for s in specs]
     events_path = args.events if args.events and args.events != "-" else str(tmp / "events.jsonl")
-    report_path = outputs["json"] or str(tmp / "report.json")
-    for p in (report_path, outputs["bad_nodes"]):
-        try:
-            if p:
-                Path(p).unlink()
-        except FileNotFoundError:
-            pass
+    report_path = str(tmp / "report.json")  # the user's --json is written from it at the end
     cfg = build_config(args, plan, codes, backend, events_path, report_path, inputs)
     cfg_path = tmp / "config.json"
     cfg_path.write_text(json.dumps(cfg, indent=1))
@@ -316,6 +180,8 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONUNBUFFERED"] = "1"
+    # torchrun's own temp folders (torchelastic_*) and the ranks' go into ours, which is removed
+    env["TMPDIR"] = str(tmp)
     log_path = tmp / "torchrun.log"
     argv = plan.torchrun_argv(["--config", str(cfg_path)])
     # Under srun only task 0 shows progress and the report; the others end with one line.
@@ -329,12 +195,13 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         watcher.start()
     budget_total = sum(s.budget_s * args.budget_scale + GRACE_S * 3 for s in specs)
     deadline = time.monotonic() + args.rdzv_timeout + budget_total + 30
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    tail = EventTail(events_path)
+    proc = None
     run_ended_at = None
     timed_out = False
     try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        tail = EventTail(events_path)
         with progress:
             while True:
                 for ev in tail.read():
@@ -357,7 +224,8 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
                 time.sleep(0.1)
     finally:
         watcher.stop.set()
-        _terminate(proc)
+        if proc is not None:
+            end_process(proc, GRACE_S)
         # A thread left inside libtorch at exit aborts the interpreter; under load its import of torch
         # alone can take several seconds.
         if watcher.is_alive():
@@ -378,43 +246,59 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
             from ddpdoctor.runtime.finalize import attach_bad_nodes
 
             attach_bad_nodes(report)
-            if outputs["json"]:
-                save_report(report, report_path)
     if report is None:
-        _error(f"ddpdoctor check: {diagnose_failure(plan, log_path, proc.returncode, timed_out, watcher, progress)}")
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        message, keep[0] = diagnose_failure(plan, log, str(log_path), proc.returncode, timed_out,
+                                            watcher.participants, progress.rendezvoused)
+        _error(f"ddpdoctor check: {message}")
         if args.verbose:
-            _error(log_path.read_text(errors="replace")[-4000:])
+            _error(log[-4000:])
         return 2
 
     if args.script:
         attach_lint(report, args.script)
-        if outputs["json"]:
-            save_report(report, report_path)
+    code = report.exit_code()
     if not plan.prints_report:
-        out.print(follower_line(report, args, socket.gethostname()), soft_wrap=True, highlight=False)
-        return report.exit_code()
-    from ddpdoctor.report.render_text import print_report
+        out.print(follower_line(report, args, socket.gethostname()), soft_wrap=True, highlight=False, markup=False)
+    else:
+        from ddpdoctor.report.render_text import print_report
 
-    print_report(report, out, verbose=args.verbose)
-    if args.json:
-        out.print(f"[dim]report: {args.json}[/dim]")
-    if args.junit:
-        from ddpdoctor.report.render_junit import to_junit
+        print_report(report, out, verbose=args.verbose)
+    return write_outputs(report, outputs, code)
 
-        Path(args.junit).write_text(to_junit(report), encoding="utf-8")
-    if outputs["bad_nodes"]:
-        Path(outputs["bad_nodes"]).write_text(bad_nodes_text(report), encoding="utf-8")
-    return report.exit_code()
+
+def write_outputs(report: Report, outputs: dict[str, str | None], code: int) -> int:
+    """The report files the user asked for, after the report is printed; a write that fails keeps
+    the content in a temp file, says where, and makes the exit code 2 (ddpdoctor could not do all it
+    was asked), never a traceback and never a lost report."""
+    from ddpdoctor.report.render_junit import to_junit
+
+    makers = {
+        "json": lambda: json.dumps(report.to_dict(), indent=1, default=str) + "\n",
+        "junit": lambda: to_junit(report),
+        "bad_nodes": lambda: bad_nodes_text(report),
+    }
+    failed = False
+    for key, path in outputs.items():
+        if not path:
+            continue
+        flag = f"--{key.replace('_', '-')}"
+        try:
+            write_output(path, makers[key](), flag)
+        except OutputError as e:
+            _error(f"ddpdoctor check: {e}")
+            failed = True
+            continue
+        if key == "json":
+            print(f"report: {path}", flush=True)
+    return 2 if failed else code
 
 
 def output_paths(args: argparse.Namespace, plan: LaunchPlan) -> dict[str, str | None]:
     """The files this task writes: all of them where it prints the report, none on the other Slurm
-    tasks (they would race task 0 for the same paths on a shared file system). A folder that does not
-    exist is an error before anything is launched."""
+    tasks (they would race task 0 for the same paths on a shared file system). The paths themselves
+    were checked by the command before anything started."""
     wanted = {"json": args.json, "junit": args.junit, "bad_nodes": getattr(args, "bad_nodes", None)}
-    for key, path in wanted.items():
-        if path and not Path(path).resolve().parent.is_dir():
-            raise LaunchError(f"--{key.replace('_', '-')} {path}: folder {Path(path).parent} does not exist")
     if not plan.prints_report:
         return dict.fromkeys(wanted)
     return wanted
@@ -439,46 +323,9 @@ def follower_line(report: Report, args: argparse.Namespace, host: str) -> str:
 
 
 def attach_lint(report: Report, script: str) -> None:
-    from ddpdoctor.lint import lint_paths
+    from ddpdoctor.lint import LintInputError, lint_paths
 
-    report.lint = list(lint_paths([script]))
-
-
-def _terminate(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def diagnose_failure(plan: LaunchPlan, log_path: Path, rc: int | None, timed_out: bool,
-                     watcher: RendezvousWatcher, progress: ProgressView) -> str:
-    log = log_path.read_text(errors="replace") if log_path.exists() else ""
-    arrived = f"; arrived: {', '.join(watcher.participants)}" if watcher.participants else ""
-    if "RendezvousTimeoutError" in log or (timed_out and not progress.rendezvoused):
-        return (f"rendezvous timed out after {plan.rdzv_timeout_s:g} s at {plan.endpoint} waiting for "
-                f"{plan.nnodes} node(s){arrived or '; no node arrived'}")
-    if "Address already in use" in log or "EADDRINUSE" in log:
-        return f"rendezvous port taken: {plan.endpoint} is in use"
-    if "RendezvousConnectionError" in log or "RendezvousClosedError" in log:
-        return f"rendezvous endpoint {plan.endpoint} unreachable or closed (torchrun: {last_error_line(log)})"
-    if timed_out:
-        return f"no report before the overall deadline; the run was stopped (torchrun log: {log_path})"
-    return f"the launch failed (torchrun exit code {rc}): {last_error_line(log)} (log: {log_path})"
-
-
-def last_error_line(log: str) -> str:
-    for line in reversed(log.splitlines()):
-        s = line.strip()
-        if s and ("Error" in s or "error" in s) and not s.startswith("File "):
-            return s[-300:]
-    lines = [ln for ln in log.splitlines() if ln.strip()]
-    return lines[-1][-300:] if lines else "no output"
+    try:
+        report.lint = list(lint_paths([script]))
+    except LintInputError as e:  # changed during the run: the measurements stand, the lint is said missing
+        report.run.setdefault("warnings", []).append(f"--script: not linted: {e}")

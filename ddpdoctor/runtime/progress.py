@@ -59,7 +59,7 @@ class ProgressView:
                 status = Text("waiting", style="dim")
             else:
                 status = status_text(Status(row.status))
-            t.add_row(Text(row.code, style="bold"), row.title, status, row.summary)
+            t.add_row(Text(row.code, style="bold"), Text(row.title), status, Text(row.summary))
         if not self.state.rendezvoused:
             t.add_row("", Text("waiting for the rendezvous …", style="dim"), "", "")
         return t

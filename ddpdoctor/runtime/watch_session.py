@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from ddpdoctor.boundary.processes import end_tree
 from ddpdoctor.model.hang.pending import poll_interval
 from ddpdoctor.runtime import rank_agent
 
@@ -220,30 +221,7 @@ class Watch:
     def _end_tree(self, first_signal: int = signal.SIGTERM) -> None:
         """SIGTERM to every process the job started (ranks write evidence on it), SIGKILL after
         GRACE_S to whatever is left, then reap. Bounded."""
-        assert self.proc is not None
-        procs = self._tree()
-        alive = [p for p in procs if p.is_running()]
-        if not alive and self.proc.poll() is not None:
-            return
-        # the launcher first, once: torchrun and srun pass it on to their ranks and end by themselves
-        # (a second signal makes torchrun abandon its own shutdown half-way)
-        root = [p for p in alive if p.pid == self.proc.pid] or alive
-        for p in root:
-            try:
-                p.send_signal(first_signal)
-            except psutil.Error:
-                pass
-        _, alive = psutil.wait_procs(alive, timeout=GRACE_S)
-        for p in alive + self._tree():
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(alive, timeout=GRACE_S)
-        try:
-            self.proc.wait(timeout=GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
+        end_tree(self.proc.pid, GRACE_S, first_signal, extra=[p.pid for p in self._tree()])
 
     # -- the record ---------------------------------------------------------------------------------
     def _result(

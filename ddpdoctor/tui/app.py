@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ class DoctorApp(App[int]):
         self.state = RunState()
         self.run_handle: LiveRun | None = None
         self.exit_code = 0
+        self.signalled: int | None = None  # SIGTERM or SIGHUP ended the app
         self.mode = ""
         self.started = False  # views that mount before the app's on_mount wait for it
         self.bad_lines_seen = 0
@@ -85,6 +87,14 @@ class DoctorApp(App[int]):
 
     def on_mount(self) -> None:
         self.started = True
+        # SIGTERM and SIGHUP (a closed terminal, `timeout`) end the app as `q` does, from the event
+        # loop: the live run is stopped and its temp folder removed (commands/tui.py).
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
         if self.report is None:
             for pane in self.query(".view"):
                 self.feed(pane)
@@ -177,7 +187,11 @@ class DoctorApp(App[int]):
             )
 
     async def finish_live(self, run: LiveRun) -> None:
-        path = Path(self.state.report_path) if self.state.report_path else run.report_path
+        # the --json this app asked for first: the path in the events is the check's scratch copy,
+        # gone once `ddpdoctor check` has written the outputs and removed its temp folder
+        path = run.report_path
+        if not path.is_file() and self.state.report_path:
+            path = Path(self.state.report_path)
         if path.is_file():
             try:
                 report = await asyncio.to_thread(load_report, path)  # big matrices: off the UI loop
@@ -248,6 +262,14 @@ class DoctorApp(App[int]):
         if self.run_handle is not None and self.run_handle.returncode is None:
             self.set_status(Text("stopping the check…", "bold yellow"))
             await self.run_handle.stop()
+
+    def _on_signal(self, sig: int) -> None:
+        self.signalled = sig
+        self.run_worker(self.action_stop_and_exit(128 + sig), group="signal")
+
+    async def action_stop_and_exit(self, code: int) -> None:
+        await self.action_stop()
+        self.exit(code)
 
     async def action_quit(self) -> None:
         await self.action_stop()

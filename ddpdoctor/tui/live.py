@@ -8,7 +8,6 @@ event file is read in small increments between polls.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddpdoctor.boundary.processes import end_tree
 from ddpdoctor.events import EventTail
 
 
@@ -89,28 +89,21 @@ class LiveRun:
                 pass
 
     async def stop(self) -> None:
-        """SIGTERM to the child's process group, SIGKILL after the grace period."""
+        """SIGTERM to the child and everything under it, SIGKILL after the grace period
+        (boundary/processes.end_tree, in a thread: it waits)."""
         if self.proc is None or self.proc.returncode is not None:
             return
         self.stopped = True
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                await asyncio.wait_for(self.proc.wait(), self.cfg.stop_grace_s)
-                return
-            except asyncio.TimeoutError:
-                continue
+        await asyncio.to_thread(end_tree, self.proc.pid, self.cfg.stop_grace_s, reap=False)
+        try:
+            await asyncio.wait_for(self.proc.wait(), self.cfg.stop_grace_s)
+        except asyncio.TimeoutError:
+            pass
 
     def kill_now(self) -> None:
         """Last resort when the app exits without an event loop to wait in."""
         if self.proc is not None and self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            end_tree(self.proc.pid, 0.0, first_signal=signal.SIGKILL, reap=False)
 
     def log_tail(self, lines: int = 15) -> str:
         try:

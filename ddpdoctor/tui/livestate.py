@@ -6,7 +6,7 @@ Pure (no textual, no I/O).
 from __future__ import annotations
 
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity
-from ddpdoctor.run_state import PENDING, RUNNING, CheckRow, RankSlot, RunState, int_or
+from ddpdoctor.run_state import PENDING, RUNNING, CheckRow, RankSlot, RunState, int_or, rank_count
 
 # One glyph per state for the per-rank strip; styles for rich.
 GLYPHS = {
@@ -78,7 +78,7 @@ def state_from_report(report: Report) -> RunState:
             st.ranks[r["rank"]] = RankSlot(
                 r["rank"], int_or(r.get("node_rank"), 0), str(r.get("hostname") or "?")
             )
-    st.world_size = int_or(run.get("world_size"), len(st.ranks))
+    st.world_size = rank_count(run.get("world_size"), len(st.ranks))
     for r in range(st.world_size):
         st.ranks.setdefault(r, RankSlot(r))
     st.nodes = int_or(run.get("nodes"), len({s.node_rank for s in st.ranks.values()}))

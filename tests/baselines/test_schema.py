@@ -155,7 +155,7 @@ def test_syntax_errors_empty_files_and_unreadable_files(tmp_path):
     f.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ProfileError, match=r"bin.yaml: not UTF-8"):
         load_file(f)
-    with pytest.raises(ProfileError, match=r"missing.yaml: no such file"):
+    with pytest.raises(ProfileError, match=r"missing.yaml: cannot read profile YAML file: no such file"):
         load_file(tmp_path / "missing.yaml")
     with pytest.raises(ProfileError, match=r": is a folder"):
         load_file(tmp_path)

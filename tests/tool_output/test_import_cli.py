@@ -148,7 +148,7 @@ def test_profile_none_judges_nothing(capsys, tmp_path):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["/no/such/file.log"], "/no/such/file.log: cannot read it"),
+        (["/no/such/file.log"], "/no/such/file.log: cannot read benchmark log"),
         ([str(FIX / "other/superbench-gpu_copy_bw_performance.log")], "no measurements found"),
         ([str(NCCL / "superbench-nccl_allreduce.log"), "--profile", "no-such-box"], "--profile"),
     ],

@@ -314,3 +314,20 @@ async def test_live_mode_reports_unreadable_event_lines(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: "without a report" in screen_text(app))
         assert "1 unreadable line(s)" in " ".join(msg for _, msg in app.state.logs)
+
+
+async def test_markup_in_report_text_is_shown_as_written(gloo_report):
+    """A "[/red]" in a check's title and torch's "[enforce fail]" in a summary: shown, no crash."""
+    gloo_report.checks[0].title = "a [/red] b"
+    gloo_report.checks[0].summary = "[enforce fail] x"
+    for f in gloo_report.checks[-1].findings[:1]:
+        f.message = "[/bold] peer [enforce fail] gone"
+    app = DoctorApp(report=gloo_report, report_dir=DATA)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "a [/red] b" in text and "[enforce fail] x" in text
+        for key in "123456":
+            await pilot.press(key)
+            await pilot.pause()
+    assert app.return_code in (None, 0)

@@ -147,6 +147,8 @@ def _scalar(node: Node, where: str) -> Any:
         return SafeConstructor().construct_object(node, deep=True)
     except ConstructorError as e:
         raise _Invalid(node, f"{where}: {e.problem}, expected a plain YAML value") from None
+    except ValueError:  # an integer past Python's 4,300-digit limit, and the like
+        raise _Invalid(node, f"{where}: a value of {len(node.value)} characters that is no usable number") from None
 
 
 def _text(node: Node, where: str) -> str:

@@ -86,12 +86,12 @@ def parse_text(text: str, path: str) -> Parsed:
 
 def parse_file(path: str | Path) -> Parsed:
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except IsADirectoryError:
-        raise ToolOutputError(str(p), None, "is a folder, expected a log file") from None
-    except OSError as e:
-        raise ToolOutputError(str(p), None, f"cannot read it: {e.strerror or e}") from None
+    from ddpdoctor.boundary.inputs import InputError, read_bytes
+
+    try:  # the input boundary: regular files only (a FIFO never blocks), bounded
+        data = read_bytes(p, "benchmark log", 256 << 20)
+    except InputError as e:
+        raise ToolOutputError(str(p), None, f"{e.problem}; {e.todo}") from None
     if b"\x00" in data[:4096]:
         raise ToolOutputError(str(p), None, "a binary file, expected the text or JSON output of a benchmark")
     try:

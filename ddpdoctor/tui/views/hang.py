@@ -98,7 +98,7 @@ class HangPane(Vertical):
             label = Text(str(rank), "bold red" if r and r.culprit else "")
             table.add_row(
                 label,
-                (r.host if r else None) or "?",
+                Text((r.host if r else None) or "?"),
                 *(Text(CELL_MARK[c], CELL_STYLE[c]) for c in cells),
                 key=str(rank),
             )

@@ -87,11 +87,11 @@ class OverviewView(Vertical):
         for row in state.rows():
             cells = {
                 "code": Text(row.code, "bold"),
-                "title": row.title,
+                "title": Text(row.title),
                 "status": status_text(row.status),
                 "ranks": rank_strip(row, state),
                 "time": "" if row.duration_s is None else f"{row.duration_s:.1f}s",
-                "summary": row.progress or row.summary,
+                "summary": Text(row.progress or row.summary or ""),
             }
             shown = self.shown.get(row.code)
             if shown is None:

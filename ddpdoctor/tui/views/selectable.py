@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import RenderableType
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
@@ -36,7 +37,8 @@ class ListDetail(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         for k, item in enumerate(items):
-            table.add_row(*self.row(item), key=str(k))
+            # a str cell would be read as markup by DataTable: data is shown as written
+            table.add_row(*(Text(c) if isinstance(c, str) else c for c in self.row(item)), key=str(k))
         if items:
             self._show_item(0)
 
