@@ -30,6 +30,9 @@ dist.barrier()                   # every rank reaches it
 from __future__ import annotations
 
 import ast
+from difflib import SequenceMatcher
+
+from ddpdoctor.script import ranks as rank_facts
 
 CODE = "DDP301"
 TITLE = "Collective reached by some ranks only"
@@ -72,7 +75,10 @@ def _ranks(rs: list[int]) -> str:
 def check(m):
     if not (m.uses_distributed or m.ddp_params):
         return
+    if m.pinned_rank is not None:
+        return  # one rank's own program (rank=0 hard-coded): the others' code is not here
     reported: set[int] = set()
+    places: set[tuple[int, int]] = set()
     for run in m.runs:
         if not run.complete:
             continue
@@ -82,18 +88,99 @@ def check(m):
             [e for e in t.events if e.kind == "ddp_forward" or (e.kind == "collective" and e.arg is None)]
             for t in run.traces
         ]
+        # some ranks call collectives in a `while` loop of their own (a signalling protocol: wait
+        # for rank 0's broadcasts until it says stop): how many, the walk cannot count, so it
+        # cannot say that the counts part. Unknown is not guilty.
+        open_ranks: dict[int, set[int]] = {}
+        for r, s in enumerate(seqs):
+            for e in s:
+                if e.open_loop is not None:
+                    open_ranks.setdefault(id(e.open_loop), set()).add(r)
+        if any(len(rs) < len(seqs) for rs in open_ranks.values()):
+            continue
         for _ in range(10):  # after each divergence, drop the odd call out and compare the rest
             found = _first_divergence(seqs)
             if found is None:
                 break
             i, ranks, groups = found
-            ev = seqs[ranks[0]][i]
+            ev = _odd_call(seqs, ranks, i)
             # drop this call everywhere (loops repeat it) and compare what is left
             seqs = [[e for e in s if e.node is not ev.node] for s in seqs]
             if id(ev.node) in reported:
                 continue
             reported.add(id(ev.node))
-            yield _finding(m, run, ev, ranks, groups, i)
+            f = _finding(m, run, ev, ranks, groups, i)
+            place = (f.location.line, f.location.col)
+            if place in places:
+                continue  # one cause, one finding: a rank-0-only call that reaches several collectives
+            places.add(place)
+            yield f
+
+
+def _identity(e) -> tuple:
+    """One call site reached one way: the same collective reached through another chain of calls
+    is another call."""
+    return (id(e.node), e.chain, e.chain_paths)
+
+
+def _odd_call(seqs, ranks: list[int], i: int):
+    """The call that ranks ``ranks`` make and the others do not. Counting by operation finds where
+    the sequences part (index ``i``), but not which call is extra: rank 0 calling a helper's barrier
+    once more than the others makes its *last* barrier the first unmatched one. Aligning the two
+    sequences call site by call site (and chain by chain) finds the extra call itself; where the
+    ranks reach different sites of the same operation in step (the rank-0-first idiom: ranks != 0
+    wait at one barrier, rank 0 at the next), those pair up by operation. Without an extra call,
+    the call at ``i``."""
+    mine = seqs[ranks[0]]
+    other_rank = next((r for r in range(len(seqs)) if r not in ranks), None)
+    if other_rank is not None:
+        extra = _unmatched(mine, seqs[other_rank])
+        if extra:
+            return mine[extra[0]]
+    return mine[i]
+
+
+def _unmatched(mine, theirs) -> list[int]:
+    a = [_identity(e) for e in mine]
+    b = [_identity(e) for e in theirs]
+    out: list[int] = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "delete":
+            out.extend(range(i1, i2))
+        elif tag == "replace":
+            ops = [theirs[j].op for j in range(j1, j2)]
+            for k in range(i1, i2):
+                if mine[k].op in ops:
+                    ops.remove(mine[k].op)
+                else:
+                    out.append(k)
+    return out
+
+
+def _anchor(m, ev):
+    """The line to change: the outermost call of the chain (in this file) that sits under a rank
+    test of its own function, i.e. where this rank's path leaves the others'. A helper's collective
+    is right for the callers every rank reaches; the call made under ``if rank == 0`` is the bug.
+    Without such a call, where the collective is."""
+    if ev.chain:
+        calls = _calls_by_line(m)
+        for line, path in zip(ev.chain, ev.chain_paths or (None,) * len(ev.chain)):
+            if path is not None and path != m.path:
+                continue
+            for call in calls.get(line, ()):
+                if rank_facts.rank_guard(m, call, follow_callers=False) is not None:
+                    return call
+    return m.event_anchor(ev)
+
+
+def _calls_by_line(m) -> dict[int, list]:
+    out = m.__dict__.get("_ddp301_calls_by_line")
+    if out is None:
+        out = {}
+        for c, _q in m.calls:
+            out.setdefault(c.lineno, []).append(c)
+        m.__dict__["_ddp301_calls_by_line"] = out
+    return out
 
 
 def _first_divergence(seqs):
@@ -123,7 +210,7 @@ def _finding(m, run, ev, ranks, alt, i):
     sev = "warning" if ev.kind == "ddp_forward" else SEVERITY
     return m.finding(
         CODE,
-        m.event_anchor(ev),
+        _anchor(m, ev),
         f"{_label(ev, m)} is reached by {_ranks(ranks)} only{_guard_text(m, ev)} (world size "
         f"{run.world_size}); {instead}: "
         f"{'they' if len(ranks) > 1 else 'it'} will wait forever",

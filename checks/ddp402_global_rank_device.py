@@ -79,7 +79,55 @@ def _uses_global(m, expr: ast.AST, names: set) -> bool:
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
     name = dotted(expr)
-    return bool(name) and (name in names or (_scope(m, expr), name) in names or _global_option(m, name))
+    if not name:
+        return False
+    if "." not in name:
+        reaching = _reaching_assignment(m, expr, name)
+        if reaching is not None:  # the value this use sees: global only if that one is
+            return _is_global_source(m, reaching.value) or _uses_global(m, reaching.value, names)
+    return name in names or (_scope(m, expr), name) in names or _global_option(m, name)
+
+
+def _arms(m, node, fn) -> list[tuple[int, str]]:
+    """(id of an if, "body"/"orelse") for each if between ``node`` and its function."""
+    out = []
+    child = node
+    for a in m.ancestors(node):
+        if a is fn:
+            break
+        if isinstance(a, ast.If) and child is not a.test:
+            out.append((id(a), "body" if any(child is s for s in a.body) else "orelse"))
+        child = a
+    return out
+
+
+def _reaching_assignment(m, use: ast.AST, name: str):
+    """The last plain assignment to ``name`` before ``use`` in its function that every path to
+    ``use`` passes (not one in another arm of an ``if``: ``if hvd: local_rank = hvd.local_rank()
+    elif ...: local_rank = dist.get_rank()``); None when there is none to go by."""
+    fn = m.enclosing_function(use)
+    if fn is None:
+        return None
+    index = m.__dict__.get("_ddp402_assigns")
+    if index is None:  # (function, name) -> its plain assignments, in one pass over the file
+        index = m.__dict__["_ddp402_assigns"] = {}
+        for a in m.nodes(ast.Assign):
+            names = [t.id for t in a.targets if isinstance(t, ast.Name)]
+            if names:
+                owner = id(m.enclosing_function(a))
+                for n in names:
+                    index.setdefault((owner, n), []).append(a)
+    found = index.get((id(fn), name), ())
+    if not found:
+        return None
+    use_arms = set(_arms(m, use, fn))
+    best = None
+    for a in found:
+        if a.lineno >= use.lineno:
+            continue
+        if set(_arms(m, a, fn)) <= use_arms and (best is None or a.lineno > best.lineno):
+            best = a
+    return best
 
 
 def _global_option(m, name: str) -> bool:
@@ -147,6 +195,10 @@ def _device_names(m, names: set) -> set:
     for node in m.nodes(ast.Assign):
         if isinstance(node.value, (ast.Name, ast.Attribute)):
             src = dotted(node.value)
+            if src and "." not in src:
+                reaching = _reaching_assignment(m, node.value, src)
+                if reaching is not None and not _is_global_source(m, reaching.value):
+                    continue  # `args.local_rank = local_rank` after `local_rank = hvd.local_rank()`
             if src and (src in names or (_scope(m, node), src) in names):
                 for t in node.targets:
                     name = dotted(t)

@@ -31,6 +31,12 @@ TITLE = "No destroy_process_group"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "low"
+# why it is not in the default selection (measured with benchmarks/lint_rule_precision.py)
+OPT_IN_BECAUSE = (
+    "on labelled real code 0 of its reports were bugs (1 false, 19 unlabelled): most scripts end the "
+    "process right after training, which tears the group down anyway; below the 0.95 precision a "
+    "default rule needs"
+)
 
 
 def check(m):

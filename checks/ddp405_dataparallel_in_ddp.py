@@ -1,12 +1,15 @@
 """DDP405: DataParallel in a distributed script.
 
 ## What it does
-Finds `torch.nn.DataParallel` in a script that uses torch.distributed.
+Finds `torch.nn.DataParallel` in a script that uses torch.distributed: as an error where DDP runs
+(or both wrappers stack), and as a note where it is the script's single-process multi-GPU fallback
+(`elif torch.cuda.device_count() > 1: model = nn.DataParallel(model)`).
 
 ## Why is this bad?
 DataParallel is single-process multi-GPU: inside a DDP job each rank would replicate the model over
 every visible GPU, fighting the other ranks for them, and gradients are not synchronised across
-ranks. PyTorch recommends DistributedDataParallel instead, one process per GPU.
+ranks. As the fallback it is not wrong but slow (one process drives every GPU, the model is
+replicated each step): PyTorch recommends DistributedDataParallel even on one machine.
 
 ## Example
 ```python
@@ -34,7 +37,16 @@ def check(m):
         return
     for call in m.calls_named("DataParallel"):
         if m.conditional(call):
-            continue  # the single-process fallback of a script that also supports DDP
+            # the single-process fallback of a script that also supports DDP: slow, not broken
+            yield m.finding(
+                CODE,
+                call,
+                "`DataParallel` as the single-process multi-GPU path: it is slower than "
+                "DistributedDataParallel even on one machine (PyTorch recommends DDP)",
+                "info",
+                hint="launch with `torchrun --nproc-per-node=N` and use the DDP path instead",
+            )
+            continue
         yield m.finding(
             CODE,
             call,

@@ -52,11 +52,12 @@ def _other_arm_maps(m, call) -> bool:
 
 
 def check(m):
-    if not m.is_training_script:
+    if not m.distributed_context:
         return
     for call in m.calls_named("torch.load"):
         if (
             len(call.args) < 2
+            and m.rank_guard(call) is None  # one rank loads: nothing crowds onto cuda:0
             and m.keyword(call, "map_location") is None
             and not any(k.arg is None for k in call.keywords)
             # a file of this rank's own (`queue{rank}.pth`) was saved from this rank's device:

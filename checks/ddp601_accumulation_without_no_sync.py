@@ -59,16 +59,33 @@ def _is_accum_test(test: ast.AST, strict: bool = False) -> bool:
 
 
 def _may_be_ddp(m) -> bool:
-    """The file wraps a model in DDP, or imports the wrapper for a model it is handed."""
-    return bool(m.ddp_constructors) or any(
+    """The file wraps a model in DDP, imports the wrapper for a model it is handed, wraps it through
+    a helper named for it (``smart_DDP(model)``, ``wrap_ddp``), or hands it to accelerate's
+    ``Accelerator.prepare``, which wraps it in DDP in a distributed run."""
+    if m.ddp_constructors or any(
         v.rsplit(".", 1)[-1] == "DistributedDataParallel" and v.startswith("torch.")
         for v in m.aliases.values()
+    ):
+        return True
+    for call, _q in m.calls:
+        last = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+        # a wrapper takes the model and returns the wrapped one; `is_ddp()`, `get_ddp_rank()` ask
+        if (
+            "ddp" in last
+            and call.args
+            and m.assigned_to(call)
+            and not last.startswith(("is_", "get_", "has_"))
+        ):
+            return True
+    return any(v.startswith("accelerate.Accelerator") for v in m.aliases.values()) or (
+        m.mentions("Accelerator(") and bool(m.method_calls("prepare"))
     )
 
 
 def _backward_helpers(m) -> dict[str, int]:
-    """The file's own functions whose body calls ``.backward()`` (``def backward(loss, scaler):``), with
-    the line of that call."""
+    """The file's own functions and methods whose body calls ``.backward()`` (``def backward(loss,
+    scaler):``, ``def backward_step(self, loss): self.accelerator.backward(loss)``), with the line of
+    that call."""
     out: dict[str, int] = {}
     for call in m.method_calls("backward"):
         fn = m.enclosing_function(call)
@@ -84,22 +101,38 @@ def _backwards(m, scope: ast.AST, helpers: dict[str, int]) -> list[ast.Call]:
             continue
         name = dotted(c.func) or ""
         if isinstance(c.func, ast.Attribute) and c.func.attr == "backward":
-            if not name.startswith(
-                ("torch.autograd", "accelerator", "self.accelerator", "engine", "deepspeed")
-            ):
+            # DeepSpeed's engine accumulates by itself; accelerate's backward all-reduces each time
+            # unless `accelerator.accumulate()` is used (the check returns early when it is)
+            if not name.startswith(("torch.autograd", "engine", "deepspeed", "self.engine")):
                 out.append(c)
         elif isinstance(c.func, ast.Name) and c.func.id in helpers:
+            out.append(c)
+        elif (
+            isinstance(c.func, ast.Attribute)
+            and isinstance(c.func.value, ast.Name)
+            and c.func.value.id == "self"
+            and c.func.attr in helpers
+        ):
             out.append(c)
     return out
 
 
 def _optimizer_steps(m) -> list[ast.Call]:
+    """``optimizer.step()``, and the calls of the file's own functions and methods that make one
+    (``self.optimizer_step()`` whose body is ``self.optimizer.step()``)."""
     out = []
     for call in m.method_calls("step"):
         owner = (dotted(call.func.value) or "").lower()
         if any(w in owner for w in ("sched", "lr", "warmup", "tqdm", "bar", "env")):
             continue
         out.append(call)
+    helpers = {fn.name for fn in filter(None, (m.enclosing_function(c) for c in out))}
+    helpers -= {"step", "__call__"}  # an optimizer's own step, a wrapper object's call
+    for call, _q in m.calls:
+        f = call.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name in helpers and (isinstance(f, ast.Name) or dotted(f.value) == "self"):
+            out.append(call)
     return out
 
 
@@ -210,9 +243,12 @@ def check(m):
                 continue
             cond, backward = found
             via = ""
-            if isinstance(backward.func, ast.Name):
-                inner = helpers[backward.func.id]
-                via = f" (in `{backward.func.id}()`: {m.chain_text((backward.lineno,), inner)})"
+            helper = backward.func.id if isinstance(backward.func, ast.Name) else None
+            if helper is None and isinstance(backward.func, ast.Attribute) and backward.func.attr in helpers:
+                helper = backward.func.attr
+            if helper is not None:
+                inner = helpers[helper]
+                via = f" (in `{helper}()`: {m.chain_text((backward.lineno,), inner)})"
             yield m.finding(
                 CODE,
                 backward,

@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "re-render or convert a saved report"),
     "recommend": ("recommend", "recompute recommendations from a saved report (another model, layout, profile)"),
     "import": ("import_output", "judge nccl-tests, nvbandwidth and perftest output you already have against a profile"),
+    "health": ("health", "check this node alone for Slurm's HealthCheckProgram/Prolog; drains it on failure"),
+    "diff": ("diff", "what changed between two reports (or the last two in a --history folder)"),
     "topo": ("topo", "print this node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)"),
     "profiles": ("profiles", "list, show or validate hardware profiles (expected bandwidth per link class)"),
 }

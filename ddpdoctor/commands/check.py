@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from ddpdoctor.commands import recommend_args
+from ddpdoctor.commands import fleet_args, recommend_args
 from ddpdoctor.commands.flags import codes as _codes
 from ddpdoctor.commands.flags import count as _count
 from ddpdoctor.commands.flags import rank as _rank
@@ -18,6 +18,10 @@ from ddpdoctor.commands.flags import seconds as _seconds
 DESCRIPTION = """Run the cluster checks on every rank through torchrun (torch.distributed.run, c10d
 rendezvous). With no arguments: this machine, one rank per visible GPU on NCCL, or 2 CPU ranks on gloo.
 Across nodes run the same command on every node (torchrun semantics) or under `srun`."""
+
+
+def _seconds_or_zero(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else _seconds(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,6 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the checks (e.g. max_size=16777216, p2p_mode=sequential)")
     recommend_args.add_arguments(p)
+    fleet_args.add_output_arguments(p)
     o = p.add_argument_group("output")
     o.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     o.add_argument("--junit", default=None, metavar="PATH", help="write JUnit XML here (CI gating)")
@@ -66,6 +71,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--events", default=None, metavar="PATH", help="write the JSON-lines event stream here")
     o.add_argument("--quiet", "-q", action="store_true", help="no live progress")
     o.add_argument("--verbose", "-v", action="store_true", help="show info findings and torchrun's log")
+    o.add_argument("--drain", action="store_true",
+                   help="under srun: drain (scontrol) the nodes the verdict blames, after measuring each again "
+                   "against a node that passed")
+    o.add_argument("--confirm-delay", type=_seconds_or_zero, default=0.0, metavar="S",
+                   help="with --drain: wait S seconds before the confirmation pass, so a passing burst is over")
     o.add_argument("--write-config", default=None, metavar="FILE",
                    help="write the worker config for your own torchrun and exit (see README)")
 
@@ -171,18 +181,23 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         return list_checks()
     from ddpdoctor.check_options import OptionError
+    from ddpdoctor.model.fleet.exit_codes import translate
     from ddpdoctor.registry import RegistryError
 
     try:
         check_outputs(args)
         inputs = run_inputs(args)
+        fleet_args.check_output_paths(args)
+        if args.drain and "SLURM_JOB_ID" not in os.environ:
+            raise LaunchError("--drain drains Slurm nodes: run it under srun (srun --ntasks-per-node=1 "
+                              "ddpdoctor check --drain)")
     except (LaunchError, OptionError, RegistryError, recommend_args.OptionError, OutputError) as e:
         print(f"ddpdoctor check: {e}", file=sys.stderr)
-        return 2
+        return translate(2, args.exit_codes)
     from ddpdoctor.runtime.launcher import run_check
 
     try:
-        return run_check(args, inputs)
+        return translate(run_check(args, inputs), args.exit_codes, warned=bool(getattr(args, "_warned", False)))
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt as e:  # SIGINT, or SIGTERM/SIGHUP (boundary/processes.Interrupted)

@@ -59,27 +59,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def attach_lint(diag: HangDiagnosis) -> None:
-    """Run `ddpdoctor lint` on the culprit ranks' source files and put each finding on the stack
-    line it is about ("this is DDP301: barrier reached by rank 0 only"). Files that no longer exist
-    (evidence from another machine) are skipped."""
+    """Run `ddpdoctor lint` on the source files in every rank's stack, with the job's real world
+    size, and put each finding on the stack line it is about ("this is DDP301: barrier reached by
+    rank 0 only"), culprit or not. Files that no longer exist (evidence from another machine) are
+    skipped."""
     from ddpdoctor.lint import LintConfig, LintInputError, lint_paths
 
-    lines = [s for r in diag.ranks if r.culprit for s in r.chain]
+    lines = [s for r in diag.ranks for s in r.chain]
     files = sorted({s.file for s in lines if Path(s.file).is_file()})
     if not files:
         return
     try:
-        found = lint_paths(files, LintConfig(), jobs=1)
+        found = lint_paths(files, LintConfig(world_sizes=(max(1, diag.world_size),)), jobs=1)
     except (LintInputError, OSError, SyntaxError):
         return  # the verdict stands without lint; lint problems are `ddpdoctor lint`'s to report
     by_place: dict[tuple[str, int], list[dict[str, str]]] = {}
     for f in found:
         if f.location is None:
             continue
-        key = (str(Path(f.location.path).resolve()), f.location.line)
-        by_place.setdefault(key, []).append({"code": f.code, "message": f.message})
+        item = {"code": f.code, "message": f.message}
+        for key in _places(f):
+            if item not in by_place.setdefault(key, []):
+                by_place[key].append(item)
     for s in lines:
         s.lint = by_place.get((str(Path(s.file).resolve()), s.line), [])
+
+
+def _places(f) -> set[tuple[str, int]]:
+    """Where a lint finding is about: its own line, and the end of its call chain (DDP301 reports a
+    rank-dependent call of a helper at the call, and the collective the chain ends at is where a
+    stack waits)."""
+    path = Path(f.location.path).resolve()
+    out = {(str(path), f.location.line)}
+    chain = str((f.evidence or {}).get("chain", "")).split(" -> ")
+    name, _, line = chain[-1].rpartition(":")
+    if name and line.isdigit():
+        out.add((str(path.parent / name), int(line)))
+    return out
 
 
 def analyse(dirs: list[Path], allow_pickle: bool = False, lint: bool = True) -> HangDiagnosis:

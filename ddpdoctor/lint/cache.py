@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 from ddpdoctor.core.report import Finding
@@ -17,12 +18,14 @@ _VERSION = "1"
 
 
 def rules_fingerprint() -> str:
-    """Changes whenever the engine, the script analysis or a rule file changes (size and mtime of their sources)."""
+    """Changes whenever the engine, the script analysis or a rule file changes (size and mtime of
+    their sources), and with the Python version running the linter."""
     import ddpdoctor.checks as checks
     import ddpdoctor.lint as lint
     import ddpdoctor.script as script
 
-    h = hashlib.sha1(_VERSION.encode())
+    # the Python that parses: its ast (and what parses at all) differs between versions
+    h = hashlib.sha1(f"{_VERSION}:{sys.implementation.cache_tag}:{sys.version}".encode())
     for pkg in (lint, script, checks):
         for d in pkg.__path__:
             for p in sorted(Path(d).glob("*.py")):

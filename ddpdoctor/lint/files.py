@@ -31,6 +31,7 @@ STRONG = (
     b"distributed.launch",
     b"isend",
     b"irecv",
+    b"Accelerator(",  # accelerate: DDP under the hood in a distributed run
 )
 # ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
 _DIST = (b"torch.distributed", b"import distributed")

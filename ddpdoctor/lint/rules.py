@@ -82,5 +82,8 @@ def explain(code: str, extra: tuple[str, ...] = ()) -> str | None:
                     f"`--extend-select {s.code}`, or in pyproject.toml under [tool.ddpdoctor.lint]:\n"
                     f'extend-select = ["{s.code}"]'
                 )
+                why = getattr(s.module, "OPT_IN_BECAUSE", None)
+                if why:
+                    head += f"\nWhy opt-in: {why}."
             return f"{head}\n\n{s.doc}\n"
     return None

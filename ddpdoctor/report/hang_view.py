@@ -45,9 +45,13 @@ def watch_line(w: dict) -> str:
             f" waited {t['waiting_s']:.1f} s" if isinstance(t.get("waiting_s"), (int, float)) else " waited"
         )
         out += f" · rank {t['rank']}{waited}{op}"
-    if w.get("outcome") == "hang" and w.get("hang_after_s") is not None:
+    if w.get("outcome") == "hang" and w.get("certain"):
+        out += " (a certain deadlock: --hang-after not waited for)"
+    elif w.get("outcome") == "hang" and w.get("hang_after_s") is not None:
         out += f" (--hang-after {w['hang_after_s']:g} s)"
     codes = w.get("exit_codes") or {}
+    if w.get("hang_after_auto") and w.get("outcome") == "hang":
+        out = out.replace("(--hang-after", "(--hang-after auto,")
     if codes:
         out += " · exit codes " + ", ".join(
             f"rank {r}: {c}" for r, c in sorted(codes.items(), key=lambda x: int(x[0]))
@@ -98,7 +102,10 @@ def grouped(reports: list[RankReport]) -> list[Text]:
         hosts = sorted({r.host for r in rs if r.host})
         host = f" on {', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}" if hosts else ""
         loc = f" at {short_path(first.location)}" if first.location else ""
-        out.append(Text(f"{rank_list([r.rank for r in rs])}{host}: {first.state}{loc}"))
+        line = Text(f"{rank_list([r.rank for r in rs])}{host}: {first.state}{loc}")
+        for f in first.chain[0].lint if first.chain else ():  # a lint finding at the line they wait on
+            line.append_text(Text.assemble("\n    ", (f"this is {f['code']}", "bold magenta"), f": {f['message']}"))
+        out.append(line)
     return out
 
 
@@ -126,7 +133,9 @@ class HangView:
         for r in d.culprits:  # shorter paths on screen; the JSON keeps them whole
             if r.location:
                 verdict = verdict.replace(r.location, short_path(r.location))
-        yield Text.assemble(("Hang diagnosis: ", "bold"), (verdict, "bold red" if bad else "bold green"))
+        yield Text.assemble((f"{d.heading} diagnosis: ", "bold"), (verdict, "bold red" if bad else "bold green"))
+        if d.why:
+            yield indent(Text(d.why), 2)
         if d.watch:
             yield Text(watch_line(d.watch), style="dim")
         if d.crash:

@@ -7,12 +7,18 @@ from ddpdoctor.runtime.launch_plan import LaunchPlan
 
 
 def diagnose_failure(plan: LaunchPlan, log: str, log_path: str, rc: int | None, timed_out: bool,
-                     participants: list[str], rendezvoused: bool) -> tuple[str, bool]:
-    """(the message, whether it points into the log file, which must then be kept)."""
-    arrived = f"; arrived: {', '.join(participants)}" if participants else ""
+                     participants: list[str] | None, rendezvoused: bool) -> tuple[str, bool]:
+    """(the message, whether it points into the log file, which must then be kept). ``participants``:
+    the nodes seen in the rendezvous state, None when it was not read (then nothing is said of them)."""
+    if participants is None:
+        arrived = ""
+    elif participants:
+        arrived = f"; arrived: {', '.join(participants)}"
+    else:
+        arrived = "; no node arrived"
     if "RendezvousTimeoutError" in log or (timed_out and not rendezvoused):
         return (f"rendezvous timed out after {plan.rdzv_timeout_s:g} s at {plan.endpoint} waiting for "
-                f"{plan.nnodes} node(s){arrived or '; no node arrived'}; start `ddpdoctor check` with the "
+                f"{plan.nnodes} node(s){arrived}; start `ddpdoctor check` with the "
                 "same --nodes and --rdzv-endpoint on every node, or raise --rdzv-timeout"), False
     if "Address already in use" in log or "EADDRINUSE" in log:
         return f"rendezvous port taken: {plan.endpoint} is in use; pick a free port in --rdzv-endpoint", False

@@ -39,6 +39,7 @@ from ddpdoctor.runtime.progress import ProgressView
 from ddpdoctor.runtime.rdzv_watch import RendezvousWatcher
 
 GRACE_S = 4.0
+WATCH_MIN_TIMEOUT_S = 20.0
 
 
 def _error(msg: str) -> None:
@@ -191,7 +192,9 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
     # libtorch's C++ warnings (a store client whose server went away) would clutter our own messages.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     watcher = RendezvousWatcher(plan)
-    if plan.is_host is not False:  # the node hosting the rendezvous says who arrived; the others need not
+    # The node hosting the rendezvous says who arrived; the others need not. Not for a short timeout:
+    # the watcher's own import of torch (seconds of CPU) would compete with torchrun's and outlast it.
+    if plan.is_host is not False and plan.rdzv_timeout_s >= WATCH_MIN_TIMEOUT_S:
         watcher.start()
     budget_total = sum(s.budget_s * args.budget_scale + GRACE_S * 3 for s in specs)
     deadline = time.monotonic() + args.rdzv_timeout + budget_total + 30
@@ -249,7 +252,8 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
     if report is None:
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         message, keep[0] = diagnose_failure(plan, log, str(log_path), proc.returncode, timed_out,
-                                            watcher.participants, progress.rendezvoused)
+                                            watcher.participants if watcher.looked else None,
+                                            progress.rendezvoused)
         _error(f"ddpdoctor check: {message}")
         if args.verbose:
             _error(log[-4000:])
@@ -264,7 +268,10 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         from ddpdoctor.report.render_text import print_report
 
         print_report(report, out, verbose=args.verbose)
-    return write_outputs(report, outputs, code)
+    code = write_outputs(report, outputs, code)
+    from ddpdoctor.runtime.fleet_finish import finish
+
+    return finish(args, report, out, code, writes=plan.prints_report, nproc=plan.nproc_per_node)
 
 
 def write_outputs(report: Report, outputs: dict[str, str | None], code: int) -> int:

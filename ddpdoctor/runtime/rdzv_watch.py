@@ -22,6 +22,7 @@ class RendezvousWatcher(threading.Thread):
         self.plan = plan
         self.stop = threading.Event()
         self.participants: list[str] = []
+        self.looked = False  # whether the state was ever read: only then do the participants say anything
 
     def run(self) -> None:
         store = None
@@ -43,12 +44,14 @@ class RendezvousWatcher(threading.Thread):
                     store = dist.TCPStore(self.plan.endpoint_host, self.plan.endpoint_port, is_master=False,
                                           timeout=timedelta(seconds=2), wait_for_workers=False)
                 if not store.check([key]):
+                    self.looked = True
                     continue
                 state = pickle.loads(base64.b64decode(store.get(key)))
                 # Union over reads: an agent that gives up removes itself from the state before exiting.
                 seen = {f"{n.addr}" for n in getattr(state, "participants", {})}
                 seen |= {f"{n.addr}" for n in getattr(state, "wait_list", set())}
                 self.participants = sorted(set(self.participants) | seen)
+                self.looked = True
             except Exception as e:
                 if os.environ.get("DDPDOCTOR_DEBUG"):
                     print(f"{time.time():.1f} rendezvous watcher: {type(e).__name__}: {e}", file=sys.stderr)

@@ -417,6 +417,30 @@ class ModuleAnalysis:
         )
 
     @cached_property
+    def distributed_context(self) -> bool:
+        """Every rank of a distributed job runs this file's code, as far as it shows: it creates the
+        group or the DDP model, calls torch.distributed, or is the trainer of such a job (it imports
+        DistributedDataParallel or DistributedSampler, builds an accelerate Accelerator, uses
+        Horovod)."""
+        if self.uses_distributed:
+            return True
+        markers = (".DistributedDataParallel", ".DistributedSampler", "accelerate.Accelerator")
+        return any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values()) or bool(
+            self.calls_named("DistributedSampler")
+        )
+
+    @cached_property
+    def pinned_rank(self) -> int | None:
+        """The rank a script gives itself (``init_process_group(..., rank=0, world_size=2)``, a
+        constant): it is one of several programs, one per rank, and the others are other files.
+        Simulating the other ranks with this file's code would invent their behaviour."""
+        for call in self.dist_calls("init_process_group"):
+            v = self.keyword(call, "rank")
+            if isinstance(v, ast.Constant) and isinstance(v.value, int) and not isinstance(v.value, bool):
+                return v.value
+        return None
+
+    @cached_property
     def is_training_script(self) -> bool:
         """It creates the process group or the DDP model itself."""
         return bool(self.dist_calls("init_process_group") or self.ddp_constructors)

@@ -115,6 +115,9 @@ class Event:
     arg: str | None = None
     path: str | None = None  # the file of ``node`` when it is not the file being linted
     chain_paths: tuple[str | None, ...] = ()  # the file of each chain line (None: the linted file)
+    # the innermost ``while`` loop it was made in (walked once: how many times it really runs is
+    # not known), else None
+    open_loop: ast.AST | None = None
 
 
 @dataclass
@@ -263,6 +266,7 @@ class Interpreter:
         self.rank_nodes: dict[int, str] = {}
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.next_req = 0
+        self.open_loops: list[ast.AST] = []  # ``while`` loops being walked (see Event.open_loop)
         self.touched_rank = False  # did any value depend on the rank or world size?
 
     # -- entry points ------------------------------------------------------------------------
@@ -338,7 +342,11 @@ class Interpreter:
         elif t is ast.While:
             test = self._truth(self.ev(st.test, frame))
             if test is not False:
-                self._loop_body(st.body, frame)
+                self.open_loops.append(st)
+                try:
+                    self._loop_body(st.body, frame)
+                finally:
+                    self.open_loops.pop()
             self.exec_block(st.orelse, frame)
         elif t in (ast.With, ast.AsyncWith):
             if any(_expects_error(item.context_expr) for item in st.items):
@@ -384,8 +392,14 @@ class Interpreter:
         elif test is False:
             self.exec_block(st.orelse, frame)
         else:
+            if not st.orelse:
+                self._branch(st.body, frame)
+                return
             self._branch(st.body, frame)
+            after_body = dict(frame), dict(self.attrs)
             self._branch(st.orelse, frame)
+            _forget_split_roles(frame, after_body[0])
+            _forget_split_roles(self.attrs, after_body[1])
 
     def _branch(self, body: list[ast.stmt], frame: dict) -> None:
         """A branch every rank may or may not take alike: walk it, ignore its early exits."""
@@ -662,7 +676,14 @@ class Interpreter:
     # -- calls -------------------------------------------------------------------------------
     def _record(self, kind: str, op: str, node: ast.AST, **kw) -> Event:
         ev = Event(
-            kind, op, node, tuple(self.chain), path=self.path, chain_paths=tuple(self.chain_paths), **kw
+            kind,
+            op,
+            node,
+            tuple(self.chain),
+            path=self.path,
+            chain_paths=tuple(self.chain_paths),
+            open_loop=self.open_loops[-1] if self.open_loops else None,
+            **kw,
         )
         self.trace.events.append(ev)
         return ev
@@ -950,6 +971,16 @@ class Interpreter:
 
 
 _MISSING = object()
+
+
+def _forget_split_roles(store: dict, other: dict) -> None:
+    """After both arms of an ``if`` the walk cannot decide: a name that holds a DDP model after one
+    arm and something else after the other (``test_model = ema.model if use_ema else model``) is
+    not known to be the DDP model. Unknown is not guilty: no rule may call its use a DDP forward."""
+    for key, v in store.items():
+        o = other.get(key, _MISSING)
+        if o is not _MISSING and o is not v and isinstance(v, DDPModel) != isinstance(o, DDPModel):
+            store[key] = UNKNOWN
 
 
 def _carry(value: object, ctx: ModuleContext | None) -> object:

@@ -473,10 +473,11 @@ def _early_exit(st: ast.stmt) -> bool:
     )
 
 
-def rank_guard(m, node: ast.AST, depth: int = 0) -> Guard | None:
+def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) -> Guard | None:
     """The rank test that decides whether ``node`` runs, or None when every rank runs it as far as
     this file shows. Follows the file's own calls: a function whose every call is guarded is guarded
-    (the chain names those calls)."""
+    (the chain names those calls). ``follow_callers=False``: only a test in ``node``'s own function
+    (the place where ranks part ways, when ``node`` is a call)."""
     if depth > 3:
         return None
     child = node
@@ -499,6 +500,8 @@ def rank_guard(m, node: ast.AST, depth: int = 0) -> Guard | None:
                     w in (dotted(d) or "").lower() for w in ("rank_zero", "main_process")
                 ):
                     return Guard(d, g[0] if g else GLOBAL)
+            if not follow_callers:
+                return None
             sites = [c for c in own_call_sites(m, a) if m.enclosing_function(c) is not a]
             if not sites:
                 return _guard_in_other_files(m, a, depth)

@@ -63,7 +63,7 @@ def _bad(tmp_path, name, content):
 @pytest.mark.parametrize(
     "name,content,words",
     [
-        ("rank-1.json", '{"format": "ddpdoctor-hang-evidence", "version": 1, "rank": 1', "invalid JSON"),
+        ("rank-1.json", '{"format": "ddpdoctor-hang-evidence", "version": 1, "rank": 1', "not valid JSON"),
         ("rank-1.json", "", "empty file"),
         (
             "rank-1.json",

@@ -31,7 +31,7 @@ def test_barrier_reached_by_rank0_only_through_a_chain_of_calls(tmp_path):
     assert location(run, 0) == "barrier_rank0.py:7"
     chain = [f"{s['function']}:{s['line']}" for s in run.rank(0)["chain"]]
     assert chain[:3] == ["save_checkpoint:7", "maybe_save:12", "main:21"]
-    assert any(f["code"] == "DDP301" for f in run.rank(0)["chain"][0]["lint"])
+    assert any(f["code"] == "DDP301" for s in run.rank(0)["chain"] for f in s["lint"])
     for r in (1, 2):  # the others wait in all_reduce #4 at the loop's line
         assert (run.rank(r)["operation"], run.rank(r)["seq"]) == ("all_reduce", 4)
         assert location(run, r) == "barrier_rank0.py:20"
@@ -87,7 +87,10 @@ def test_rank_killed_in_the_middle(tmp_path):
     assert (d["operation"], d["seq"]) == ("all_reduce", 4)
     for r in (0, 2):
         assert location(run, r) == "rank_killed.py:14"
-    assert run.diag["watch"]["outcome"] == "crash"
+    # torchrun ends the job when it sees the death, or watch first (certain: a member has ended)
+    assert run.diag["watch"]["outcome"] in ("crash", "hang")
+    assert "Crash diagnosis:" in run.out
+    assert "SIGKILL" in run.diag["watch"]["ends"]["1"]
     # the survivors' helpers saw the exception they died of (before torchrun's SIGTERM, as a rule)
     died = [json.loads((run.dumps / f"rank-{r}.json").read_text()).get("exception") or {} for r in (0, 2)]
     assert any("by peer" in e.get("message", "") for e in died), died  # reset or closed by peer

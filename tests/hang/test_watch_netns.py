@@ -89,3 +89,18 @@ def test_healthy_slow_job_across_nodes(tmp_path):
         assert run.rc == 0, run.out
         assert "ddpdoctor watch:" not in run.out
         assert not run.dumps.exists()
+
+
+def test_certain_deadlock_across_nodes_at_default_hang_after(tmp_path):
+    """Rank 0 (node 0) in barrier #4, rank 1 (node 1) in all_reduce #4: each node's first rank copies
+    the other node's published wait from the store, a watch calls it certain after --confirm (not
+    after --hang-after 300), and both nodes print the same diagnosis."""
+    runs = _run(tmp_path, "barrier_rank0.py", hang_after=300, timeout=240)
+    _both_hang(runs)
+    kinds = []
+    for run in runs:
+        w = json.loads((run.dumps / "watch.json").read_text())
+        kinds.append((w.get("certain") or {}).get("kind"))
+        assert run.diag["culprit_ranks"] == [0] and run.diag["seq"] == 4
+        assert (run.rank(0)["operation"], location(run, 0)) == ("barrier", "barrier_rank0.py:7")
+    assert "mismatch_op" in kinds, kinds  # at least the node that called it says why

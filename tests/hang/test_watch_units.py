@@ -82,7 +82,7 @@ def test_stack_wait_names_the_outermost_c10d_call_and_times_an_unmoving_frame():
 
 
 def test_poll_interval_bounds():
-    assert poll_interval(300) == 2.0 and poll_interval(3) == 0.3 and poll_interval(0.1) == 0.25
+    assert poll_interval(300) == 0.5 and poll_interval(3) == 0.3 and poll_interval(0.1) == 0.25
 
 
 def test_agent_only_in_ranks():

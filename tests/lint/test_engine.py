@@ -277,3 +277,14 @@ def test_user_rule_file(tmp_path, capsys):
     assert main(["lint", "--isolated", "--no-cache", "--rules", str(rule), "--select", "ABC", str(p)]) == 1
     assert f"{p}:5:5: ABC001 a barrier" in capsys.readouterr().out
     assert main(["lint", "--explain", "ABC001", "--rules", str(rule)]) == 0
+
+
+def test_result_cache_key_changes_with_the_python_version(monkeypatch):
+    # another Python parses differently (and parses other syntax at all): its results are not reused
+    from types import SimpleNamespace
+
+    from ddpdoctor.lint import cache
+
+    here = cache.rules_fingerprint()
+    monkeypatch.setattr(cache.sys, "implementation", SimpleNamespace(cache_tag="cpython-399"))
+    assert cache.rules_fingerprint() != here

@@ -42,3 +42,33 @@ def test_runs_the_scorer_on_the_corpus(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"precision 1.00 recall 1.00 corpus {corpus}" in proc.stdout
     assert "ddpdoctor" in proc.stdout.split(" tool ")[1]
+
+
+def test_per_rule_precision_counts_true_false_and_conflicting_labels(tmp_path, capsys):
+    sys.path.insert(0, str(BENCH.parent))
+    from lint_rule_precision import main as per_rule
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    # our own three-line script: DDP405 (DataParallel in a distributed script) on line 3
+    script = 'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl"); m = torch.nn.DataParallel(x)\n'
+    (corpus / "a.py").write_text(script)
+    (corpus / "b.py").write_text(script)
+    (corpus / "LABELS.md").write_text(
+        "## 1. a.py\n| F1.1 | 3 | dataparallel |\n| N1.1 | 3 | something else |\n"
+        "## 2. b.py\n| N2.1 | 3 | not a bug here |\n"
+    )
+    assert per_rule([str(corpus), str(tmp_path / "absent")]) == 0
+    out = capsys.readouterr().out
+    assert "absent is not here" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("DDP405"))
+    assert row.split()[1:6] == ["1", "1", "0", "1", "0.50"]  # true, false, unlabelled, conflict, precision
+    assert "false: c/b.py N2.1" in out and "label conflict (line is also a bug's anchor): c/a.py N1.1" in out
+
+
+def test_per_rule_precision_without_corpora_exits_zero(capsys):
+    sys.path.insert(0, str(BENCH.parent))
+    from lint_rule_precision import main as per_rule
+
+    assert per_rule([]) == 0
+    assert "nothing to measure" in capsys.readouterr().out

@@ -92,12 +92,12 @@ import torch.distributed as dist
 
 
 def save_checkpoint(step):
-    dist.barrier()  # expect: DDP301
+    dist.barrier()
 
 
 def maybe_save(rank, step):
     if rank == 0 and step == 2:
-        save_checkpoint(step)
+        save_checkpoint(step)  # expect: DDP301 (where rank 0 alone goes on to the barrier)
 
 
 def main(rank, world):
@@ -143,7 +143,7 @@ def test_a_function_handed_to_a_runner_in_another_file_keeps_its_findings(tmp_pa
     # training function it is handed
     root = _callback_project(tmp_path)
     runner = root / "utils" / "dist.py"
-    line = _SCRIPT.splitlines().index("    dist.barrier()  # expect: DDP301") + 1
+    line = next(i for i, t in enumerate(_SCRIPT.splitlines(), 1) if "# expect: DDP301" in t)
     everything = _where([root])
     for name in _STARTS:
         script = root / f"train_{name}.py"
@@ -171,7 +171,7 @@ from utils.dist import fit
 
 
 def save_checkpoint(step):
-    dist.barrier()  # expect: DDP301
+    dist.barrier()
 
 
 class Trainer:
@@ -181,7 +181,7 @@ class Trainer:
     def step(self, rank, step):
         dist.all_reduce(self.grad)
         if rank == 0 and step == 2:
-            self.save(step)
+            self.save(step)  # expect: DDP301
 
     def save(self, step):
         save_checkpoint(step)
@@ -194,7 +194,7 @@ class Trainer:
 def test_an_object_or_class_handed_to_a_runner_in_another_file_keeps_its_findings(tmp_path):
     root = _callback_project(tmp_path)
     runner = root / "utils" / "dist.py"
-    line = _TRAINER.splitlines().index("    dist.barrier()  # expect: DDP301") + 1
+    line = next(i for i, t in enumerate(_TRAINER.splitlines(), 1) if "# expect: DDP301" in t)
     for name, start in (("object", "trainer = Trainer()\nfit(trainer)"), ("class", "fit(Trainer())")):
         script = root / f"fit_{name}.py"
         script.write_text(_TRAINER.format(start=start))

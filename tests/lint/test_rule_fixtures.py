@@ -57,3 +57,13 @@ def test_every_rule_documents_the_fixed_sections():
         assert getattr(spec.module, "SEVERITY", "error") in ("error", "warning", "info")
         # on by default or opt-in: every rule says which (ddpdoctor.lint.rules.CONFIDENCES)
         assert getattr(spec.module, "CONFIDENCE", None) in ("high", "medium", "low"), spec.code
+
+
+def test_every_opt_in_rule_says_why_and_explain_shows_it():
+    from ddpdoctor.lint.rules import explain, on_by_default
+
+    for spec in script_rules():
+        if not on_by_default(spec):
+            why = getattr(spec.module, "OPT_IN_BECAUSE", "")
+            assert why, f"{spec.code} is opt-in and does not say why"
+            assert f"Why opt-in: {why}" in explain(spec.code)

@@ -67,11 +67,13 @@ class SlurmError(RuntimeError):
 
 class SlurmBed:
     def __init__(self, bed: NetBed, cpus: int = 1, start_timeout: float = 60,
-                 unresolved: dict[int, Sequence[int]] | None = None) -> None:
-        """``unresolved``: node -> the nodes whose names its hosts file leaves out (a broken resolver)."""
+                 unresolved: dict[int, Sequence[int]] | None = None, extra_conf: Sequence[str] = ()) -> None:
+        """``unresolved``: node -> the nodes whose names its hosts file leaves out (a broken resolver);
+        ``extra_conf``: more slurm.conf lines (HealthCheckProgram=..., Prolog=...)."""
         self.bed = bed
         self.unresolved = {i: set(v) for i, v in (unresolved or {}).items()}
         self.cpus = cpus
+        self.extra_conf = list(extra_conf)
         self.start_timeout = start_timeout
         self.root = Path(tempfile.mkdtemp(prefix=f"ddpd-slurm-{bed.tag}-"))
         os.chmod(self.root, 0o755)  # munged (user munge) must reach its files in here
@@ -216,6 +218,7 @@ class SlurmBed:
             "KillWait=2",
             f"NodeName={names} NodeHostname={names} CPUs={self.cpus} State=UNKNOWN",
             f"PartitionName=bed Nodes={names} Default=YES MaxTime=INFINITE State=UP",
+            *self.extra_conf,
             "",
         ]))
         (r / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\nCgroupAutomount=no\n")

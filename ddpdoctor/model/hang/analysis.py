@@ -121,7 +121,7 @@ class RankReport:
 @dataclass
 class GroupFinding:
     group: str
-    kind: str  # missing | mismatch_op | mismatch_size | mismatch_dtype | p2p_cycle | p2p_waits | stalled
+    kind: str  # missing | mismatch_op | mismatch_size | mismatch_dtype | mismatch_refused | p2p_cycle | p2p_waits | stalled
     seq_kind: str  # collective | p2p
     seq: int | None
     operation: str
@@ -163,6 +163,9 @@ class HangDiagnosis:
     grids: list[Grid] = field(default_factory=list)
     watch: dict[str, Any] | None = None
     sources: list[str] = field(default_factory=list)
+    why: str | None = None  # why the watch ended the job: the certain deadlock, or the rhythm auto read
+    heading: str = "Hang"  # Hang | Crash | Exit: what the job's end was
+
 
     def rank(self, r: int) -> RankReport | None:
         return next((x for x in self.ranks if x.rank == r), None)
@@ -245,6 +248,9 @@ def _last_pending(ops: list[FROp]) -> FROp | None:
 def _base_report(ev: Evidence, r: int) -> RankReport:
     e = ev.ranks.get(r)
     if e is None:
+        end = ev.watch.ends.get(r) if ev.watch else None
+        if end is not None:
+            return RankReport(r, ev.host(r), "missing", f"{end.text()} (no evidence)")
         code = ev.watch.exit_codes.get(r) if ev.watch else None
         extra = f" (exit code {code})" if code is not None else ""
         return RankReport(
@@ -327,6 +333,32 @@ def _who(ranks: list[int], ev: Evidence) -> str:
     return rank_list(ranks) + (f" ({', '.join(hosts)})" if hosts else "")
 
 
+def _refused_in(ev: Evidence, ranks: list[int], op: str) -> list[int]:
+    """Ranks among ``ranks`` that died of an exception raised inside c10d's ``op`` itself: they did
+    call it, and the backend refused it (gloo checks sizes before it records the operation)."""
+    out = []
+    for r in ranks:
+        e = ev.ranks.get(r)
+        if e is None or e.exception is None or _PEER_LOSS.search(e.exception.message):
+            continue
+        if any(_DC10D.search(f.file.replace("\\", "/")) and f.function == op for f in e.exception.frames):
+            out.append(r)
+    return out
+
+
+def refused_text(ev: Evidence, ranks: list[int]) -> str:
+    e = ev.ranks[ranks[0]].exception
+    return short_message(e.message, 140) if e else ""
+
+
+def _gone(ev: Evidence, ranks: list[int]) -> str:
+    """What became of ranks without evidence: how they ended when the watch saw it, else unknown."""
+    ends = {ev.watch.ends[r].text() for r in ranks if ev.watch and r in ev.watch.ends}
+    if len(ends) == 1 and all(ev.watch and r in ev.watch.ends for r in ranks):
+        return next(iter(ends))
+    return "gave no evidence"
+
+
 def _pick_culprits(groups: dict[Any, list[int]], prev: tuple | None, key) -> list[int]:
     """The ranks off the common path: the minority; on a tie, those whose op breaks from what every
     rank did just before (a loop that ended early); otherwise every rank involved."""
@@ -405,6 +437,14 @@ def _collective_finding(
                 [r for r in waiting if r not in culprits],
                 created,
             )
+        refused = _refused_in(ev, never, op)
+        if never and refused:
+            # they did call it: the backend rejected their arguments before Flight Recorder saw it
+            sizes = " vs ".join(f"{_sig_text(o, 'mismatch_size')} on {_who([r], ev)}" for r, o in sorted(present.items()))
+            summary = f"ranks disagree on {op} #{s}: the backend refused the call of {rank_list(refused)}"
+            details = [f"{name} {op} #{s}: {sizes}; {_who(refused, ev)}: {refused_text(ev, refused)}"]
+            return GroupFinding(name, "mismatch_refused", "collective", s, op, summary, details, refused,
+                                waiting, created)  # fmt: skip
         if never:
             summary = f"{rank_list(never)} never called {op} #{s}"
             waits = _who(sorted(present), ev)
@@ -420,9 +460,12 @@ def _collective_finding(
     if pending and no_ev:
         op = next(iter(pending.values())).op
         what = (
-            "gave no evidence" if all(r not in ev.ranks for r in no_ev) else "left no Flight Recorder record"
+            _gone(ev, no_ev)
+            if all(r not in ev.ranks for r in no_ev)
+            else "left no Flight Recorder record"
         )
-        summary = f"{_who(no_ev, ev)} {what}; {rank_list(sorted(pending))} wait in {op} #{last}"
+        verb = "waits" if len(pending) == 1 else "wait"
+        summary = f"{_who(no_ev, ev)} {what}; {rank_list(sorted(pending))} {verb} in {op} #{last}"
         return GroupFinding(
             name,
             "missing",
@@ -626,7 +669,8 @@ def _death_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding
             "default_pg", "died", "collective", None, "", f"{_who(own, ev)} died", [], own, [], 0
         )
     if missing:
-        summary = f"{_who(missing, ev)} gave no evidence (killed?)"
+        gone = _gone(ev, missing)
+        summary = f"{_who(missing, ev)} {gone}" + (" (killed?)" if gone == "gave no evidence" else "")
         details = [f"{_who(lost, ev)} lost the connection to it{at}"] if lost else []
         if lost:
             summary += f"; {rank_list(lost)} lost the connection{at}"
@@ -682,8 +726,10 @@ def _grid(
 def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankReport]) -> str | None:
     """Why the job crashed, when the evidence explains it: on gloo a size/type mismatch is not a hang
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
-    if f is None or not f.kind.startswith("mismatch"):
-        return None
+    if f is None or not f.kind.startswith("mismatch") or f.kind == "mismatch_refused":
+        return None  # refused: the backend's own words are in the finding
+    if any(e.exception and "Detected mismatch between collectives" in e.exception.message for e in ev.ranks.values()):
+        return None  # torch's fingerprint check raised before the backend ran it: no gloo abort
     crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
         x.kind == "died" for x in reports.values()
     )
@@ -705,9 +751,39 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
     )
 
 
+def _fingerprint_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding | None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL (`watch --verify`) named the mismatch before it ran: every
+    rank's operation, shape and dtype at torch's own collective count."""
+    from ddpdoctor.model.hang.verify import combine
+
+    msgs = {r: e.exception.message for r, e in ev.ranks.items() if e.exception}
+    fps, differ = combine(msgs)
+    if len(fps) < 2:
+        return None
+    by_sig: dict[tuple, list[int]] = {}
+    for r, fp in fps.items():
+        by_sig.setdefault((fp.op, fp.shape, fp.dtypes), []).append(r)
+    if len(by_sig) < 2:
+        return None
+    culprits = _pick_culprits(by_sig, None, key=lambda k: k)
+    seq = min(fp.seq for fp in fps.values())
+    ops = sorted({fp.op for fp in fps.values()})
+    kind = "mismatch_op" if len(ops) > 1 else (
+        "mismatch_size" if len({fp.shape for fp in fps.values()}) > 1 else "mismatch_dtype")
+    parts = " while ".join(f"{_who(sorted(rs), ev)} call{'s' if len(rs) == 1 else ''} {fps[rs[0]].text()}"
+                           for _, rs in sorted(by_sig.items(), key=lambda kv: kv[1]))  # fmt: skip
+    summary = f"collective #{seq} differs across ranks (found by TORCH_DISTRIBUTED_DEBUG=DETAIL): {parts}"
+    details = [f"torch: {differ}"] if differ else []
+    return GroupFinding("default_pg", kind, "collective", seq, "/".join(ops), summary, details, culprits,
+                        sorted(r for r in fps if r not in culprits), 0)  # fmt: skip
+
+
 def diagnose(ev: Evidence) -> HangDiagnosis:
     reports = {r: _base_report(ev, r) for r in range(ev.world_size)}
     findings: list[GroupFinding] = []
+    fp = _fingerprint_finding(ev, reports)
+    if fp is not None:
+        findings.append(fp)
     groups = _groups(ev)
     grids = []
     for name in sorted(groups, key=lambda n: (n != "0", n)):
@@ -748,6 +824,9 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
             "hang_after_s": w.hang_after_s,
             "trigger": w.trigger,
             "exit_codes": {str(k): v for k, v in w.exit_codes.items()},
+            "ends": {str(k): e.text() for k, e in sorted(w.ends.items())},
+            "certain": w.certain,
+            "hang_after_auto": w.hang_after_auto,
         }
     return HangDiagnosis(
         verdict=_verdict(top, reports, ev)
@@ -768,7 +847,45 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         grids=grids,
         watch=watch,
         sources=list(ev.sources),
+        why=_why(ev),
+        heading=_heading(ev, top, reports),
     )
+
+
+def _why(ev: Evidence) -> str | None:
+    """Why the watch ended the job when it did: a certain deadlock, or --hang-after auto's reading."""
+    w = ev.watch
+    if w is None:
+        return None
+    if w.certain and w.certain.get("reason"):
+        confirm = w.certain.get("confirm_s")
+        seen = f" (seen unchanged for {confirm:g} s)" if isinstance(confirm, (int, float)) else ""
+        return f"certain{seen}: {w.certain['reason']}"
+    auto = (w.trigger or {}).get("auto")
+    if isinstance(auto, dict) and w.trigger:
+        usual = auto.get("usual_s")
+        rhythm = (f"this job usually completes one every {usual:.2g} s" if isinstance(usual, (int, float))
+                  else "no rhythm seen yet")  # fmt: skip
+        return (f"no operation completed for {w.trigger.get('waiting_s', 0):.0f} s; {rhythm} "
+                f"(--hang-after auto: {auto.get('threshold_s')} s, never below {auto.get('floor_s')} s)")  # fmt: skip
+    return None
+
+
+def _heading(ev: Evidence, top: GroupFinding | None, reports: dict[int, RankReport]) -> str:
+    """What the job's end was, as it was: Crash when a culprit died (an exception, a fatal signal),
+    whoever ended the job after; Exit when the job ended by itself and every rank's end was an
+    ordinary exit; otherwise Hang."""
+    w = ev.watch
+    culprits = [reports[r] for r in (top.culprit_ranks if top else []) if r in reports]
+    killed = [r for r in (top.culprit_ranks if top else []) if w is not None and r in w.ends
+              and w.ends[r].how in ("signal", "exception")]  # fmt: skip
+    if any(x.kind == "died" for x in culprits) or killed or (top is not None and top.kind == "died"):
+        return "Crash"
+    if w is not None and w.outcome in ("crash", "finished"):
+        if w.ends and all(e.how == "exit" for e in w.ends.values()):
+            return "Exit"
+        return "Crash"
+    return "Hang"
 
 
 def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> str:

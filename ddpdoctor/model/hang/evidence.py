@@ -139,6 +139,38 @@ class RankEvidence:
 
 
 @dataclass(frozen=True)
+class RankEnd:
+    """How a rank's process ended, as far as anyone could tell."""
+
+    rank: int
+    how: str  # "exit" | "exception" | "signal" | "terminated" | "gone"
+    code: int | None = None  # exit code, or the signal number for "signal"
+    detail: str = ""  # "ValueError: ...", "SIGABRT", "SIGKILL or the OOM killer"
+    last_seq: dict[str, int] = field(default_factory=dict)  # group -> last collective it entered
+
+    @property
+    def exit_code(self) -> int | None:
+        """As a launcher reports it: the code, or minus the signal."""
+        if self.how in ("signal", "terminated") and self.code is not None:
+            return -self.code
+        if self.how == "exception":
+            return 1
+        return self.code
+
+    def to_dict(self) -> dict:
+        return {"how": self.how, "code": self.code, "detail": self.detail, "last_seq": dict(self.last_seq)}
+
+    def text(self) -> str:
+        if self.how == "exit":
+            return "exited" + (f" with code {self.code}" if self.code is not None else "")
+        if self.how == "exception":
+            return f"died of {self.detail}" if self.detail else "died of an exception"
+        if self.how in ("signal", "terminated"):
+            return f"was killed by {self.detail or f'signal {self.code}'}"
+        return f"is gone ({self.detail})" if self.detail else "is gone"
+
+
+@dataclass(frozen=True)
 class WatchInfo:
     source: str
     command: tuple[str, ...]
@@ -151,6 +183,9 @@ class WatchInfo:
     exit_codes: dict[int, int]
     missing_ranks: tuple[int, ...]
     hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, also for ranks without evidence
+    ends: dict[int, RankEnd] = field(default_factory=dict)  # how each rank that ended, ended
+    hang_after_auto: bool = False  # --hang-after auto: the threshold came from the job's rhythm
+    certain: dict[str, Any] | None = None  # the certain deadlock that ended the job, if one did
 
 
 @dataclass(frozen=True)
@@ -267,7 +302,9 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
     r = _Reader(path)
     d = r.obj(d, where)
     w = f"{where}."
-    if "entries" not in d:
+    # a rank that has run no collective yet (or has no process group yet) has no 'entries'; a file
+    # with none of torch's keys is something else
+    if not {"entries", "version", "pg_config", "pg_status"} & set(d):
         raise r.fail(where, "no 'entries': not a Flight Recorder dump")
     version = str(d.get("version", ""))
     groups = []
@@ -281,7 +318,7 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
             )
         )
     entries = []
-    for i, e in enumerate(r.list_(d, "entries", w)):
+    for i, e in enumerate(r.list_(d, "entries", w, optional=True)):
         entries.append(_entry_fast(e) or _entry_checked(r, e, f"{w}entries[{i}]."))
     return FlightRecord(version=version, groups=tuple(groups), entries=tuple(entries))
 
@@ -479,6 +516,22 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
     hosts = r.obj(d.get("hosts") or {}, "hosts")
     if not all(str(k).isdigit() for k in hosts):
         raise r.fail("hosts", "expected {rank: host}")
+    ends = {}
+    for k, v in r.obj(d.get("ends") or {}, "ends").items():
+        e = r.obj(v, f"ends.{k}")
+        if not str(k).isdigit():
+            raise r.fail("ends", "expected {rank: end}")
+        last = r.obj(e.get("last_seq") or {}, f"ends.{k}.last_seq")
+        ends[int(k)] = RankEnd(
+            rank=int(k),
+            how=r.str_(e, "how", f"ends.{k}."),
+            code=r.int_(e, "code", f"ends.{k}.", optional=True),
+            detail=r.str_(e, "detail", f"ends.{k}.", optional=True) or "",
+            last_seq={str(g): int(s) for g, s in last.items() if isinstance(s, int)},
+        )
+    certain = d.get("certain")
+    if certain is not None:
+        certain = r.obj(certain, "certain")
     return WatchInfo(
         source=path,
         command=tuple(str(c) for c in r.list_(d, "command", "", optional=True)),
@@ -491,6 +544,9 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
         exit_codes=exit_codes,
         missing_ranks=tuple(missing),
         hosts={int(k): str(v) for k, v in hosts.items() if v},
+        ends=ends,
+        hang_after_auto=bool(d.get("hang_after_auto", False)),
+        certain=certain,
     )
 
 

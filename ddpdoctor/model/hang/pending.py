@@ -23,6 +23,8 @@ C10D_WAITS = frozenset({
     "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "broadcast",
     "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "all_gather_object",
     "broadcast_object_list", "gather_object", "scatter_object_list", "wait",
+    # every rank of the world must call these (unless use_local_synchronization): a rank can sit in one
+    "new_group", "new_subgroups", "new_subgroups_by_enumeration",
 })
 
 
@@ -49,7 +51,7 @@ def entry_pending(entry: dict) -> bool:
     return not entry.get("retired", False) and entry.get("state") != "completed"
 
 
-def oldest_pending(entries: list[dict]) -> Pending | None:
+def oldest_pending_entry(entries: list[dict]) -> dict | None:
     """The oldest unfinished Flight Recorder entry, or None when the rank waits in nothing."""
     best = None
     for e in entries:
@@ -60,12 +62,20 @@ def oldest_pending(entries: list[dict]) -> Pending | None:
             continue
         if best is None or t < int(best["time_created_ns"]):
             best = e
-    if best is None:
-        return None
-    p2p = bool(best.get("is_p2p"))
-    seq = best.get("p2p_seq_id") if p2p else best.get("collective_seq_id")
-    return Pending(operation=str(best.get("profiling_name") or "?"), seq=None if seq is None else int(seq),
-                   is_p2p=p2p, since_ns=int(best["time_created_ns"]), source="flight_recorder")
+    return best
+
+
+def pending_of(entry: dict) -> Pending:
+    p2p = bool(entry.get("is_p2p"))
+    seq = entry.get("p2p_seq_id") if p2p else entry.get("collective_seq_id")
+    return Pending(operation=str(entry.get("profiling_name") or "?"), seq=None if seq is None else int(seq),
+                   is_p2p=p2p, since_ns=int(entry["time_created_ns"]), source="flight_recorder")
+
+
+def oldest_pending(entries: list[dict]) -> Pending | None:
+    """The oldest unfinished Flight Recorder entry as a Pending, or None."""
+    best = oldest_pending_entry(entries)
+    return None if best is None else pending_of(best)
 
 
 def c10d_wait(frames: list[tuple[str, str]]) -> str | None:
@@ -79,8 +89,10 @@ def c10d_wait(frames: list[tuple[str, str]]) -> str | None:
 
 
 class StackWaitTracker:
-    """Remembers since when the main thread has sat in the same c10d call (same frame, same line),
-    for operations that Flight Recorder does not see."""
+    """Remembers since when the main thread has sat in the same c10d call, for operations that Flight
+    Recorder does not see. The key must name one call, not one place: the caller passes the frame
+    object itself (kept alive by the key, so a later call at the same line, whose frame may reuse
+    the same address, is a new key) -- one continuous wait, never waits summed across calls."""
 
     def __init__(self) -> None:
         self._key: tuple | None = None
@@ -128,5 +140,53 @@ class ProgressTracker:
 
 def poll_interval(hang_after_s: float) -> float:
     """How often a rank looks at itself: often enough to call a hang within a few seconds of
-    --hang-after, rarely enough to cost nothing measurable (a Flight Recorder dump is ~0.3 ms)."""
-    return min(2.0, max(0.25, hang_after_s / 10.0))
+    --hang-after and to publish a wait within half a second for the certainty check, rarely enough to
+    cost nothing measurable (the per-group status is a few microseconds; a full dump ~0.3 ms)."""
+    return min(0.5, max(0.25, hang_after_s / 10.0))
+
+
+class Rhythm:
+    """The job's own rhythm, for --hang-after auto: how often this rank completes an operation (any
+    group's ``last_completed_collective`` moving) and the longest it has gone without one, seen at
+    poll resolution. The threshold is never below a floor: a job that has shown no rhythm yet (its
+    first long checkpoint) is judged by the floor alone."""
+
+    def __init__(self) -> None:
+        self._done: int | None = None
+        self._first_ns: int | None = None
+        self._last_ns: int | None = None
+        self.completed = 0
+        self.longest_gap_s = 0.0
+
+    def update(self, pg_status: dict, now_ns: int) -> None:
+        done = 0
+        for st in pg_status.values():
+            try:
+                done += max(0, int(st.get("last_completed_collective", -1)))
+            except (TypeError, ValueError, AttributeError):
+                continue
+        if self._done is None or done < self._done:
+            self._done = done
+            return
+        if done == self._done:
+            return
+        if self._last_ns is None:
+            self._first_ns = now_ns
+        else:
+            self.longest_gap_s = max(self.longest_gap_s, (now_ns - self._last_ns) / 1e9)
+            self.completed += done - self._done
+        self._done, self._last_ns = done, now_ns
+
+    def usual_s(self) -> float | None:
+        """Seconds per completed operation so far (None before two completions were seen)."""
+        if not self.completed or self._first_ns is None or self._last_ns is None:
+            return None
+        return (self._last_ns - self._first_ns) / 1e9 / self.completed
+
+    def threshold_s(self, floor_s: float, factor: float) -> float:
+        return max(floor_s, factor * self.longest_gap_s)
+
+    def to_dict(self, floor_s: float, factor: float) -> dict:
+        return {"threshold_s": round(self.threshold_s(floor_s, factor), 1), "floor_s": floor_s,
+                "usual_s": None if self.usual_s() is None else round(self.usual_s(), 3),  # type: ignore[arg-type]
+                "longest_gap_s": round(self.longest_gap_s, 1), "completed": self.completed}

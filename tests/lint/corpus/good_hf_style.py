@@ -25,7 +25,7 @@ def train(args, model, train_dataset, tokenizer):
     train_dataloader = DataLoader(train_dataset, sampler=train_sampler, batch_size=args.train_batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
     if args.n_gpu > 1:
-        model = torch.nn.DataParallel(model)
+        model = torch.nn.DataParallel(model)  # noqa: DDP405 - the one-process fallback, kept on purpose (n_gpu is 1 under DDP)
     if args.local_rank != -1:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[args.local_rank], output_device=args.local_rank
