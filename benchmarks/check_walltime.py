@@ -1,8 +1,15 @@
-"""Default `ddpdoctor check` wall time on this machine (target ≤ 20 s on the 2-core CPU box).
+"""Default `ddpdoctor check` wall time on this machine, and what each check costs beyond its own work.
 
     python benchmarks/check_walltime.py [--runs 3]
 
-Prints the whole command's wall time and, from the report, each check's time.
+Prints:
+- the whole command's wall time (target ≤ 20 s on the 2-core CPU box);
+- a bare `torchrun` of a two-rank gloo script (init, one all_reduce, exit) and the check's overhead over
+  it: wall − bare torchrun − the run's in-run time (target ≤ 1 s);
+- from the event stream of the last run, per check: its slot (check_start to the next check_start: all it
+  costs), the ranks' own time in it (first rank_check_start to last rank_check_end) and the fixed cost
+  (slot − ranks' time: the go, the result exchange, rank 0's judgement). Targets: a skipped check's slot
+  ≤ 10 ms, a check's fixed cost ≤ 20 ms (medians).
 """
 
 from __future__ import annotations
@@ -12,11 +19,40 @@ import json
 import statistics
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 from _common import describe, machine, time_command
 
 TARGET_S = 20.0
+OVERHEAD_TARGET_S = 1.0
+SKIPPED_TARGET_MS = 10.0
+FIXED_TARGET_MS = 20.0
+
+BARE = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+""")
+
+
+def per_check(events: list[dict]) -> list[dict]:
+    """Slot, ranks' time and fixed cost of every check, from one run's events (times in ms)."""
+    starts = [e for e in events if e["event"] == "check_start"]
+    ends = {e["code"]: e for e in events if e["event"] == "check_end"}
+    run_end = next((e["t"] for e in events if e["event"] == "run_end"), None)
+    rows = []
+    for k, s in enumerate(starts):
+        nxt = starts[k + 1]["t"] if k + 1 < len(starts) else (run_end or ends[s["code"]]["t"])
+        rs = [e["t"] for e in events if e["event"] == "rank_check_start" and e.get("code") == s["code"]]
+        re_ = [e["t"] for e in events if e["event"] == "rank_check_end" and e.get("code") == s["code"]]
+        ranks_ms = (max(re_) - min(rs)) * 1e3 if rs and re_ else 0.0
+        slot_ms = (nxt - s["t"]) * 1e3
+        rows.append({"code": s["code"], "status": ends.get(s["code"], {}).get("status", "?"), "slot_ms": slot_ms,
+                     "ranks_ms": ranks_ms, "fixed_ms": slot_ms - ranks_ms})
+    return rows
 
 
 def main() -> int:
@@ -25,17 +61,43 @@ def main() -> int:
     args = ap.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as d:
-        rj = Path(d) / "r.json"
-        samples = time_command([sys.executable, "-m", "ddpdoctor", "check", "-q", "--json", str(rj)], args.runs)
-        rep = json.loads(rj.read_text())
-    med = statistics.median(samples)
-    print(f"ddpdoctor check (default: {rep['run']['world_size']} ranks, {rep['run']['backend']}): {describe(samples)}; "
+        rj, ev, bare = Path(d) / "r.json", Path(d) / "ev.jsonl", Path(d) / "bare.py"
+        bare.write_text(BARE)
+        walls, bares, in_run = [], [], []
+        for _ in range(args.runs):  # interleaved, so both see the same load
+            bares += time_command([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                                   "--standalone", str(bare)], 1)
+            ev.unlink(missing_ok=True)
+            walls += time_command([sys.executable, "-m", "ddpdoctor", "check", "-q", "--json", str(rj),
+                                   "--events", str(ev)], 1)
+            rep = json.loads(rj.read_text())
+            in_run.append(rep["run"]["duration_s"])
+        events = [json.loads(line) for line in ev.read_text().splitlines() if line.strip()]
+    med = statistics.median(walls)
+    overheads = [w - b - r for w, b, r in zip(walls, bares, in_run)]
+    over = statistics.median(overheads)
+    print(f"ddpdoctor check (default: {rep['run']['world_size']} ranks, {rep['run']['backend']}): {describe(walls)}; "
           f"target ≤ {TARGET_S} s: {'met' if med <= TARGET_S else 'MISSED'}")
-    print("last run, per check:")
-    for c in rep["checks"]:
-        print(f"  {c['code']:<8} {c['status']:<10} {c['duration_s']:6.2f} s  {c['summary']}")
+    print(f"bare torchrun (2 ranks: init, all_reduce, exit): {describe(bares)}")
+    print(f"overhead over bare torchrun (wall − bare − in-run), per run: {', '.join(f'{o:.2f}' for o in overheads)} s; "
+          f"median {over:.2f} s; target ≤ {OVERHEAD_TARGET_S} s: {'met' if over <= OVERHEAD_TARGET_S else 'MISSED'}")
+    rows = per_check(events)
+    print("last run, per check (slot = all it costs; ranks = the ranks' own time; fixed = slot − ranks):")
+    for c, row in zip(rep["checks"], rows):
+        print(f"  {c['code']:<8} {c['status']:<10} slot {row['slot_ms']:8.1f} ms  ranks {row['ranks_ms']:8.1f} ms  "
+              f"fixed {row['fixed_ms']:6.1f} ms  {c['summary'][:40]}")
+    skipped = [r["slot_ms"] for r in rows if r["status"] == "skipped"]
+    fixed = statistics.median(r["fixed_ms"] for r in rows)
+    ok = med <= TARGET_S and over <= OVERHEAD_TARGET_S and fixed <= FIXED_TARGET_MS
+    if skipped:
+        sk = statistics.median(skipped)
+        ok = ok and sk <= SKIPPED_TARGET_MS
+        print(f"  skipped checks: median slot {sk:.1f} ms over {len(skipped)}; target ≤ {SKIPPED_TARGET_MS:g} ms: "
+              f"{'met' if sk <= SKIPPED_TARGET_MS else 'MISSED'}")
+    print(f"  fixed cost per check: median {fixed:.1f} ms over {len(rows)}; target ≤ {FIXED_TARGET_MS:g} ms: "
+          f"{'met' if fixed <= FIXED_TARGET_MS else 'MISSED'}")
     print(f"  in-run total {rep['run']['duration_s']:.2f} s; the rest is torchrun start-up, rendezvous and exit")
-    return 0 if med <= TARGET_S else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

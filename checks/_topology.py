@@ -13,12 +13,16 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ddpdoctor.check_options import Option, text
 from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
 
 SKIP_NO_GPU = "skipped: no NVIDIA GPU"
 _CACHE: dict[str, Any] = {}
+
+# Every check that probes the node through topology_check reads it (tests hand in captured trees).
+SYSFS_ROOT = Option("sysfs_root", "read /sys and /proc under this folder", text)
 
 
 def node_topology(ctx):

@@ -41,6 +41,7 @@ import os
 import re
 import statistics
 
+from ddpdoctor.check_options import Option, choice, seconds, whole
 from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
@@ -54,6 +55,16 @@ ORDER = 60
 # × 2 repetitions fit, and the runner stops early, with a note, when the next launch would not.
 BUDGET_S = 300.0
 SUITES = ("full",)
+OPTIONS = (
+    Option("algo_backend", "nccl, or gloo (test mode)", choice("nccl", "gloo")),
+    # lambdas: the parsers are defined below
+    Option("algo_sizes", "message sizes of the A/B runs (1MiB,25MiB)", lambda v: parse_sizes(v)),
+    Option("algo_candidates", "NCCL_ALGO values to try (Ring,Tree)", lambda v: parse_candidates(v)),
+    Option("algo_launch_timeout_s", "seconds one A/B launch may take", seconds),
+    Option("algo_reps", "A/B repetitions per arm", whole(2, 20)),
+    Option("algo_iters", "timed iterations per size", whole(1, 100_000)),
+    Option("algo_warmup", "warm-up iterations per size", whole(0, 100_000)),
+)
 
 MiB = 1 << 20
 DEFAULT_SIZES_B = (1 * MiB, 4 * MiB, 16 * MiB, 25 * MiB, 64 * MiB, 256 * MiB)
@@ -85,6 +96,25 @@ def parse_sizes(value) -> list[int]:
     return sorted({_one_size(item) for item in items})
 
 
+def parse_candidates(value) -> list[str]:
+    """``"Ring,Tree"`` or ``["Ring", "Tree"]`` -> the NCCL_ALGO names, as NCCL spells them, each once."""
+    items = value if isinstance(value, list) else value.split(",") if isinstance(value, str) else None
+    if items is None:
+        raise TypeError(f"algo_candidates={value!r}: expected a comma-separated list such as Ring,Tree")
+    canon = {a.lower(): a for a in KNOWN_ALGOS}
+    candidates: list[str] = []
+    for c in filter(None, (str(c).strip() for c in items)):
+        if c.lower() not in canon:
+            raise ValueError(
+                f"algo_candidates: unknown algorithm {c!r}; expected some of {', '.join(KNOWN_ALGOS)}"
+            )
+        if canon[c.lower()] not in candidates:
+            candidates.append(canon[c.lower()])
+    if not candidates:
+        raise ValueError("algo_candidates: name at least one algorithm (e.g. Ring,Tree)")
+    return candidates
+
+
 def _int_option(options: dict, key: str, default: int, lo: int, hi: int) -> int:
     v = options.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -105,20 +135,7 @@ def plan_options(options: dict, backend: str) -> dict | None:
     nccl = child == "nccl"
     given = options.get("algo_sizes")
     sizes = parse_sizes(given) if given is not None else list(DEFAULT_SIZES_B if nccl else TEST_SIZES_B)
-    cands_raw = options.get("algo_candidates", "Ring,Tree")
-    if not isinstance(cands_raw, str):
-        raise TypeError(f"algo_candidates={cands_raw!r}: expected a comma-separated list such as Ring,Tree")
-    canon = {a.lower(): a for a in KNOWN_ALGOS}
-    candidates = []
-    for c in filter(None, (c.strip() for c in cands_raw.split(","))):
-        if c.lower() not in canon:
-            raise ValueError(
-                f"algo_candidates: unknown algorithm {c!r}; expected some of {', '.join(KNOWN_ALGOS)}"
-            )
-        if canon[c.lower()] not in candidates:
-            candidates.append(canon[c.lower()])
-    if not candidates:
-        raise ValueError("algo_candidates: name at least one algorithm (e.g. Ring,Tree)")
+    candidates = parse_candidates(options.get("algo_candidates", "Ring,Tree"))
     timeout = options.get("algo_launch_timeout_s", 90.0)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"algo_launch_timeout_s={timeout!r}: expected a positive number of seconds")

@@ -21,6 +21,7 @@ import math
 import statistics
 import time
 
+from ddpdoctor import check_options as opt
 from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
@@ -36,8 +37,11 @@ KIND = "cluster"
 ORDER = 40
 BUDGET_S = 30.0
 SUITES = ("quick", "full")
-
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+OPTIONS = (
+    opt.Option("max_size", "largest collective size in the sweep (--max-size)", opt.size),
+    opt.Option("bw_ops", "collectives to sweep (all_reduce,broadcast)", opt.names(OPS)),
+)
 MIN_SIZE_B = 1024
 DEFAULT_MAX_SIZE_B = {"gloo": 16 * 2**20, "nccl": 256 * 2**20}
 MIN_ITERS, MAX_ITERS = 3, 50

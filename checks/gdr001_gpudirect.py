@@ -17,7 +17,7 @@ from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topology.analysis import GdrVerdict, gdr_verdicts
 from ddpdoctor.model.topology.node import NodeTopology
 
-from ._topology import topology_check, without_rdma
+from ._topology import SYSFS_ROOT, topology_check, without_rdma
 
 CODE = "GDR001"
 TITLE = "GPUDirect RDMA"
@@ -25,6 +25,7 @@ KIND = "cluster"
 ORDER = 10
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _verdicts(node):

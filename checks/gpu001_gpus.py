@@ -16,7 +16,7 @@ from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topology.analysis import gpus_phrase
 from ddpdoctor.model.topology.node import Gpu, NodeTopology
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "GPU001"
 TITLE = "GPUs and health"
@@ -24,6 +24,7 @@ KIND = "cluster"
 ORDER = 5
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 _SEVERITY = {"GPU count": Severity.ERROR, "GPU models": Severity.ERROR}
 
 

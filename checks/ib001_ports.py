@@ -15,7 +15,7 @@ from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topology.analysis import gpus_phrase, rails
 from ddpdoctor.model.topology.node import NodeTopology
 
-from ._topology import topology_check, without_rdma
+from ._topology import SYSFS_ROOT, topology_check, without_rdma
 
 CODE = "IB001"
 TITLE = "InfiniBand/RoCE ports and rails"
@@ -23,6 +23,7 @@ KIND = "cluster"
 ORDER = 9
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _rails(node):

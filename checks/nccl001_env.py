@@ -13,7 +13,7 @@ from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topology.analysis import parse_gdr_level
 from ddpdoctor.model.topology.node import NodeTopology
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "NCCL001"
 TITLE = "NCCL environment"
@@ -21,6 +21,7 @@ KIND = "cluster"
 ORDER = 11
 BUDGET_S = 10.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _no_environment(node):

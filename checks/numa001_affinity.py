@@ -12,7 +12,7 @@ launch crosses the socket); a rank not bound to its GPU's CPUs at all (info).
 from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topology.node import Gpu, NodeTopology, format_cpulist
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "NUMA001"
 TITLE = "NUMA affinity"
@@ -20,6 +20,7 @@ KIND = "cluster"
 ORDER = 8
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _gpu_affinity(node):

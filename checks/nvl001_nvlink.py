@@ -14,7 +14,7 @@ from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topology.analysis import nvlink_matrix
 from ddpdoctor.model.topology.node import NodeTopology
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "NVL001"
 TITLE = "NVLink matrix"
@@ -22,6 +22,7 @@ KIND = "cluster"
 ORDER = 6
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def _matrix(node):

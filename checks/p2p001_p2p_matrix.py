@@ -24,6 +24,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from ddpdoctor import check_options as opt
 from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
@@ -40,6 +41,12 @@ KIND = "cluster"
 ORDER = 45
 BUDGET_S = 30.0
 SUITES = ("quick", "full")
+OPTIONS = (
+    opt.Option("p2p_size", "point-to-point message size (--p2p-size)", opt.size),
+    opt.Option("p2p_mode", "pairs at once or one at a time (--p2p-mode)", opt.choice("pairs", "sequential")),
+    opt.Option("p2p_plan", "which pairs are measured (--p2p-plan)", opt.choice("auto", "full", "rails")),
+    opt.Option("p2p_target_s", "seconds each pair is measured for", opt.seconds),
+)
 
 DEFAULT_SIZE_B = {"gloo": 8 * 2**20, "nccl": 256 * 2**20}
 CALIBRATION_B = 64 * 1024

@@ -15,7 +15,7 @@ from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.model.topology.analysis import gpus_phrase
 from ddpdoctor.model.topology.node import NodeTopology
 
-from ._topology import topology_check
+from ._topology import SYSFS_ROOT, topology_check
 
 CODE = "PCI001"
 TITLE = "PCIe links"
@@ -23,6 +23,7 @@ KIND = "cluster"
 ORDER = 7
 BUDGET_S = 20.0
 SUITES = ("quick", "full")
+OPTIONS = (SYSFS_ROOT,)
 
 
 def pcie_findings(node: NodeTopology, code: str = "PCI001") -> list[Finding]:

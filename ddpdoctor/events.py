@@ -10,8 +10,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 class EventWriter:
@@ -43,36 +44,49 @@ class EventWriter:
 
 
 class EventTail:
-    """Reads new complete lines from an events file as it grows (no threads; call poll())."""
+    """Reads new complete lines from an events file that other processes are still writing (no threads;
+    call read()). The CLI's progress and the TUI both use it.
+
+    A line that is not a JSON object with an "event" is counted in ``bad_lines`` and skipped (the stream is
+    advisory, never fatal); a file rewritten shorter is read again from the start; one read takes at most
+    1 MiB, so a caller's loop (the TUI's event loop) never stalls on a huge backlog.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._pos = 0
-        self._partial = b""
+        self.pos = 0
+        self.partial = b""
+        self.bad_lines = 0
 
-    def poll(self) -> list[dict[str, Any]]:
+    def read(self) -> list[dict[str, Any]]:
         try:
             with open(self.path, "rb") as f:
-                f.seek(self._pos)
-                chunk = f.read()
-                self._pos = f.tell()
+                if os.fstat(f.fileno()).st_size < self.pos:  # rewritten from scratch
+                    self.pos, self.partial = 0, b""
+                f.seek(self.pos)
+                chunk = f.read(1 << 20)
         except FileNotFoundError:
             return []
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
+        self.pos += len(chunk)
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()  # an unfinished line waits for the next read
         out = []
         for raw in lines:
             if not raw.strip():
                 continue
             try:
                 obj = json.loads(raw)
-            except ValueError:
-                continue  # a foreign line; the stream is advisory, never fatal
+            except (ValueError, UnicodeDecodeError):
+                obj = None
             if isinstance(obj, dict) and "event" in obj:
                 out.append(obj)
+            else:
+                self.bad_lines += 1
         return out
 
 
 def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    yield from EventTail(path).poll()
+    """Every event of a finished file."""
+    tail = EventTail(path)
+    while batch := tail.read():
+        yield from batch

@@ -30,6 +30,16 @@ def without_numpy(folder: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
 
 
+def with_fault(spec: str, env: dict | None = None) -> dict[str, str]:
+    """Environment that makes the check workers misbehave as spec says (tests/fault_inject/sitecustomize.py:
+    "hang@COL001:rank=1", "delay@COL001:rank=1:s=60", "exit@COL001:rank=1:code=3")."""
+    base = dict(env or {})
+    path = base.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "tests" / "fault_inject"), path) if p)
+    base["DDPDOCTOR_TEST_FAULT"] = spec
+    return base
+
+
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "ddpdoctor", *args]
 

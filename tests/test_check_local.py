@@ -4,7 +4,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import check, load, run_cli, without_numpy
+from helpers import check, load, run_cli, with_fault, without_numpy
 
 
 def test_default_check_passes_and_writes_reports(tmp_path):
@@ -93,7 +93,7 @@ def test_a_hanging_rank_is_ended_by_the_watchdog(tmp_path):
     rj = tmp_path / "r.json"
     t0 = time.monotonic()
     p = run_cli("check", "--json", str(rj), "-q", "--budget-scale", "0.25", timeout=90,
-                env={"DDPDOCTOR_TEST_FAULT": "hang@COL001:rank=1"})
+                env=with_fault("hang@COL001:rank=1"))
     elapsed = time.monotonic() - t0
     assert p.returncode == 1, p.stdout + p.stderr
     rep = load(rj)
@@ -111,7 +111,7 @@ def test_a_hanging_rank_is_ended_by_the_watchdog(tmp_path):
 
 def test_a_crashing_rank_still_gives_a_partial_report(tmp_path):
     rj = tmp_path / "r.json"
-    p = run_cli("check", "--json", str(rj), "-q", timeout=90, env={"DDPDOCTOR_TEST_FAULT": "exit@COL001:rank=1:code=3"})
+    p = run_cli("check", "--json", str(rj), "-q", timeout=90, env=with_fault("exit@COL001:rank=1:code=3"))
     assert p.returncode == 1, p.stdout + p.stderr
     rep = load(rj)
     assert rep["run"]["complete"] is False

@@ -9,7 +9,7 @@ import time
 
 import psutil
 import pytest
-from helpers import check, cli, load, run_cli
+from helpers import check, cli, load, run_cli, with_fault
 from support.testbed import NetBed, netns_available
 
 from ddpdoctor.runtime.launch_plan import free_port
@@ -120,7 +120,7 @@ def _wait_for_event(path, pred, timeout):
 def test_node_killed_mid_check_leaves_a_partial_report(tmp_path):
     with NetBed(2) as bed:
         ep = f"{bed.addr(0)}:29400"
-        env = dict(os.environ, DDPDOCTOR_TEST_FAULT="delay@COL001:rank=1:s=60")
+        env = dict(os.environ, **with_fault("delay@COL001:rank=1:s=60"))
         procs = [bed.popen(i, cli(*_node_args(2, i, ep, tmp_path)), env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True) for i in (0, 1)]
         try:

@@ -101,10 +101,14 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 def check_options(args: argparse.Namespace) -> dict[str, Any]:
     """The checks' options: --option KEY=VALUE pairs, then the dedicated flags (validated here, so a
     bad value ends the run before anything is launched)."""
+    from ddpdoctor.check_options import validate
     from ddpdoctor.model.bandwidth.sizes import parse_size
+    from ddpdoctor.registry import discover
     from ddpdoctor.runtime.launch_plan import LaunchError
 
-    out = parse_options(args.option)
+    # Every key must be one a check declares (OPTIONS), every value one its parser takes: a typo or a bad
+    # value is refused here, naming the valid options, not on every rank after the launch.
+    out = validate(parse_options(args.option), discover(args.checks_path, kind="cluster"))
     for flag, key in (("max_size", "max_size"), ("p2p_size", "p2p_size")):
         value = getattr(args, flag, None)
         if value is not None:
@@ -176,7 +180,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list:
         return list_checks()
+    from ddpdoctor.check_options import OptionError
     from ddpdoctor.model.fleet.exit_codes import translate
+    from ddpdoctor.registry import RegistryError
 
     try:
         check_outputs(args)
@@ -185,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
         if args.drain and "SLURM_JOB_ID" not in os.environ:
             raise LaunchError("--drain drains Slurm nodes: run it under srun (srun --ntasks-per-node=1 "
                               "ddpdoctor check --drain)")
-    except (LaunchError, recommend_args.OptionError, OutputError) as e:
+    except (LaunchError, OptionError, RegistryError, recommend_args.OptionError, OutputError) as e:
         print(f"ddpdoctor check: {e}", file=sys.stderr)
         return translate(2, args.exit_codes)
     from ddpdoctor.runtime.launcher import run_check

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.runtime.worker_config import WorkerConfig
 
 
 def runtime_versions(backend: str) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def runtime_versions(backend: str) -> dict[str, Any]:
 
 def build_report(
     *,
-    cfg: dict,
+    cfg: WorkerConfig,
     infos: list[dict],
     ready: dict[int, dict | None],
     backend: str,
@@ -53,22 +54,22 @@ def build_report(
             "world_size": len(infos),
             "nodes": hosts,
             "nnodes": len(hosts),
-            "endpoint": cfg.get("endpoint"),
-            "rdzv_id": cfg.get("rdzv_id"),
-            "options": cfg.get("options") or {},
+            "endpoint": cfg.endpoint,
+            "rdzv_id": cfg.rdzv_id,
+            "options": cfg.options,
             "complete": abort_reason is None,
             "aborted_reason": abort_reason,
             "lost_ranks": lost_ranks,
             "lost_nodes": lost_nodes,
             "duration_s": round(time.time() - started, 3),
-            "launch_t0": cfg.get("launch_t0"),
+            "launch_t0": cfg.launch_t0,
         },
         ranks=ranks,
         versions=runtime_versions(backend),
         checks=results,
     )
-    attach_profile(report, cfg.get("profile"))
-    attach_recommendations(report, cfg.get("recommend") or {})
+    attach_profile(report, cfg.profile)
+    attach_recommendations(report, cfg.recommend)
     attach_bad_nodes(report)
     return report
 

@@ -71,19 +71,22 @@ def visible_gpus() -> int:
 
 def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[str], backend: str,
                  events: str | None, report: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "checks": codes,
-        "check_paths": [str(Path(p).resolve()) for p in args.checks_path],
-        "budget_scale": args.budget_scale,
+    """The worker's config (ddpdoctor.runtime.worker_config.WorkerConfig) as the JSON it reads."""
+    from ddpdoctor.runtime.worker_config import WorkerConfig
+
+    return WorkerConfig(
+        checks=codes,
+        check_paths=[str(Path(p).resolve()) for p in args.checks_path],
+        budget_scale=args.budget_scale,
         **inputs,
-        "events": events,
-        "report": report,
-        "backend": backend,
-        "rdzv_timeout_s": args.rdzv_timeout,
-        "launch_t0": time.time(),
-        "endpoint": plan.endpoint if plan else None,
-        "rdzv_id": plan.rdzv_id if plan else None,
-    }
+        events=events,
+        report=report,
+        backend=backend,
+        rdzv_timeout_s=args.rdzv_timeout,
+        launch_t0=time.time(),
+        endpoint=plan.endpoint if plan else None,
+        rdzv_id=plan.rdzv_id if plan else None,
+    ).to_dict()
 
 
 def run_check(args: argparse.Namespace, inputs: dict[str, Any]) -> int:
@@ -204,7 +207,7 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         tail = EventTail(events_path)
         with progress:
             while True:
-                for ev in tail.poll():
+                for ev in tail.read():
                     progress.handle(ev)
                     if ev.get("event") == "run_end":
                         run_ended_at = time.monotonic()
@@ -212,7 +215,7 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
                         watcher.stop.set()
                 rc = proc.poll()
                 if rc is not None:
-                    for ev in tail.poll():
+                    for ev in tail.read():
                         progress.handle(ev)
                     break
                 now = time.monotonic()
@@ -241,7 +244,7 @@ def _launch(args: argparse.Namespace, plan: LaunchPlan, specs: list, backend: st
         from ddpdoctor.runtime.partial import partial_report, root_cause
 
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
-        report = partial_report(progress.events, root_cause(log), codes, [s.title for s in specs])
+        report = partial_report(progress.state, root_cause(log), codes, [s.title for s in specs])
         if report is not None:
             from ddpdoctor.runtime.finalize import attach_bad_nodes
 

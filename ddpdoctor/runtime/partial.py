@@ -1,4 +1,5 @@
-"""A partial report when rank 0 died before writing one: from the event stream and torchrun's log.
+"""A partial report when rank 0 died before writing one: from the run state (folded from the event
+stream) and torchrun's log.
 
 When a worker on the node of rank 0 crashes (segfault, OOM kill, os._exit), torchrun tears down every
 worker of that node, rank 0 included. The CLI still saw the checks that finished (check_end events) and
@@ -11,6 +12,7 @@ import re
 import signal
 
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.run_state import RunState
 
 _ROOT_CAUSE = re.compile(
     r"Root Cause.*?host\s*:\s*(?P<host>\S+).*?rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*(?P<local>\d+)\)"
@@ -34,27 +36,23 @@ def root_cause(log: str) -> dict | None:
             "exitcode": code, "signal": sig.strip(" ()") or None, "text": f"exit code {code}{sig}"}
 
 
-def partial_report(events: list[dict], cause: dict | None, codes: list[str], titles: list[str]) -> Report | None:
+def partial_report(state: RunState, cause: dict | None, codes: list[str], titles: list[str]) -> Report | None:
     """None when the run never started (nothing to report: the caller diagnoses the launch instead)."""
-    start = next((e for e in events if e.get("event") == "run_start"), None)
-    ranks = {}
-    for e in events:
-        if e.get("event") == "rendezvous":
-            ranks[int(e["rank"])] = {"rank": int(e["rank"]), "node_rank": e.get("node_rank"), "hostname": e.get("hostname")}
-    if start is None and not ranks:
+    ranks = {r: {"rank": r, "node_rank": state.ranks[r].node_rank, "hostname": state.ranks[r].hostname}
+             for r in sorted(state.rendezvous_ranks)}
+    if not state.run_started and not ranks:
         return None
-    ended = {e["code"]: e for e in events if e.get("event") == "check_end"}
-    running = [e.get("code") for e in events if e.get("event") in ("check_start", "rank_check_start")]
-    current = next((c for c in reversed(running) if c not in ended), None)
+    ended = {row.code: row for row in state.ended_rows()}
+    current = state.current
     who = (f"rank {cause['rank']} (local rank {cause['local_rank']}) on {cause['host']} died with {cause['text']}"
            if cause else "the workers of this node ended without a report")
     during = f" during {current}" if current else ""
     results = []
     for code, title in zip(codes, titles):
         if code in ended:
-            e = ended[code]
-            results.append(CheckResult(code=code, title=title, status=Status(e.get("status", "passed")),
-                                       summary=e.get("summary", ""), duration_s=float(e.get("duration_s", 0))))
+            row = ended[code]
+            results.append(CheckResult(code=code, title=title, status=Status(row.status), summary=row.summary,
+                                       duration_s=float(row.duration_s or 0)))
         elif code == current:
             results.append(CheckResult(
                 code=code, title=title, status=Status.FAILED, summary=who,
@@ -66,9 +64,9 @@ def partial_report(events: list[dict], cause: dict | None, codes: list[str], tit
             results.append(CheckResult(code=code, title=title, status=Status.NOT_RUN, summary="not run: the run ended early"))
     return Report(
         run={
-            "backend": (start or {}).get("backend"),
-            "world_size": (start or {}).get("world_size", len(ranks)),
-            "nodes": (start or {}).get("nodes", sorted({r["hostname"] for r in ranks.values()})),
+            "backend": state.backend or None,
+            "world_size": state.world_size if state.run_started else len(ranks),
+            "nodes": state.node_names if state.run_started else sorted({r["hostname"] for r in ranks.values()}),
             "complete": False,
             "aborted_reason": f"{who}{during}",
             "partial_from": "events",

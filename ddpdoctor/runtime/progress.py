@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any
 
 from rich.console import Console
@@ -15,25 +14,28 @@ from rich.text import Text
 
 from ddpdoctor.core.report import Status
 from ddpdoctor.report.render_text import status_text
+from ddpdoctor.run_state import PENDING, RUNNING, CheckRow, RunState
 
 
 class ProgressView:
+    """Draws the run state (ddpdoctor.run_state.RunState, folded from the events) on the terminal."""
+
     def __init__(self, console: Console, quiet: bool = False, echo_events_to_stdout: bool = False) -> None:
         self.console = console
         self.quiet = quiet
         self.echo = echo_events_to_stdout
         self.live: Live | None = None
-        self.rows: dict[str, dict[str, Any]] = {}
-        self.rendezvoused = False
-        self.ranks_seen: set[int] = set()
+        self.state = RunState()  # also what a partial report is made of if rank 0 dies
         self.header = ""
-        self.events: list[dict[str, Any]] = []  # kept for a partial report if rank 0 dies
+
+    @property
+    def rendezvoused(self) -> bool:
+        return self.state.rendezvoused
 
     def launching(self, plan, backend: str, codes: list[str], titles: list[str]) -> None:
         self.header = (f"ddpdoctor check: {plan.nnodes} node(s) × {plan.nproc_per_node} rank(s) on {backend}, "
                        f"rendezvous {plan.endpoint}")
-        for code, title in zip(codes, titles):
-            self.rows[code] = {"title": title, "status": "waiting", "summary": "", "ranks_done": 0, "message": ""}
+        self.state.expect(codes, titles)
         if not self.quiet and not self.echo:
             self.console.print(Text(self.header, style="bold"))
 
@@ -50,59 +52,42 @@ class ProgressView:
 
     def _table(self) -> Table:
         t = Table(show_header=False, show_edge=False, box=None, pad_edge=False)
-        for code, row in self.rows.items():
-            st = row["status"]
-            if st == "running":
-                status = Spinner("dots", text=Text(f" {row['ranks_done']} rank(s) done {row['message']}"[:60]))
-            elif st == "waiting":
+        for row in self.state.rows():
+            if row.status == RUNNING:
+                status = Spinner("dots", text=Text(f" {row.ranks_done} rank(s) done {row.progress}"[:60]))
+            elif row.status == PENDING:
                 status = Text("waiting", style="dim")
             else:
-                status = status_text(Status(st))
-            t.add_row(Text(code, style="bold"), Text(str(row["title"])), status, Text(str(row["summary"])))
-        if not self.rendezvoused:
+                status = status_text(Status(row.status))
+            t.add_row(Text(row.code, style="bold"), Text(row.title), status, Text(row.summary))
+        if not self.state.rendezvoused:
             t.add_row("", Text("waiting for the rendezvous …", style="dim"), "", "")
         return t
 
-    def _said_before(self, code: str, row: dict[str, Any]) -> str:
+    def _said_before(self, row: CheckRow) -> str:
         """A skip's reason once: a later check skipped for the same reason points at the first."""
-        if row["status"] != Status.SKIPPED.value:
-            return row["summary"]
-        for other, r in self.rows.items():
-            if other == code:
+        if row.status != Status.SKIPPED.value:
+            return row.summary
+        for other in self.state.rows():
+            if other.code == row.code:
                 break
-            if r["status"] == row["status"] and r["summary"] == row["summary"]:
-                return f"as {other}"
-        return row["summary"].removeprefix("skipped: ")
+            if other.status == row.status and other.summary == row.summary:
+                return f"as {other.code}"
+        return row.summary.removeprefix("skipped: ")
 
     def handle(self, ev: dict[str, Any]) -> None:
-        if ev.get("event") != "progress":
-            self.events.append(ev)
         if self.echo:
             sys.stdout.write(json.dumps(ev) + "\n")
             sys.stdout.flush()
+        self.state.apply(ev)
         kind = ev.get("event")
-        code = ev.get("code")
-        row = self.rows.get(code) if code else None
-        if kind == "rendezvous":
-            self.rendezvoused = True
-            self.ranks_seen.add(int(ev.get("rank", -1)))
-        elif kind in ("check_start", "rank_check_start") and row is not None:
-            if row["status"] == "waiting":
-                row["status"] = "running"
-                row["started"] = time.monotonic()
-        elif kind == "rank_check_end" and row is not None:
-            row["ranks_done"] += 1
-        elif kind == "progress" and row is not None:
-            row["message"] = str(ev.get("message") or (f"{ev.get('done')}/{ev.get('total')}" if ev.get("total") else ""))
-        elif kind == "check_end" and row is not None:
-            row["status"] = ev.get("status", "passed")
-            row["summary"] = ev.get("summary", "")
-            if self.live is None and not self.quiet and not self.echo:
-                line = Text(f"  {code} ", style="bold")
-                line.append(row["title"] + " ")
-                line.append_text(status_text(Status(row["status"])))
-                line.append(f" ({ev.get('duration_s', 0):.1f} s) {self._said_before(code, row)}", style="dim")
-                self.console.print(line)
+        row = self.state.checks.get(ev.get("code")) if isinstance(ev.get("code"), str) else None
+        if kind == "check_end" and row is not None and self.live is None and not self.quiet and not self.echo:
+            line = Text(f"  {row.code} ", style="bold")
+            line.append(row.title + " ")
+            line.append_text(status_text(Status(row.status)))
+            line.append(f" ({row.duration_s or 0:.1f} s) {self._said_before(row)}", style="dim")
+            self.console.print(line)
         elif kind == "log" and ev.get("level") in ("error", "warning") and not self.quiet:
             self.console.print(Text(f"  {ev.get('message')}", style="yellow"))
         if self.live is not None:

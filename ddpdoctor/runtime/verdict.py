@@ -62,8 +62,8 @@ def classify_ranks(
 
     if timed_out or stuck_silent:
         ops = Counter(d.get("op") or "" for d in timed_out.values())
-        collective_ops = [(op, n) for op, n in ops.most_common() if op and not op.startswith("(")
-                          and not op.startswith("fault")]
+        # "(...)" names Python code, not a collective (the watchdog's "(no collective: Python code)")
+        collective_ops = [(op, n) for op, n in ops.most_common() if op and not op.startswith("(")]
         waited_op = collective_ops[0][0] if collective_ops else (ops.most_common(1)[0][0] if ops else "")
         waiting = sorted(r for r, d in timed_out.items() if (d.get("op") or "") == waited_op)
         behind = sorted(set(timed_out) - set(waiting) | stuck_silent)

@@ -31,11 +31,12 @@ from ddpdoctor.core.summary import Summary, default_summarize
 from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.events import EventWriter
 from ddpdoctor.registry import CheckSpec, discover
+from ddpdoctor.runtime import check_hooks
 from ddpdoctor.runtime.context import ClusterContext
-from ddpdoctor.runtime.control import Control, Heartbeat
+from ddpdoctor.runtime.control import Control, Coordinator, NodeLink
 from ddpdoctor.runtime.verdict import classify_ranks
+from ddpdoctor.runtime.worker_config import ConfigError, WorkerConfig
 
-LOST_AFTER_S = 3.0  # no heartbeat for this long: the rank (or its node) is gone
 GRACE_S = 4.0  # slack after a budget for results to arrive through the store
 
 
@@ -56,7 +57,7 @@ def _main_thread_stack() -> list[str]:
 
 
 class Worker:
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: WorkerConfig) -> None:
         self.cfg = cfg
         self.t_proc_start = time.time()
         self.rank = _env_int("RANK")
@@ -67,10 +68,9 @@ class Worker:
         self.hostname = socket.gethostname()
         run_id = os.environ.get("TORCHELASTIC_RUN_ID", "ddpdoctor")
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        self.control = Control(
-            self.rank, self.world_size, f"ddpdoctor/{run_id}/{restart}/", cfg.get("rdzv_timeout_s", 60)
-        )
-        self.events = EventWriter(cfg.get("events"))
+        self.control = Control.from_env(self.rank, f"ddpdoctor/{run_id}/{restart}/", cfg.rdzv_timeout_s)
+        self.link = NodeLink(self.control, self.rank, self.local_rank, self.node_rank, self.local_world_size)
+        self.events = EventWriter(cfg.events)
         self.specs: list[CheckSpec] = []
         self.world: WorldInfo | None = None
         self.backend = "gloo"
@@ -87,29 +87,15 @@ class Worker:
             pass  # progress is advisory
 
     def _budget(self, spec: CheckSpec) -> float:
-        overrides = self.cfg.get("budgets") or {}
-        scale = float(self.cfg.get("budget_scale", 1.0))
+        overrides = self.cfg.budgets
+        scale = float(self.cfg.budget_scale)
         return float(overrides.get(spec.code, spec.budget_s * scale))
-
-    def _fault(self, code: str) -> dict | None:
-        """Test-only fault injection: DDPDOCTOR_TEST_FAULT="hang@COL001:rank=1" or "delay@COL001:rank=2:s=5"."""
-        spec = os.environ.get("DDPDOCTOR_TEST_FAULT", "")
-        for item in filter(None, spec.split(";")):
-            kind, _, rest = item.partition("@")
-            parts = rest.split(":")
-            if parts[0] != code:
-                continue
-            opts = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-            ranks = opts.get("rank", "*")
-            if ranks == "*" or self.rank in {int(r) for r in ranks.split(",")}:
-                return {"kind": kind, **opts}
-        return None
 
     # -- start-up -----------------------------------------------------------------------------------
     def start(self) -> None:
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-        self.hb = Heartbeat(self.control)
-        self.hb.start()
+        rdzv_timeout = float(self.cfg.rdzv_timeout_s)
+        self.link.connect(rdzv_timeout)
         info = {
             "rank": self.rank,
             "local_rank": self.local_rank,
@@ -118,24 +104,28 @@ class Worker:
             "hostname": self.hostname,
             "pid": os.getpid(),
             "proc_start": self.t_proc_start,
-            "launch_t0": self.cfg.get("launch_t0"),
+            "launch_t0": self.cfg.launch_t0,
         }
-        self.control.put(f"info/{self.rank}", info)
+        if self.rank == 0:
+            self.coord = Coordinator(self.control, self.world_size)
+            self.coordinator = threading.Thread(target=self.gather_world, args=(rdzv_timeout,),
+                                                name="ddpdoctor-world", daemon=True)
+            self.coordinator.start()
+        self.link.post("info", info)
         self.emit(
             "rendezvous",
             rank=self.rank,
             node_rank=self.node_rank,
             hostname=self.hostname,
-            seconds=round(self.t_proc_start - float(self.cfg.get("launch_t0") or self.t_proc_start), 3),
+            seconds=round(self.t_proc_start - float(self.cfg.launch_t0 or self.t_proc_start), 3),
         )
-        infos = []
-        for r in range(self.world_size):
-            got = self.control.poll(f"info/{r}", timeout_s=float(self.cfg.get("rdzv_timeout_s", 60)))
-            infos.append(got or {"rank": r, "hostname": "?", "node_rank": -1, "missing": True})
+        infos = self.link.wait("world", rdzv_timeout * 2)
+        if infos is None:
+            raise SystemExit(f"ddpdoctor worker: rank {self.rank} got no word from rank 0 within {rdzv_timeout * 2:g} s")
         self.infos = infos
-        self.world = WorldInfo.from_dicts(infos, options=self.cfg.get("options") or {})
-        codes = self.cfg.get("checks")
-        specs = discover(self.cfg.get("check_paths") or [], kind="cluster")
+        self.world = WorldInfo.from_dicts(infos, options=self.cfg.options)
+        codes = self.cfg.checks
+        specs = discover(self.cfg.check_paths, kind="cluster")
         self.specs = [s for s in specs if codes is None or s.code in codes]
         self._pick_backend()
         self.world.backend = self.backend
@@ -143,7 +133,7 @@ class Worker:
     def _pick_backend(self) -> None:
         import torch
 
-        want = self.cfg.get("backend", "auto")
+        want = self.cfg.backend
         has_gpu = torch.cuda.is_available() and torch.cuda.device_count() > 0
         self.backend = "nccl" if (want == "nccl" or (want == "auto" and has_gpu)) else "gloo"
         if self.backend == "nccl":
@@ -162,7 +152,7 @@ class Worker:
                 dist.destroy_process_group()
             except Exception:
                 pass
-        timeout = float(self.cfg.get("collective_timeout_s") or max([self._budget(s) for s in self.specs] + [10]) + 10)
+        timeout = float(self.cfg.collective_timeout_s or max([self._budget(s) for s in self.specs] + [10]) + 10)
         store = dist.PrefixStore(f"pg/{gen}/", self._pg_store())
         kwargs: dict[str, Any] = {}
         if self.backend == "nccl":
@@ -184,7 +174,7 @@ class Worker:
         # A client of its own: the group's store traffic must not queue behind control polling.
         raw = dist.TCPStore(
             self.control.host, self.control.port, is_master=False,
-            timeout=timedelta(seconds=float(self.cfg.get("rdzv_timeout_s", 60))), wait_for_workers=False,
+            timeout=timedelta(seconds=float(self.cfg.rdzv_timeout_s)), wait_for_workers=False,
         )
         self._pg_raw_store = raw
         return dist.PrefixStore(self.control.prefix, raw)
@@ -203,7 +193,7 @@ class Worker:
             backend=self.backend,
             device=self.device,
             world=self.world,
-            options=dict(self.cfg.get("options") or {}),
+            options=dict(self.cfg.options),
             budget_s=budget,
             check_code=spec.code,
             emit_fn=self.emit,
@@ -222,8 +212,7 @@ class Worker:
                 if posted["v"]:
                     return False
                 posted["v"] = True
-            self.control.put(f"res/{i}/{self.rank}", result)
-            self.control.add(f"n/{i}", 1)
+            self.link.post(f"res/{i}", result)
             return True
 
         def watchdog() -> None:
@@ -241,7 +230,7 @@ class Worker:
             if post(result):
                 self.emit("rank_check_end", code=spec.code, rank=self.rank, status="timed_out", op=result["op"])
             # The main thread is stuck and cannot be interrupted: wait for the verdict, then end.
-            self.control.poll(f"go/{i + 1}", timeout_s=GRACE_S * 3 + budget)
+            self.link.wait(f"go/{i + 1}", GRACE_S * 3 + budget)
             if self.rank == 0:
                 self.report_written.wait(GRACE_S * 4 + budget)
             self.finish_node_copy()
@@ -251,16 +240,8 @@ class Worker:
         self.emit("rank_check_start", code=spec.code, rank=self.rank)
         t0 = time.monotonic()
         try:
-            fault = self._fault(spec.code)
-            if fault and fault["kind"] == "hang":
-                with ctx.op("fault injection: hang"):
-                    while True:
-                        time.sleep(1)
-            if fault and fault["kind"] == "exit":
-                os._exit(int(fault.get("code", 3)))
-            if fault and fault["kind"] == "delay":
-                with ctx.op("fault injection: delay"):
-                    time.sleep(float(fault.get("s", 5)))
+            for hook in check_hooks.BEFORE_CHECK:
+                hook(ctx)
             data = spec.module.run(ctx)
             if data is not None and not isinstance(data, dict):
                 raise TypeError(f"{spec.code}.run() returned {type(data).__name__}, not a dict")
@@ -283,19 +264,20 @@ class Worker:
     def main(self) -> int:
         self.start()
         pg_error = None
-        startup: dict[str, Any] = {"proc_start": self.t_proc_start, "launch_t0": self.cfg.get("launch_t0")}
+        startup: dict[str, Any] = {"proc_start": self.t_proc_start, "launch_t0": self.cfg.launch_t0}
         try:
             startup["pg_init_s"] = round(self._new_group(0), 4)
         except Exception as e:
             pg_error = f"{type(e).__name__}: {e}"
-        self.control.put(f"ready/{self.rank}", {"error": pg_error, **startup})
+        self.link.post("ready", {"error": pg_error, **startup})
         if self.rank == 0:
+            self.coordinator.join()  # the world is announced; now the checks
             self.coordinator = threading.Thread(target=self.coordinate, name="ddpdoctor-coordinator", daemon=True)
             self.coordinator.start()
         aborted = False
         for i, spec in enumerate(self.specs):
-            wait = float(self.cfg.get("rdzv_timeout_s", 60)) + sum(self._budget(s) + GRACE_S * 3 for s in self.specs[: i + 1])
-            go = self.control.poll(f"go/{i}", timeout_s=wait)
+            wait = float(self.cfg.rdzv_timeout_s) + sum(self._budget(s) + GRACE_S * 3 for s in self.specs[: i + 1])
+            go = self.link.wait(f"go/{i}", wait)
             if go is None:
                 self.emit("log", level="error", message=f"rank {self.rank}: no word from rank 0 for check {spec.code}; giving up")
                 aborted = True
@@ -312,9 +294,9 @@ class Worker:
         if self.rank == 0:
             self.coordinator.join()
         else:
-            self.control.poll(f"go/{len(self.specs)}", timeout_s=GRACE_S * 3)
+            self.link.wait(f"go/{len(self.specs)}", GRACE_S * 3)
         self.finish_node_copy()
-        self.hb.stopped.set()
+        self.link.close()
         if aborted:
             os._exit(0)  # a poisoned group can block destroy; the report is written already
         try:
@@ -327,39 +309,46 @@ class Worker:
 
     def finish_node_copy(self) -> None:
         """Node leaders other than rank 0 save rank 0's report locally, so every node's CLI has it."""
-        if self.rank == 0 or self.local_rank != 0 or not self.cfg.get("report"):
+        if self.rank == 0 or self.local_rank != 0 or not self.cfg.report:
             return
         got = None
         try:
-            got = self.control.poll("report", timeout_s=GRACE_S * 2)
+            got = self.control.wait_get("report", GRACE_S * 2)
         except Exception:
             pass
         if got:
             from ddpdoctor.report.io import write_json_atomic
 
-            write_json_atomic(self.cfg["report"], got)
+            write_json_atomic(self.cfg.report, got)
 
     # -- rank 0: the coordinator ----------------------------------------------------------------------
+    def gather_world(self, timeout_s: float) -> None:
+        """Every rank's info, announced to all as "world" (a rank that never posted is marked missing)."""
+        got = self.coord.gather("info", timeout_s, watch_nodes=False)
+        infos = [got.values.get(r) or {"rank": r, "hostname": "?", "node_rank": -1, "missing": True}
+                 for r in range(self.world_size)]
+        self.coord.node_of = {int(i["rank"]): int(i["node_rank"]) for i in infos if not i.get("missing")}
+        self.coord.announce("world", infos)
+
     def coordinate(self) -> None:
         from ddpdoctor.runtime.finalize import build_report
 
         t_run = time.time()
-        ctrl = self.control
+        coord = self.coord
         # Wait for every rank to have a process group (or say why not).
-        ready = {}
-        for r in range(self.world_size):
-            ready[r] = ctrl.poll(f"ready/{r}", timeout_s=float(self.cfg.get("rdzv_timeout_s", 60)))
+        got = coord.gather("ready", float(self.cfg.rdzv_timeout_s))
+        ready = {r: got.values.get(r) for r in range(self.world_size)}
         self.emit(
             "run_start",
             world_size=self.world_size,
             nodes=self.world.nodes,
             backend=self.backend,
             checks=[{"code": s.code, "title": s.title, "budget_s": self._budget(s)} for s in self.specs],
-            endpoint=self.cfg.get("endpoint"),
+            endpoint=self.cfg.endpoint,
         )
         results: list[CheckResult] = []
         abort_reason = None
-        lost: set[int] = set()
+        lost: set[int] = set(got.lost)
         pg_errors = {r: v["error"] for r, v in ready.items() if v and v.get("error")}
         missing_ready = [r for r, v in ready.items() if v is None]
         if pg_errors or missing_ready:
@@ -373,33 +362,12 @@ class Worker:
             if abort_reason:
                 break
             budget = self._budget(spec)
-            ctrl.put(f"go/{i}", {"action": "run", "pg": pg_gen})
+            coord.announce(f"go/{i}", {"action": "run", "pg": pg_gen})
             self.emit("check_start", code=spec.code, title=spec.title, budget_s=budget)
             t0 = time.monotonic()
-            deadline = t0 + budget + GRACE_S
-            hb_seen: dict[int, tuple[int, float]] = {}
-            newly_lost: set[int] = set()
-            while True:
-                if ctrl.add(f"n/{i}", 0) >= self.world_size:
-                    break
-                now = time.monotonic()
-                posted = {r for r in range(self.world_size) if ctrl.has(f"res/{i}/{r}")}
-                missing = [r for r in range(self.world_size) if r not in posted]
-                for r in missing:
-                    beat = ctrl.add(f"hb/{r}", 0)
-                    last = hb_seen.get(r)
-                    if last is None or beat != last[0]:
-                        hb_seen[r] = (beat, now)
-                    elif now - last[1] > LOST_AFTER_S:
-                        newly_lost.add(r)
-                if missing and all(r in newly_lost for r in missing):
-                    break
-                if now > deadline:
-                    break
-                time.sleep(0.1)
-            per_rank: dict[int, dict | None] = {}
-            for r in range(self.world_size):
-                per_rank[r] = ctrl.get(f"res/{i}/{r}") if ctrl.has(f"res/{i}/{r}") else None
+            got = coord.gather(f"res/{i}", budget + GRACE_S)
+            per_rank: dict[int, dict | None] = {r: got.values.get(r) for r in range(self.world_size)}
+            newly_lost = got.lost
             lost |= newly_lost
             result, verdict = self._judge(spec, per_rank, newly_lost, time.monotonic() - t0)
             results.append(result)
@@ -419,7 +387,7 @@ class Worker:
                 pg_gen += 1
         else:
             i = len(self.specs)
-        ctrl.put(f"go/{i}", {"action": "abort" if abort_reason else "end"})
+        coord.announce(f"go/{i}", {"action": "abort" if abort_reason else "end"})
         for spec in self.specs[len(results):]:
             results.append(
                 CheckResult(code=spec.code, title=spec.title, status=Status.NOT_RUN,
@@ -436,15 +404,15 @@ class Worker:
             started=t_run,
         )
         data = report.to_dict()
-        if self.cfg.get("report"):
+        if self.cfg.report:
             from ddpdoctor.report.io import write_json_atomic
 
-            write_json_atomic(self.cfg["report"], data)
+            write_json_atomic(self.cfg.report, data)
         try:
-            ctrl.put("report", data)
+            self.control.put("report", data)
         except Exception:
             pass
-        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.get("report"))
+        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.report)
         self.report_written.set()
 
     def _judge(self, spec: CheckSpec, per_rank: dict[int, dict | None], lost: set[int], elapsed: float):
@@ -486,7 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="JSON written by `ddpdoctor check --write-config`")
     args = p.parse_args(argv)
     with open(args.config, encoding="utf-8") as f:
-        cfg = json.load(f)
+        try:
+            cfg = WorkerConfig.from_dict(json.load(f))
+        except (ValueError, ConfigError) as e:
+            raise SystemExit(f"ddpdoctor worker: --config {args.config}: {e}") from None
     return Worker(cfg).main()
 
 

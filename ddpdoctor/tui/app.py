@@ -16,10 +16,11 @@ from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from ddpdoctor.core.report import Report
 from ddpdoctor.report.io import ReportError, load_report
+from ddpdoctor.run_state import RunState
 from ddpdoctor.tui.adapt import lint_findings
 from ddpdoctor.tui.bindings import VIEWS, textual_bindings
 from ddpdoctor.tui.live import LiveConfig, LiveRun
-from ddpdoctor.tui.livestate import RunState, state_from_report
+from ddpdoctor.tui.livestate import state_from_report
 from ddpdoctor.tui.views.curve import CurvePane
 from ddpdoctor.tui.views.help import HelpScreen
 from ddpdoctor.tui.views.lint import LintPane

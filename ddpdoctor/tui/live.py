@@ -8,8 +8,6 @@ event file is read in small increments between polls.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
 import sys
 import tempfile
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpdoctor.boundary.processes import end_tree
+from ddpdoctor.events import EventTail
 
 
 @dataclass
@@ -35,43 +34,6 @@ class LiveConfig:
 def check_command(cfg: LiveConfig, events: Path, report: Path) -> list[str]:
     prefix = cfg.command or [sys.executable, "-m", "ddpdoctor", "check"]
     return [*prefix, "--events", str(events), "--json", str(report), *cfg.check_args]
-
-
-class EventTail:
-    """Incremental reader of a JSON-lines file that another process is still writing."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.pos = 0
-        self.partial = b""
-        self.bad_lines = 0
-
-    def read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                if os.fstat(f.fileno()).st_size < self.pos:  # rewritten from scratch
-                    self.pos, self.partial = 0, b""
-                f.seek(self.pos)
-                chunk = f.read(1 << 20)  # bounded, so one poll never stalls the UI
-        except FileNotFoundError:
-            return []
-        self.pos += len(chunk)
-        lines = (self.partial + chunk).split(b"\n")
-        self.partial = lines.pop()  # an unfinished line waits for the next read
-        out = []
-        for raw in lines:
-            if not raw.strip():
-                continue
-            try:
-                ev = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                self.bad_lines += 1
-                continue
-            if isinstance(ev, dict):
-                out.append(ev)
-            else:
-                self.bad_lines += 1
-        return out
 
 
 class LiveRun:

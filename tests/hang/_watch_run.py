@@ -38,12 +38,19 @@ def watch_argv(hang_after: float, dumps: Path, diag: Path, job: list[str], extra
             "--dumps", str(dumps), "--json", str(diag), *extra, "--", *job]  # fmt: skip
 
 
+def job_env(env: dict | None = None) -> dict:
+    """The environment for a watched job: `torchrun` is the one beside this interpreter (an unactivated
+    venv's `python -m pytest` has no torchrun on PATH), then the test's own variables."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, **(env or {})}
+
+
 def watch(tmp: Path, job: list[str], hang_after: float = 3, env: dict | None = None, timeout: float = 120,
           extra: tuple = ()) -> Run:  # fmt: skip
     dumps, js = tmp / "dumps", tmp / "diag.json"
     t0 = time.monotonic()
     p = subprocess.run(watch_argv(hang_after, dumps, js, job, extra), capture_output=True, text=True,
-                       timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
+                       timeout=timeout, env=job_env(env))  # fmt: skip
     diag = json.loads(js.read_text()) if js.exists() else None
     return Run(p.returncode, p.stdout + p.stderr, diag, dumps, time.monotonic() - t0)
 
@@ -83,7 +90,7 @@ def watch_nodes(bed, tmp: Path, script: str, hang_after: float = 3, env: dict | 
                "--rdzv-endpoint", ep, "--rdzv-conf", f"is_host={'true' if i == 0 else 'false'}",
                "--local-addr", bed.addr(i), "--max-restarts", "0", str(SCRIPTS / script)]  # fmt: skip
         argv = watch_argv(hang_after, tmp / f"dumps{i}", tmp / f"diag{i}.json", job)
-        procs.append(bed.popen(i, argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+        procs.append(bed.popen(i, argv, env=job_env(env), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True))  # fmt: skip
     runs = []
     try:

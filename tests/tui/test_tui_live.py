@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from ddpdoctor.tui.live import EventTail, LiveConfig, LiveRun, check_command
+from ddpdoctor.events import EventTail
+from ddpdoctor.tui.live import LiveConfig, LiveRun, check_command
 
 from .helpers import fake_command
 

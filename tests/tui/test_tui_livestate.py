@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ddpdoctor.tui.livestate import RunState, state_from_report
+from ddpdoctor.run_state import RunState
+from ddpdoctor.tui.livestate import state_from_report
 
 START = {
     "t": 100.0,

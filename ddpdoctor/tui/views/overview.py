@@ -9,8 +9,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import ColumnKey
 
+from ddpdoctor.run_state import CheckRow, RunState
 from ddpdoctor.tui.adapt import severity_style
-from ddpdoctor.tui.livestate import GLYPHS, CheckRow, RunState
+from ddpdoctor.tui.livestate import GLYPHS
 from ddpdoctor.tui.views.common import glyph, no_data, status_text
 
 RANKS_MAX_WIDTH = 24
