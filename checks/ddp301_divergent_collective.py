@@ -78,7 +78,9 @@ def check(m):
     if m.pinned_rank is not None:
         return  # one rank's own program (rank=0 hard-coded): the others' code is not here
     reported: set[int] = set()
-    places: set[tuple[int, int]] = set()
+    # one cause, one finding: a rank-0-only call that reaches several collectives is one finding at
+    # that call, as severe as the worst of them (a DDP forward may hang; an all_reduce will)
+    places: dict[tuple[int, int], object] = {}
     for run in m.runs:
         if not run.complete:
             continue
@@ -111,10 +113,9 @@ def check(m):
             reported.add(id(ev.node))
             f = _finding(m, run, ev, ranks, groups, i)
             place = (f.location.line, f.location.col)
-            if place in places:
-                continue  # one cause, one finding: a rank-0-only call that reaches several collectives
-            places.add(place)
-            yield f
+            if place not in places or f.severity.rank > places[place].severity.rank:
+                places[place] = f
+    yield from places.values()
 
 
 def _identity(e) -> tuple:
