@@ -1,5 +1,6 @@
 """`ddpdoctor check` for real: torchrun, gloo ranks on this machine."""
 
+import json
 import time
 import xml.etree.ElementTree as ET
 
@@ -28,6 +29,9 @@ def test_default_check_passes_and_writes_reports(tmp_path):
     assert suite.get("failures") == "0" and len(suite.findall("testcase")) == len(rep["checks"])
     kinds = [line for line in ev.read_text().splitlines()]
     assert any('"run_start"' in k for k in kinds) and any('"run_end"' in k for k in kinds)
+    # the run_end event names the report where it lasts (--json), not the run's scratch copy
+    ends = [json.loads(k) for k in kinds if '"run_end"' in k]
+    assert ends and all(e["report"] == str(rj) for e in ends) and rj.exists()
     assert "OK: nothing failed" in p.stdout
     shown = run_cli("report", "show", str(rj))
     assert shown.returncode == 0 and "COL001" in shown.stdout

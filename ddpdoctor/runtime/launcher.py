@@ -81,6 +81,7 @@ def build_config(args: argparse.Namespace, plan: LaunchPlan | None, codes: list[
         **inputs,
         events=events,
         report=report,
+        report_final=str(Path(args.json).absolute()) if args.json else None,
         backend=backend,
         rdzv_timeout_s=args.rdzv_timeout,
         launch_t0=time.time(),
@@ -148,6 +149,7 @@ def write_config(args: argparse.Namespace, plan: LaunchPlan, codes: list[str], b
     report = args.json or str(cfg_path.with_name(cfg_path.stem + ".report.json"))
     cfg = build_config(args, plan, codes, backend, args.events, str(Path(report).absolute()), inputs)
     cfg["launch_t0"] = None
+    cfg["report_final"] = cfg["report"]  # the user's own torchrun: the workers write the lasting copy
     try:
         write_output(cfg_path, json.dumps(cfg, indent=1) + "\n", "--write-config")
     except OutputError as e:

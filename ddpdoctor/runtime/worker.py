@@ -412,7 +412,7 @@ class Worker:
             self.control.put("report", data)
         except Exception:
             pass
-        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.report)
+        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.report_final)
         self.report_written.set()
 
     def _judge(self, spec: CheckSpec, per_rank: dict[int, dict | None], lost: set[int], elapsed: float):

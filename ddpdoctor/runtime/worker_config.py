@@ -27,6 +27,9 @@ class WorkerConfig:
     recommend: dict[str, Any] = field(default_factory=dict)  # the recommenders' options
     events: str | None = None  # where each rank appends its events
     report: str | None = None  # where rank 0 (and every node's first rank) writes the JSON report
+    # where the user finds the report once the command is over (its --json; the command copies it there
+    # from ``report``, a scratch file it removes): what the run_end event names. None: no lasting copy
+    report_final: str | None = None
     backend: str = "auto"  # auto | nccl | gloo
     rdzv_timeout_s: float = 60.0
     launch_t0: float | None = None  # unix time the CLI launched torchrun (RDZ001's start-up timings)
