@@ -2,7 +2,8 @@
 and torch's own Flight Recorder dumps (``<TORCH_FR_DUMP_TEMP_FILE prefix><rank>``, default prefix
 ``nccl_trace_rank_``) in JSON form. torch writes those dumps pickled by default: they are read only
 with ``allow_pickle=True``, and even then through an unpickler that refuses every class, so a
-crafted file cannot run code. Every problem raises EvidenceError naming the file."""
+crafted file cannot run code. NCCL RAS's JSON report (``ncclras -f json > ncclras.json``; any
+``ncclras*.json`` or ``ras*.json``) is read beside them. Every problem raises EvidenceError naming the file."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ from ddpdoctor.model.hang.evidence import (
     torch_dump_from_dict,
     watch_from_dict,
 )
+from ddpdoctor.model.hang.ras import RasError, RasReport, ras_from_dict
 
 RANK_FILE = re.compile(r"^rank-(\d+)\.json$")
 WATCH_FILE = "watch.json"
+RAS_FILE = re.compile(r"^(nccl)?ras.*\.json$", re.IGNORECASE)  # how README says to save `ncclras -f json`
 # torch names its dumps <prefix><rank>; we also accept a .json suffix for dumps saved as JSON
 TORCH_DUMP = re.compile(r"^(.*?)(\d+)(\.json)?$")
 MAX_BYTES = 512 * 1024 * 1024  # an evidence file larger than this is not ours
@@ -142,13 +145,24 @@ def _read(paths: list[Path], allow_pickle: bool) -> Evidence:
         raise EvidenceError(".", "no evidence folder given")
     rank_evs: list[RankEvidence] = []
     watch: WatchInfo | None = None
+    ras: RasReport | None = None
     sources: list[str] = []
     for arg in _with_node_folders([Path(a) for a in paths]):
         files = _files_of(Path(arg))
-        ranks, watches, dumps = _classify(files)
-        if not (ranks or watches or dumps):
+        ras_files = [p for p in files if RAS_FILE.match(p.name)]
+        ranks, watches, dumps = _classify([p for p in files if p not in ras_files])
+        for p in ras_files:
+            if ras is not None:
+                raise EvidenceError(str(p), f"a second NCCL RAS report (first: {ras.source}): give one")
+            try:
+                ras = ras_from_dict(_load(p, allow_pickle=False), str(p))
+            except RasError as e:
+                raise EvidenceError(e.path, e.msg) from None
+            sources.append(str(p))
+        if not (ranks or watches or dumps or ras_files):
             raise EvidenceError(
-                str(arg), "no evidence here (expected rank-<R>.json and watch.json, or Flight Recorder dumps)"
+                str(arg), "no evidence here (expected rank-<R>.json and watch.json, Flight Recorder dumps, "
+                "or an NCCL RAS report ncclras.json)"
             )
         for p in ranks:
             doc = _load(p, allow_pickle=False)
@@ -170,4 +184,4 @@ def _read(paths: list[Path], allow_pickle: bool) -> Evidence:
                 raise EvidenceError(str(p), f"a second watch.json (first: {watch.source}): one job at a time")
             watch = w
         sources += [str(p) for p in ranks + watches] + [str(p) for p, _ in dumps]
-    return combine(rank_evs, watch, sources)
+    return combine(rank_evs, watch, sources, ras)

@@ -681,6 +681,41 @@ def _death_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding
     return None
 
 
+# ---------------------------------------------------------------- NCCL RAS's report
+
+RAS_STATE = "NCCL RAS: "
+_RAS_KIND = {"mismatch": "mismatch_count", "dead": "died", "incomplete": "missing"}
+
+
+def _ras_findings(ev: Evidence, reports: dict[int, RankReport]) -> list[GroupFinding]:
+    """NCCL RAS's view as findings. Culprits are the job's ranks only for the largest communicator
+    (the default process group's, whose ranks are global); a sub-communicator's findings name its
+    ranks by host and pid in the text. Ranks without evidence of their own get RAS's state."""
+    if ev.ras is None:
+        return []
+    from ddpdoctor.model.hang.ras import ras_findings
+
+    world = ev.ras.world_size
+    for c in ev.ras.comms:
+        if c.size != world:
+            continue
+        for r in c.ranks:
+            rep = reports.get(r.rank)
+            if rep is not None and r.rank not in ev.ranks:
+                rep.state = f"{RAS_STATE}launched {r.total} collectives"
+        for m in c.missing:
+            rep = reports.get(m.rank)
+            if rep is not None and m.rank not in ev.ranks:
+                rep.state = RAS_STATE + ("considered dead (unreachable)" if m.dead else "gave no data")
+    out = []
+    for f in ras_findings(ev.ras):
+        culprits = [r for r in f.culprits if r in reports] if f.global_ranks else []
+        waiting = [r for r in f.waiting if r in reports] if f.global_ranks else []
+        out.append(GroupFinding(f"NCCL communicator {f.comm}", _RAS_KIND[f.kind], "collective", None,
+                                f.operation, f.summary, list(f.details), culprits, waiting, 0))  # fmt: skip
+    return out
+
+
 # ---------------------------------------------------------------- grid for the TUI
 
 
@@ -803,10 +838,13 @@ def diagnose(ev: Evidence) -> HangDiagnosis:
         f = _stack_finding(ev, reports)
         if f is not None:
             findings.append(f)
+    ras = _ras_findings(ev, reports)
     if not findings:
         f = _death_finding(ev, reports)
-        if f is not None:
-            findings.append(f)
+        own_death = f is not None and f.kind == "died"  # a rank's own exception names more than RAS can
+        findings += ([f] if own_death else []) + ras + ([f] if f is not None and not own_death else [])
+    else:
+        findings += ras
     top = findings[0] if findings else None
     for f in findings[:1]:
         for r in f.culprit_ranks:
@@ -898,7 +936,7 @@ def _verdict(f: GroupFinding, reports: dict[int, RankReport], ev: Evidence) -> s
         x = c[0]
         host = f" on {x.host}" if x.host else ""
         if x.kind == "missing":
-            if "gave no evidence" not in text:
+            if "gave no evidence" not in text and not x.state.startswith(RAS_STATE):
                 text += f"; rank {x.rank}{host} gave no evidence"
         elif x.kind == "died":
             died = f"rank {x.rank}{host} died of {x.state.removeprefix('died: ')}" + (

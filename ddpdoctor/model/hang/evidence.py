@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ddpdoctor.model.hang.ras import RasReport
 
 EVIDENCE_FORMAT = "ddpdoctor-hang-evidence"
 WATCH_FORMAT = "ddpdoctor-hang-watch"
@@ -196,9 +199,12 @@ class Evidence:
     watch: WatchInfo | None
     world_size: int
     sources: tuple[str, ...]
+    ras: RasReport | None = None  # NCCL RAS's JSON report, read beside the ranks' own evidence
 
     @property
     def missing_ranks(self) -> list[int]:
+        if not self.ranks and self.watch is None:  # a RAS report alone: no rank was expected to write
+            return []
         listed = set(self.watch.missing_ranks) if self.watch else set()
         return sorted((listed | set(range(self.world_size))) - set(self.ranks))
 
@@ -206,7 +212,9 @@ class Evidence:
         ev = self.ranks.get(rank)
         if ev is not None and ev.host:
             return ev.host
-        return self.watch.hosts.get(rank) if self.watch else None
+        if self.watch and rank in self.watch.hosts:
+            return self.watch.hosts[rank]
+        return self.ras.hosts().get(rank) if self.ras else None
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -550,7 +558,9 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
     )
 
 
-def combine(ranks: list[RankEvidence], watch: WatchInfo | None, sources: list[str]) -> Evidence:
+def combine(
+    ranks: list[RankEvidence], watch: WatchInfo | None, sources: list[str], ras: RasReport | None = None
+) -> Evidence:
     """One job's evidence; refuses mixed input (two files for one rank, differing world sizes)."""
     by_rank: dict[int, RankEvidence] = {}
     for ev in ranks:
@@ -572,9 +582,11 @@ def combine(ranks: list[RankEvidence], watch: WatchInfo | None, sources: list[st
         a, b = sorted(sizes)[:2]
         raise EvidenceError(sizes[b].source, f"world size {b}, but {sizes[a].source} says {a} (mixed runs?)")
     world = next(iter(sizes)) if sizes else max(by_rank, default=-1) + 1
+    if ras is not None and not sizes:  # the largest NCCL communicator is the job's
+        world = max(world, ras.world_size)
     for ev in ranks:
         if ev.rank >= world:
             raise EvidenceError(ev.source, f"rank {ev.rank} is outside world size {world}")
-    if not by_rank and watch is None:
+    if not by_rank and watch is None and ras is None:
         raise EvidenceError(sources[0] if sources else ".", "no evidence found")
-    return Evidence(ranks=by_rank, watch=watch, world_size=max(world, 1), sources=tuple(sources))
+    return Evidence(ranks=by_rank, watch=watch, world_size=max(world, 1), sources=tuple(sources), ras=ras)
