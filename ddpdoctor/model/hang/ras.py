@@ -92,8 +92,17 @@ class RasReport:
                         out.setdefault(r.rank, r.host)
         return out
 
+    def global_rank(self, host: str, pid: int) -> int | None:
+        """The job's rank of the process ``host``/``pid`` (from the largest communicator), if known."""
+        for c in self.comms:
+            if c.size == self.world_size:
+                for r in (*c.ranks, *c.missing):
+                    if r.pid >= 0 and (r.host, r.pid) == (host, pid):
+                        return r.rank
+        return None
 
-@dataclass(frozen=True)
+
+@dataclass
 class RasFinding:
     """One thing RAS shows wrong. ``culprits`` are communicator ranks; ``global_ranks`` says whether
     they are the job's ranks too (the largest communicator) or only the communicator's own."""
@@ -167,8 +176,11 @@ def ras_from_dict(doc: Any, path: str) -> RasReport:
 # ---------------------------------------------------------------- what it says
 
 
-def _list(ranks: list[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+def _list(ranks: list[int], world: bool = True) -> str:
+    """A sub-communicator's ranks are its own numbering: say so."""
+    word = ("rank " if len(ranks) == 1 else "ranks ") if world else (
+        "communicator rank " if len(ranks) == 1 else "communicator ranks ")
+    return word + ", ".join(map(str, ranks))
 
 
 def _mismatch(c: RasComm, world: bool) -> RasFinding | None:
@@ -183,17 +195,17 @@ def _mismatch(c: RasComm, world: bool) -> RasFinding | None:
     op = ops[0] if ops else ""
     details = [f"{r.where()} is {top - r.total} collective(s) behind ({r.total} launched, others {top})"
                for r in behind]  # fmt: skip
-    details.append(f"{_list(ahead)} launched {top} and wait")
+    details.append(f"{_list(ahead, world)} launched {top} and wait")
     if ops:
         details.append("counts differ in " + ", ".join(ops))
     lag = max(top - r.total for r in behind)
-    summary = (f"NCCL RAS: {_list([r.rank for r in behind])} launched fewer collectives "
+    summary = (f"NCCL RAS: {_list([r.rank for r in behind], world)} launched fewer collectives "
                f"(up to {lag} behind{' in ' + op if op else ''})")  # fmt: skip
     return RasFinding("mismatch", c.hash, op, summary, details, [r.rank for r in behind], ahead, world)
 
 
 def _missing(c: RasComm, world: bool) -> list[RasFinding]:
-    out = []
+    out: list[RasFinding] = []
     dead = [m for m in c.missing if m.dead]
     silent = [m for m in c.missing if not m.dead]
     if dead:
@@ -234,6 +246,19 @@ def ras_findings(report: RasReport) -> list[RasFinding]:
             here.append(m)
         for f in here:
             f.details.extend(notes)
+            if not world:  # a sub-communicator's ranks are its own: map them to the job's by process
+                _to_global(f, c, report)
         found += here
     order = {"dead": 0, "incomplete": 1, "mismatch": 2}
-    return sorted(found, key=lambda f: (order[f.kind], not f.global_ranks))
+    # a finding that names the job's ranks comes first: the verdict can name its culprits
+    return sorted(found, key=lambda f: (not f.global_ranks, order[f.kind]))
+
+
+def _to_global(f: RasFinding, c: RasComm, report: RasReport) -> None:
+    procs = {r.rank: (r.host, r.pid) for r in (*c.ranks, *c.missing)}
+    culprits = [report.global_rank(*procs[r]) for r in f.culprits]
+    waiting = [report.global_rank(*procs[r]) for r in f.waiting]
+    if all(r is not None for r in culprits) and culprits:
+        f.culprits[:] = culprits  # type: ignore[assignment]
+        f.waiting[:] = [r for r in waiting if r is not None]
+        f.global_ranks = True
