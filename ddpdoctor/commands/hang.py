@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Diagnose a hung or crashed distributed job from saved evidence: the folders `ddpdoctor watch` "
-    "writes (rank-<R>.json, watch.json), or torch's own Flight Recorder dumps in JSON form. Names the "
+    "writes (rank-<R>.json, watch.json), or torch's own Flight Recorder dumps in JSON form, and NCCL "
+    "RAS's JSON report saved as ncclras.json (`ncclras -f json`; untested on hardware). Names the "
     "first operation the ranks disagree on, the ranks that wait, and where each culprit rank is "
     "(path:line). Exit codes: 0 no hang found, 1 a hang or mismatch diagnosed, 2 could not read the evidence."
 )

@@ -143,3 +143,29 @@ def test_ras_report_beside_ranks_own_evidence(tmp_path):
     diag = diagnose(read_evidence([Path(ev_dir)]))
     assert diag.culprit_ranks == [2]  # our own evidence names rank 2 in Python: it stays the verdict
     assert any(f.group.startswith("NCCL communicator") and f.culprit_ranks == [1] for f in diag.findings)
+
+
+NCCL_FR = Path(__file__).resolve().parents[1] / "fixtures" / "hang" / "nccl_fr_json"
+
+
+def test_nccl_flight_recorder_json_dumps_name_the_rank_that_never_called():
+    """torch's JSON dumps as ProcessGroupNCCL writes them: nccl:all_reduce, states started/completed,
+    duration_ms, nccl_comm_state, the NCCL version in comm_lib_version."""
+    ev = read_evidence([NCCL_FR])
+    assert {r.flight_recorder.comm_lib_version for r in ev.ranks.values()} == {"2.21.5"}
+    diag = diagnose(ev)
+    assert (diag.kind, diag.operation, diag.seq, diag.culprit_ranks) == ("missing", "all_reduce", 3, [2])
+    assert diag.waiting_ranks == [0, 1]
+
+
+def test_ras_report_beside_nccl_dumps_names_the_hosts(tmp_path):
+    shutil.copytree(NCCL_FR, tmp_path / "dumps")
+    doc = json.loads((RAS / "mismatch" / "ncclras.json").read_text())
+    c = doc["communicators"][0]
+    c["size"], c["ranks"] = 3, c["ranks"][:3]
+    c["ranks"][2]["collective_counts"]["AllReduce"] -= 1
+    (tmp_path / "dumps" / "ncclras.json").write_text(json.dumps(doc))
+    out = _run(tmp_path / "dumps")
+    assert out.returncode == 1, out.stderr
+    assert "rank 2 never called all_reduce #3" in out.stdout
+    assert "rank 2 on 10.0.0.2" in out.stdout  # the host comes from RAS: torch's dumps have none

@@ -257,7 +257,7 @@ def _base_report(ev: Evidence, r: int) -> RankReport:
             r, ev.host(r), "missing", f"gave no evidence{extra}: killed, lost or never started?"
         )
     loc, chain = _place(e)
-    rep = RankReport(r, e.host, "python", "", location=loc, chain=chain)
+    rep = RankReport(r, ev.host(r), "python", "", location=loc, chain=chain)
     if e.exception:
         rep.kind = "died"
         rep.exception = f"{e.exception.type}: {e.exception.message}".strip()

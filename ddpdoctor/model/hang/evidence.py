@@ -117,6 +117,7 @@ class FlightRecord:
     version: str
     groups: tuple[GroupConfig, ...]
     entries: tuple[FROp, ...]
+    comm_lib_version: str = ""  # the NCCL version on NCCL ("2.21.5"); gloo leaves it empty
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,9 @@ def flight_record_from_dict(d: Any, path: str, where: str = "flight_recorder") -
     entries = []
     for i, e in enumerate(r.list_(d, "entries", w, optional=True)):
         entries.append(_entry_fast(e) or _entry_checked(r, e, f"{w}entries[{i}]."))
-    return FlightRecord(version=version, groups=tuple(groups), entries=tuple(entries))
+    lib = d.get("comm_lib_version")
+    return FlightRecord(version=version, groups=tuple(groups), entries=tuple(entries),
+                        comm_lib_version=lib if isinstance(lib, str) else "")  # fmt: skip
 
 
 def op_name(profiling_name: str) -> str:
