@@ -3,7 +3,7 @@ and torch's own Flight Recorder dumps (``<TORCH_FR_DUMP_TEMP_FILE prefix><rank>`
 ``nccl_trace_rank_``) in JSON form. torch writes those dumps pickled by default: they are read only
 with ``allow_pickle=True``, and even then through an unpickler that refuses every class, so a
 crafted file cannot run code. NCCL RAS's JSON report (``ncclras -f json > ncclras.json``; any
-``ncclras*.json`` or ``ras*.json``) is read beside them. Every problem raises EvidenceError naming the file."""
+``ncclras-*.json``, ``ras.json``, ``ras-*.json``) is read beside them. Every problem raises EvidenceError naming the file."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from ddpdoctor.model.hang.ras import RasError, RasReport, ras_from_dict
 
 RANK_FILE = re.compile(r"^rank-(\d+)\.json$")
 WATCH_FILE = "watch.json"
-RAS_FILE = re.compile(r"^(nccl)?ras.*\.json$", re.IGNORECASE)  # how README says to save `ncclras -f json`
+RAS_FILE = re.compile(r"^(nccl)?ras([-_.][^/]*)?\.json$", re.IGNORECASE)  # how README says to save `ncclras -f json`
 # torch names its dumps <prefix><rank>; we also accept a .json suffix for dumps saved as JSON
 TORCH_DUMP = re.compile(r"^(.*?)(\d+)(\.json)?$")
 MAX_BYTES = 512 * 1024 * 1024  # an evidence file larger than this is not ours

@@ -169,3 +169,14 @@ def test_ras_report_beside_nccl_dumps_names_the_hosts(tmp_path):
     assert out.returncode == 1, out.stderr
     assert "rank 2 never called all_reduce #3" in out.stdout
     assert "rank 2 on 10.0.0.2" in out.stdout  # the host comes from RAS: torch's dumps have none
+
+
+@pytest.mark.parametrize(
+    "name,is_ras",
+    [("ncclras.json", True), ("ncclras-node1.json", True), ("ras.json", True), ("RAS_2.json", True),
+     ("rasterize.json", False), ("rank-1.json", False), ("ncclras.json.bak", False)],
+)
+def test_only_files_named_as_ras_reports_are_read_as_one(name, is_ras):
+    from ddpdoctor.readers.hang_files import RAS_FILE
+
+    assert bool(RAS_FILE.match(name)) is is_ras
