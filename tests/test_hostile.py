@@ -246,7 +246,8 @@ def test_markup_in_data_is_shown_as_written(bed):
 
 def test_a_huge_world_size_is_bounded_in_the_tui_state():
     from ddpdoctor.report.io import load_report
-    from ddpdoctor.tui.livestate import MAX_RANK_SLOTS, state_from_report
+    from ddpdoctor.run_state import MAX_RANK_SLOTS
+    from ddpdoctor.tui.livestate import state_from_report
 
     report = load_report(SAMPLE)
     report.run["world_size"] = 10**9

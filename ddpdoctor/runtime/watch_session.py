@@ -113,6 +113,7 @@ class Watch:
         self.confirm_s = confirm_s
         self.certainty: Certainty | None = None
         self.ending = False  # we are ending the job: its launcher's complaint about our signal is ours
+        self.gone_before_stop: set[int] = set()  # ranks whose process had gone before we ended the job
         self.backend_error: str | None = None
         self.host = socket.gethostname()
         self.oom_at_start = oom_kills()
@@ -157,6 +158,10 @@ class Watch:
                 continue
             fault = self.run_dir / f"fault-{r}.txt"
             end = end_from_fault(r, fault)
+            if end is None and self.ending and r not in self.gone_before_stop:
+                # gone without a word after we began ending the job: our signal, or the launcher's
+                # (srun cancels its step with SIGKILL), not a crash of its own
+                end = RankEnd(r, "terminated", 9, "ended when watch stopped the job")
             if end is None:
                 ooms = oom_kills()
                 oom = ooms is not None and self.oom_at_start is not None and ooms > self.oom_at_start
@@ -402,6 +407,7 @@ class Watch:
         """SIGTERM to every process the job started (ranks write evidence on it), SIGKILL after
         GRACE_S to whatever is left, then reap. Bounded."""
         assert self.proc is not None
+        self.gone_before_stop = set(self._ends())
         self.ending = True  # what the launcher now says about our signal is ours (see _pump)
         end_tree(self.proc.pid, GRACE_S, first_signal, extra=[p.pid for p in self._tree()])
 
