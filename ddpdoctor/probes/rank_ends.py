@@ -3,6 +3,7 @@ directory, and the cgroup's OOM-kill counter (the OOM killer sends SIGKILL, whic
 
 from __future__ import annotations
 
+import linecache
 import time
 from pathlib import Path
 
@@ -61,17 +62,6 @@ def fault_evidence(path: Path, meta: dict, backend_error: str | None) -> dict | 
         "exception": {
             "type": fatal.signal,
             "message": message,
-            "frames": [{"file": f, "line": n, "function": fn, "code": _code(f, n)} for f, n, fn in fatal.frames],
+            "frames": [{"file": f, "line": n, "function": fn, "code": linecache.getline(f, n).strip()} for f, n, fn in fatal.frames],
         },
     }
-
-
-def _code(path: str, line: int) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            for i, text in enumerate(f, 1):
-                if i == line:
-                    return text.strip()
-    except OSError:
-        pass
-    return ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.abc
 import json
+import linecache
 import os
 import sys
 import threading
@@ -29,17 +30,6 @@ def _user_frame(frame):
             return frame
         frame = frame.f_back
     return None
-
-
-def _loop_code(path: str, line: int) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            for i, text in enumerate(f, 1):
-                if i == line:
-                    return text.strip()
-    except OSError:
-        pass
-    return ""
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
@@ -115,7 +105,7 @@ def _patch(agent, DistributedSampler) -> None:
 def _report_sampler(agent, path: str, sampler, epoch: int, n: int) -> None:
     f = _user_frame(sys._getframe(2))
     where = {"file": f.f_code.co_filename, "line": f.f_lineno, "function": f.f_code.co_name} if f else {}
-    code = _loop_code(where["file"], where["line"]) if where else ""
+    code = linecache.getline(where["file"], where["line"]).strip() if where else ""
     finding = {
         "kind": "sampler_epoch",
         "rank": agent.rank if agent.rank is not None else agent.env_rank,
