@@ -28,26 +28,24 @@ def rank(text: str) -> int:
     return _whole(text, 0)
 
 
-def seconds(text: str) -> float:
-    """A positive, finite number of seconds (nan, inf, 0 and negatives refused)."""
+def _positive(text: str, expected: str, must: str) -> float:
     try:
         x = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
     if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+        raise argparse.ArgumentTypeError(f"must be {must}, got {text}")
     return x
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (nan, inf, 0 and negatives refused)."""
+    return _positive(text, "seconds", "a positive number of seconds")
 
 
 def scale(text: str) -> float:
     """A positive, finite factor."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return x
+    return _positive(text, "a number", "a positive number")
 
 
 def codes(text: str) -> list[str]:
