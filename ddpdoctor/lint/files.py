@@ -32,6 +32,8 @@ STRONG = (
     b"isend",
     b"irecv",
     b"Accelerator(",  # accelerate: DDP under the hood in a distributed run
+    b"is_global_zero",  # Lightning's rank test
+    b"wait_for_everyone",  # accelerate's barrier
 )
 # ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
 _DIST = (b"torch.distributed", b"import distributed")
@@ -55,6 +57,7 @@ _COMM = (
 # can only be present where a shorter part of it is, so the tokens that share a part are tried only
 # when that part is (one pass instead of several); the answer is exactly that of trying them all.
 _RANK, _DISTRIBUTED, _NCCL = b"rank", b"istributed", b"NCCL_"
+_BARRIER, _MAIN_PREDICATE = b"barrier(", (b"is_main", b"is_master", b"is_global_", b"main_process")
 _WITH_DISTRIBUTED = tuple(t for t in STRONG if _DISTRIBUTED in t)
 _WITH_NCCL = tuple(t for t in STRONG if _NCCL in t)
 _WITH_RANK = tuple(t for t in STRONG if _RANK in t)
@@ -70,6 +73,8 @@ def worth_parsing(data: bytes) -> bool:
         return True
     if _NCCL in data and any(t in data for t in _WITH_NCCL):
         return True
+    if _BARRIER in data and any(t in data for t in _MAIN_PREDICATE):
+        return True  # a project's barrier wrapper and a main-process test (`if distr.is_global_main:`)
     if _RANK not in data:
         return False
     if any(t in data for t in _WITH_RANK):

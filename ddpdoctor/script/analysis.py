@@ -27,6 +27,7 @@ from ddpdoctor.script.interp import (
     module_defs,
 )
 from ddpdoctor.script.names import collect_aliases, dist_op, dotted, qualify
+from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
 MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
@@ -563,10 +564,20 @@ class ModuleAnalysis:
         return frozenset(out & params)
 
     @cached_property
+    def sync_calls(self) -> list[ast.Call]:
+        """Library calls with a collective inside (``trainer.save_checkpoint``, ``accelerator.gather``):
+        see ddpdoctor.script.sync_calls."""
+        libraries = imported_libraries(self.aliases)
+        if not libraries:
+            return []
+        return [c for c, _q in self.calls if sync_call(c, libraries) is not None]
+
+    @cached_property
     def interesting_functions(self) -> set[int]:
         """ids of functions whose own body makes a distributed call or calls a DDP model."""
         out: set[int] = set()
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
+        nodes += self.sync_calls
         nodes += self.calls_named("torch.save", "torch.load")
         if self.ddp_params:
             nodes += [

@@ -22,6 +22,7 @@ import operator
 from dataclasses import dataclass, field
 
 from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, qualify
+from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 _RANK_ENV = frozenset(
     [
@@ -118,6 +119,8 @@ class Event:
     # the innermost ``while`` loop it was made in (walked once: how many times it really runs is
     # not known), else None
     open_loop: ast.AST | None = None
+    # collective: the library call it happens in (``trainer.save_checkpoint``), else None
+    library: str | None = None
 
 
 @dataclass
@@ -221,6 +224,16 @@ def _concrete(*vals) -> bool:
     return all(isinstance(v, _CONCRETE) and not isinstance(v, _Unknown) for v in vals)
 
 
+def _same(a, b) -> bool:
+    """Two walked values are the same value (the same object, or equal concrete values of one type)."""
+    if a is b:
+        return True
+    try:
+        return _concrete(a, b) and type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - a comparison that fails says nothing is the same
+        return False
+
+
 def _small(v) -> bool:
     """Guard against values that would blow up (huge strings or ints from ``"x" * n``)."""
     if isinstance(v, (str, tuple)):
@@ -267,7 +280,11 @@ class Interpreter:
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.next_req = 0
         self.open_loops: list[ast.AST] = []  # ``while`` loops being walked (see Event.open_loop)
+        # per function being walked: the values of the returns in branches the walk could not decide
+        self.returns_seen: list[list[object]] = []
         self.touched_rank = False  # did any value depend on the rank or world size?
+        # libraries whose calls may synchronise every rank (see ddpdoctor.script.sync_calls)
+        self.sync_libraries = imported_libraries(aliases)
 
     # -- entry points ------------------------------------------------------------------------
     def run_module(self) -> Trace:
@@ -405,7 +422,12 @@ class Interpreter:
         """A branch every rank may or may not take alike: walk it, ignore its early exits."""
         try:
             self.exec_block(body, frame)
-        except (_Return, _Break, _Continue):
+        except _Raise:
+            pass
+        except _Return as r:
+            if self.returns_seen:  # the function may return this instead: see _walk_function
+                self.returns_seen[-1].append(r.value)
+        except (_Break, _Continue):
             pass
 
     def _exec_for(self, st: ast.For | ast.AsyncFor, frame: dict) -> None:
@@ -795,6 +817,11 @@ class Interpreter:
         q = syntax.qualname
         if q is None:
             return UNKNOWN
+        if self.sync_libraries:
+            row = sync_call(node, self.sync_libraries)
+            if row is not None:  # a library call with a collective inside
+                self._record("collective", row.op, node, library=dotted(node.func))
+                return UNKNOWN
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
@@ -968,18 +995,26 @@ class Interpreter:
     def _walk_function(self, fn: ast.AST, frame: dict) -> object:
         self.stack.append(fn)
         self.trace.entered.add(id(fn))
+        self.returns_seen.append([])
+        result = None
         try:
             self.exec_block(fn.body, frame)
         except _Raise:
             self.trace.truncated = True
             raise _Exit() from None
         except _Return as r:
-            return r.value
+            result = r.value
         except (_Break, _Continue):
             pass
         finally:
             self.stack.pop()
-        return None
+            seen = self.returns_seen.pop()
+        # a return in a branch the walk could not decide may be the one taken: the value is known
+        # only when every such return gives the same (``if not found: return False ... return True``
+        # is unknown, not True)
+        if any(not _same(v, result) for v in seen):
+            return UNKNOWN
+        return result
 
 
 _MISSING = object()

@@ -16,6 +16,7 @@ Pure ast over one ModuleAnalysis; results are cached on it.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import dist_op, dotted, is_property
@@ -74,7 +75,22 @@ _PREDICATES = {
     "local_master": LOCAL,
     "is_local_rank_zero": LOCAL,
 }
+# and the names built like them: is_global_main, is_local_master_process, is_rank0_worker
+_PREDICATE_NAME = re.compile(
+    r"^is_(?:(global|local|node)_)?(?:main|master|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker|node))?$"
+)
 _MAX_DEPTH = 6
+
+
+def predicate_name_kind(name: str) -> str | None:
+    """GLOBAL or LOCAL when ``name`` is a main-process predicate's name, else None."""
+    kind = _PREDICATES.get(name)
+    if kind is not None:
+        return kind
+    found = _PREDICATE_NAME.match(name)
+    if found is None:
+        return None
+    return LOCAL if found.group(1) == "local" else None if found.group(1) == "node" else GLOBAL
 
 
 @dataclass(frozen=True)
@@ -341,9 +357,9 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         return None
     if isinstance(test, ast.Call):
         name = (dotted(test.func) or "").rsplit(".", 1)[-1]
-        if name in _PREDICATES:
+        if predicate_name_kind(name) is not None:
             local = _local_predicate_kind(m, name, depth)
-            return (local or _PREDICATES[name],)
+            return (local or predicate_name_kind(name),)
         if name in _functions_named(m):
             k = _local_predicate_kind(m, name, depth)
             if k is not None and any(w in name.lower() for w in ("main", "master", "rank", "zero")):
@@ -358,9 +374,9 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
     name = dotted(test)
     if name is not None:
         last = name.rsplit(".", 1)[-1]
-        if last in _PREDICATES:
+        if predicate_name_kind(last) is not None:
             found = _from_guard_assignments(m, name, depth)
-            return (found or _PREDICATES[last],)
+            return (found or predicate_name_kind(last),)
         found = _from_guard_assignments(m, name, depth)
         if found is not None:
             return found
