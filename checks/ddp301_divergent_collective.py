@@ -75,7 +75,7 @@ def _ranks(rs: list[int]) -> str:
 
 
 def check(m):
-    if not (m.uses_distributed or m.ddp_params or m.sync_calls):
+    if not (m.uses_distributed or m.ddp_params or m.sync_calls or m.ddp_wrapper_calls):
         return
     if m.pinned_rank is not None:
         return  # one rank's own program (rank=0 hard-coded): the others' code is not here

@@ -57,7 +57,9 @@ _COMM = (
 # can only be present where a shorter part of it is, so the tokens that share a part are tried only
 # when that part is (one pass instead of several); the answer is exactly that of trying them all.
 _RANK, _DISTRIBUTED, _NCCL = b"rank", b"istributed", b"NCCL_"
-_BARRIER, _MAIN_PREDICATE = b"barrier(", (b"is_main", b"is_master", b"is_global_", b"main_process")
+# ... or calls a project's barrier or DDP helper and tests a rank or the main process
+HELPER_MARKERS = (b"barrier(", b"ddp", b"DDP")
+MAIN_TESTS = (b"rank", b"is_main", b"is_master", b"is_global_", b"main_process")
 _WITH_DISTRIBUTED = tuple(t for t in STRONG if _DISTRIBUTED in t)
 _WITH_NCCL = tuple(t for t in STRONG if _NCCL in t)
 _WITH_RANK = tuple(t for t in STRONG if _RANK in t)
@@ -73,8 +75,10 @@ def worth_parsing(data: bytes) -> bool:
         return True
     if _NCCL in data and any(t in data for t in _WITH_NCCL):
         return True
-    if _BARRIER in data and any(t in data for t in _MAIN_PREDICATE):
-        return True  # a project's barrier wrapper and a main-process test (`if distr.is_global_main:`)
+    if any(t in data for t in HELPER_MARKERS) and any(t in data for t in MAIN_TESTS):
+        # a project's barrier wrapper or DDP helper (``ddp_wrap(model, ctx)``) and a rank or
+        # main-process test (``if distr.is_global_main:``)
+        return True
     if _RANK not in data:
         return False
     if any(t in data for t in _WITH_RANK):

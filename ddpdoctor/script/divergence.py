@@ -68,6 +68,7 @@ class _Def:
     pos: int | None  # position in a tuple target
     origin: Origin | None = None
     unifying: bool = False  # the value comes out of a collective: the same on every rank
+    failure: bool = False  # set in an ``except`` handler: a failure path, see RankValues._solve
 
 
 def _is_unifying(call: ast.Call) -> bool:
@@ -89,6 +90,7 @@ class RankValues:
         self._sinks: list[tuple] = []  # (kind, node, test, ctrl, region) found by the walk
         self.funcs = {fn.name for fn in m.functions}
         self._return_sites: list[tuple] = []  # (Return, fn, ctrl)
+        self._handlers = 0  # depth of ``except`` handlers the walk is in
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
         for d in self.defs:
@@ -151,8 +153,14 @@ class RankValues:
                         self._def(item.optional_vars, st, fn, ctrl, item.context_expr)
                 self._walk(st.body, fn, ctrl, loops)
             elif t is ast.Try or t.__name__ == "TryStar":
-                for part in (st.body, *(h.body for h in st.handlers), st.orelse, st.finalbody):
+                for part in (st.body, st.orelse, st.finalbody):
                     self._walk(part, fn, ctrl, loops)
+                self._handlers += 1
+                try:
+                    for h in st.handlers:
+                        self._walk(h.body, fn, ctrl, loops)
+                finally:
+                    self._handlers -= 1
             elif t is ast.Assign:
                 for target in st.targets:
                     self._def(target, st, fn, ctrl, st.value)
@@ -183,11 +191,11 @@ class RankValues:
                         v, p = value.elts[pos], None
                     else:
                         p = pos
-                    self.defs.append(_Def(key, stmt, fn, ctrl, v, p))
+                    self.defs.append(_Def(key, stmt, fn, ctrl, v, p, failure=self._handlers > 0))
             return
         key = self._key(target, fn)
         if key is not None:
-            self.defs.append(_Def(key, stmt, fn, ctrl, value, None))
+            self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
 
     def _note_unifying(self, e: ast.AST | None, fn) -> None:
         """Names handed to a collective: ``dist.broadcast(stop, 0)`` makes ``stop`` the same everywhere."""
@@ -236,7 +244,9 @@ class RankValues:
                 if d.ctrl is not None and self._repeats_everywhere(d):
                     continue
                 name = d.key[1]
-                o = self._ctrl_origin(d.ctrl, d.stmt, name, local=d.key[0] != "attr")
+                # a value changed where something failed on one rank (``except ImportError: use_wandb
+                # = False``) parts the ranks only on that failure: not followed, the usual run is
+                o = None if d.failure else self._ctrl_origin(d.ctrl, d.stmt, name, local=d.key[0] != "attr")
                 if o is None and d.value is not None:
                     o = self.reads(d.value, d.pos)
                 if o is not None:

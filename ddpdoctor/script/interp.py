@@ -21,7 +21,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
-from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, qualify
+from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 _RANK_ENV = frozenset(
@@ -222,6 +222,22 @@ _CONCRETE = (int, float, str, bool, type(None), tuple, range)
 
 def _concrete(*vals) -> bool:
     return all(isinstance(v, _CONCRETE) and not isinstance(v, _Unknown) for v in vals)
+
+
+def _is_accelerate_prepare(node: ast.Call) -> bool:
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "prepare"
+        and (dotted(func.value) or "").rsplit(".", 1)[-1] == "accelerator"
+        and bool(node.args)
+    )
+
+
+def _names_a_model(e: ast.AST) -> bool:
+    """``model``, ``self.unet``, ``net_g``: what a script calls the module it trains."""
+    name = (dotted(e) or "").rsplit(".", 1)[-1].lower()
+    return "model" in name or "net" in name
 
 
 def _same(a, b) -> bool:
@@ -822,6 +838,11 @@ class Interpreter:
             if row is not None:  # a library call with a collective inside
                 self._record("collective", row.op, node, library=dotted(node.func))
                 return UNKNOWN
+            if "accelerate" in self.sync_libraries and _is_accelerate_prepare(node):
+                # accelerate's Accelerator.prepare wraps the model in DDP in a distributed run and
+                # gives the objects back in the order they came
+                wrapped = tuple(DDPModel() if _names_a_model(a) else UNKNOWN for a in node.args)
+                return wrapped[0] if len(wrapped) == 1 else wrapped
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
@@ -1057,7 +1078,7 @@ class _CallSyntax:
     dist_op: str | None  # ``send`` for torch.distributed functions
     handed: tuple[str, ...]  # variables handed to the call, a method's object included
     last: str | None  # the qualified name's last part, ``send``
-    is_ddp: bool  # DistributedDataParallel(...)
+    is_ddp: bool  # DistributedDataParallel(...), or a helper named for wrapping in it (``ddp_wrap(model)``)
 
     @classmethod
     def of(cls, node: ast.Call, aliases: dict[str, str]) -> _CallSyntax:
@@ -1075,7 +1096,8 @@ class _CallSyntax:
             dist_op=dist_op(q),
             handed=tuple(handed),
             last=q.rsplit(".", 1)[-1] if q is not None else None,
-            is_ddp=is_torch_name(q, "DistributedDataParallel"),
+            is_ddp=is_torch_name(q, "DistributedDataParallel")
+            or (bool(node.args) and names_a_ddp_wrapper(q.rsplit(".", 1)[-1] if q else None)),
         )
 
 

@@ -518,6 +518,46 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
     return out
 
 
+# flags that say "this run is distributed" (``if args.distributed:``, ``if ddp:``)
+_DISTRIBUTED_FLAGS = frozenset(
+    ("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "multi_gpu", "multigpu", "is_ddp")
+)
+
+
+def _single_when(test: ast.AST) -> bool | None:
+    """True when ``test`` holds in a single-process run only (``not args.distributed``,
+    ``world_size == 1``), False when in a distributed run only (``ddp``, ``world_size > 1``), else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _single_when(test.operand)
+        return None if inner is None else not inner
+    name = dotted(test)
+    if name is not None:
+        return False if name.rsplit(".", 1)[-1].lower() in _DISTRIBUTED_FLAGS else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, right = dotted(test.left) or "", test.comparators[0]
+        if left.rsplit(".", 1)[-1] in ("world_size", "num_gpus", "ngpus") and isinstance(right, ast.Constant):
+            if right.value == 1 and isinstance(test.ops[0], (ast.Eq, ast.LtE)):
+                return True
+            if right.value == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq)):
+                return False
+    return None
+
+
+def single_process_arm(m, node: ast.AST) -> bool:
+    """``node`` runs only when the job is not distributed (the ``else`` of ``if ddp:``, the body of
+    ``if world_size == 1:``): one process, so no rank test there can part ranks."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and child is not a.test:
+            single = _single_when(a.test)
+            if single is not None and (child in a.body) == single:
+                return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        child = a
+    return False
+
+
 def _early_exit(st: ast.stmt) -> bool:
     return isinstance(st, ast.If) and any(
         isinstance(s, (ast.Return, ast.Raise, ast.Continue)) for s in st.body
@@ -553,7 +593,11 @@ def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) ->
                     return Guard(d, g[0] if g else GLOBAL)
             if not follow_callers:
                 return None
-            sites = [c for c in own_call_sites(m, a) if m.enclosing_function(c) is not a]
+            sites = [
+                c
+                for c in own_call_sites(m, a)
+                if m.enclosing_function(c) is not a and not single_process_arm(m, c)
+            ]
             if not sites:
                 return _guard_in_other_files(m, a, depth)
             guards = [rank_guard(m, c, depth + 1) for c in sites]
