@@ -68,6 +68,18 @@ def _short(node: ast.AST, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def _calls_in(stmts):
+    """The calls in ``stmts`` in source order, not those in nested functions, classes or lambdas."""
+    stack = list(reversed(list(stmts)))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            yield n
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
 class _Comms:
     """Which calls of the file make every rank communicate, directly or through the file's own functions."""
 
@@ -84,23 +96,33 @@ class _Comms:
         if ddp:
             direct |= {id(c) for c in m.method_calls("backward")}
         self.direct = direct
-        # the file's functions that communicate, by name (to a fixed point over their calls)
+        # the file's functions that communicate, by name: one walk of each body, then a fixed point
+        # over the calls between them
         bodies: dict[str, list] = {}
         for fn in m.functions:
             bodies.setdefault(fn.name, []).append(fn)
         self.bodies = bodies
         self.funcs: dict[str, ast.Call] = {}
+        calls_own: dict[str, list[tuple[ast.Call, str]]] = {}
+        for n, _q in m.calls:  # in source order; each call counts for its innermost function
+            fn = m.enclosing_function(n)
+            if fn is None:
+                continue
+            if id(n) in direct:
+                self.funcs.setdefault(fn.name, n)
+                continue
+            own = self._own(n)
+            if own is not None:
+                calls_own.setdefault(fn.name, []).append((n, own))
         for _ in range(6):
             changed = False
-            for name, fns in bodies.items():
+            for name, pairs in calls_own.items():
                 if name in self.funcs:
                     continue
-                for fn in fns:
-                    c = self._first(fn.body, skip_defs=True)
-                    if c is not None:
-                        self.funcs[name] = c
-                        changed = True
-                        break
+                hit = next((c for c, own in pairs if own in self.funcs), None)
+                if hit is not None:
+                    self.funcs[name] = hit
+                    changed = True
             if not changed:
                 break
 
@@ -114,28 +136,24 @@ class _Comms:
         last = name.rsplit(".", 1)[-1]
         return last if last in self.bodies else None
 
-    def _first(self, stmts, skip: range | None = None, skip_defs: bool = False) -> ast.Call | None:
+    def _first(self, stmts, skip: range | None = None) -> ast.Call | None:
         """The first communicating call in ``stmts``: a direct one if there is any, else a call of
         the file's own function that communicates."""
         through = None
-        stack = list(reversed(list(stmts)))
-        while stack:
-            n = stack.pop()
-            if skip_defs and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        for n in _calls_in(stmts):
+            if skip is not None and n.lineno in skip:
                 continue
-            if isinstance(n, ast.Call) and (skip is None or n.lineno not in skip):
-                if id(n) in self.direct:
-                    return n
-                if through is None:
-                    own = self._own(n)
-                    if own is not None and own in self.funcs:
-                        through = n
-            stack.extend(reversed(list(ast.iter_child_nodes(n))))
+            if id(n) in self.direct:
+                return n
+            if through is None:
+                own = self._own(n)
+                if own is not None and own in self.funcs:
+                    through = n
         return through
 
     def first(self, stmts, skip: range | None = None) -> ast.Call | None:
         """The first call in ``stmts`` (outside the lines ``skip``) that communicates."""
-        return self._first(stmts, skip, skip_defs=True)
+        return self._first(stmts, skip)
 
     def describe(self, call: ast.Call) -> str:
         own = self._own(call)

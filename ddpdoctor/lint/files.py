@@ -57,9 +57,11 @@ _COMM = (
 # can only be present where a shorter part of it is, so the tokens that share a part are tried only
 # when that part is (one pass instead of several); the answer is exactly that of trying them all.
 _RANK, _DISTRIBUTED, _NCCL = b"rank", b"istributed", b"NCCL_"
-# ... or calls a project's barrier or DDP helper and tests a rank or the main process
-HELPER_MARKERS = (b"barrier(", b"ddp", b"DDP")
+# ... or calls a project's DDP helper and tests a rank or the main process, or calls a barrier and
+# tests the main process (kernels' barriers and tensor ranks are neither)
+DDP_HELPERS = (b"ddp_wrap", b"_ddp(", b"_DDP(")
 MAIN_TESTS = (b"rank", b"is_main", b"is_master", b"is_global_", b"main_process")
+_BARRIER = b"barrier("
 _WITH_DISTRIBUTED = tuple(t for t in STRONG if _DISTRIBUTED in t)
 _WITH_NCCL = tuple(t for t in STRONG if _NCCL in t)
 _WITH_RANK = tuple(t for t in STRONG if _RANK in t)
@@ -75,7 +77,9 @@ def worth_parsing(data: bytes) -> bool:
         return True
     if _NCCL in data and any(t in data for t in _WITH_NCCL):
         return True
-    if any(t in data for t in HELPER_MARKERS) and any(t in data for t in MAIN_TESTS):
+    if any(t in data for t in MAIN_TESTS) and (
+        any(t in data for t in DDP_HELPERS) or (_BARRIER in data and any(t in data for t in MAIN_TESTS[1:]))
+    ):
         # a project's barrier wrapper or DDP helper (``ddp_wrap(model, ctx)``) and a rank or
         # main-process test (``if distr.is_global_main:``)
         return True

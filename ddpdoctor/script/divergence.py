@@ -69,6 +69,7 @@ class _Def:
     origin: Origin | None = None
     unifying: bool = False  # the value comes out of a collective: the same on every rank
     failure: bool = False  # set in an ``except`` handler: a failure path, see RankValues._solve
+    settled: bool = False  # known to be the same on every rank, whatever else turns out
 
 
 def _is_unifying(call: ast.Call) -> bool:
@@ -91,8 +92,15 @@ class RankValues:
         self.funcs = {fn.name for fn in m.functions}
         self._return_sites: list[tuple] = []  # (Return, fn, ctrl)
         self._handlers = 0  # depth of ``except`` handlers the walk is in
+        self._leaf_memo: dict[int, tuple] = {}
+        self.tainted: set[tuple] = set()  # keys with a rank-dependent definition
+        self._any_rank = False
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
+        if not self._any_rank:  # no rank test: nothing can be set on some ranks only
+            self.decisions: list[Decision] = []
+            return
+        self._note_unifying()
         for d in self.defs:
             self.by_key.setdefault(d.key, []).append(d)
         self._solve()
@@ -113,6 +121,7 @@ class RankValues:
         ("test", test, outer, after) for any other (rank-dependent once it reads such a value, which
         _solve decides). ``after``: the region is the rest of a block after an early exit."""
         kind = "rank" if guard_kind(self.m, test) is not None else "test"
+        self._any_rank |= kind == "rank"
         return (kind, test, ctrl, after)
 
     def _walk(self, body: list, fn, ctrl, loops: list) -> None:
@@ -124,26 +133,26 @@ class RankValues:
                 inner = self._decide(st.test, ctrl)
                 rank = inner[0] == "rank"
                 if not rank:
-                    self._sinks.append(("if", st, st.test, ctrl, (*st.body, *st.orelse), tuple(loops)))
+                    self._sinks.append(("if", st, st.test, ctrl, (*st.body, *st.orelse), fn))
                 self._walk(st.body, fn, inner, loops)
                 self._walk(st.orelse, fn, inner, loops)
                 if _exits(st.body):
                     if rank and ctrl is None:
                         # an early exit on the rank: the rest of this block runs on the others only
-                        self._sinks.append(("after", st, st.test, None, tuple(body[i + 1 :]), tuple(loops)))
+                        self._sinks.append(("after", st, st.test, None, tuple(body[i + 1 :]), fn))
                     self._walk(body[i + 1 :], fn, self._decide(st.test, ctrl, after=True), loops)
                     return
             elif t is ast.While:
                 inner = self._decide(st.test, ctrl)
                 if inner[0] != "rank":
-                    self._sinks.append(("loop", st, st.test, ctrl, tuple(st.body), tuple(loops)))
+                    self._sinks.append(("loop", st, st.test, ctrl, tuple(st.body), fn))
                     inner = ctrl  # walked as many times as the test says: not a region of its own
                 self._walk(st.body, fn, inner, [*loops, st])
                 self._walk(st.orelse, fn, ctrl, loops)
             elif t in (ast.For, ast.AsyncFor):
                 bound = _range_bound(st.iter)
                 if bound is not None:  # not ``for b in tqdm(loader)``: a wrapper keeps the length
-                    self._sinks.append(("loop", st, bound, ctrl, tuple(st.body), tuple(loops)))
+                    self._sinks.append(("loop", st, bound, ctrl, tuple(st.body), fn))
                 self._def(st.target, st, fn, ctrl, None)
                 self._walk(st.body, fn, ctrl, [*loops, st])
                 self._walk(st.orelse, fn, ctrl, loops)
@@ -164,20 +173,16 @@ class RankValues:
             elif t is ast.Assign:
                 for target in st.targets:
                     self._def(target, st, fn, ctrl, st.value)
-                self._note_unifying(st.value, fn)
             elif t in (ast.AugAssign, ast.AnnAssign):
                 if st.value is not None:
                     self._def(st.target, st, fn, ctrl, st.value, aug=t is ast.AugAssign)
-                    self._note_unifying(st.value, fn)
             elif t is ast.Return:
                 if fn is not None:
                     self._return_sites.append((st, fn, ctrl))
                 if loops:
-                    self._sinks.append(("exit", st, None, ctrl, (loops[0],), tuple(loops)))
+                    self._sinks.append(("exit", st, None, ctrl, (loops[0],), fn))
             elif t in (ast.Break,) and loops:
-                self._sinks.append(("exit", st, None, ctrl, (loops[-1],), tuple(loops)))
-            elif t is ast.Expr:
-                self._note_unifying(st.value, fn)
+                self._sinks.append(("exit", st, None, ctrl, (loops[-1],), fn))
 
     def _def(self, target, stmt, fn, ctrl, value, aug: bool = False) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -197,21 +202,25 @@ class RankValues:
         if key is not None:
             self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
 
-    def _note_unifying(self, e: ast.AST | None, fn) -> None:
+    def _note_unifying(self) -> None:
         """Names handed to a collective: ``dist.broadcast(stop, 0)`` makes ``stop`` the same everywhere."""
-        if e is None:
-            return
-        for n in ast.walk(e):
-            if isinstance(n, ast.Call) and _is_unifying(n):
-                for a in (*n.args, *(k.value for k in n.keywords)):
-                    while isinstance(a, ast.Subscript):
-                        a = a.value
+        m = self.m
+        for call, _q in m.calls:
+            if not _is_unifying(call):
+                continue
+            fn = None
+            for a in (*call.args, *(k.value for k in call.keywords)):
+                while isinstance(a, ast.Subscript):
+                    a = a.value
+                if isinstance(a, (ast.Name, ast.Attribute)):
+                    if fn is None:
+                        fn = m.enclosing_function(call)
                     key = self._key(a, fn)
                     if key is not None:
                         self.unified.add(key)
 
     # -- solving: which defs and returns are rank-dependent -----------------------------------------
-    def _ctrl_origin(self, ctrl, stmt, name, local: bool = False) -> Origin | None:
+    def _ctrl_origin(self, ctrl, stmt, name, fn, local: bool = False) -> Origin | None:
         """Why ``stmt`` runs on some ranks only: under a rank test (the origin is ``stmt`` itself), else
         under a test that reads a rank-dependent value (that value's origin); None when it runs on all.
         ``local``: a local name, which the ranks that left the function early never read, so the rest
@@ -224,7 +233,7 @@ class RankValues:
         c = ctrl
         while c is not None:
             if not (local and c[3]) and c[0] == "test":
-                found = self.reads(c[1])
+                found = self.reads(c[1], fn)
                 if found is not None:
                     return found
             c = c[2]
@@ -234,55 +243,69 @@ class RankValues:
         for _ in range(_ROUNDS):
             changed = False
             for d in self.defs:
-                if d.origin is not None or d.unifying or d.key in self.unified:
+                if d.origin is not None or d.unifying or d.settled:
                     continue
-                if d.value is not None and self._unifying_value(d.value):
+                if d.ctrl is None and not self._may_read_tainted(d):
+                    continue
+                if d.key in self.unified or (d.value is not None and self._unifying_value(d.value, d.fn)):
                     # ``stop = box[0]`` after ``broadcast_object_list(box)``: rank 0's value, also
                     # where only the receiving ranks assign it
                     d.unifying = changed = True
                     continue
                 if d.ctrl is not None and self._repeats_everywhere(d):
+                    d.settled = True
                     continue
                 name = d.key[1]
                 # a value changed where something failed on one rank (``except ImportError: use_wandb
                 # = False``) parts the ranks only on that failure: not followed, the usual run is
-                o = None if d.failure else self._ctrl_origin(d.ctrl, d.stmt, name, local=d.key[0] != "attr")
+                o = None if d.failure else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] != "attr")
                 if o is None and d.value is not None:
-                    o = self.reads(d.value, d.pos)
+                    o = self.reads(d.value, d.fn, d.pos)
                 if o is not None:
                     d.origin = o
+                    self.tainted.add(d.key)
                     changed = True
             for r, fn, ctrl in self._return_sites:
                 have = self.returns.setdefault(fn.name, {})
                 if None in have:
                     continue
-                o = self._ctrl_origin(ctrl, r, f"{fn.name}()")
+                o = self._ctrl_origin(ctrl, r, f"{fn.name}()", fn)
                 if o is not None:
                     have[None] = o
                     changed = True
                     continue
                 if isinstance(r.value, ast.Tuple):
                     for pos, v in enumerate(r.value.elts):
-                        o = self.reads(v)
+                        o = self.reads(v, fn)
                         if o is not None and pos not in have:
                             have[pos] = o
                             changed = True
                 elif r.value is not None:
-                    o = self.reads(r.value)
+                    o = self.reads(r.value, fn)
                     if o is not None:
                         have[None] = o
                         changed = True
             if not changed:
                 break
 
-    def _unifying_value(self, e: ast.AST) -> bool:
-        for n in ast.walk(e):
-            if isinstance(n, ast.Call) and _is_unifying(n):
-                return True
-            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(getattr(n, "ctx", None), ast.Load):
-                key = self._key(n, self.m.enclosing_function(n))
-                if key is not None and key in self.unified:
+    def _unifying_value(self, e: ast.AST, fn) -> bool:
+        return any(
+            leaf[0] == "unify" or (leaf[0] == "name" and leaf[2] in self.unified) for leaf in self._leaves(e, fn)[1]
+        )
+
+    def _may_read_tainted(self, d: _Def) -> bool:
+        """Cheap test before ``reads``: the value reads a key or calls a function already known to be
+        rank-dependent."""
+        if d.value is None or not (self.tainted or any(self.returns.values())):
+            return False
+        for leaf in self._leaves(d.value, d.fn)[1]:
+            if leaf[0] == "unify":
+                continue
+            if leaf[0] == "call":
+                if self.returns.get(leaf[1]):
                     return True
+            elif leaf[2] in self.tainted or (None, leaf[2][1]) in self.tainted:
+                return True
         return False
 
     def _repeats_everywhere(self, d: _Def) -> bool:
@@ -290,30 +313,33 @@ class RankValues:
         under ``if rank == 0:``) changes nothing between ranks."""
         if d.value is None:
             return False
+        others = [
+            o for o in self.by_key.get(d.key, ()) if o is not d and o.ctrl is None and o.value is not None and o.fn is d.fn
+        ]
+        if not others:
+            return False
         text = ast.dump(d.value)
-        return any(
-            o is not d and o.ctrl is None and o.value is not None and o.fn is d.fn and ast.dump(o.value) == text
-            for o in self.by_key.get(d.key, ())
-        )
+        return any(ast.dump(o.value) == text for o in others)
 
     # -- queries ---------------------------------------------------------------------------------
-    def reads(self, e: ast.AST | None, pos: int | None = None) -> Origin | None:
-        """The origin of a rank-dependent value that ``e`` reads, or None."""
-        if e is None:
-            return None
+    def _leaves(self, e: ast.AST, fn) -> tuple:
+        """What ``e`` reads, found once per expression: ("name", node, key) for the names and
+        attributes it reads, ("call", name) for calls of the file's own functions (whose return
+        values decide; their arguments may not reach them). A collective's result reads nothing."""
+        found = self._leaf_memo.get(id(e))
+        if found is not None:
+            return found
+        out: list = []
         stack = [e]
         while stack:
             n = stack.pop()
             if isinstance(n, ast.Call):
                 if _is_unifying(n):
+                    out.append(("unify",))
                     continue
                 callee = (dotted(n.func) or "").rsplit(".", 1)[-1]
                 if callee in self.funcs:
-                    # the file's own function: what it returns says (its arguments may not reach it)
-                    rets = self.returns.get(callee, {})
-                    o = rets.get(None) or (rets.get(pos) if pos is not None else next(iter(rets.values()), None))
-                    if o is not None:
-                        return o
+                    out.append(("call", callee))
                     continue
                 stack.extend(n.args)
                 stack.extend(k.value for k in n.keywords)
@@ -321,30 +347,45 @@ class RankValues:
                     stack.append(n.func.value)
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)):
-                o = self._name_origin(n)
-                if o is not None:
-                    return o
+                key = self._key(n, fn)
+                if key is not None:
+                    out.append(("name", n, key))
                 if isinstance(n, ast.Attribute):
                     stack.append(n.value)
                 continue
             if isinstance(n, (ast.Lambda, *_FUNCS)):
                 continue
             stack.extend(ast.iter_child_nodes(n))
-        return None
+        found = self._leaf_memo[id(e)] = (e, tuple(out))  # (e kept: its id stays its own)
+        return found
 
-    def _name_origin(self, n: ast.AST) -> Origin | None:
-        fn = self.m.enclosing_function(n)
-        key = self._key(n, fn)
-        if key is None or key in self.unified:
+    def reads(self, e: ast.AST | None, fn, pos: int | None = None) -> Origin | None:
+        """The origin of a rank-dependent value that ``e`` (in function ``fn``) reads, or None."""
+        if e is None:
             return None
-        defs = self.by_key.get(key)
-        if not defs and key[0] is not None and key[0] != "attr":
-            defs = self.by_key.get((None, key[1]))  # a module-level name read in a function
-        if not defs:
-            return None
-        if not any(d.origin is not None for d in defs):
-            return None
-        return self._reaching(defs, n, fn)
+        for leaf in self._leaves(e, fn)[1]:
+            if leaf[0] == "unify":
+                continue
+            if leaf[0] == "call":
+                rets = self.returns.get(leaf[1])
+                if rets:
+                    o = rets.get(None) or (rets.get(pos) if pos is not None else next(iter(rets.values()), None))
+                    if o is not None:
+                        return o
+                continue
+            key = leaf[2]
+            if key in self.unified:
+                continue
+            if key not in self.tainted and (key[0] in (None, "attr") or (None, key[1]) not in self.tainted):
+                continue  # the usual answer, without looking at the definitions
+            defs = self.by_key.get(key)
+            if not defs and key[0] != "attr":
+                defs = self.by_key.get((None, key[1]))  # a module-level name read in a function
+            if defs:
+                o = self._reaching(defs, leaf[1], fn)
+                if o is not None:
+                    return o
+        return None
 
     def _reaching(self, defs: list[_Def], use: ast.AST, fn) -> Origin | None:
         """The origin of a rank-dependent def that may reach ``use``: a clean plain assignment of the
@@ -384,7 +425,7 @@ class RankValues:
     # -- decisions --------------------------------------------------------------------------------
     def _decisions(self) -> list[Decision]:
         out: list[Decision] = []
-        for kind, node, test, ctrl, region, _loops in self._sinks:
+        for kind, node, test, ctrl, region, fn in self._sinks:
             if kind == "after":  # the rest of a block after an early exit on a rank test
                 out.append(Decision(kind, node, test, Origin(node, test, ""), region))
                 continue
@@ -393,11 +434,11 @@ class RankValues:
             if kind == "exit":
                 if ctrl is None or ctrl[0] != "test" or ctrl[3]:
                     continue
-                o = self._ctrl_origin(ctrl, node, "")
+                o = self._ctrl_origin(ctrl, node, "", fn)
                 if o is not None:
                     out.append(Decision("exit", node, ctrl[1], o, region))
                 continue
-            o = self.reads(test)
+            o = self.reads(test, fn)
             if o is not None:
                 out.append(Decision(kind, node, test, o, region))
         return out

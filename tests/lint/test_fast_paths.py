@@ -18,7 +18,7 @@ from ddpdoctor.lint import LintConfig, lint_source
 from ddpdoctor.lint.files import (
     _COMM,
     _DIST,
-    HELPER_MARKERS,
+    DDP_HELPERS,
     MAIN_TESTS,
     STRONG,
     decode,
@@ -35,16 +35,18 @@ SOURCES = sorted((HERE / "corpus").glob("*.py")) + sorted((HERE / "fixtures").gl
 def _reference_worth_parsing(data: bytes) -> bool:
     if any(t in data for t in STRONG):
         return True
-    if any(t in data for t in HELPER_MARKERS) and any(t in data for t in MAIN_TESTS):
+    if any(t in data for t in DDP_HELPERS) and any(t in data for t in MAIN_TESTS):
+        return True
+    if b"barrier(" in data and any(t in data for t in MAIN_TESTS if t != b"rank"):
         return True
     return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 
 # every token, its parts and near misses, so the generated texts cross each branch of the filter
 _PIECES = sorted(
-    {t for t in STRONG + _DIST + _COMM + HELPER_MARKERS + MAIN_TESTS}
-    | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + HELPER_MARKERS + MAIN_TESTS}
-    | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + HELPER_MARKERS + MAIN_TESTS}
+    {t for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
+    | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
+    | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x"}
 )
 
