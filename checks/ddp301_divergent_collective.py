@@ -44,7 +44,7 @@ CONFIDENCE = "high"
 def _label(ev, m=None) -> str:
     name = "the DDP model's forward" if ev.kind == "ddp_forward" else f"`{ev.op}`"
     if ev.library:
-        name = f"`{ev.library}` (a {ev.op} of every rank inside the library)"
+        name = f"`{ev.library}` (a {ev.op} of every rank inside it)"
     via = ""
     if ev.chain:
         last = ev.chain_paths[-1] if ev.chain_paths else None

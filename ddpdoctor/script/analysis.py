@@ -568,7 +568,7 @@ class ModuleAnalysis:
         """Library calls with a collective inside (``trainer.save_checkpoint``, ``accelerator.gather``):
         see ddpdoctor.script.sync_calls."""
         libraries = imported_libraries(self.aliases)
-        if not libraries:
+        if not libraries and not self.mentions("_first"):
             return []
         return [c for c, _q in self.calls if sync_call(c, libraries) is not None]
 

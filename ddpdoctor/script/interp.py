@@ -301,6 +301,7 @@ class Interpreter:
         self.touched_rank = False  # did any value depend on the rank or world size?
         # libraries whose calls may synchronise every rank (see ddpdoctor.script.sync_calls)
         self.sync_libraries = imported_libraries(aliases)
+        self.sync_names = bool(self.sync_libraries) or any("_first" in name for name in aliases)
 
     # -- entry points ------------------------------------------------------------------------
     def run_module(self) -> Trace:
@@ -833,7 +834,7 @@ class Interpreter:
         q = syntax.qualname
         if q is None:
             return UNKNOWN
-        if self.sync_libraries:
+        if self.sync_names:
             row = sync_call(node, self.sync_libraries)
             if row is not None:  # a library call with a collective inside
                 self._record("collective", row.op, node, library=dotted(node.func))

@@ -56,6 +56,16 @@ for _row in TABLE:
     _BY_METHOD[_row.method] = (*_BY_METHOD.get(_row.method, ()), _row)
 
 
+# Context managers that let one process go first and the others wait: each process passes one
+# barrier (the others on entry, the first one on exit). accelerate/state.py
+# PartialState.main_process_first / local_main_process_first (wait_for_everyone around the block);
+# transformers TrainingArguments.main_process_first (torch.distributed.barrier); and the
+# `torch_distributed_zero_first(local_rank)` idiom that YOLOv5 made common (barrier before the block
+# on ranks != 0, after it on rank 0), whatever file defines it.
+_FIRST_CONTEXTS = ("main_process_first", "zero_first")
+FIRST_CONTEXT = SyncCall((), (), "<main process first>", "barrier")
+
+
 def imported_libraries(aliases: dict[str, str]) -> frozenset[str]:
     """The table's libraries this file imports (``aliases``: local name -> qualified name)."""
     roots = {v.split(".", 1)[0] for v in aliases.values()}
@@ -65,6 +75,9 @@ def imported_libraries(aliases: dict[str, str]) -> frozenset[str]:
 def sync_call(call: ast.Call, libraries: frozenset[str]) -> SyncCall | None:
     """The table row ``call`` matches, given the libraries its file imports; else None."""
     func = call.func
+    last = (dotted(func) or "").rsplit(".", 1)[-1]
+    if any(w in last for w in _FIRST_CONTEXTS):
+        return FIRST_CONTEXT
     if not libraries or not isinstance(func, ast.Attribute):
         return None
     rows = _BY_METHOD.get(func.attr)
