@@ -45,8 +45,8 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.divergence import Decision, RankValues
-from ddpdoctor.script.interp import COLLECTIVES
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.interp import COLLECTIVES, group_of
+from ddpdoctor.script.names import dist_op, dotted
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -85,9 +85,15 @@ class _Comms:
 
     def __init__(self, m):
         self.m = m
-        direct = {id(c) for c in m.dist_calls(*COLLECTIVES)} | {id(c) for c in m.sync_calls}
+        # collectives of the whole job: one on a group of its own may have only these ranks as members
+        direct = {
+            id(c) for c in m.dist_calls(*COLLECTIVES) if group_of(dist_op(m.qualname(c.func)) or "", c) is None
+        }
+        direct |= {id(c) for c in m.sync_calls}
         for op in _WRAPPED:
             for c in m.method_calls(op):
+                if any(k.arg == "group" for k in c.keywords):
+                    continue
                 root = (dotted(c.func) or "").split(".", 1)[0]
                 if m.aliases.get(root, "").startswith(("numpy", "torch.")) and id(c) not in direct:
                     continue  # np.broadcast / torch.broadcast_tensors: no communication
@@ -190,7 +196,23 @@ def check(m):
         yield m.finding(CODE, anchor, message, SEVERITY, hint=hint)
 
 
+def _under_join(m, node: ast.AST) -> bool:
+    """Inside ``with model.join():`` or ``with Join([...]):``: DDP's context for uneven inputs, made
+    for ranks that run different numbers of iterations (torch.distributed.algorithms.join)."""
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.With, ast.AsyncWith)):
+            for item in a.items:
+                e = item.context_expr
+                if isinstance(e, ast.Call) and (dotted(e.func) or "").rsplit(".", 1)[-1] in ("join", "Join"):
+                    return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+    return False
+
+
 def _judge(m, comms: _Comms, d: Decision):
+    if _under_join(m, d.node):
+        return None
     o = d.origin
     set_where = (
         f"`{o.name}` is set on some ranks only (line {o.node.lineno}, under the rank test "

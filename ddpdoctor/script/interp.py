@@ -911,7 +911,7 @@ class Interpreter:
         if op in ("is_initialized", "is_available", "is_nccl_available", "is_gloo_available"):
             return True
         if op in COLLECTIVES:
-            self._record("collective", op, node, arg=_group_of(op, node))
+            self._record("collective", op, node, arg=group_of(op, node))
             return UNKNOWN
         if op in P2P:
             key = "dst" if op in ("send", "isend") else "src"
@@ -1140,7 +1140,7 @@ def _self_attributes(cls: ast.ClassDef) -> frozenset[str]:
     return out
 
 
-def _group_of(op: str, node: ast.Call) -> str | None:
+def group_of(op: str, node: ast.Call) -> str | None:
     """The source of the process group a collective runs on; None for the default (whole) group."""
     g = next((k.value for k in node.keywords if k.arg == "group"), None)
     if g is None:
