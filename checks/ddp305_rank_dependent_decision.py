@@ -111,14 +111,15 @@ class _Comms:
         self.funcs: dict[str, ast.Call] = {}
         calls_own: dict[str, list[tuple[ast.Call, str]]] = {}
         for n, _q in m.calls:  # in source order; each call counts for its innermost function
+            own = None if id(n) in direct else self._own(n)
+            if own is None and id(n) not in direct:
+                continue
             fn = m.enclosing_function(n)
             if fn is None:
                 continue
-            if id(n) in direct:
+            if own is None:
                 self.funcs.setdefault(fn.name, n)
-                continue
-            own = self._own(n)
-            if own is not None:
+            else:
                 calls_own.setdefault(fn.name, []).append((n, own))
         for _ in range(6):
             changed = False
