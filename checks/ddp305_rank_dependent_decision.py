@@ -7,7 +7,7 @@ the return values of the file's own functions, to the places where one decides w
 around a collective, a loop whose condition or bound it is, a `break` or `return` out of a loop that
 communicates. A collective is a torch.distributed call, a project wrapper of one (`comm.barrier()`),
 a library call that synchronises (`trainer.save_checkpoint`, `accelerator.wait_for_everyone`), a
-backward pass of a DDP model, or a call of the file's own function that makes one. Also reports the
+forward or backward pass of a DDP model, or a call of the file's own function that makes one. Also reports the
 collectives after an early `return` on a rank test. A value handed to a collective
 (`dist.broadcast(stop, 0)`) is the same on every rank again and is not followed.
 
@@ -98,9 +98,15 @@ class _Comms:
                 if m.aliases.get(root, "").startswith(("numpy", "torch.")) and id(c) not in direct:
                     continue  # np.broadcast / torch.broadcast_tensors: no communication
                 direct.add(id(c))
-        ddp = bool(m.ddp_constructors) or m.mentions("accelerator.backward")
-        if ddp:
+        wraps = [*m.ddp_constructors, *m.ddp_wrapper_calls]
+        if wraps or m.mentions("accelerator.backward"):
+            # a backward pass of a DDP model all-reduces the gradients
             direct |= {id(c) for c in m.method_calls("backward")}
+        # a forward of the DDP model itself (``model(x)`` after ``model = DDP(...)``; not
+        # ``model.module(x)``) may broadcast its buffers
+        models = {name for c in wraps if (name := m.assigned_to(c)) is not None}
+        if models:
+            direct |= {id(c) for c, _q in m.calls if dotted(c.func) in models}
         self.direct = direct
         # the file's functions that communicate, by name: one walk of each body, then a fixed point
         # over the calls between them
