@@ -239,6 +239,8 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
         return None
     if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
         k = expr.slice.value
+        if isinstance(k, str) and k in _ENV_KIND:
+            return _ENV_KIND[k]  # env["LOCAL_RANK"] from a copy of the environment, keyed by its name
         if isinstance(k, str):
             dest = argparse_dests(m).get(k)
             if dest is not None and dest.kind:
