@@ -26,7 +26,7 @@ from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.bandwidth.busbw import busbw_factor
-from ddpdoctor.model.bandwidth.curve import sweep_curves
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload
 from ddpdoctor.model.bandwidth.sizes import format_size, parse_size, size_ladder
 
 from ._agree import agree_max
@@ -223,15 +223,11 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
                 hint="raise --budget-scale or lower --max-size to measure up to the size you want",
             )
         )
-    data = {
-        **sweep_curves(table),
-        "world_size": n,
-        "nnodes": len(world.nodes),
-        "backend": world.backend,
-        "device": first.get("device"),
-        "stopped": stopped,
-    }
-    return Summary(findings=findings, data=data, summary=_headline(table, data["fit"]))
+    payload = BwSweepPayload.from_rows(
+        table, world_size=n, nnodes=len(world.nodes), backend=world.backend, device=first.get("device"),
+        stopped=stopped,
+    )  # fmt: skip
+    return Summary(findings=findings, data=payload.to_json(), summary=_headline(table, payload.fit))
 
 
 def _headline(table: dict[str, list[dict]], fits: dict[str, list[dict]]) -> str:
