@@ -92,13 +92,13 @@ class PlotCurve:
 
     @classmethod
     def from_json(cls, d: Any) -> PlotCurve | None:
-        """None when ``d`` is not a curve; points that are not two numbers are left out."""
+        """None when ``d`` is not a curve; points that do not start with two numbers are left out."""
         if not isinstance(d, dict) or not isinstance(d.get("points"), list):
             return None
         pts = tuple(
             (p[0], p[1])
             for p in d["points"]
-            if isinstance(p, (list, tuple)) and len(p) == 2 and is_number(p[0]) and is_number(p[1])
+            if isinstance(p, (list, tuple)) and len(p) >= 2 and is_number(p[0]) and is_number(p[1])
         )
         return cls(pts, text(d, "unit_x", "B"), text(d, "unit_y", ""))
 

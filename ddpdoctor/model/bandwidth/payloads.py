@@ -134,7 +134,7 @@ class P2PPayload:
             outliers=tuple(
                 (o[0], o[1])
                 for o in items(d, "outliers")
-                if isinstance(o, list) and len(o) == 2 and all(isinstance(i, int) and not isinstance(i, bool) for i in o)
+                if isinstance(o, (list, tuple)) and len(o) == 2 and all(isinstance(i, int) and not isinstance(i, bool) for i in o)
             ),
             asymmetric=seq("asymmetric"),
             localization=obj(d, "localization"),
