@@ -13,6 +13,7 @@ from ddpdoctor.cli import main
 from ddpdoctor.core.payload import LabeledMatrix, PlotCurve
 from ddpdoctor.core.report import Report
 from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, LinkClass, P2PPayload
+from ddpdoctor.model.nodes.environment import EnvPayload, NodeEnv, RankEnv, RankGpu
 from ddpdoctor.model.profiles.detect import report_facts
 from ddpdoctor.model.topology.payloads import NodeEntry, TopologyPayload, host_lists
 from ddpdoctor.model.tuning.algo_ab import AbFailure, AbRow, AlgAbPayload, GpuFacts
@@ -21,7 +22,7 @@ from ddpdoctor.recommend import recommend_from_report
 OLD = REPO / "tests" / "fixtures" / "reports_v1"
 OLD_REPORTS = sorted(p.name for p in OLD.glob("*.json"))
 TOPOLOGY_CODES = ("GPU001", "NVL001", "PCI001", "NUMA001", "IB001", "GDR001", "NCCL001")
-TYPES = {"ALG001": AlgAbPayload, "P2P001": P2PPayload, "BW001": BwSweepPayload}
+TYPES = {"ALG001": AlgAbPayload, "P2P001": P2PPayload, "BW001": BwSweepPayload, "ENV001": EnvPayload}
 TYPES.update({code: TopologyPayload for code in TOPOLOGY_CODES})
 
 
@@ -32,7 +33,7 @@ def _typed_checks(name: str):
 
 def test_the_old_reports_cover_every_typed_payload():
     seen = {code for name in OLD_REPORTS for code, _, _ in _typed_checks(name)}
-    assert {"ALG001", "P2P001", "BW001", "GPU001", "NVL001", "IB001", "NUMA001"} <= seen
+    assert {"ALG001", "P2P001", "BW001", "ENV001", "GPU001", "NVL001", "IB001", "NUMA001"} <= seen
 
 
 @pytest.mark.parametrize("name", OLD_REPORTS)
@@ -174,3 +175,12 @@ def test_host_lists_read_flat_and_per_node_shapes():
     per_node = {"nodes": {"a": {"facts": {}, "data": {"matrix": {"values": [[0, 1], [1, 0]]}}}}}
     assert host_lists("NVL001", per_node, "h", inside_data=True)["a"].nvlink_matrix is not None
     assert host_lists("NVL001", per_node, "h", inside_data=False)["a"].nvlink is None
+
+
+def test_env_payload_round_trips_with_a_gpu():
+    rank = RankEnv(hostname="a", node_rank=0, local_rank=1, torch="2.13.0", nccl="2.21.5", driver="550.54",
+                   gpu=RankGpu(1, "NVIDIA H100", "GPU-1", 24), cpu_count=64, mem_total_GiB=2015.5,
+                   interfaces={"ib0": {"addrs": ["10.0.0.1"], "up": True}}, socket_ifname_var="NCCL_SOCKET_IFNAME",
+                   socket_ifname="ib0", env={"NCCL_DEBUG": "INFO"})  # fmt: skip
+    payload = _roundtrip(EnvPayload({"a": NodeEnv.of(rank, (1,))}, {"1": rank}))
+    assert payload.nodes["a"].nccl == "2.21.5" and payload.nodes["a"].ranks == (1,)

@@ -23,6 +23,7 @@ from typing import Any
 from ddpdoctor.core.payload import LabeledMatrix
 from ddpdoctor.core.report import Report
 from ddpdoctor.model.bandwidth.payloads import BwSweepPayload
+from ddpdoctor.model.nodes.environment import EnvPayload
 from ddpdoctor.model.profiles.schema import Profile
 from ddpdoctor.model.topology.analysis import nvlink_matrix
 from ddpdoctor.model.topology.node import NodeTopology
@@ -121,14 +122,12 @@ def _from_snapshots(report: Report, nodes: dict[str, NodeFacts], sources: list[s
 
 
 def _from_env(report: Report, nodes: dict[str, NodeFacts], sources: list[str]) -> None:
-    per_rank = _data(report, "ENV001").get("per_rank") or {}
     seen: dict[str, dict[str, str]] = {}
-    for d in per_rank.values():
-        if not isinstance(d, dict) or not isinstance(d.get("gpu"), dict) or not d.get("hostname"):
+    for rank in EnvPayload.from_json(_data(report, "ENV001")).per_rank.values():
+        if rank.gpu is None or not rank.hostname:
             continue
-        gpu = d["gpu"]
-        key = str(gpu.get("uuid") or gpu.get("index"))
-        seen.setdefault(str(d["hostname"]), {})[key] = str(gpu.get("name") or "")
+        key = str(rank.gpu.uuid or rank.gpu.index)
+        seen.setdefault(rank.hostname, {})[key] = rank.gpu.name or ""
     for host, gpus in seen.items():
         n = nodes.setdefault(host, NodeFacts(host=host))
         if not n.gpu_names:
