@@ -18,7 +18,7 @@ changes nothing, to prove the plumbing without a GPU.
 On gloo the check does not apply (skipped). Findings: an arm whose children failed (warning, with the
 log tail), children that did not see the NCCL_ALGO they were given or got a wrong sum (error), no arm
 measured at all (error). The verdict — override or keep the default — is the ``nccl_algo``
-recommendation, built from this check's data:
+recommendation, built from this check's data (typed: ``ddpdoctor.model.tuning.algo_ab.AlgAbPayload``):
 
 | key | shape |
 |---|---|
