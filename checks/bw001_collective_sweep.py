@@ -20,12 +20,14 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Mapping
 
 from ddpdoctor import check_options as opt
 from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.bandwidth.busbw import busbw_factor
+from ddpdoctor.model.bandwidth.curve import BandFit
 from ddpdoctor.model.bandwidth.payloads import BwSweepPayload
 from ddpdoctor.model.bandwidth.sizes import format_size, parse_size, size_ladder
 
@@ -230,12 +232,12 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
     return Summary(findings=findings, data=payload.to_json(), summary=_headline(table, payload.fit))
 
 
-def _headline(table: dict[str, list[dict]], fits: dict[str, list[dict]]) -> str:
+def _headline(table: dict[str, list[dict]], fits: Mapping[str, tuple[BandFit, ...]]) -> str:
     op = "all_reduce" if table.get("all_reduce") else next((o for o in table if table[o]), None)
     if op is None:
         return "no sizes measured"
     peak = max(table[op], key=lambda r: r["busbw_GBps"])
-    alpha = fits.get(op, [{}])[0].get("alpha_us") if fits.get(op) else None
+    alpha = fits[op][0].alpha_us if fits.get(op) else None
     text = f"{op} busbw {peak['busbw_GBps']:.3g} GB/s at {format_size(peak['size_B'])} (peak)"
     if alpha is not None:
         text += f", latency α ≈ {alpha:.0f} µs"

@@ -4,6 +4,7 @@ the reports main wrote before the payloads were typed (tests/fixtures/reports_v1
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from alg_payloads import MiB, alpha_beta, rank_payloads, world
@@ -12,7 +13,8 @@ from helpers import REPO
 from ddpdoctor.cli import main
 from ddpdoctor.core.payload import LabeledMatrix, PlotCurve
 from ddpdoctor.core.report import Report
-from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, LinkClass, P2PPayload
+from ddpdoctor.model.bandwidth.curve import BandFit
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, LinkClass, P2PPayload, SweepRow
 from ddpdoctor.model.nodes.environment import EnvPayload, NodeEnv, RankEnv, RankGpu
 from ddpdoctor.model.profiles.detect import report_facts
 from ddpdoctor.model.topology.payloads import NodeEntry, TopologyPayload, host_lists
@@ -89,6 +91,8 @@ def test_imported_payloads_keep_their_own_keys():
     assert "latency" not in p2p.to_json() and "size_B" not in p2p.to_json()
     bw = BwSweepPayload.from_json(report.check("BW001").data)
     assert bw.source["tool"] == "nccl-tests" and bw.backend == "nccl"
+    rows = bw.ops["all_reduce"]
+    assert rows and all(r.iters is None and r.dtype and r.line for r in rows)
 
 
 # -- payloads built here ------------------------------------------------------------------------------------
@@ -139,9 +143,9 @@ def test_bandwidth_and_topology_payloads_round_trip():
     curve = PlotCurve(((1024, 1e-5), (2048, 1.5e-5)), unit_y="s")
     _roundtrip(
         BwSweepPayload(
-            sizes_B=(1024, 2048), ops={"all_reduce": ({"size_B": 1024, "time_us": 10.0},)},
+            sizes_B=(1024, 2048), ops={"all_reduce": (SweepRow(1024, 10.0, 0.1, 0.1, 5, True, slowest_rank=1),)},
             busbw={"all_reduce": PlotCurve(((1024, 0.1),), unit_y="GB/s")}, times={"all_reduce": curve},
-            fit={"all_reduce": ({"lo_B": 1024, "alpha_us": 9.0},)}, all_reduce=curve, world_size=2, nnodes=1,
+            fit={"all_reduce": (BandFit(1024, 2048, 9.0, None, None, 2),)}, all_reduce=curve, world_size=2, nnodes=1,
             backend="gloo", stopped={"at_size_B": 4096, "elapsed_s": 1.0, "estimated_s": 2.0},
             expected_busbw_GBps=1.0, profile={"name": "cpu-gloo"},
         )
@@ -184,3 +188,21 @@ def test_env_payload_round_trips_with_a_gpu():
                    socket_ifname="ib0", env={"NCCL_DEBUG": "INFO"})  # fmt: skip
     payload = _roundtrip(EnvPayload({"a": NodeEnv.of(rank, (1,))}, {"1": rank}))
     assert payload.nodes["a"].nccl == "2.21.5" and payload.nodes["a"].ranks == (1,)
+
+
+def test_fleet_outputs_read_the_old_reports_payloads():
+    """diff, Prometheus metrics and Kubernetes labels read BW001's rows and P2P001's matrices typed."""
+    from ddpdoctor.model.fleet import diff, k8s_labels, metrics
+
+    old = Report.from_dict(json.loads((OLD / "check_gloo_2ranks.json").read_text()))
+    new = Report.from_dict(json.loads((OLD / "check_gloo_2ranks.json").read_text()))
+    bw_new = BwSweepPayload.from_json(new.check("BW001").data)
+    slower = {op: tuple(replace(r, busbw_GBps=r.busbw_GBps / 10) for r in rows) for op, rows in bw_new.ops.items()}
+    new.check("BW001").data = replace(bw_new, ops=slower).to_json()
+    kinds = {c.kind for c in diff.diff_reports(old, new).changes}
+    assert "busbw" in kinds and not kinds & {"p2p", "latency"}
+    text = metrics.render(old)
+    assert "nccl_bus_bandwidth_gbs{" in text and "ddpdoctor_p2p_bandwidth_gbs{" in text
+    assert "ddpdoctor_p2p_latency_microseconds{" in text
+    top = max(bw_new.ops["all_reduce"], key=lambda r: r.size_B).busbw_GBps
+    assert k8s_labels._busbw(old) == top

@@ -15,6 +15,7 @@ from ddpdoctor.core.payload import (
     LabeledMatrix,
     PlotCurve,
     as_dict,
+    flag,
     frozen,
     items,
     number,
@@ -24,7 +25,7 @@ from ddpdoctor.core.payload import (
     thawed,
     whole,
 )
-from ddpdoctor.model.bandwidth.curve import sweep_curves
+from ddpdoctor.model.bandwidth.curve import BandFit, sweep_curves
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
@@ -147,18 +148,53 @@ class P2PPayload:
 
 
 @dataclass(frozen=True)
+class SweepRow:
+    """One collective at one size: the slowest rank's median time and the bandwidths it gives. A live
+    run adds ``slowest_rank``; ``ddpdoctor import`` adds ``dtype``, ``line`` and ``in_place`` (``time_us``,
+    ``busbw_GBps`` of the in-place run) and has no ``iters``."""
+
+    size_B: int
+    time_us: float
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+    iters: int | None = None
+    verified: bool | None = None
+    slowest_rank: int | None = None
+    dtype: str | None = None
+    line: int | None = None
+    in_place: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "size_B": self.size_B, "time_us": self.time_us, "algbw_GBps": self.algbw_GBps,
+            "busbw_GBps": self.busbw_GBps, "iters": self.iters, "verified": self.verified,
+        }  # fmt: skip
+        for key in ("slowest_rank", "dtype", "line", "in_place"):
+            _put(out, key, getattr(self, key))
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any) -> SweepRow | None:
+        """None for a row without its size and time."""
+        if not isinstance(d, dict) or whole(d, "size_B") is None or number(d, "time_us") is None:
+            return None
+        return cls(
+            d["size_B"], d["time_us"], number(d, "algbw_GBps"), number(d, "busbw_GBps"), whole(d, "iters"),
+            flag(d, "verified"), whole(d, "slowest_rank"), text(d, "dtype"), whole(d, "line"), obj(d, "in_place"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class BwSweepPayload:
     """BW001's ``data``: per collective the measured rows, the busbw and time curves, the α–β fits.
 
-    ``ops`` and ``fit`` keep their rows as JSON objects (``{"size_B", "time_us", "algbw_GBps",
-    "busbw_GBps", "iters", "verified"}`` and ``BandFit.to_dict()``); ``model/bandwidth/curve.py`` reads
-    them. ``expected_busbw_GBps`` and ``profile`` are set when a hardware profile gives a reference."""
+    ``expected_busbw_GBps`` and ``profile`` are set when a hardware profile gives a reference."""
 
     sizes_B: tuple[int, ...] = ()
-    ops: Mapping[str, tuple[dict, ...]] = field(default_factory=dict)
+    ops: Mapping[str, tuple[SweepRow, ...]] = field(default_factory=dict)
     busbw: Mapping[str, PlotCurve] = field(default_factory=dict)
     times: Mapping[str, PlotCurve] = field(default_factory=dict)
-    fit: Mapping[str, tuple[dict, ...]] = field(default_factory=dict)
+    fit: Mapping[str, tuple[BandFit, ...]] = field(default_factory=dict)  # α–β per size band
     all_reduce: PlotCurve | None = None  # the all_reduce time curve, when all_reduce ran
     world_size: int | None = None
     nnodes: int | None = None
@@ -177,10 +213,10 @@ class BwSweepPayload:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "sizes_B": list(self.sizes_B),
-            "ops": {op: [dict(r) for r in rows] for op, rows in self.ops.items()},
+            "ops": {op: [r.to_json() for r in rows] for op, rows in self.ops.items()},
             "busbw": {op: c.to_json() for op, c in self.busbw.items()},
             "times": {op: c.to_json() for op, c in self.times.items()},
-            "fit": {op: [dict(f) for f in fits] for op, fits in self.fit.items()},
+            "fit": {op: [f.to_dict() for f in fits] for op, fits in self.fit.items()},
         }
         _put(out, "all_reduce", self.all_reduce.to_json() if self.all_reduce is not None else None)
         out.update(world_size=self.world_size, nnodes=self.nnodes, backend=self.backend, device=self.device,
@@ -206,17 +242,17 @@ class BwSweepPayload:
         def curves(key: str) -> dict[str, PlotCurve]:
             return {k: c for k, v in as_dict(d.get(key)).items() if (c := PlotCurve.from_json(v)) is not None}
 
-        def rows(key: str) -> dict[str, tuple[dict, ...]]:
-            return {k: tuple(x for x in v if isinstance(x, dict)) for k, v in as_dict(d.get(key)).items()
+        def rows(key: str, read) -> dict[str, tuple]:
+            return {k: tuple(x for x in map(read, v) if x is not None) for k, v in as_dict(d.get(key)).items()
                     if isinstance(v, list)}  # fmt: skip
 
         hosts = d.get("hosts")
         return cls(
             sizes_B=items(d, "sizes_B"),
-            ops=rows("ops"),
+            ops=rows("ops", SweepRow.from_json),
             busbw=curves("busbw"),
             times=curves("times"),
-            fit=rows("fit"),
+            fit=rows("fit", BandFit.from_dict),
             all_reduce=PlotCurve.from_json(d.get("all_reduce")),
             world_size=whole(d, "world_size"),
             nnodes=whole(d, "nnodes"),
