@@ -206,3 +206,10 @@ def test_fleet_outputs_read_the_old_reports_payloads():
     assert "ddpdoctor_p2p_latency_microseconds{" in text
     top = max(bw_new.ops["all_reduce"], key=lambda r: r.size_B).busbw_GBps
     assert k8s_labels._busbw(old) == top
+
+
+def test_a_busbw_of_one_curve_or_with_a_shared_unit_reads_as_curves_per_collective():
+    one = BwSweepPayload.from_json({"busbw": {"unit_y": "GB/s", "points": [[8, 3.0]]}})
+    assert one.busbw == {"all_reduce": PlotCurve(((8, 3.0),), unit_y="GB/s")}
+    shared = BwSweepPayload.from_json({"busbw": {"unit_y": "GB/s", "all_gather": {"points": [[8, 2]]}}})
+    assert shared.busbw == {"all_gather": PlotCurve(((8, 2),), unit_y="GB/s")}

@@ -91,8 +91,9 @@ class PlotCurve:
         return {"unit_x": self.unit_x, "unit_y": self.unit_y, "points": [list(p) for p in self.points]}
 
     @classmethod
-    def from_json(cls, d: Any) -> PlotCurve | None:
-        """None when ``d`` is not a curve; points that do not start with two numbers are left out."""
+    def from_json(cls, d: Any, unit_y: str = "") -> PlotCurve | None:
+        """None when ``d`` is not a curve; points that do not start with two numbers are left out.
+        ``unit_y``: the unit when the curve does not say (a map of curves may say it once for all)."""
         if not isinstance(d, dict) or not isinstance(d.get("points"), list):
             return None
         pts = tuple(
@@ -100,7 +101,7 @@ class PlotCurve:
             for p in d["points"]
             if isinstance(p, (list, tuple)) and len(p) >= 2 and is_number(p[0]) and is_number(p[1])
         )
-        return cls(pts, text(d, "unit_x", "B"), text(d, "unit_y", ""))
+        return cls(pts, text(d, "unit_x", "B"), text(d, "unit_y", unit_y))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from ddpdoctor.model.topology.payloads import HostLists, host_lists
 # -- where the views look (the payloads' typed readers are in model/bandwidth and model/topology) -------
 P2P_CODES = ("P2P",)  # code prefixes whose data is a P2PPayload (the point-to-point matrix)
 BW_CODES = ("BW", "RDMA")  # BwSweepPayload's busbw curves; RDMA001: perftest curves from `ddpdoctor import`
-BW_BUSBW = "busbw"  # {collective: curve}, or one curve (a user's check)
 # topology: per host {nvlink, nics, gdr, gpus} (model.topology.payloads.HostLists); a NIC's fields:
 NIC_FIELDS = ("name", "state", "rate_gbps", "link_layer", "numa", "gpu", "rail", "path")
 SOURCE_KEYS = ("source", "snippet")  # a lint finding may carry its own source excerpt in evidence
@@ -140,11 +139,8 @@ class BandwidthView:
 
 def bandwidth_view(report: Report | None) -> BandwidthView | None:
     for c in _checks(report, BW_CODES):
-        bw = BwSweepPayload.from_json(c.data)
-        # BW001 and RDMA001 write {collective: curve}; a user's check may write one curve
-        one = as_curve("all_reduce", c.data.get(BW_BUSBW))
-        unit_y = str(c.data[BW_BUSBW].get("unit_y") or "") if one is None and bw.busbw else ""
-        curves = [one] if one is not None else [cv for k, v in bw.busbw.items() if (cv := as_curve(k, v, unit_y))]
+        bw = BwSweepPayload.from_json(c.data)  # BW001's and RDMA001's {collective: curve}, or one curve
+        curves = [cv for k, v in bw.busbw.items() if (cv := as_curve(k, v)) is not None]
         if not curves:
             continue
         exp = bw.expected_busbw_GBps

@@ -187,6 +187,8 @@ class SweepRow:
 @dataclass(frozen=True)
 class BwSweepPayload:
     """BW001's ``data``: per collective the measured rows, the busbw and time curves, the α–β fits.
+    Read back, a ``busbw`` that is one curve (a user's check) is all_reduce's, and a unit the map of
+    curves states once is each curve's.
 
     ``expected_busbw_GBps`` and ``profile`` are set when a hardware profile gives a reference."""
 
@@ -240,7 +242,11 @@ class BwSweepPayload:
         d = as_dict(d)
 
         def curves(key: str) -> dict[str, PlotCurve]:
-            return {k: c for k, v in as_dict(d.get(key)).items() if (c := PlotCurve.from_json(v)) is not None}
+            raw = as_dict(d.get(key))
+            if (one := PlotCurve.from_json(raw)) is not None:  # one curve (a user's check): all_reduce's
+                return {"all_reduce": one}
+            unit_y = text(raw, "unit_y", "")  # {"unit_y": ..., op: curve}: said once for every curve
+            return {k: c for k, v in raw.items() if (c := PlotCurve.from_json(v, unit_y)) is not None}
 
         def rows(key: str, read) -> dict[str, tuple]:
             return {k: tuple(x for x in map(read, v) if x is not None) for k, v in as_dict(d.get(key)).items()
