@@ -40,6 +40,17 @@ class NodeEntry:
         """GPU001's ``NodeTopology.to_dict()`` of this node, if the entry holds one."""
         return obj(self.data, "topology") if self.data is not None else None
 
+    @property
+    def nvlink(self) -> dict[str, Any] | None:
+        """NVL001's NVLink matrix of this node (``{"unit": "links", "labels": ["GPU0", ...], "values"}``)."""
+        return obj(self.data, "matrix") if self.data is not None else None
+
+    @property
+    def rails(self) -> list[dict[str, Any]] | None:
+        """IB001's rails of this node (``[{"gpu", "nic", "path"}]``, each GPU's nearest NIC)."""
+        v = self.data.get("rails") if self.data is not None else None
+        return v if isinstance(v, list) else None
+
 
 @dataclass(frozen=True)
 class TopologyPayload:
