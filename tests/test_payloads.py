@@ -14,7 +14,13 @@ from ddpdoctor.cli import main
 from ddpdoctor.core.payload import LabeledMatrix, PlotCurve
 from ddpdoctor.core.report import Report
 from ddpdoctor.model.bandwidth.curve import BandFit
-from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, LinkClass, P2PPayload, SweepRow
+from ddpdoctor.model.bandwidth.payloads import (
+    BwSweepPayload,
+    LinkClass,
+    P2PPayload,
+    ProfileComparison,
+    SweepRow,
+)
 from ddpdoctor.model.nodes.environment import EnvPayload, NodeEnv, RankEnv, RankGpu
 from ddpdoctor.model.profiles.detect import report_facts
 from ddpdoctor.model.topology.payloads import NodeEntry, TopologyPayload, host_lists
@@ -147,7 +153,7 @@ def test_bandwidth_and_topology_payloads_round_trip():
             busbw={"all_reduce": PlotCurve(((1024, 0.1),), unit_y="GB/s")}, times={"all_reduce": curve},
             fit={"all_reduce": (BandFit(1024, 2048, 9.0, None, None, 2),)}, all_reduce=curve, world_size=2, nnodes=1,
             backend="gloo", stopped={"at_size_B": 4096, "elapsed_s": 1.0, "estimated_s": 2.0},
-            expected_busbw_GBps=1.0, profile={"name": "cpu-gloo"},
+            expected_busbw_GBps=1.0, profile=ProfileComparison("cpu-gloo", "all_reduce_busbw_intra_node", 0.5, 2048, 50.0),
         )
     )  # fmt: skip
     topo = _roundtrip(

@@ -185,6 +185,35 @@ class SweepRow:
 
 
 @dataclass(frozen=True)
+class ProfileComparison:
+    """BW001's all_reduce busbw against a hardware profile's reference (model/profiles/judge.py)."""
+
+    name: str | None
+    link_class: str | None = None  # all_reduce_busbw_intra_node | all_reduce_busbw_inter_node
+    measured_GBps: float | None = None
+    size_B: int | None = None
+    pct_of_expected: float | None = None
+    scaling: str | None = None  # how the reference was scaled to this run's shape
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "name": self.name, "link_class": self.link_class, "measured_GBps": self.measured_GBps,
+            "size_B": self.size_B, "pct_of_expected": self.pct_of_expected,
+        }  # fmt: skip
+        _put(out, "scaling", self.scaling)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any) -> ProfileComparison | None:
+        if not isinstance(d, dict):
+            return None
+        return cls(
+            text(d, "name"), text(d, "link_class"), number(d, "measured_GBps"), whole(d, "size_B"),
+            number(d, "pct_of_expected"), text(d, "scaling"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class BwSweepPayload:
     """BW001's ``data``: per collective the measured rows, the busbw and time curves, the α–β fits.
     Read back, a ``busbw`` that is one curve (a user's check) is all_reduce's, and a unit the map of
@@ -210,7 +239,7 @@ class BwSweepPayload:
     avg_busbw_GBps: Mapping[str, Any] | None = None
     # a hardware profile's reference (model/profiles/judge.py)
     expected_busbw_GBps: float | None = None
-    profile: Mapping[str, Any] | None = None
+    profile: ProfileComparison | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -228,7 +257,7 @@ class BwSweepPayload:
         _put(out, "hosts", None if self.hosts is None else list(self.hosts))
         _put(out, "avg_busbw_GBps", self.avg_busbw_GBps)
         _put(out, "expected_busbw_GBps", self.expected_busbw_GBps)
-        _put(out, "profile", self.profile)
+        _put(out, "profile", self.profile.to_json() if self.profile is not None else None)
         return out
 
     @classmethod
@@ -270,5 +299,5 @@ class BwSweepPayload:
             hosts=tuple(hosts) if isinstance(hosts, list) else None,
             avg_busbw_GBps=obj(d, "avg_busbw_GBps"),
             expected_busbw_GBps=number(d, "expected_busbw_GBps"),
-            profile=obj(d, "profile"),
+            profile=ProfileComparison.from_json(d.get("profile")),
         )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status, status_from_findings
-from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload, ProfileComparison
 from ddpdoctor.model.bandwidth.sizes import format_size
 from ddpdoctor.model.profiles.detect import MatchResult, as_report
 from ddpdoctor.model.profiles.schema import Profile
@@ -328,15 +328,16 @@ def apply_profile(
             c.status = _worse(c.status, [finding])
     bw = report.check("BW001")
     if bw is not None and comp is not None and comp.expected_GBps is not None:
-        bw.data["expected_busbw_GBps"] = round(comp.expected_GBps, 4)
-        bw.data["profile"] = {
-            "name": profile.name,
-            "link_class": comp.link_class,
-            "measured_GBps": comp.measured_GBps,
-            "size_B": comp.size_B,
-            "pct_of_expected": None if comp.pct is None else round(comp.pct, 1),
-            **({"scaling": comp.note} if comp.note else {}),
-        }
+        reference = ProfileComparison(
+            name=profile.name,
+            link_class=comp.link_class,
+            measured_GBps=comp.measured_GBps,
+            size_B=comp.size_B,
+            pct_of_expected=None if comp.pct is None else round(comp.pct, 1),
+            scaling=comp.note or None,
+        )
+        # added to the payload as it is (a user's BW001-like check may write more or other keys)
+        bw.data.update(expected_busbw_GBps=round(comp.expected_GBps, 4), profile=reference.to_json())
     record: dict[str, Any] = {
         "name": profile.name,
         "how": how,
