@@ -23,7 +23,7 @@ from ddpdoctor.model.bandwidth.payloads import (
 )
 from ddpdoctor.model.nodes.environment import EnvPayload, NodeEnv, RankEnv, RankGpu
 from ddpdoctor.model.profiles.detect import report_facts
-from ddpdoctor.model.topology.payloads import NodeEntry, TopologyPayload, host_lists
+from ddpdoctor.model.topology.payloads import ListedNic, NodeEntry, TopologyPayload, host_lists
 from ddpdoctor.model.tuning.algo_ab import AbFailure, AbRow, AlgAbPayload, GpuFacts
 from ddpdoctor.recommend import recommend_from_report
 
@@ -219,3 +219,13 @@ def test_a_busbw_of_one_curve_or_with_a_shared_unit_reads_as_curves_per_collecti
     assert one.busbw == {"all_reduce": PlotCurve(((8, 3.0),), unit_y="GB/s")}
     shared = BwSweepPayload.from_json({"busbw": {"unit_y": "GB/s", "all_gather": {"points": [[8, 2]]}}})
     assert shared.busbw == {"all_gather": PlotCurve(((8, 2),), unit_y="GB/s")}
+
+
+def test_listed_nics_read_ib001_and_the_flat_shape_alike():
+    ib001 = {"nodes": {"a": {"facts": {}, "data": {"nics": [{"name": "mlx5_0", "kind": "InfiniBand",
+                                                              "rate_Gbps": 400.0, "ports_up": 1, "ports": 1}]}}}}
+    flat = {"nics": [{"name": "mlx5_1", "state": "ACTIVE", "rate_gbps": 200, "link_layer": "Ethernet"}, {"name": "x"}]}
+    assert host_lists("IB001", ib001, "h", inside_data=True)["a"].listed_nics == [ListedNic("mlx5_0", "InfiniBand", 400.0)]
+    assert host_lists("X001", flat, "h", inside_data=False)["h"].listed_nics == [
+        ListedNic("mlx5_1", "RoCE", 200.0), ListedNic("x", "RDMA", None)]
+    assert host_lists("X001", {"nics": ["mlx5_0"]}, "h", inside_data=False)["h"].listed_nics is None

@@ -27,7 +27,7 @@ from ddpdoctor.model.nodes.environment import EnvPayload
 from ddpdoctor.model.profiles.schema import Profile
 from ddpdoctor.model.topology.analysis import nvlink_matrix
 from ddpdoctor.model.topology.node import NodeTopology
-from ddpdoctor.model.topology.payloads import TopologyPayload, host_lists
+from ddpdoctor.model.topology.payloads import ListedNic, TopologyPayload, host_lists
 
 RDMA_KINDS = ("InfiniBand", "RoCE", "EFA", "RDMA")
 # EFA devices carry the PCI-path names rdma-core gives them ("rdmap79s0", as in aws-ofi-nccl's
@@ -148,26 +148,10 @@ def _nvlink_in(matrix: LabeledMatrix | None) -> bool | None:
     )
 
 
-def _nics_in(items: tuple | None) -> list[NicFact] | None:
-    if items is None or not all(isinstance(n, dict) for n in items):
+def _nics_in(listed: list[ListedNic] | None) -> list[NicFact] | None:
+    if listed is None:
         return None
-    out = []
-    for n in items:
-        if n.get("kind"):  # IB001 says it in our words already
-            kind = str(n["kind"])
-        else:  # the TUI's port link layer: Ethernet on an RDMA device is RoCE
-            layer = str(n.get("link_layer") or "")
-            kind = {"infiniband": "InfiniBand", "ethernet": "RoCE"}.get(layer.lower(), layer or "RDMA")
-        rate = n.get("rate_Gbps", n.get("rate_gbps"))
-        name = str(n.get("name") or "")
-        out.append(
-            NicFact(
-                name,
-                "EFA" if _EFA_NAME.match(name) else kind,
-                float(rate) if isinstance(rate, (int, float)) else None,
-            )
-        )
-    return out
+    return [NicFact(n.name, "EFA" if _EFA_NAME.match(n.name) else n.kind, n.rate_Gbps) for n in listed]
 
 
 def _from_views(report: Report, nodes: dict[str, NodeFacts], sources: list[str]) -> None:
@@ -187,7 +171,7 @@ def _from_views(report: Report, nodes: dict[str, NodeFacts], sources: list[str])
             if n.nvlink is None and (found := _nvlink_in(d.nvlink_matrix)) is not None:
                 n.nvlink = found
                 sources.append(f"{c.code} NVLink matrix of {host}")
-            if n.nics is None and (nics := _nics_in(d.nics)) is not None:
+            if n.nics is None and (nics := _nics_in(d.listed_nics)) is not None:
                 n.nics = nics
                 sources.append(f"{c.code} NICs of {host}")
 

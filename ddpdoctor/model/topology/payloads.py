@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpdoctor.core.payload import LabeledMatrix, as_dict, obj
+from ddpdoctor.core.payload import LabeledMatrix, as_dict, is_number, obj
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,26 @@ class TopologyPayload:
 
 
 @dataclass(frozen=True)
+class ListedNic:
+    """A NIC as a per-host ``nics`` list states it: IB001 writes ``{name, kind, rate_Gbps, ports_up,
+    ports}``; the TUI's flat shape ``{name, state, rate_gbps, link_layer, ...}`` (an RDMA port's link
+    layer: Ethernet on an RDMA device is RoCE)."""
+
+    name: str
+    kind: str  # InfiniBand, RoCE, EFA, RDMA (kind unknown), Ethernet, ...
+    rate_Gbps: float | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ListedNic:
+        kind = d.get("kind")
+        if not kind:
+            layer = str(d.get("link_layer") or "")
+            kind = {"infiniband": "InfiniBand", "ethernet": "RoCE"}.get(layer.lower(), layer or "RDMA")
+        rate = d.get("rate_Gbps", d.get("rate_gbps"))
+        return cls(str(d.get("name") or ""), str(kind), float(rate) if is_number(rate) else None)
+
+
+@dataclass(frozen=True)
 class HostLists:
     """What one check says about one host in the shapes the TUI and profile detection read: the topology
     checks' per-node ``data``, or the flat ``{gpus, nvlink, nics, gdr}`` of a one-node report (the TUI's
@@ -103,6 +123,13 @@ class HostLists:
     @property
     def nvlink_matrix(self) -> LabeledMatrix | None:
         return LabeledMatrix.from_json(self.nvlink)
+
+    @property
+    def listed_nics(self) -> list[ListedNic] | None:
+        """The NICs, when ``nics`` is a list of objects (None otherwise: the list says nothing)."""
+        if self.nics is None or not all(isinstance(n, dict) for n in self.nics):
+            return None
+        return [ListedNic.from_json(n) for n in self.nics]
 
 
 def host_lists(code: str, data: Mapping[str, Any], default_host: str, *, inside_data: bool) -> dict[str, HostLists]:
