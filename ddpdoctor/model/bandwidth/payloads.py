@@ -98,7 +98,8 @@ class P2PPayload:
         _put(out, "latency", self.latency.to_json() if self.latency is not None else None)
         for key in ("size_B", "mode", "plan", "rounds", "target_s"):
             _put(out, key, getattr(self, key))
-        for key in ("pairs", "remeasured_alone", "unconfirmed"):
+        _put(out, "pairs", None if self.pairs is None else list(self.pairs))
+        for key in ("remeasured_alone", "unconfirmed"):
             _put(out, key, thawed(getattr(self, key)))
         out["pairs_measured"], out["pairs_possible"] = self.pairs_measured, self.pairs_possible
         out["ranks"] = [dict(r) for r in self.ranks]
@@ -125,7 +126,8 @@ class P2PPayload:
             plan=text(d, "plan"),
             rounds=whole(d, "rounds"),
             target_s=number(d, "target_s"),
-            pairs=seq("pairs"),
+            # one object per measured pair (4 M at 2,048 ranks): kept as they are, not copied
+            pairs=tuple(d["pairs"]) if isinstance(d.get("pairs"), list) else None,
             remeasured_alone=seq("remeasured_alone"),
             unconfirmed=seq("unconfirmed"),
             pairs_measured=whole(d, "pairs_measured"),
