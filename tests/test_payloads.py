@@ -229,3 +229,15 @@ def test_listed_nics_read_ib001_and_the_flat_shape_alike():
     assert host_lists("X001", flat, "h", inside_data=False)["h"].listed_nics == [
         ListedNic("mlx5_1", "RoCE", 200.0), ListedNic("x", "RDMA", None)]
     assert host_lists("X001", {"nics": ["mlx5_0"]}, "h", inside_data=False)["h"].listed_nics is None
+
+
+def test_the_tui_reads_the_old_reports():
+    from ddpdoctor.tui import adapt
+
+    gloo = Report.from_dict(json.loads((OLD / "check_gloo_2ranks.json").read_text()))
+    p2p = adapt.p2p_view(gloo)
+    assert p2p.code == "P2P001" and p2p.matrix.size == 2 and p2p.matrix.unit == "GB/s"
+    bw = adapt.bandwidth_view(gloo)
+    assert {c.name for c in bw.curves} >= {"all_reduce"} and bw.times is not None and bw.times.unit_y == "s"
+    imported = Report.from_dict(json.loads((OLD / "import_nccl_tests_p2p.json").read_text()))
+    assert adapt.p2p_view(imported).matrix.size == 8 and adapt.bandwidth_view(imported).expected == 360.0  # the H100 profile's
