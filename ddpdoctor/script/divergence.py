@@ -120,7 +120,7 @@ class RankValues:
         """What controls a region under ``test``: ("rank", test, outer, after) for a rank test,
         ("test", test, outer, after) for any other (rank-dependent once it reads such a value, which
         _solve decides). ``after``: the region is the rest of a block after an early exit."""
-        kind = "rank" if _tests_the_rank(self.m, test) else "test"
+        kind = "rank" if guard_kind(self.m, test) is not None else "test"
         self._any_rank |= kind == "rank"
         return (kind, test, ctrl, after)
 
@@ -442,22 +442,6 @@ class RankValues:
             if o is not None:
                 out.append(Decision(kind, node, test, o, region))
         return out
-
-
-def _tests_the_rank(m, test: ast.AST) -> bool:
-    """A rank test whose answer differs between ranks: not ``args.gpu is None``, which asks whether
-    a rank-named value was set (the same answer on every rank of a run)."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _tests_the_rank(m, test.operand)
-    if isinstance(test, ast.BoolOp):
-        return any(_tests_the_rank(m, v) for v in test.values)
-    if (
-        isinstance(test, ast.Compare)
-        and all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops)
-        and all(isinstance(c, ast.Constant) and c.value is None for c in test.comparators)
-    ):
-        return False
-    return guard_kind(m, test) is not None
 
 
 def _range_bound(it: ast.AST) -> ast.AST | None:

@@ -77,7 +77,7 @@ _PREDICATES = {
 }
 # and the names built like them: is_global_main, is_local_master_process, is_rank0_worker
 _PREDICATE_NAME = re.compile(
-    r"^is_(?:(global|local|node)_)?(?:main|master|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker|node))?$"
+    r"^is_(?:(global|local|node)_)?(?:main|master|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker))?$"
 )
 _MAX_DEPTH = 6
 
@@ -352,6 +352,10 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
     if isinstance(test, ast.Compare):
         if _only_negative_constants(test.comparators):
             return None  # local_rank == -1: "not distributed", the same on every rank of a run
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops) and all(
+            isinstance(c, ast.Constant) and c.value is None for c in test.comparators
+        ):
+            return None  # args.gpu is None: whether it was set, the same on every rank of a run
         for side in (test.left, *test.comparators):
             k = rank_kind(m, side, depth + 1)
             if k is not None:
