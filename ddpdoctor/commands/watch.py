@@ -71,8 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--verify",
         action="store_true",
         help="for the first runs of a script: check while it runs what lint can only guess "
-        "(collectives that differ across ranks, via TORCH_DISTRIBUTED_DEBUG=DETAIL; a shuffling "
-        "DistributedSampler iterated again with the same epoch); costs time per collective",
+        "(collectives whose operation, shape, dtype or root differ across ranks, stopped before they "
+        "run; isend/irecv requests never waited; DDP forwards run by some ranks only; a shuffling "
+        "DistributedSampler iterated again with the same epoch); costs a few store round trips per "
+        "collective",
     )
     p.add_argument(
         "--collect-timeout",
@@ -134,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout, confirm_s=args.confirm,
                   verify=args.verify)  # fmt: skip
     result = watch.run()
-    verified = _verify_report(result.record.get("verify") or [], result.world_size)
+    verified = _verify_report(result.record.get("verify") or [], result.record.get("forwards") or [],
+                              result.world_size, diagnosed=bool(result.evidence_ranks))  # fmt: skip
     result.record["verify"] = [asdict(f) for f in verified]
     have_evidence = bool(result.evidence_ranks)
     if result.outcome == "finished" and not have_evidence:
@@ -176,20 +179,25 @@ def run(args: argparse.Namespace) -> int:
     return code if diag_code != 2 else 2
 
 
-def _verify_report(items: list[dict], world: int | None) -> list:
+def _verify_report(items: list[dict], forwards: list[dict], world: int | None, diagnosed: bool) -> list:
     """Print what --verify found while the job ran, one finding per cause, each joined with the lint
-    finding at the same place ("DDP101 at train.py:10, confirmed at run time: ...")."""
-    if not items:
-        return []
-    from ddpdoctor.model.hang.verify import group_run_findings
+    finding at the same place ("DDP101 at train.py:10, confirmed at run time: ..."). A collective
+    mismatch stopped the job: the diagnosis that follows names it, so it is not printed twice."""
+    from ddpdoctor.model.hang.verify import forward_findings, group_run_findings
 
-    found = group_run_findings(items)
+    found = group_run_findings(items + forward_findings(forwards))
+    if not found:
+        return []
     _join_lint(found, world)
-    print(f"Verify: {len(found)} finding{'s' if len(found) != 1 else ''} while the job ran (watch --verify)")
-    for f in found:
+    shown = [f for f in found if not (diagnosed and f.kind == "collective_mismatch")]
+    if shown:
+        print(f"Verify: {len(shown)} finding{'s' if len(shown) != 1 else ''} while the job ran (watch --verify)")
+    for f in shown:
         print(f"  {f.headline()}")
         if f.code:
             print(f"      {f.code}")
+        for line in f.calls:
+            print(f"      {line}")
         for line in f.joined():
             print(f"      {line}")
     return found

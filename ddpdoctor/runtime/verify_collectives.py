@@ -1,0 +1,173 @@
+"""`watch --verify`: our own collective fingerprint check, in the rank (torch is imported here).
+
+Every collective called through ``torch.distributed`` is wrapped: before the real call, the rank
+writes the call's fingerprint (operation, input shapes and dtypes, root, the user's path:line; see
+model/hang/fingerprint.py) into the job's store under (group, our sequence number, rank) and looks
+whether every other member's fingerprint of the same number is there. The rank that finds them all
+compares; on a difference it records the finding and raises before entering the collective, so the
+job stops with the mismatch named instead of hanging (NCCL) or aborting (gloo). A rank that does not
+find them all goes on at once: the store is never waited on, so a rank that never arrives leaves a
+hang in the real collective for the hang doctor to name.
+
+Cost: three store round trips per collective (set, check, delete of an old key), four for the rank
+that compares. TORCH_DISTRIBUTED_DEBUG=DETAIL does the same inside torch but crashes DDP's
+constructor on torch 2.13 CPU builds (SIGSEGV, seen here), so --verify no longer sets it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from ddpdoctor.model.hang.fingerprint import CallPrint, compare
+from ddpdoctor.runtime.verify_hooks import forward_step, record_finding
+
+C10D_MODULE = "torch.distributed.distributed_c10d"
+KEY = "ddpdoctor-verify/"
+KEEP = 16  # each rank deletes its own key of call N-KEEP: the store holds at most KEEP calls per rank
+
+# op -> (its input tensor(s): name, position), (root: name, position, group-relative name), group position
+_SPEC: dict[str, tuple[tuple[str, int] | None, tuple[str, int, str] | None, int]] = {
+    "all_reduce": (("tensor", 0), None, 2),
+    "broadcast": (("tensor", 0), ("src", 1, "group_src"), 2),
+    "reduce": (("tensor", 0), ("dst", 1, "group_dst"), 3),
+    "all_gather": (("tensor", 1), None, 2),
+    "all_gather_into_tensor": (("input_tensor", 1), None, 2),
+    "gather": (("tensor", 0), ("dst", 2, "group_dst"), 3),
+    "scatter": (("tensor", 0), ("src", 2, "group_src"), 3),
+    "reduce_scatter": (("output", 0), None, 3),
+    "reduce_scatter_tensor": (("input", 1), None, 3),
+    "all_to_all": (("input_tensor_list", 1), None, 2),
+    "all_to_all_single": (("input", 1), None, 4),
+    "barrier": (None, None, 0),
+}
+
+
+class CollectiveMismatchError(RuntimeError):
+    """Raised in the rank instead of running a collective its group's ranks disagree on."""
+
+
+def _arg(args: tuple, kwargs: dict, name: str, pos: int):
+    if name in kwargs:
+        return kwargs[name]
+    return args[pos] if pos < len(args) else None
+
+
+def _describe(t) -> tuple[list[str], list[str]]:
+    items = t if isinstance(t, (list, tuple)) else [t]
+    shapes, dtypes = [], []
+    for x in items:
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            shapes.append("x".join(str(int(d)) for d in x.shape))
+            dtypes.append(str(x.dtype).replace("torch.", ""))
+    return shapes, dtypes
+
+
+class Fingerprints:
+    """Per-rank state: our count of collectives per group, the members of each group."""
+
+    def __init__(self, agent, c10d) -> None:
+        self.agent = agent
+        self.c10d = c10d
+        self.lock = threading.Lock()
+        self.seq: dict[str, int] = {}
+        self.members: dict[str, list[int]] = {}
+
+    def check(self, op: str, args: tuple, kwargs: dict) -> None:
+        c10d = self.c10d
+        tensor_spec, root_spec, group_pos = _SPEC[op]
+        group = _arg(args, kwargs, "group", group_pos)
+        if not c10d.is_initialized() or c10d._rank_not_in_group(group):
+            return
+        pg = group if group is not None else c10d._get_default_group()
+        name = c10d._get_process_group_name(pg)
+        label = "default_pg" if pg is c10d._get_default_group() else f"group {name}"
+        members = self.members.get(name)
+        if members is None:
+            members = self.members[name] = list(c10d.get_process_group_ranks(pg))
+        if len(members) < 2:
+            return
+        with self.lock:
+            seq = self.seq[name] = self.seq.get(name, 0) + 1
+        shapes, dtypes = _describe(_arg(args, kwargs, *tensor_spec)) if tensor_spec else ([], [])
+        root = None
+        if root_spec is not None:
+            root = _arg(args, kwargs, root_spec[0], root_spec[1])
+            local = kwargs.get(root_spec[2])
+            if root is None and isinstance(local, int):
+                root = members[local] if 0 <= local < len(members) else local
+        frame, api = _caller(sys._getframe(2))
+        where = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
+        me = c10d.get_rank()
+        mine = CallPrint(me, label, seq, op, tuple(shapes), tuple(dtypes), None if root is None else int(root),
+                         where[0], where[1], api, forward_step())  # fmt: skip
+        store = c10d._get_default_store()
+        prefix = f"{KEY}{name}/"
+        store.set(f"{prefix}{seq}/{me}", mine.encode())
+        peers = [f"{prefix}{seq}/{r}" for r in members if r != me]
+        if store.check(peers):
+            prints = [mine] + [CallPrint.decode(v) for v in store.multi_get(peers)]
+            found = compare(prints)
+            if found is not None:
+                record_finding(self.agent, {
+                    "kind": "collective_mismatch", "rank": me, "host": self.agent.host, "seq": seq,
+                    "group": label, "file": where[0], "line": where[1], "code": _code(*where),
+                    "operation": found.operation(), "culprits": found.culprits(), "step": found.step(),
+                    "message": found.message(), "mismatch": found.to_dict()})  # fmt: skip
+                raise CollectiveMismatchError(f"ddpdoctor watch --verify: {found.message()}")
+        if seq > KEEP:
+            store.delete_key(f"{prefix}{seq - KEEP}/{me}")
+
+
+def _caller(frame):
+    """The user's frame that called the collective, and the c10d function it called (outermost)."""
+    api = ""
+    while frame is not None:
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if path.endswith("/torch/distributed/distributed_c10d.py"):
+            api = frame.f_code.co_name
+        elif "/torch/" not in path and "/ddpdoctor/runtime/" not in path and not path.startswith("<"):
+            return frame, api
+        frame = frame.f_back
+    return None, api
+
+
+def _code(file: str, line: int) -> str:
+    import linecache
+
+    return linecache.getline(file, line).strip()
+
+
+def patch(agent, module) -> None:
+    """Wrap the collectives of ``torch.distributed.distributed_c10d`` (and their names in
+    ``torch.distributed``, when it has them already). Once."""
+    if getattr(module, "_ddpdoctor_verify", False):
+        return
+    module._ddpdoctor_verify = True
+    state = Fingerprints(agent, module)
+    dist = sys.modules.get("torch.distributed")
+    for op in _SPEC:
+        real = getattr(module, op, None)
+        if real is None:
+            continue
+        wrapped = _wrap(state, op, real)
+        setattr(module, op, wrapped)
+        if dist is not None and getattr(dist, op, None) is real:
+            setattr(dist, op, wrapped)
+
+
+def _wrap(state: Fingerprints, op: str, real):
+    import functools
+
+    @functools.wraps(real)
+    def checked(*args, **kwargs):
+        try:
+            state.check(op, args, kwargs)
+        except CollectiveMismatchError:
+            raise
+        except Exception:  # noqa: BLE001 - the check never breaks the job: run the collective unchecked
+            pass
+        return real(*args, **kwargs)
+
+    checked._ddpdoctor = True  # type: ignore[attr-defined]
+    return checked
