@@ -20,7 +20,7 @@ import sys
 import threading
 
 from ddpdoctor.model.hang.fingerprint import CallPrint, compare
-from ddpdoctor.runtime.verify_hooks import forward_step, record_finding
+from ddpdoctor.runtime.verify_base import forward_step, record_finding
 
 C10D_MODULE = "torch.distributed.distributed_c10d"
 KEY = "ddpdoctor-verify/"

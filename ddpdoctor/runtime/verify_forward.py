@@ -11,38 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-from dataclasses import dataclass, field
 
-from ddpdoctor.runtime.verify_hooks import user_frame
+from ddpdoctor.runtime.verify_base import FORWARDS, user_frame, write_json
 
 DDP_MODULE = "torch.nn.parallel.distributed"
-
-
-@dataclass
-class ForwardCounts:
-    total: int = 0
-    sites: dict[str, list[int]] = field(default_factory=dict)  # "path:line" -> [count, first #, last #]
-    written: int = -1
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, where: str) -> None:
-        with self.lock:
-            self.total += 1
-            s = self.sites.get(where)
-            if s is None:
-                self.sites[where] = [1, self.total, self.total]
-            else:
-                s[0] += 1
-                s[2] = self.total
-
-    def to_dict(self, rank: int | None, host: str) -> dict:
-        with self.lock:
-            return {"rank": rank, "host": host, "total": self.total,
-                    "sites": {k: {"count": c, "first": a, "last": b} for k, (c, a, b) in self.sites.items()}}  # fmt: skip
-
-
-COUNTS = ForwardCounts()
 
 
 def patch(agent, module) -> None:
@@ -54,7 +26,7 @@ def patch(agent, module) -> None:
     def forward(self, *args, **kwargs):
         try:
             f = user_frame(sys._getframe(1))
-            COUNTS.add(f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?:0")
+            FORWARDS.add(f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?:0")
         except Exception:  # noqa: BLE001 - a check never breaks the job
             pass
         return real(self, *args, **kwargs)
@@ -67,14 +39,12 @@ def patch(agent, module) -> None:
 def write(agent) -> None:
     """forward-R.json, when the counts changed since the last write (called from the helper thread
     and at the rank's end)."""
-    if COUNTS.total == COUNTS.written or COUNTS.total == 0:
+    if FORWARDS.total == FORWARDS.written or FORWARDS.total == 0:
         return
     rank = agent.rank if agent.rank is not None else agent.env_rank
-    doc = COUNTS.to_dict(rank, agent.host)
+    doc = FORWARDS.to_dict(rank, agent.host)
     try:
-        from ddpdoctor.runtime.rank_agent import _write_json
-
-        _write_json(os.path.join(agent.run_dir, f"forward-{rank}.json"), doc)
-        COUNTS.written = doc["total"]
+        write_json(os.path.join(agent.run_dir, f"forward-{rank}.json"), doc)
+        FORWARDS.written = doc["total"]
     except OSError:
         pass

@@ -16,51 +16,17 @@ moment torch's modules are imported (no race with the script). Each finding is o
 from __future__ import annotations
 
 import importlib.abc
-import json
 import linecache
-import os
 import sys
 import threading
 
+from ddpdoctor.runtime import verify_collectives, verify_forward, verify_p2p
+from ddpdoctor.runtime.verify_base import record_finding, user_frame
+
 SAMPLER_MODULE = "torch.utils.data.distributed"
-
-_TORCH_FILE = ("/torch/", "/ddpdoctor/runtime/")
-
-
-def _user_frame(frame):
-    """The innermost frame outside torch and ddpdoctor: the user's loop."""
-    while frame is not None:
-        path = frame.f_code.co_filename.replace("\\", "/")
-        if not any(t in path for t in _TORCH_FILE) and not path.startswith("<"):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def user_frame(frame):
-    return _user_frame(frame)
-
-
-def record_finding(agent, finding: dict) -> None:
-    """One finding, one JSON line in verify-R.jsonl (the watch reads them all at the end)."""
-    path = os.path.join(agent.run_dir, f"verify-{agent.env_rank}.jsonl")
-    try:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(finding) + "\n")
-    except OSError:
-        pass
-
-
-def forward_step() -> int | None:
-    """How many forwards of a DDP model this rank has run (None before the first or without one)."""
-    mod = sys.modules.get("ddpdoctor.runtime.verify_forward")
-    return mod.COUNTS.total or None if mod is not None else None
-
 
 def _patchers(agent) -> dict:
     """module name -> what to do with the module once it has run."""
-    from ddpdoctor.runtime import verify_collectives, verify_forward, verify_p2p
-
     def c10d(module):
         verify_collectives.patch(agent, module)
         verify_p2p.patch(agent, module)
@@ -150,7 +116,7 @@ def _patch(agent, DistributedSampler) -> None:
 
 
 def _report_sampler(agent, sampler, epoch: int, n: int) -> None:
-    f = _user_frame(sys._getframe(2))
+    f = user_frame(sys._getframe(2))
     where = {"file": f.f_code.co_filename, "line": f.f_lineno, "function": f.f_code.co_name} if f else {}
     code = linecache.getline(where["file"], where["line"]).strip() if where else ""
     finding = {

@@ -13,7 +13,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from ddpdoctor.runtime.verify_hooks import forward_step, record_finding, user_frame
+from ddpdoctor.runtime.verify_base import forward_step, record_finding, user_frame
 
 MAX_PENDING = 100_000  # requests remembered at most (the oldest are dropped)
 WAIT_FUNCTION = "wait"  # the frame of ours a waiting main thread sits in (see rank_agent)
