@@ -138,11 +138,11 @@ def run(args: argparse.Namespace) -> int:
     result = watch.run()
     verified = _verify_report(result.record.get("verify") or [], result.record.get("forwards") or [],
                               result.world_size, diagnosed=bool(result.evidence_ranks))  # fmt: skip
-    result.record["verify"] = [asdict(f) for f in verified]
+    result.record["verify"] = [asdict(f) for f in verified]  # watch.json: the grouped findings
     have_evidence = bool(result.evidence_ranks)
     if result.outcome == "finished" and not have_evidence:
         if args.json:
-            _write_json(args.json, result.record)
+            _write_json(args.json, _finished_diagnosis(result, verified) if args.verify else result.record)
         return 0
     code = 1 if result.outcome == "hang" else result.exit_code
     if not have_evidence:
@@ -175,8 +175,25 @@ def run(args: argparse.Namespace) -> int:
             _write_json(args.json, result.record)
         return code
     save_record(result)
-    diag_code = _diagnose(result, args.json, result.record["verify"])
+    diag_code = _diagnose(result, args.json, verified)
     return code if diag_code != 2 else 2
+
+
+def _finished_diagnosis(result, verified: list) -> dict:
+    """--verify on a job that finished: a hang diagnosis with nothing hung and what --verify found, so
+    that `ddpdoctor tui PATH` shows it."""
+    from ddpdoctor.model.hang.analysis import HangDiagnosis
+
+    n = len(verified)
+    verdict = f"the job finished (exit {result.record.get('job_exit_code')})" + (
+        f"; watch --verify found {n} problem{'s' if n != 1 else ''} while it ran" if n else "; watch --verify found nothing"
+    )
+    r = result.record
+    watch = {"command": r.get("command"), "outcome": r.get("outcome"), "exit_codes": r.get("exit_codes"),
+             "detected_after_s": None, "hang_after_s": r.get("hang_after_s"), "trigger": None}  # fmt: skip
+    diag = HangDiagnosis(verdict, "none", None, None, None, None, [], [], [], [], [], r.get("world_size") or 0,
+                         watch=watch, heading="Exit", verify=list(verified))  # fmt: skip
+    return diag.to_dict()
 
 
 def _verify_report(items: list[dict], forwards: list[dict], world: int | None, diagnosed: bool) -> list:
@@ -260,11 +277,12 @@ def _diagnose(result, json_path: str | None, verify: list | None = None) -> int:
     except EvidenceError as e:
         print(f"ddpdoctor watch: cannot read the evidence: {e}", file=sys.stderr)
         return 2
+    diag.verify = list(verify or [])
     console = make_console()
     print_diagnosis(diag, console)
     print(f"evidence: {result.dumps}/ (again: ddpdoctor hang {result.dumps})")
     if json_path:
-        _write_json(json_path, {**diag.to_dict(), "verify": verify or []})
+        _write_json(json_path, diag.to_dict())
     return 0
 
 

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ddpdoctor.model.hang.evidence import Evidence, Frame, FROp, RankEvidence
+from ddpdoctor.model.hang.verify import RunFinding
 
 DIAGNOSIS_FORMAT = "ddpdoctor-hang-diagnosis"
 P2P_CALLS = {"send", "recv", "isend", "irecv", "batch_isend_irecv"}
@@ -165,6 +166,7 @@ class HangDiagnosis:
     sources: list[str] = field(default_factory=list)
     why: str | None = None  # why the watch ended the job: the certain deadlock, or the rhythm auto read
     heading: str = "Hang"  # Hang | Crash | Exit: what the job's end was
+    verify: list[RunFinding] = field(default_factory=list)  # what `watch --verify` found while the job ran
 
 
     def rank(self, r: int) -> RankReport | None:
@@ -191,6 +193,7 @@ class HangDiagnosis:
                 "findings": [GroupFinding(**f) for f in d["findings"]],
                 "ranks": [rank_report(x) for x in d["ranks"]],
                 "grids": [Grid(**g) for g in d.get("grids", [])],
+                "verify": [RunFinding(**v) for v in d.get("verify", [])],
             }
         )
 
