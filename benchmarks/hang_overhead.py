@@ -4,8 +4,9 @@ that load from other users hits both alike.
 
     python benchmarks/hang_overhead.py [--pairs 4] [--steps 1500] [--hang-after 300 5] [--verify]
 
-With --verify the watched runs use `watch --verify` (TORCH_DISTRIBUTED_DEBUG=DETAIL: a fingerprint
-exchange before every collective): the figure is what --verify costs per step.
+With --verify the watched runs use `watch --verify` (a fingerprint exchange through the job's store
+before every collective, and the p2p, forward and sampler checks): the figure is what --verify costs
+per step.
 """
 
 from __future__ import annotations
