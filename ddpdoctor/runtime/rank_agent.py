@@ -388,6 +388,13 @@ class Agent:
         with self.lock:
             if self.dumped is not None:
                 return
+            if self.verify:
+                try:
+                    from ddpdoctor.runtime.verify_collectives import shared_mismatch
+
+                    shared_mismatch(self)
+                except Exception:  # noqa: BLE001 - the evidence matters more
+                    pass
             doc = self.evidence(reason, exc)
             try:
                 os.makedirs(self.dumps, exist_ok=True)

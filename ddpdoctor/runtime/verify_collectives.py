@@ -16,14 +16,19 @@ constructor on torch 2.13 CPU builds (SIGSEGV, seen here), so --verify no longer
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
+from datetime import timedelta
 
-from ddpdoctor.model.hang.fingerprint import CallPrint, compare
+from ddpdoctor.model.hang.fingerprint import CallPrint, CollectiveMismatch, compare
 from ddpdoctor.runtime.verify_base import forward_step, record_finding
 
 C10D_MODULE = "torch.distributed.distributed_c10d"
 KEY = "ddpdoctor-verify/"
+MISMATCH_KEY = KEY + "mismatch"  # the first mismatch found, for the ranks that did not find it
+AFTER_FAILURE_S = 3.0  # how long a failed collective waits for its peers' fingerprints
+STATE: dict = {}  # "fingerprints": this rank's Fingerprints, once patched
 KEEP = 16  # each rank deletes its own key of call N-KEEP: the store holds at most KEEP calls per rank
 
 # op -> (its input tensor(s): name, position), (root: name, position, group-relative name), group position
@@ -72,13 +77,16 @@ class Fingerprints:
         self.lock = threading.Lock()
         self.seq: dict[str, int] = {}
         self.members: dict[str, list[int]] = {}
+        self.reported = False  # one collective mismatch per rank: the job stops at the first
 
-    def check(self, op: str, args: tuple, kwargs: dict) -> None:
+    def check(self, op: str, args: tuple, kwargs: dict) -> tuple[CallPrint, list[str]] | None:
+        """Fingerprint this call into the store and compare when every peer's is there; (our print,
+        the peers' keys) for a check after a failure, None when the call is not checked."""
         c10d = self.c10d
         tensor_spec, root_spec, group_pos = _SPEC[op]
         group = _arg(args, kwargs, "group", group_pos)
         if not c10d.is_initialized() or c10d._rank_not_in_group(group):
-            return
+            return None
         pg = group if group is not None else c10d._get_default_group()
         name = c10d._get_process_group_name(pg)
         label = "default_pg" if pg is c10d._get_default_group() else f"group {name}"
@@ -86,7 +94,7 @@ class Fingerprints:
         if members is None:
             members = self.members[name] = list(c10d.get_process_group_ranks(pg))
         if len(members) < 2:
-            return
+            return None
         with self.lock:
             seq = self.seq[name] = self.seq.get(name, 0) + 1
         shapes, dtypes = _describe(_arg(args, kwargs, *tensor_spec)) if tensor_spec else ([], [])
@@ -106,17 +114,61 @@ class Fingerprints:
         store.set(f"{prefix}{seq}/{me}", mine.encode())
         peers = [f"{prefix}{seq}/{r}" for r in members if r != me]
         if store.check(peers):
-            prints = [mine] + [CallPrint.decode(v) for v in store.multi_get(peers)]
-            found = compare(prints)
-            if found is not None:
-                record_finding(self.agent, {
-                    "kind": "collective_mismatch", "rank": me, "host": self.agent.host, "seq": seq,
-                    "group": label, "file": where[0], "line": where[1], "code": _code(*where),
-                    "operation": found.operation(), "culprits": found.culprits(), "step": found.step(),
-                    "message": found.message(), "mismatch": found.to_dict()})  # fmt: skip
-                raise CollectiveMismatchError(f"ddpdoctor watch --verify: {found.message()}")
+            self._compare(store, mine, peers)
         if seq > KEEP:
             store.delete_key(f"{prefix}{seq - KEEP}/{me}")
+        return mine, peers
+
+    def _compare(self, store, mine: CallPrint, peers: list[str]) -> None:
+        """Raise CollectiveMismatchError when the peers' fingerprints differ from ours (every rank's
+        finding says the same; the first one found is also left in the store for the others)."""
+        found = compare([mine] + [CallPrint.decode(v) for v in store.multi_get(peers)])
+        if found is None:
+            return
+        if not store.check([MISMATCH_KEY]):
+            store.set(MISMATCH_KEY, json.dumps(found.to_dict()))
+        self.report(found, mine)
+        raise CollectiveMismatchError(f"ddpdoctor watch --verify: {found.message()}")
+
+    def report(self, found: CollectiveMismatch, mine: CallPrint | None) -> None:
+        if self.reported:
+            return
+        self.reported = True
+        me = found.prints[0] if mine is None else mine
+        record_finding(self.agent, {
+            "kind": "collective_mismatch", "rank": self.c10d.get_rank(), "host": self.agent.host,
+            "seq": found.seq, "group": found.group, "file": me.file, "line": me.line, "code": _code(me.file, me.line),
+            "operation": found.operation(), "culprits": found.culprits(), "step": found.step(),
+            "message": found.message(), "mismatch": found.to_dict()})  # fmt: skip
+
+    def after_failure(self, call) -> CollectiveMismatchError | None:
+        """The collective we let through failed (gloo refuses a size locally; a peer that raised
+        resets the connection): its peers' fingerprints, waited for a moment, may say why."""
+        if call is None:
+            return None
+        mine, peers = call
+        store = self.c10d._get_default_store()
+        try:
+            store.wait(peers, timedelta(seconds=AFTER_FAILURE_S))
+        except Exception:  # noqa: BLE001 - a peer never got there: nothing to compare
+            return None
+        try:
+            self._compare(store, mine, peers)
+        except CollectiveMismatchError as e:
+            return e
+        return None
+
+
+def shared_mismatch(agent) -> None:
+    """At a rank's evidence dump: the mismatch another rank found (left in the store), as this rank's
+    finding too, so that every node's watch has it. Never waits."""
+    state = STATE.get("fingerprints")
+    c10d = sys.modules.get(C10D_MODULE)
+    if state is None or c10d is None or state.reported or not c10d.is_initialized():
+        return
+    store = c10d._get_default_store()
+    if store.check([MISMATCH_KEY]):
+        state.report(CollectiveMismatch.from_dict(json.loads(store.get(MISMATCH_KEY))), None)
 
 
 def _caller(frame):
@@ -144,7 +196,7 @@ def patch(agent, module) -> None:
     if getattr(module, "_ddpdoctor_verify", False):
         return
     module._ddpdoctor_verify = True
-    state = Fingerprints(agent, module)
+    state = STATE["fingerprints"] = Fingerprints(agent, module)
     dist = sys.modules.get("torch.distributed")
     for op in _SPEC:
         real = getattr(module, op, None)
@@ -161,13 +213,23 @@ def _wrap(state: Fingerprints, op: str, real):
 
     @functools.wraps(real)
     def checked(*args, **kwargs):
+        call = None
         try:
-            state.check(op, args, kwargs)
+            call = state.check(op, args, kwargs)
         except CollectiveMismatchError:
             raise
         except Exception:  # noqa: BLE001 - the check never breaks the job: run the collective unchecked
             pass
-        return real(*args, **kwargs)
+        try:
+            return real(*args, **kwargs)
+        except Exception as failure:
+            try:
+                found = state.after_failure(call)
+            except Exception:  # noqa: BLE001
+                found = None
+            if found is not None:
+                raise found from failure
+            raise
 
     checked._ddpdoctor = True  # type: ignore[attr-defined]
     return checked

@@ -104,3 +104,16 @@ def test_certain_deadlock_across_nodes_at_default_hang_after(tmp_path):
         assert run.diag["culprit_ranks"] == [0] and run.diag["seq"] == 4
         assert (run.rank(0)["operation"], location(run, 0)) == ("barrier", "barrier_rank0.py:7")
     assert "mismatch_op" in kinds, kinds  # at least the node that called it says why
+
+
+def test_verify_names_an_uneven_all_gather_on_every_node(tmp_path):
+    """watch --verify across nodes: the fingerprints meet in the job's store (node 0's launcher); every
+    node's watch names the mismatch, the sequence number, the ranks' shapes and path:line."""
+    runs = _run(tmp_path, "verify_uneven_gather.py", hang_after=300, extra=("--verify",))
+    for run in runs:
+        assert run.rc == 1, run.out
+        d = run.diag
+        assert (d["kind"], d["operation"], d["seq"]) == ("mismatch_size", "all_gather", 2), run.out
+        assert "rank 0 calls all_gather float32[100] at verify_uneven_gather.py:9" in d["verdict"]
+        assert "rank 1 calls all_gather float32[101] at verify_uneven_gather.py:9" in d["verdict"]
+        assert sorted(d["culprit_ranks"]) == [0, 1]
