@@ -30,6 +30,7 @@ def _patchers(agent) -> dict:
     def c10d(module):
         verify_collectives.patch(agent, module)
         verify_p2p.patch(agent, module)
+        verify_forward.patch_destroy(agent, module)
 
     return {
         SAMPLER_MODULE: lambda m: _patch(agent, m.DistributedSampler),

@@ -117,3 +117,14 @@ def test_verify_names_an_uneven_all_gather_on_every_node(tmp_path):
         assert "rank 0 calls all_gather float32[100] at verify_uneven_gather.py:9" in d["verdict"]
         assert "rank 1 calls all_gather float32[101] at verify_uneven_gather.py:9" in d["verdict"]
         assert sorted(d["culprit_ranks"]) == [0, 1]
+
+
+def test_verify_names_a_forward_run_on_one_node_only(tmp_path):
+    """The ranks' forward counts meet in the store at destroy_process_group: both nodes' watches
+    compare both ranks."""
+    runs = _run(tmp_path, "verify_forward_rank0.py", hang_after=300, extra=("--verify",))
+    for run in runs:
+        assert run.rc == 0, run.out
+        (f,) = run.diag["verify"]
+        assert f["kind"] == "forward_some_ranks" and f["ranks"] == [0] and f["other_ranks"] == [1]
+        assert f["file"].endswith("verify_forward_rank0.py") and f["line"] == 14 and f["steps"] == [3]

@@ -108,3 +108,14 @@ def test_forward_of_ddp_model_on_rank_0_only_is_named(tmp_path):
     assert f["file"].endswith("verify_forward_rank0.py") and f["line"] == 14
     assert f["steps"] == [3]  # rank 0's third forward of the DDP model
     assert "DDP301" in [x["code"] for x in f["lint"]]
+
+
+def test_different_collectives_are_named_with_each_rank_line(tmp_path):
+    run = watch(tmp_path, torchrun("verify_op_mismatch.py", 3), hang_after=300, extra=("--verify",))
+    assert leftovers(run.dumps) == [], run.out
+    assert run.rc == 1, run.out
+    d = run.diag
+    assert (d["kind"], d["seq"], d["operation"]) == ("mismatch_op", 3, "all_reduce/broadcast"), run.out
+    assert d["culprit_ranks"] == [0]  # ranks 1 and 2 agree: rank 0 is the odd one out
+    assert "rank 0 calls broadcast float32[16] from rank 0 at verify_op_mismatch.py:8" in d["verdict"]
+    assert "ranks 1, 2 call all_reduce float32[16] at verify_op_mismatch.py:10" in d["verdict"]
