@@ -2,15 +2,17 @@
 
 Every collective called through ``torch.distributed`` is wrapped: before the real call, the rank
 writes the call's fingerprint (operation, input shapes and dtypes, root, the user's path:line; see
-model/hang/fingerprint.py) into the job's store under (group, our sequence number, rank) and looks
-whether every other member's fingerprint of the same number is there. The rank that finds them all
-compares; on a difference it records the finding and raises before entering the collective, so the
-job stops with the mismatch named instead of hanging (NCCL) or aborting (gloo). A rank that does not
-find them all goes on at once: the store is never waited on, so a rank that never arrives leaves a
-hang in the real collective for the hang doctor to name.
+model/hang/fingerprint.py) into its slot of the job's store (group, our sequence number modulo
+SLOTS, rank) and reads the other members' slots. The rank that finds every peer's fingerprint of the
+same number compares; on a difference it records the finding and raises before entering the
+collective, so the job stops with the mismatch named instead of hanging (NCCL) or aborting (gloo). A
+rank that does not find them all goes on at once: the store is never waited on, so a rank that
+never arrives leaves a hang in the real collective for the hang doctor to name. A collective let
+through that then fails looks for its peers' fingerprints for a moment (AFTER_FAILURE_S) and names
+the mismatch behind the failure.
 
-Cost: three store round trips per collective (set, check, delete of an old key), four for the rank
-that compares. TORCH_DISTRIBUTED_DEBUG=DETAIL does the same inside torch but crashes DDP's
+Cost: two store round trips per collective (set, multi_get of the peers' slots), once a group's
+slots exist (a check before that). TORCH_DISTRIBUTED_DEBUG=DETAIL does the same inside torch but crashes DDP's
 constructor on torch 2.13 CPU builds (SIGSEGV, seen here), so --verify no longer sets it.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from datetime import timedelta
+import time
 
 from ddpdoctor.model.hang.fingerprint import CallPrint, CollectiveMismatch, compare
 from ddpdoctor.runtime.verify_base import forward_step, record_finding
@@ -29,7 +31,7 @@ KEY = "ddpdoctor-verify/"
 MISMATCH_KEY = KEY + "mismatch"  # the first mismatch found, for the ranks that did not find it
 AFTER_FAILURE_S = 3.0  # how long a failed collective waits for its peers' fingerprints
 STATE: dict = {}  # "fingerprints": this rank's Fingerprints, once patched
-KEEP = 16  # each rank deletes its own key of call N-KEEP: the store holds at most KEEP calls per rank
+SLOTS = 16  # call N of a group goes in the rank's slot N % SLOTS: the store holds SLOTS keys per rank
 
 # op -> (its input tensor(s): name, position), (root: name, position, group-relative name), group position
 _SPEC: dict[str, tuple[tuple[str, int] | None, tuple[str, int, str] | None, int]] = {
@@ -78,6 +80,8 @@ class Fingerprints:
         self.seq: dict[str, int] = {}
         self.members: dict[str, list[int]] = {}
         self.reported = False  # one collective mismatch per rank: the job stops at the first
+        self.slots_made: set[str] = set()  # groups whose slots this rank has created
+        self.ready: dict[str, set[int]] = {}  # group -> peers whose slots were seen to exist
 
     def check(self, op: str, args: tuple, kwargs: dict) -> tuple[CallPrint, list[str]] | None:
         """Fingerprint this call into the store and compare when every peer's is there; (our print,
@@ -111,20 +115,33 @@ class Fingerprints:
                          where[0], where[1], api, forward_step())  # fmt: skip
         store = c10d._get_default_store()
         prefix = f"{KEY}{name}/"
-        store.set(f"{prefix}{seq}/{me}", mine.encode())
-        peers = [f"{prefix}{seq}/{r}" for r in members if r != me]
-        if store.check(peers):
+        slot = seq % SLOTS
+        if name not in self.slots_made:  # our slots exist from here on: a read of them never blocks
+            store.multi_set([f"{prefix}{k}/{me}" for k in range(SLOTS)], [""] * SLOTS)
+            self.slots_made.add(name)
+        store.set(f"{prefix}{slot}/{me}", mine.encode())
+        others = [r for r in members if r != me]
+        peers = [f"{prefix}{slot}/{r}" for r in others]
+        ready = self.ready.setdefault(name, set())
+        if len(ready) < len(others):  # a peer's slots may not exist yet: look first (never wait)
+            ready.update(r for r, k in zip(others, peers) if r not in ready and store.check([k]))
+        if len(ready) == len(others):
             self._compare(store, mine, peers)
-        if seq > KEEP:
-            store.delete_key(f"{prefix}{seq - KEEP}/{me}")
         return mine, peers
 
-    def _compare(self, store, mine: CallPrint, peers: list[str]) -> None:
-        """Raise CollectiveMismatchError when the peers' fingerprints differ from ours (every rank's
-        finding says the same; the first one found is also left in the store for the others)."""
-        found = compare([mine] + [CallPrint.decode(v) for v in store.multi_get(peers)])
+    def _compare(self, store, mine: CallPrint, peers: list[str]) -> bool:
+        """False while a peer's slot still holds an earlier call (it has not got here); raise
+        CollectiveMismatchError when the peers' fingerprints differ from ours (every rank that
+        compares says the same; the first finding is also left in the store for the others)."""
+        prints = [mine]
+        for raw in store.multi_get(peers):
+            p = CallPrint.decode(raw) if raw else None
+            if p is None or p.seq != mine.seq:
+                return False
+            prints.append(p)
+        found = compare(prints)
         if found is None:
-            return
+            return True
         if not store.check([MISMATCH_KEY]):
             store.set(MISMATCH_KEY, json.dumps(found.to_dict()))
         self.report(found, mine)
@@ -143,19 +160,19 @@ class Fingerprints:
 
     def after_failure(self, call) -> CollectiveMismatchError | None:
         """The collective we let through failed (gloo refuses a size locally; a peer that raised
-        resets the connection): its peers' fingerprints, waited for a moment, may say why."""
+        resets the connection): its peers' fingerprints, looked for during a moment, may say why."""
         if call is None:
             return None
         mine, peers = call
         store = self.c10d._get_default_store()
-        try:
-            store.wait(peers, timedelta(seconds=AFTER_FAILURE_S))
-        except Exception:  # noqa: BLE001 - a peer never got there: nothing to compare
-            return None
-        try:
-            self._compare(store, mine, peers)
-        except CollectiveMismatchError as e:
-            return e
+        deadline = time.monotonic() + AFTER_FAILURE_S
+        while time.monotonic() < deadline:
+            try:
+                if store.check(peers) and self._compare(store, mine, peers):
+                    return None  # they agree: the failure is not a mismatch of ours to name
+            except CollectiveMismatchError as e:
+                return e
+            time.sleep(0.05)
         return None
 
 
