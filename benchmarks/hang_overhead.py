@@ -37,7 +37,10 @@ def one(watched: bool, steps: int, hang_after: float, verify: bool = False, job_
         if p.returncode != 0:
             what = "watched" if watched else "plain"
             raise SystemExit(f"{what} run: exit {p.returncode}: {p.stderr[-3000:]}")
-        return json.loads(out.read_text())
+        result = json.loads(out.read_text())
+        if watched and result.get("helper_cpu_s") is None:  # the figure would not be of a watched run
+            raise SystemExit(f"watched run without the watch helper in rank 0: {p.stderr[-3000:]}")
+        return result
 
 
 def main() -> None:
