@@ -6,6 +6,9 @@ Prints:
 - the whole command's wall time (target ≤ 20 s on the 2-core CPU box);
 - a bare `torchrun` of a two-rank gloo script (init, one all_reduce, exit) and the check's overhead over
   it: wall − bare torchrun − the run's in-run time (target ≤ 1 s);
+- where the time goes, both commands side by side (medians): before the ranks (start-up: torchrun, the
+  ranks' imports, rendezvous, process group; for check also the CLI before torchrun), and after them
+  (the last rank's work done to the command's exit: torchrun's teardown; for check also the report);
 - from the event stream of the last run, per check: its slot (check_start to the next check_start: all it
   costs), the ranks' own time in it (first rank_check_start to last rank_check_end) and the fixed cost
   (slot − ranks' time: the go, the result exchange, rank 0's judgement). Targets: a skipped check's slot
@@ -20,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 from _common import describe, machine, time_command
@@ -30,12 +34,22 @@ SKIPPED_TARGET_MS = 10.0
 FIXED_TARGET_MS = 20.0
 
 BARE = textwrap.dedent("""
+    import os, time
     import torch, torch.distributed as dist
     dist.init_process_group("gloo")
     t = torch.ones(1)
     dist.all_reduce(t)
     dist.destroy_process_group()
+    with open(os.environ["BARE_TIMES"], "a") as f:  # when this rank's work was done (unix time)
+        f.write(f"{time.time()}\\n")
 """)
+
+
+def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, float]:
+    """(wall seconds, unix start, unix end) of one run."""
+    start = time.time()
+    (wall,) = time_command(argv, 1, env=env)
+    return wall, start, time.time()
 
 
 def per_check(events: list[dict]) -> list[dict]:
@@ -63,16 +77,27 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         rj, ev, bare = Path(d) / "r.json", Path(d) / "ev.jsonl", Path(d) / "bare.py"
         bare.write_text(BARE)
-        walls, bares, in_run = [], [], []
+        walls, bares, in_run, phases = [], [], [], []
         for _ in range(args.runs):  # interleaved, so both see the same load
-            bares += time_command([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                                   "--standalone", str(bare)], 1)
+            times = Path(d) / "bare_times"
+            times.unlink(missing_ok=True)
+            b_wall, b_start, b_end = timed([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                                            "--standalone", str(bare)], env={"BARE_TIMES": str(times)})
+            b_done = max(float(x) for x in times.read_text().split())
+            bares.append(b_wall)
             ev.unlink(missing_ok=True)
-            walls += time_command([sys.executable, "-m", "ddpdoctor", "check", "-q", "--json", str(rj),
-                                   "--events", str(ev)], 1)
+            wall, start, end = timed([sys.executable, "-m", "ddpdoctor", "check", "-q", "--json", str(rj),
+                                      "--events", str(ev)])
+            walls.append(wall)
             rep = json.loads(rj.read_text())
             in_run.append(rep["run"]["duration_s"])
-        events = [json.loads(line) for line in ev.read_text().splitlines() if line.strip()]
+            evs = [json.loads(line) for line in ev.read_text().splitlines() if line.strip()]
+            run_start = next(e["t"] for e in evs if e["event"] == "run_start")
+            run_end = next(e["t"] for e in evs if e["event"] == "run_end")
+            phases.append({"bare_up": b_done - b_start, "bare_down": b_end - b_done,
+                           "cli_pre": rep["run"]["launch_t0"] - start, "up": run_start - start,
+                           "down": end - run_end})
+        events = evs
     med = statistics.median(walls)
     overheads = [w - b - r for w, b, r in zip(walls, bares, in_run)]
     over = statistics.median(overheads)
@@ -81,6 +106,12 @@ def main() -> int:
     print(f"bare torchrun (2 ranks: init, all_reduce, exit): {describe(bares)}")
     print(f"overhead over bare torchrun (wall − bare − in-run), per run: {', '.join(f'{o:.2f}' for o in overheads)} s; "
           f"median {over:.2f} s; target ≤ {OVERHEAD_TARGET_S} s: {'met' if over <= OVERHEAD_TARGET_S else 'MISSED'}")
+    def m(key: str) -> float:
+        return statistics.median(p[key] for p in phases)
+
+    print(f"where the time goes (medians): before the ranks' work: bare {m('bare_up'):.2f} s, check {m('up'):.2f} s "
+          f"(of which the CLI before torchrun {m('cli_pre'):.2f} s); after it: bare {m('bare_down'):.2f} s, "
+          f"check {m('down'):.2f} s (run_end to exit)")
     rows = per_check(events)
     print("last run, per check (slot = all it costs; ranks = the ranks' own time; fixed = slot − ranks):")
     for c, row in zip(rep["checks"], rows):

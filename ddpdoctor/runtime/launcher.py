@@ -234,7 +234,10 @@ def _launch(prep: Prepared, out: Console, tmp: Path, keep: list[bool]) -> CheckO
                 if now > deadline:
                     timed_out = True
                     break
-                time.sleep(0.1)
+                try:  # a wait, not a sleep: torchrun's exit is seen at once, not up to 0.1 s later
+                    proc.wait(0.1)
+                except subprocess.TimeoutExpired:
+                    pass
     finally:
         watcher.stop.set()
         if proc is not None:
