@@ -17,6 +17,7 @@ from ddpdoctor.check_options import Option, text
 from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.topology.payloads import NodeEntry, TopologyPayload
 
 SKIP_NO_GPU = "skipped: no NVIDIA GPU"
 _CACHE: dict[str, Any] = {}
@@ -146,7 +147,7 @@ def summarize_concern(
         return Summary(
             status=Status.SKIPPED,
             summary=reason if len(skipped) == 1 else SKIP_NO_GPU,
-            data={"skipped": skipped},
+            data=TopologyPayload(skipped=skipped).to_json(),
         )
     for host in sorted(skipped):
         findings.append(
@@ -168,14 +169,10 @@ def summarize_concern(
     odd, odd_hosts = fold_explained(odd, own, explained)
     findings.extend(name_nodes(own, odd_hosts))
     findings.extend(odd)
-    data = {
-        "nodes": {
-            h: {"facts": d.get("facts", {}), **({"data": d["data"]} if "data" in d else {})}
-            for h, d in sorted(probed.items())
-        }
-    }
-    if skipped:
-        data["skipped"] = skipped
+    data = TopologyPayload(
+        nodes={h: NodeEntry(d.get("facts", {}), d.get("data")) for h, d in sorted(probed.items())},
+        skipped=skipped,
+    ).to_json()
     n = len(probed)
     summary = f"{n} node(s): " + (f"{len(findings)} finding(s)" if findings else "ok")
     return Summary(findings=findings, data=data, summary=summary)

@@ -18,7 +18,7 @@ changes nothing, to prove the plumbing without a GPU.
 On gloo the check does not apply (skipped). Findings: an arm whose children failed (warning, with the
 log tail), children that did not see the NCCL_ALGO they were given or got a wrong sum (error), no arm
 measured at all (error). The verdict — override or keep the default — is the ``nccl_algo``
-recommendation, built from this check's data:
+recommendation, built from this check's data (typed: ``ddpdoctor.model.tuning.algo_ab.AlgAbPayload``):
 
 | key | shape |
 |---|---|
@@ -42,10 +42,12 @@ import re
 import statistics
 
 from ddpdoctor.check_options import Option, choice, seconds, whole
+from ddpdoctor.core.payload import PlotCurve
 from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.bandwidth.busbw import algbw_GBps, busbw_GBps
+from ddpdoctor.model.tuning.algo_ab import AbFailure, AbRow, AlgAbPayload, GpuFacts
 
 CODE = "ALG001"
 TITLE = "NCCL algorithm A/B"
@@ -221,11 +223,9 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
         return Summary(
             status=Status.SKIPPED,
             summary=SKIP_TEXT,
-            data={
-                "applies": False,
-                "backend": world.backend,
-                "reason": "NCCL_ALGO only changes NCCL; this run used gloo",
-            },
+            data=AlgAbPayload.not_applicable(
+                world.backend, "NCCL_ALGO only changes NCCL; this run used gloo"
+            ).to_json(),
         )
     r0 = datas[min(datas)]
     arms, order, sizes = r0["arms"], r0["order"], r0["sizes_B"]
@@ -237,8 +237,8 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
             Finding(CODE, Severity.ERROR, f"ranks {missing} returned no A/B data", where={"ranks": missing})
         )
 
-    rows: list[dict] = []
-    failures: list[dict] = []
+    rows: list[AbRow] = []
+    failures: list[AbFailure] = []
     read_algo: dict[str, str | None] = {}
     wrong_env: dict[str, list[int]] = {}
     inexact: dict[str, list[int]] = {}
@@ -251,10 +251,10 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
         failed = {r: e for r, e in entries.items() if not e.get("ok")}
         if failed or len(entries) < n:
             r, e = _root_cause(failed) if failed else (None, {"error": "some ranks did not run it"})
-            failures.append({
-                "arm": arm, "rep": rep, "rank": r, "error": e.get("error"), "log_tail": e.get("log_tail", ""),
-                "errors": {str(q): x.get("error") for q, x in sorted(failed.items())},
-            })  # fmt: skip
+            failures.append(AbFailure(
+                arm=arm, rep=rep, rank=r, error=e.get("error"), log_tail=e.get("log_tail", ""),
+                errors={str(q): x.get("error") for q, x in sorted(failed.items())},
+            ))  # fmt: skip
             continue
         expected = None if arm == "default" else arm
         for r, e in entries.items():
@@ -272,14 +272,14 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
                     r for r, e in entries.items() if not e["sizes"][i].get("exact", True)
                 )
             seconds = max(t_us, 1e-3) * 1e-6
-            rows.append({
-                "arm": arm, "rep": rep, "size_B": size, "time_us": t_us,
-                "algbw_GBps": round(algbw_GBps(size, seconds), 4),
-                "busbw_GBps": round(busbw_GBps("all_reduce", n, size, seconds), 4),
-            })  # fmt: skip
+            rows.append(AbRow(
+                arm=arm, rep=rep, size_B=size, time_us=t_us,
+                algbw_GBps=round(algbw_GBps(size, seconds), 4),
+                busbw_GBps=round(busbw_GBps("all_reduce", n, size, seconds), 4),
+            ))  # fmt: skip
 
     for arm in arms:
-        mine = [f for f in failures if f["arm"] == arm]
+        mine = [f for f in failures if f.arm == arm]
         if not mine:
             continue
         first = mine[0]
@@ -288,9 +288,9 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
             Finding(
                 CODE,
                 Severity.WARNING,
-                f"{what} failed in {len(mine)} of {r0['reps']} repetitions (rank {first['rank']}: {first['error']})",
-                where={"ranks": sorted({f["rank"] for f in mine if f["rank"] is not None})},
-                evidence={"arm": arm, "reps": [f["rep"] for f in mine], "log_tail": first["log_tail"]},
+                f"{what} failed in {len(mine)} of {r0['reps']} repetitions (rank {first.rank}: {first.error})",
+                where={"ranks": sorted({f.rank for f in mine if f.rank is not None})},
+                evidence={"arm": arm, "reps": [f.rep for f in mine], "log_tail": first.log_tail},
                 hint="NVLS needs NVSwitch multicast and a running fabric manager"
                 if arm.startswith("NVLS")
                 else "the log tail in the evidence says why the child processes ended",
@@ -338,40 +338,41 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
     for arm in arms:
         pts = []
         for size in sizes:
-            vals = [x["busbw_GBps"] for x in rows if x["arm"] == arm and x["size_B"] == size]
+            vals = [x.busbw_GBps for x in rows if x.arm == arm and x.size_B == size]
             if vals:
-                pts.append([size, round(statistics.median(vals), 4)])
+                pts.append((size, round(statistics.median(vals), 4)))
         if pts:
-            curves[arm] = {"unit_x": "B", "unit_y": "GB/s", "points": pts}
+            curves[arm] = PlotCurve(tuple(pts), unit_x="B", unit_y="GB/s")
 
     test_mode = bool(r0.get("test_mode"))
-    data = {
-        "applies": True,
-        "backend": r0.get("backend"),
-        "test_mode": test_mode,
-        "nccl_version": r0.get("nccl_version"),
-        "gpu": r0.get("gpu"),
-        "nvls_capable": r0.get("nvls_capable"),
-        "world_size": n,
-        "nnodes": len(world.nodes),
-        "gpus_per_node": r0.get("local_world_size"),
-        "arms": arms,
-        "sizes_B": sizes,
-        "job_sizes_B": r0.get("job_sizes_B"),
-        "reps": r0.get("reps"),
-        "iters": r0.get("iters"),
-        "order": order,
-        "results": rows,
-        "busbw": curves,
-        "failures": failures,
-        "nccl_read_algo": read_algo,
-        "children_saw": {arm: sorted(v, key=str) for arm, v in seen_env.items()},
-        "child_processes": len(pids - {None}),
-        "inherited_nccl_algo": r0.get("inherited_nccl_algo"),
-        "stopped_early": stopped,
-    }
+    gpu = r0.get("gpu")
+    data = AlgAbPayload(
+        applies=True,
+        backend=r0.get("backend"),
+        test_mode=test_mode,
+        nccl_version=r0.get("nccl_version"),
+        gpu=GpuFacts(gpu.get("name"), gpu.get("sm"), gpu.get("nvlinks")) if isinstance(gpu, dict) else None,
+        nvls_capable=r0.get("nvls_capable"),
+        world_size=n,
+        nnodes=len(world.nodes),
+        gpus_per_node=r0.get("local_world_size"),
+        arms=tuple(arms),
+        sizes_B=tuple(sizes),
+        job_sizes_B=None if r0.get("job_sizes_B") is None else tuple(r0["job_sizes_B"]),
+        reps=r0.get("reps"),
+        iters=r0.get("iters"),
+        order=tuple((arm, rep) for arm, rep in order),
+        results=tuple(rows),
+        busbw=curves,
+        failures=tuple(failures),
+        nccl_read_algo=read_algo,
+        children_saw={arm: tuple(sorted(v, key=str)) for arm, v in seen_env.items()},
+        child_processes=len(pids - {None}),
+        inherited_nccl_algo=r0.get("inherited_nccl_algo"),
+        stopped_early=stopped,
+    ).to_json()
     where = "gloo test mode: NCCL_ALGO changes nothing" if test_mode else f"NCCL {r0.get('nccl_version')}"
-    measured = sorted({x["arm"] for x in rows}, key=arms.index)
+    measured = sorted({x.arm for x in rows}, key=arms.index)
     text = (
         f"{' vs '.join(measured)} at {len(sizes)} sizes × {r0.get('reps')} repetitions, fresh processes ({where})"
         if rows

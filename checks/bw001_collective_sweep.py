@@ -20,13 +20,15 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Mapping
 
 from ddpdoctor import check_options as opt
 from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.bandwidth.busbw import busbw_factor
-from ddpdoctor.model.bandwidth.curve import sweep_curves
+from ddpdoctor.model.bandwidth.curve import BandFit
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload
 from ddpdoctor.model.bandwidth.sizes import format_size, parse_size, size_ladder
 
 from ._agree import agree_max
@@ -223,23 +225,19 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
                 hint="raise --budget-scale or lower --max-size to measure up to the size you want",
             )
         )
-    data = {
-        **sweep_curves(table),
-        "world_size": n,
-        "nnodes": len(world.nodes),
-        "backend": world.backend,
-        "device": first.get("device"),
-        "stopped": stopped,
-    }
-    return Summary(findings=findings, data=data, summary=_headline(table, data["fit"]))
+    payload = BwSweepPayload.from_rows(
+        table, world_size=n, nnodes=len(world.nodes), backend=world.backend, device=first.get("device"),
+        stopped=stopped,
+    )  # fmt: skip
+    return Summary(findings=findings, data=payload.to_json(), summary=_headline(table, payload.fit))
 
 
-def _headline(table: dict[str, list[dict]], fits: dict[str, list[dict]]) -> str:
+def _headline(table: dict[str, list[dict]], fits: Mapping[str, tuple[BandFit, ...]]) -> str:
     op = "all_reduce" if table.get("all_reduce") else next((o for o in table if table[o]), None)
     if op is None:
         return "no sizes measured"
     peak = max(table[op], key=lambda r: r["busbw_GBps"])
-    alpha = fits.get(op, [{}])[0].get("alpha_us") if fits.get(op) else None
+    alpha = fits[op][0].alpha_us if fits.get(op) else None
     text = f"{op} busbw {peak['busbw_GBps']:.3g} GB/s at {format_size(peak['size_B'])} (peak)"
     if alpha is not None:
         text += f", latency α ≈ {alpha:.0f} µs"

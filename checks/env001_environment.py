@@ -19,6 +19,7 @@ import socket
 from ddpdoctor.core.report import Finding, Severity
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.nodes.environment import EnvPayload, NodeEnv, RankEnv
 
 CODE = "ENV001"
 TITLE = "Environment and version consistency"
@@ -163,12 +164,14 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
             findings.append(Finding(CODE, Severity.ERROR,
                                     f"{d['socket_ifname_var']}={named} on {d['hostname']} matches no interface "
                                     f"(has {sorted(have)})", where={"node": d["hostname"], "ranks": [r]}))
-    nodes = {}
+    per_rank = {str(r): RankEnv.from_json(d) for r, d in res.items()}
+    ranks_on: dict[str, list[int]] = {}
     for r, d in sorted(res.items()):
-        n = nodes.setdefault(d["hostname"], {k: d.get(k) for k in ("python", "torch", "cuda", "nccl", "driver",
-                                                                    "cpu_count", "mem_total_GiB", "route_interface",
-                                                                    "route_address", "socket_ifname")})
-        n.setdefault("ranks", []).append(r)
+        ranks_on.setdefault(d["hostname"], []).append(r)
+    payload = EnvPayload(
+        nodes={h: NodeEnv.of(per_rank[str(ranks[0])], tuple(ranks)) for h, ranks in ranks_on.items()},
+        per_rank=per_rank,
+    )
     first = next(iter(res.values()), {})
-    text = f"torch {first.get('torch')} on {len(nodes)} node(s)" + (f", NCCL {first.get('nccl')}" if first.get("nccl") else "")
-    return Summary(findings=findings, data={"nodes": nodes, "per_rank": {str(r): d for r, d in res.items()}}, summary=text)
+    text = f"torch {first.get('torch')} on {len(ranks_on)} node(s)" + (f", NCCL {first.get('nccl')}" if first.get("nccl") else "")
+    return Summary(findings=findings, data=payload.to_json(), summary=text)

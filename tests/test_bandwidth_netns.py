@@ -7,16 +7,11 @@ shaped rates, and the analysis must name the slow node or direction without flag
 
 from __future__ import annotations
 
-import pytest
 from helpers import check, load
-from support.testbed import NetBed, netns_available
+from support.marks import NEEDS_NETNS
+from support.testbed import NetBed
 
-NETNS_OK, NETNS_WHY = netns_available()
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.slow,
-    pytest.mark.skipif(not NETNS_OK, reason=NETNS_WHY or "network namespaces unavailable"),
-]
+pytestmark = NEEDS_NETNS
 
 RATE_MBIT = 200
 RATE_GBPS = RATE_MBIT * 1e6 / 8 / 1e9  # tbf counts bytes on the wire: 200 Mbit/s = 0.025 GB/s

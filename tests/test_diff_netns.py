@@ -6,11 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from support.testbed import NetBed, netns_available
+from support.marks import NEEDS_NETNS
+from support.testbed import NetBed
 
-NETNS_OK, NETNS_WHY = netns_available()
-pytestmark = [pytest.mark.netns, pytest.mark.slow,
-              pytest.mark.skipif(not NETNS_OK, reason=NETNS_WHY or "network namespaces unavailable")]
+pytestmark = NEEDS_NETNS
 ARGS = ["--select", "P2P001", "--p2p-size", "4M", "--rdzv-timeout", "60"]
 
 

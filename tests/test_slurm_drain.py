@@ -7,20 +7,13 @@ import sys
 import threading
 import time
 
-import pytest
-from support.slurmbed import SlurmBed, slurm_available
-from support.testbed import NetBed, netns_available
+from support.marks import NEEDS_SLURM
+from support.slurmbed import SlurmBed
+from support.testbed import NetBed
 
 from ddpdoctor.model.fleet.drain_reason import parse_reason
 
-NETNS_OK, NETNS_WHY = netns_available()
-SLURM_OK, SLURM_WHY = slurm_available()
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.slow,
-    pytest.mark.skipif(not NETNS_OK, reason=NETNS_WHY or "network namespaces unavailable"),
-    pytest.mark.skipif(not SLURM_OK, reason=SLURM_WHY or "Slurm unavailable"),
-]
+pytestmark = NEEDS_SLURM
 CHECK = [sys.executable, "-m", "ddpdoctor", "check", "--nproc-per-node", "1", "--rdzv-timeout", "30",
          "--select", "P2P001", "--p2p-size", "4M", "--drain"]
 

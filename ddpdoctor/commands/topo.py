@@ -99,7 +99,10 @@ def _load_snapshots(paths: list[str]):
     nodes = []
     for p in paths:
         doc = read_json(p, "topology snapshot")  # a ValueError naming the file when it is not JSON
-        docs = _snapshots_in_report(doc) if isinstance(doc, dict) and "schema_version" in doc else [doc]
+        try:
+            docs = _snapshots_in_report(doc) if isinstance(doc, dict) and "schema_version" in doc else [doc]
+        except ValueError as e:
+            raise ValueError(f"{p}: {e}") from None
         if not docs:
             raise ValueError(f"{p}: a report without GPU001 topology data (was GPU001 run, on GPUs?)")
         try:
@@ -110,9 +113,11 @@ def _load_snapshots(paths: list[str]):
 
 
 def _snapshots_in_report(doc: dict) -> list[dict]:
-    gpu = next((c for c in doc.get("checks") or [] if c.get("code") == "GPU001"), None) or {}
-    per_node = (gpu.get("data") or {}).get("nodes") or {}
-    return [n["data"]["topology"] for n in per_node.values() if (n.get("data") or {}).get("topology")]
+    from ddpdoctor.core.report import Report
+    from ddpdoctor.model.topology.payloads import TopologyPayload
+
+    gpu = Report.from_dict(doc).check("GPU001")  # a ValueError naming the field when the report is malformed
+    return list(TopologyPayload.from_json(gpu.data).snapshots().values()) if gpu is not None else []
 
 
 def run(args: argparse.Namespace) -> int:

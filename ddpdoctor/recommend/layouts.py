@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpdoctor.core.payload import LabeledMatrix
 from ddpdoctor.core.report import Recommendation, Report
+from ddpdoctor.model.bandwidth.payloads import P2PPayload
 from ddpdoctor.model.placement.layout_code import compact_ranks, ddp_ring_code, device_mesh_code, mesh_snippet
 from ddpdoctor.model.placement.layouts import (
     ClusterLayouts,
@@ -23,6 +25,7 @@ from ddpdoctor.model.placement.layouts import (
 from ddpdoctor.model.placement.meshes import LayoutError, MeshLayout, parse_layout
 from ddpdoctor.model.placement.rings import SIGNIFICANT, Ring
 from ddpdoctor.model.topology.node import NodeTopology
+from ddpdoctor.model.topology.payloads import NodeEntry, TopologyPayload
 
 TITLES = {
     "layout_ddp": "DDP ring order",
@@ -42,10 +45,10 @@ def recommend(report: Report, layout: str | None = None) -> list[Recommendation]
     """The layout recommendations for ``report``; with ``layout`` ("dp=4,tp=8", see
     model/placement/meshes.py) also its cost. Never raises for what the report lacks: that is said instead."""
     p2p = report.check("P2P001")
-    data = p2p.data if p2p else {}
-    ranks = data.get("ranks") or report.ranks
+    payload = P2PPayload.from_json(p2p.data) if p2p else P2PPayload()
+    ranks = list(payload.ranks) or report.ranks
     nvlink, rails = _topology(report)
-    matrix = data.get("matrix")
+    matrix = payload.matrix
     backend = str(report.run.get("backend") or "nccl")
     device = "cpu" if backend == "gloo" else "cuda"  # the snippets run where this run ran
     missing = _missing(p2p, matrix)
@@ -55,7 +58,7 @@ def recommend(report: Report, layout: str | None = None) -> list[Recommendation]
             recs.append(_check_node_map(ranks, layout, missing, device))
         return recs
     try:
-        cl = analyze(matrix["values"], ranks, nvlink=nvlink, rails=rails)
+        cl = analyze([list(row) for row in matrix.values], ranks, nvlink=nvlink, rails=rails)
     except ValueError as e:
         why = f"the report's P2P001/topology data could not be used: {e}"
         ids = ("layout_ddp", "layout_hsdp", "layout_tp_dp") + (
@@ -71,36 +74,31 @@ def recommend(report: Report, layout: str | None = None) -> list[Recommendation]
 # -- inputs ----------------------------------------------------------------------------------------
 
 
-def _missing(p2p, matrix: Any) -> str | None:
+def _missing(p2p, matrix: LabeledMatrix | None) -> str | None:
     if p2p is None:
         return (
             "no P2P001 (point-to-point matrix) in this report, so no link was measured; run "
             "`ddpdoctor check` with P2P001 (it is in the full suite)"
         )
-    if not isinstance(matrix, dict) or not matrix.get("values"):
+    if matrix is None or not matrix.values:
         return f"P2P001 produced no matrix (status {p2p.status.value}: {p2p.summary or 'no summary'})"
     return None
 
 
-def _node_data(report: Report, code: str) -> dict[str, dict]:
+def _nodes(report: Report, code: str) -> dict[str, NodeEntry]:
     c = report.check(code)
-    nodes = (c.data.get("nodes") if c else None) or {}
-    return {h: (d.get("data") or {}) for h, d in nodes.items() if isinstance(d, dict)}
+    return dict(TopologyPayload.from_json(c.data).nodes or {}) if c else {}
 
 
 def _topology(report: Report) -> tuple[dict[str, dict], dict[str, list[dict]]]:
     """hostname -> NVLink matrix, hostname -> rails: NVL001 and IB001 first, GPU001's snapshots else."""
-    nvlink = {
-        h: d["matrix"] for h, d in _node_data(report, "NVL001").items() if isinstance(d.get("matrix"), dict)
-    }
-    rails = {
-        h: d["rails"] for h, d in _node_data(report, "IB001").items() if isinstance(d.get("rails"), list)
-    }
-    for host, d in _node_data(report, "GPU001").items():
-        if "topology" not in d or (host in nvlink and host in rails):
+    nvlink = {h: n.nvlink for h, n in _nodes(report, "NVL001").items() if n.nvlink is not None}
+    rails = {h: n.rails for h, n in _nodes(report, "IB001").items() if n.rails is not None}
+    for host, n in _nodes(report, "GPU001").items():
+        if n.snapshot is None or (host in nvlink and host in rails):
             continue
         try:
-            node = NodeTopology.from_dict(d["topology"])
+            node = NodeTopology.from_dict(n.snapshot)
         except ValueError:
             continue  # GPU001 reports its own trouble
         if node.gpus:

@@ -23,7 +23,9 @@ from typing import Any
 
 from ddpdoctor.core.report import Recommendation, Report, Severity
 from ddpdoctor.model.bandwidth.curve import TimeCurve
+from ddpdoctor.model.bandwidth.payloads import P2PPayload
 from ddpdoctor.model.bandwidth.sizes import format_size
+from ddpdoctor.model.tuning.algo_ab import AlgAbPayload
 from ddpdoctor.model.tuning.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
 
 ID = "nccl_algo"
@@ -61,8 +63,8 @@ def _margin(options: dict) -> float:
     return float(m)
 
 
-def _job_sizes(options: dict, data: dict) -> list[int]:
-    sizes = options.get("job_sizes_B", data.get("job_sizes_B") or data.get("sizes_B") or [])
+def _job_sizes(options: dict, data: AlgAbPayload) -> list[int]:
+    sizes = options.get("job_sizes_B", list(data.job_sizes_B or data.sizes_B))
     if (
         not isinstance(sizes, list)
         or not sizes
@@ -75,18 +77,18 @@ def _job_sizes(options: dict, data: dict) -> list[int]:
 # -- the measured comparison ---------------------------------------------------------------------------
 
 
-def compare_arms(data: dict, job_sizes: list[int], margin: float) -> dict[str, Any]:
+def compare_arms(data: AlgAbPayload, job_sizes: list[int], margin: float) -> dict[str, Any]:
     """Every arm against the default at the job's sizes, repetition by repetition.
 
     Times at a job size come from each (arm, repetition)'s measured curve through TimeCurve, so sizes
     between measured points are interpolated; sizes outside the measured range are left out and listed.
     """
-    rows = data.get("results") or []
+    rows = data.results
     curves: dict[tuple[str, int], TimeCurve] = {}
-    for arm, rep in {(r["arm"], r["rep"]) for r in rows}:
-        pts = [(r["size_B"], r["time_us"] * 1e-6) for r in rows if r["arm"] == arm and r["rep"] == rep]
+    for arm, rep in {(r.arm, r.rep) for r in rows}:
+        pts = [(r.size_B, r.time_us * 1e-6) for r in rows if r.arm == arm and r.rep == rep]
         curves[(arm, rep)] = TimeCurve(pts)
-    measured = sorted({r["size_B"] for r in rows})
+    measured = sorted({r.size_B for r in rows})
     inside = [s for s in job_sizes if measured and measured[0] <= s <= measured[-1]]
     out: dict[str, Any] = {
         "margin_pct": round(margin * 100, 1),
@@ -95,7 +97,7 @@ def compare_arms(data: dict, job_sizes: list[int], margin: float) -> dict[str, A
         "arms": {},
     }
     default_reps = sorted(rep for a, rep in curves if a == "default")
-    for arm in data.get("arms") or []:
+    for arm in data.arms:
         if arm == "default":
             continue
         reps = [rep for rep in default_reps if (arm, rep) in curves]
@@ -142,13 +144,13 @@ def _why_not(per_size: list[dict], reps: int, margin: float) -> str:
 # -- predictions ---------------------------------------------------------------------------------------
 
 
-def _ring_busbw(data: dict) -> float | None:
+def _ring_busbw(data: AlgAbPayload) -> float | None:
     """Ring's bus bandwidth at the largest measured size (median over repetitions)."""
-    rows = [r for r in data.get("results") or [] if r["arm"] == "Ring"]
+    rows = [r for r in data.results if r.arm == "Ring"]
     if not rows:
         return None
-    top = max(r["size_B"] for r in rows)
-    return statistics.median(r["busbw_GBps"] for r in rows if r["size_B"] == top)
+    top = max(r.size_B for r in rows)
+    return statistics.median(r.busbw_GBps for r in rows if r.size_B == top)
 
 
 def _first(*candidates: tuple[Any, str]) -> tuple[Any, str | None]:
@@ -156,22 +158,21 @@ def _first(*candidates: tuple[Any, str]) -> tuple[Any, str | None]:
     return next(((v, src) for v, src in candidates if v is not None), (None, None))
 
 
-def fabric_for(report: Report, data: dict, options: dict) -> tuple[Fabric | None, dict[str, str]]:
+def fabric_for(report: Report, data: AlgAbPayload, options: dict) -> tuple[Fabric | None, dict[str, str]]:
     """The machine to predict for, and where each figure came from (or why there is none)."""
     given = options.get("nccl_fabric") or {}
     if not isinstance(given, dict):
         raise TypeError(f"nccl_fabric={given!r}: expected a mapping such as {{'inter_GBps': 400}}")
-    gpu = data.get("gpu") or {}
-    nnodes, per_node = int(data.get("nnodes") or 1), int(data.get("gpus_per_node") or 1)
-    sm = given.get("sm", gpu.get("sm"))
+    gpu_sm, gpu_nvlinks = (data.gpu.sm, data.gpu.nvlinks) if data.gpu is not None else (None, None)
+    nnodes, per_node = data.nnodes or 1, data.gpus_per_node or 1
+    sm = given.get("sm", gpu_sm)
     if not sm:
         return None, {"reason": "the GPUs' compute capability is unknown"}
     if nnodes * per_node < 2:
         return None, {"reason": "one rank: NCCL has no algorithm to choose"}
     p2p_check = report.check("P2P001")
-    classes = (p2p_check.data.get("classes") if p2p_check else None) or {}
-    p2p_intra = (classes.get("intra_node") or {}).get("median_GBps")
-    p2p_inter = (classes.get("inter_node") or {}).get("median_GBps")
+    p2p = P2PPayload.from_json(p2p_check.data) if p2p_check else P2PPayload()
+    p2p_intra, p2p_inter = p2p.median_GBps("intra_node"), p2p.median_GBps("inter_node")
     ring = _ring_busbw(data)
     intra, intra_src = _first(
         (given.get("intra_GBps"), "option nccl_fabric"),
@@ -195,7 +196,7 @@ def fabric_for(report: Report, data: dict, options: dict) -> tuple[Fabric | None
         "intra_link": "option nccl_fabric"
         if given.get("intra_link")
         else "NVML NVLink count"
-        if gpu.get("nvlinks") is not None
+        if gpu_nvlinks is not None
         else "assumed PCIe (NVLink count unknown)",
         "cpu_vendor": "option nccl_fabric" if "cpu_vendor" in given else "assumed intel",
     }
@@ -204,8 +205,8 @@ def fabric_for(report: Report, data: dict, options: dict) -> tuple[Fabric | None
     fabric = Fabric(
         nnodes=nnodes, gpus_per_node=per_node, sm=int(sm), intra_GBps=float(intra),
         inter_GBps=None if inter is None else float(inter),
-        intra_link=given.get("intra_link") or ("nvlink" if gpu.get("nvlinks") else "pci"),
-        nvls=bool(given.get("nvls", data.get("nvls_capable"))), cpu_vendor=given.get("cpu_vendor", "intel"),
+        intra_link=given.get("intra_link") or ("nvlink" if gpu_nvlinks else "pci"),
+        nvls=bool(given.get("nvls", data.nvls_capable)), cpu_vendor=given.get("cpu_vendor", "intel"),
     )  # fmt: skip
     return fabric, source
 
@@ -242,13 +243,13 @@ def recommend(report: Report, options: dict | None = None) -> list[Recommendatio
     margin = _margin(options)
     backend = report.run.get("backend")
     alg = report.check("ALG001")
-    data = alg.data if alg is not None else {}
-    if backend != "nccl" or data.get("applies") is False or data.get("backend") not in (None, "nccl"):
-        used = backend if backend != "nccl" else data.get("backend")
+    data = AlgAbPayload.from_json(alg.data) if alg is not None else AlgAbPayload()
+    if backend != "nccl" or data.applies is False or data.backend not in (None, "nccl"):
+        used = backend if backend != "nccl" else data.backend
         where = f"this run used {used}" if backend != "nccl" else f"ALG001 ran its A/B on {used} (test mode)"
         return [_rec("not applicable", "high", f"NCCL_ALGO only changes NCCL; {where}.",
                      evidence={"backend": used})]  # fmt: skip
-    if not data.get("results"):
+    if not data.results:
         why = (
             "ALG001 did not run (it is in the full suite: --suite full or --select ALG001)"
             if alg is None
@@ -264,23 +265,23 @@ def recommend(report: Report, options: dict | None = None) -> list[Recommendatio
 
     cmp = compare_arms(data, _job_sizes(options, data), margin)
     fabric, source = fabric_for(report, data, options)
-    nodes = int(data.get("nnodes") or 1)
+    nodes = data.nnodes or 1
     rows = predict(fabric, [nodes * k for k in (2, 4, 8)], cmp["job_sizes_B"]) if fabric else []
     plots = {
         "comparison": cmp,
         "predictions": {"label": PREDICTION_LABEL, "source": source,
                         "fabric": fabric.to_dict() if fabric else None, "rows": rows},
-        "busbw": data.get("busbw"),
+        "busbw": {arm: c.to_json() for arm, c in data.busbw.items()} or None,
     }  # fmt: skip
     facts = {
-        "version": data.get("nccl_version"),
-        "shape": f"{nodes} node(s) × {data.get('gpus_per_node')} GPU(s)",
+        "version": data.nccl_version,
+        "shape": f"{nodes} node(s) × {data.gpus_per_node} GPU(s)",
         "sizes": ", ".join(format_size(s) for s in cmp["job_sizes_B"]) or "none",
         "predicted": _prediction_text(rows, source),
     }
     evidence: dict[str, Any] = {
         "nccl_version": facts["version"], "measured_on": facts["shape"], "margin_pct": cmp["margin_pct"],
-        "reps": data.get("reps"), "job_sizes_B": cmp["job_sizes_B"],
+        "reps": data.reps, "job_sizes_B": cmp["job_sizes_B"],
         "job_sizes_outside_measured_B": cmp["outside_measured_B"],
         "arms_min_gain_pct": {a: v["min_gain_pct"] for a, v in cmp["arms"].items()},
     }  # fmt: skip
@@ -291,7 +292,7 @@ def recommend(report: Report, options: dict | None = None) -> list[Recommendatio
     return [_keep_default(cmp, data, facts, evidence, plots, margin)]
 
 
-def _override(arm: str, won: dict, data: dict, facts: dict, evidence: dict, plots: dict, margin: float):
+def _override(arm: str, won: dict, data: AlgAbPayload, facts: dict, evidence: dict, plots: dict, margin: float):
     gain, version = won["min_gain_pct"], facts["version"]
     value = override_value(arm, version)
     evidence.update(winner=arm, min_gain_pct=gain, per_size=won["per_size"])
@@ -307,7 +308,7 @@ def _override(arm: str, won: dict, data: dict, facts: dict, evidence: dict, plot
         "leaves unnamed collectives without an algorithm (vllm-project/vllm#58179): then write "
         f'NCCL_ALGO="ring,tree;allreduce:{arm.lower()}". {DEBUG_KNOB_WARNING}{facts["predicted"]}'
     )
-    high = (data.get("reps") or 0) >= 3 and gain >= 2 * margin * 100
+    high = (data.reps or 0) >= 3 and gain >= 2 * margin * 100
     snippet = (
         f"export {value}  # ddpdoctor ALG001 on NCCL {version}: {arm} >= {gain:.0f} % faster; "
         "re-check after NCCL upgrades"
@@ -317,14 +318,14 @@ def _override(arm: str, won: dict, data: dict, facts: dict, evidence: dict, plot
     )
 
 
-def _keep_default(cmp: dict, data: dict, facts: dict, evidence: dict, plots: dict, margin: float):
+def _keep_default(cmp: dict, data: AlgAbPayload, facts: dict, evidence: dict, plots: dict, margin: float):
     arms = cmp["arms"]
     reasons = "; ".join(f"{a}: {v['why_not']}" for a, v in arms.items()) or "no other arm was measured"
     scored = {a: v for a, v in arms.items() if v["min_gain_pct"] is not None}
     if scored:
         closest = max(scored, key=lambda a: scored[a]["min_gain_pct"])
         evidence["closest"] = {"arm": closest, "per_size": scored[closest]["per_size"]}
-    inherited = data.get("inherited_nccl_algo")
+    inherited = data.inherited_nccl_algo
     rationale = (
         f"No algorithm beat NCCL's default choice by {margin * 100:g} % at every job size ({facts['sizes']}) in "
         f"every repetition on NCCL {facts['version']}, {facts['shape']} — {reasons}."

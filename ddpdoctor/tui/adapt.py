@@ -1,8 +1,9 @@
-"""Where the TUI finds things in a report: every field name the views read lives here.
+"""Where the TUI finds things in a report: the typed payloads it reads, turned into what the views draw.
 
 A report may come from another version or a user's own check, so each reader is defensive: a missing
-or malformed field gives ``None`` (the view then says "no data yet") rather than an exception. The
-shapes are documented in docs/architecture.md ("Bandwidth payloads"). Pure: no textual, no torch, no I/O.
+or malformed field gives ``None`` (the view then says "no data yet") rather than an exception (the
+payloads' ``from_json`` never raise). The shapes are documented in docs/architecture.md ("Bandwidth
+payloads"). Pure: no textual, no torch, no I/O.
 """
 
 from __future__ import annotations
@@ -11,21 +12,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddpdoctor.core.payload import LabeledMatrix, PlotCurve
 from ddpdoctor.core.report import Finding, Report, Severity
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload
+from ddpdoctor.model.topology.payloads import HostLists, host_lists
 
-# -- field names (BW001, P2P001 and the topology checks write them) -----------------------------------
-P2P_CODES = ("P2P",)  # code prefixes whose data holds the point-to-point matrix
-P2P_MATRIX = "matrix"
-P2P_OUTLIERS = "outliers"
-BW_CODES = ("BW", "RDMA")  # RDMA001: perftest curves brought in by `ddpdoctor import`
-BW_BUSBW = "busbw"  # a curve, or {collective: curve}
-BW_TIMES = "all_reduce"  # a curve of [bytes, seconds]
-BW_EXPECTED = "expected_busbw_GBps"  # optional reference line
-TOPO_NODES = "nodes"  # {hostname: {nvlink, nics, gdr}} when a check reports every node
-TOPO_NVLINK = "nvlink"  # a matrix; values are link counts or `nvidia-smi topo -m` words (NV18, SYS, ...)
-TOPO_NICS = "nics"  # [{name, state, rate_gbps, link_layer, numa, gpu, rail, path}]
-TOPO_GDR = "gdr"  # {verdict, reason, evidence}
-TOPO_GPUS = "gpus"  # [{index, name, bus_id, numa}]
+# -- where the views look (the payloads' typed readers are in model/bandwidth and model/topology) -------
+P2P_CODES = ("P2P",)  # code prefixes whose data is a P2PPayload (the point-to-point matrix)
+BW_CODES = ("BW", "RDMA")  # BwSweepPayload's busbw curves; RDMA001: perftest curves from `ddpdoctor import`
+# topology: per host {nvlink, nics, gdr, gpus} (model.topology.payloads.HostLists); a NIC's fields:
 NIC_FIELDS = ("name", "state", "rate_gbps", "link_layer", "numa", "gpu", "rail", "path")
 SOURCE_KEYS = ("source", "snippet")  # a lint finding may carry its own source excerpt in evidence
 
@@ -59,32 +54,27 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def as_matrix(d: Any) -> Matrix | None:
-    """The architecture's matrix shape, or None if ``d`` is not one (ragged rows are padded)."""
-    if not isinstance(d, dict):
+def as_matrix(d: LabeledMatrix | Any) -> Matrix | None:
+    """The architecture's matrix shape (a payload's LabeledMatrix, or its JSON), or None if ``d`` is not
+    one (ragged rows are padded, labels that do not fit replaced by r0, r1, ...)."""
+    m = d if isinstance(d, LabeledMatrix) else LabeledMatrix.from_json(d)
+    if m is None or not m.values:
         return None
-    values = d.get("values")
-    if not isinstance(values, list) or not values or not all(isinstance(r, list) for r in values):
-        return None
-    n = len(values)
-    labels = d.get("labels")
-    if not isinstance(labels, list) or len(labels) != n:
-        labels = [f"r{i}" for i in range(n)]
-    rows = [[(row[j] if j < len(row) else None) for j in range(n)] for row in values]
-    return Matrix(labels=[str(x) for x in labels], values=rows, unit=str(d.get("unit") or ""))
+    n = len(m.values)
+    labels = m.labels if len(m.labels) == n else [f"r{i}" for i in range(n)]
+    rows = [[(row[j] if j < len(row) else None) for j in range(n)] for row in m.values]
+    return Matrix(labels=[str(x) for x in labels], values=rows, unit=m.unit)
 
 
-def as_curve(name: str, d: Any, unit_y: str = "") -> Curve | None:
-    if not isinstance(d, dict) or not isinstance(d.get("points"), list):
+def as_curve(name: str, d: PlotCurve | Any, unit_y: str = "") -> Curve | None:
+    """A payload's PlotCurve (or its JSON) with its finite points, sorted; None when none is left."""
+    c = d if isinstance(d, PlotCurve) else PlotCurve.from_json(d)
+    if c is None:
         return None
-    pts = []
-    for p in d["points"]:
-        if isinstance(p, (list, tuple)) and len(p) >= 2 and _is_number(p[0]) and _is_number(p[1]):
-            pts.append((float(p[0]), float(p[1])))
+    pts = sorted((float(x), float(y)) for x, y in c.points if _is_number(x) and _is_number(y))
     if not pts:
         return None
-    pts.sort()
-    return Curve(name, pts, unit_x=str(d.get("unit_x") or "B"), unit_y=str(d.get("unit_y") or unit_y))
+    return Curve(name, pts, unit_x=c.unit_x or "B", unit_y=c.unit_y or unit_y)
 
 
 def _checks(report: Report | None, prefixes: tuple[str, ...]):
@@ -104,18 +94,11 @@ class P2PView:
 
 def p2p_view(report: Report | None) -> P2PView | None:
     for c in _checks(report, P2P_CODES):
-        m = as_matrix(c.data.get(P2P_MATRIX))
+        p2p = P2PPayload.from_json(c.data)
+        m = as_matrix(p2p.matrix)
         if m is None:
             continue
-        outl = set()
-        for o in c.data.get(P2P_OUTLIERS) or []:
-            ok = (
-                isinstance(o, (list, tuple))
-                and len(o) == 2
-                and all(isinstance(i, int) and not isinstance(i, bool) for i in o)
-            )
-            if ok and 0 <= o[0] < m.size and 0 <= o[1] < m.size:
-                outl.add((o[0], o[1]))
+        outl = {(i, j) for i, j in p2p.outliers if 0 <= i < m.size and 0 <= j < m.size}
         return P2PView(c.code, m, outl, list(c.findings))
     return None
 
@@ -156,19 +139,13 @@ class BandwidthView:
 
 def bandwidth_view(report: Report | None) -> BandwidthView | None:
     for c in _checks(report, BW_CODES):
-        raw = c.data.get(BW_BUSBW)
-        curves: list[Curve] = []
-        one = as_curve("all_reduce", raw)
-        if one is not None:
-            curves.append(one)
-        elif isinstance(raw, dict):  # {collective: curve}
-            unit_y = str(raw.get("unit_y") or "")
-            curves.extend(cv for k, v in raw.items() if (cv := as_curve(str(k), v, unit_y)) is not None)
+        bw = BwSweepPayload.from_json(c.data)  # BW001's and RDMA001's {collective: curve}, or one curve
+        curves = [cv for k, v in bw.busbw.items() if (cv := as_curve(k, v)) is not None]
         if not curves:
             continue
-        exp = c.data.get(BW_EXPECTED)
+        exp = bw.expected_busbw_GBps
         return BandwidthView(
-            c.code, curves, as_curve("time", c.data.get(BW_TIMES)), float(exp) if _is_number(exp) else None
+            c.code, curves, as_curve("time", bw.all_reduce), float(exp) if _is_number(exp) else None
         )
     return None
 
@@ -187,19 +164,16 @@ class NodeTopology:
         return self.nvlink is None and not self.nics and self.gdr is None and not self.gpus
 
 
-def _merge_topology(into: NodeTopology, d: dict[str, Any]) -> None:
-    into.nvlink = into.nvlink or as_matrix(d.get(TOPO_NVLINK))
-    nics = d.get(TOPO_NICS)
-    if isinstance(nics, list) and not into.nics:
-        into.nics = [n for n in nics if isinstance(n, dict)]
-    gdr = d.get(TOPO_GDR)
-    if isinstance(gdr, dict) and into.gdr is None:
-        into.gdr = gdr
-    elif isinstance(gdr, str) and into.gdr is None:
-        into.gdr = {"verdict": gdr}
-    gpus = d.get(TOPO_GPUS)
-    if isinstance(gpus, list) and not into.gpus:
-        into.gpus = [g for g in gpus if isinstance(g, dict)]
+def _merge_topology(into: NodeTopology, d: HostLists) -> None:
+    into.nvlink = into.nvlink or as_matrix(d.nvlink)
+    if d.nics is not None and not into.nics:
+        into.nics = [n for n in d.nics if isinstance(n, dict)]
+    if isinstance(d.gdr, dict) and into.gdr is None:
+        into.gdr = d.gdr
+    elif isinstance(d.gdr, str) and into.gdr is None:
+        into.gdr = {"verdict": d.gdr}
+    if d.gpus is not None and not into.gpus:
+        into.gpus = [g for g in d.gpus if isinstance(g, dict)]
 
 
 def topology_by_node(report: Report | None) -> list[NodeTopology]:
@@ -209,12 +183,8 @@ def topology_by_node(report: Report | None) -> list[NodeTopology]:
     default_host = next((str(r.get("hostname")) for r in report.ranks if r.get("hostname")), "this node")
     nodes: dict[str, NodeTopology] = {}
     for c in report.checks:
-        per_node = c.data.get(TOPO_NODES)
-        if isinstance(per_node, dict) and all(isinstance(v, dict) for v in per_node.values()):
-            for host, d in per_node.items():
-                _merge_topology(nodes.setdefault(str(host), NodeTopology(str(host))), d)
-        else:
-            _merge_topology(nodes.setdefault(default_host, NodeTopology(default_host)), c.data)
+        for host, d in host_lists(c.code, c.data, default_host, inside_data=False).items():
+            _merge_topology(nodes.setdefault(host, NodeTopology(host)), d)
     return [n for n in nodes.values() if not n.empty]
 
 

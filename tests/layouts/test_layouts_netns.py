@@ -1,19 +1,14 @@
 """Layouts from a matrix measured for real: `ddpdoctor check --select P2P001` on two emulated nodes
 (network namespaces, 2 ranks each, a 200 Mbit/s link between them), then recommend() on its report."""
 
-import pytest
-from support.testbed import NetBed, netns_available
+from support.marks import NEEDS_NETNS
+from support.testbed import NetBed
 
 from ddpdoctor.core.report import Report
 from ddpdoctor.recommend.layouts import recommend
 from tests.helpers import load
 
-NETNS_OK, NETNS_WHY = netns_available()
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.slow,
-    pytest.mark.skipif(not NETNS_OK, reason=NETNS_WHY or "network namespaces unavailable"),
-]
+pytestmark = NEEDS_NETNS
 
 
 def test_layouts_from_a_measured_p2p_matrix(tmp_path):

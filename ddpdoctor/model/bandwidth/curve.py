@@ -38,6 +38,18 @@ class BandFit:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: object) -> BandFit | None:
+        """A fit as ``to_dict`` wrote it; None when its band or fixed cost is missing."""
+        if not isinstance(d, dict):
+            return None
+        lo, hi, alpha = d.get("lo_B"), d.get("hi_B"), d.get("alpha_us")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi, alpha)):
+            return None
+        beta, r2, points = d.get("beta_GBps"), d.get("r2"), d.get("points")
+        return cls(lo, hi, alpha, beta if isinstance(beta, (int, float)) else None,
+                   r2 if isinstance(r2, (int, float)) else None, points if isinstance(points, int) else 0)  # fmt: skip
+
 
 def fit_line(points: list[tuple[float, float]]) -> tuple[float, float, float | None]:
     """Least squares t = a + b·S over (S, t) points: (a, b, R²). Needs two distinct sizes."""

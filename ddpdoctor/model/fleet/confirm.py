@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ddpdoctor.core.report import Report, Severity
 from ddpdoctor.model.bandwidth.p2p_analysis import Thresholds
+from ddpdoctor.model.bandwidth.payloads import P2PPayload
 from ddpdoctor.model.fleet.drain_reason import DrainReason
 from ddpdoctor.model.fleet.metrics import matrix_cells
 from ddpdoctor.model.nodes.bad_nodes import blamed_nodes
@@ -65,7 +66,7 @@ def healthy_p2p_reference(report: Report, healthy: list[str]) -> float | None:
     if p2p is None:
         return None
     ok = set(healthy)
-    vals = [v for a, b, v in matrix_cells(p2p.data.get("matrix")) if _host(a) != _host(b)
+    vals = [v for a, b, v in matrix_cells(P2PPayload.from_json(p2p.data).matrix) if _host(a) != _host(b)
             and _host(a) in ok and _host(b) in ok]
     return statistics.median(vals) if vals else None
 
@@ -84,7 +85,7 @@ def decide(first: Report, second: Report | None, node: str, partner: str, codes:
                 return Confirmation(node, partner, True, DrainReason(c.code, said), f"{node}: {said}")
     if "P2P001" in codes:
         p2p = second.check("P2P001")
-        cells = [(a, b, v) for a, b, v in matrix_cells(p2p.data.get("matrix") if p2p else None)
+        cells = [(a, b, v) for a, b, v in matrix_cells(P2PPayload.from_json(p2p.data).matrix if p2p else None)
                  if {_host(a), _host(b)} == {node, partner}]
         ref = healthy_p2p_reference(first, partners(first))
         if cells and ref:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from ddpdoctor.core.payload import LabeledMatrix
 from ddpdoctor.core.report import Report, Severity
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload
 from ddpdoctor.model.bandwidth.sizes import format_size
 from ddpdoctor.model.fleet.history import meta
 from ddpdoctor.model.fleet.metrics import matrix_cells
@@ -110,17 +112,20 @@ def _moved(what: str, old: float, new: float, unit: str, up_word: str = "rose", 
 
 def _busbw(report: Report) -> dict[str, dict[int, float]]:
     bw = report.check("BW001")
-    ops = bw.data.get("ops") if bw is not None and isinstance(bw.data.get("ops"), dict) else {}
-    return {op: {r["size_B"]: r["busbw_GBps"] for r in rows if isinstance(r, dict)
-                 and isinstance(r.get("size_B"), int) and isinstance(r.get("busbw_GBps"), (int, float))
-                 and r["busbw_GBps"] > 0}
-            for op, rows in ops.items() if isinstance(rows, list)}
+    ops = BwSweepPayload.from_json(bw.data).ops if bw is not None else {}
+    return {op: {r.size_B: r.busbw_GBps for r in rows if r.busbw_GBps is not None and r.busbw_GBps > 0}
+            for op, rows in ops.items()}
 
 
-def _links(report: Report, key: str) -> dict[tuple[str, str], float]:
+def _p2p(report: Report) -> P2PPayload:
     p2p = report.check("P2P001")
+    return P2PPayload.from_json(p2p.data) if p2p is not None else P2PPayload()
+
+
+def _links(matrix: LabeledMatrix | None) -> dict[tuple[str, str], float]:
+    """Median per (sender host, receiver host) of a P2P001 matrix."""
     cells: dict[tuple[str, str], list[float]] = {}
-    for a, b, v in matrix_cells(p2p.data.get(key) if p2p is not None else None):
+    for a, b, v in matrix_cells(matrix):
         if v > 0:
             cells.setdefault((a.partition("@")[2] or a, b.partition("@")[2] or b), []).append(v)
     return {k: statistics.median(v) for k, v in cells.items()}
@@ -129,11 +134,10 @@ def _links(report: Report, key: str) -> dict[tuple[str, str], float]:
 def _class_refs(report: Report, links: dict[tuple[str, str], float]) -> dict[str, float]:
     """Per link class (intra_node, inter_node): P2P001's own reference (the upper quartile of the ranks'
     best links, robust to a minority of slow nodes), else the class's best link."""
-    p2p = report.check("P2P001")
-    classes = p2p.data.get("classes") if p2p is not None and isinstance(p2p.data.get("classes"), dict) else {}
+    classes = _p2p(report).classes
     out = {}
     for cls in ("intra_node", "inter_node"):
-        ref = (classes.get(cls) or {}).get("reference_GBps") if isinstance(classes.get(cls), dict) else None
+        ref = classes[cls].reference_GBps if cls in classes else None
         vals = [v for (a, b), v in links.items() if (a == b) == (cls == "intra_node")]
         out[cls] = ref if isinstance(ref, (int, float)) and ref > 0 else (max(vals) if vals else 0.0)
     return out
@@ -144,7 +148,7 @@ def _link_changes(old: Report, new: Report, th: Thresholds) -> list[Change]:
     slowdown of the whole machine (another job, a loaded CPU), as a share of its class's reference.
     Both must move beyond the noise line, the same way. Latency is judged on its own figure."""
     out = []
-    lo, ln = _links(old, "matrix"), _links(new, "matrix")
+    lo, ln = _links(_p2p(old).matrix), _links(_p2p(new).matrix)
     ro, rn = _class_refs(old, lo), _class_refs(new, ln)
     for a, b in sorted(set(lo) & set(ln)):
         cls = "intra_node" if a == b else "inter_node"
@@ -154,7 +158,7 @@ def _link_changes(old: Report, new: Report, th: Thresholds) -> list[Change]:
         share = (ln[a, b] / rn[cls]) / (lo[a, b] / ro[cls])
         if _beyond(rel + 1, th.p2p) and _beyond(share, th.p2p) and (rel > 0) == (share > 1):
             out.append(Change("p2p", _moved(f"p2p {a} → {b}", lo[a, b], ln[a, b], "GB/s"), lo[a, b], ln[a, b], rel))
-    lo, ln = _links(old, "latency"), _links(new, "latency")
+    lo, ln = _links(_p2p(old).latency), _links(_p2p(new).latency)
     for a, b in sorted(set(lo) & set(ln)):
         rel = (ln[a, b] - lo[a, b]) / lo[a, b]
         if _beyond(rel + 1, th.latency):

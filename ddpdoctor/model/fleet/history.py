@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 
 from ddpdoctor.core.report import Report
+from ddpdoctor.model.nodes.environment import EnvPayload
+from ddpdoctor.model.topology.payloads import TopologyPayload
 
 VERSION_KEYS = ("torch", "nccl", "cuda", "driver", "python")
 
@@ -16,22 +18,24 @@ def _joined(values: list) -> str | None:
     return " | ".join(seen) if seen else None
 
 
-def versions(report: Report) -> dict[str, str | None]:
+def _env(report: Report) -> EnvPayload:
     env = report.check("ENV001")
-    per_node = env.data.get("nodes") if env is not None and isinstance(env.data.get("nodes"), dict) else {}
+    return EnvPayload.from_json(env.data) if env is not None else EnvPayload()
+
+
+def versions(report: Report) -> dict[str, str | None]:
+    per_node = _env(report).nodes
     out = {}
     for key in VERSION_KEYS:
-        vals = [n.get(key) for n in per_node.values() if isinstance(n, dict)]
+        vals = [getattr(n, key) for n in per_node.values()]
         out[key] = _joined(vals) or (str(report.versions[key]) if report.versions.get(key) else None)
     return out
 
 
 def nccl_variables(report: Report) -> dict[str, str]:
-    env = report.check("ENV001")
-    per_rank = env.data.get("per_rank") if env is not None and isinstance(env.data.get("per_rank"), dict) else {}
     found: dict[str, list[str]] = {}
-    for r in per_rank.values():
-        for k, v in ((r or {}).get("env") or {}).items():
+    for r in _env(report).per_rank.values():
+        for k, v in r.env.items():
             if k.startswith("NCCL_"):
                 found.setdefault(k, []).append(str(v))
     for snap in topologies(report).values():
@@ -44,10 +48,7 @@ def topologies(report: Report) -> dict[str, dict]:
     """host -> topology snapshot (dict), from GPU001's per-node data or health's run.topology."""
     out = dict(report.run.get("topology") or {}) if isinstance(report.run.get("topology"), dict) else {}
     gpu = report.check("GPU001")
-    for host, n in ((gpu.data.get("nodes") or {}) if gpu is not None else {}).items():
-        snap = (n or {}).get("data", {}).get("topology") if isinstance(n, dict) else None
-        if isinstance(snap, dict):
-            out[host] = snap
+    out.update(TopologyPayload.from_json(gpu.data).snapshots() if gpu is not None else {})
     return out
 
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from ddpdoctor.core.report import Report, Status
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload
 from ddpdoctor.model.fleet.metrics import node_status, report_nodes
 
 PREFIX = "ddpdoctor.io"
@@ -63,9 +64,9 @@ def valid_until_text(t: float) -> str:
 
 def _busbw(report: Report) -> float | None:
     bw = report.check("BW001")
-    rows = bw.data.get("ops", {}).get("all_reduce") if bw is not None and isinstance(bw.data.get("ops"), dict) else None
-    rows = [r for r in rows or [] if isinstance(r, dict) and isinstance(r.get("busbw_GBps"), (int, float))]
-    return max(rows, key=lambda r: r.get("size_B") or 0)["busbw_GBps"] if rows else None
+    rows = BwSweepPayload.from_json(bw.data).ops.get("all_reduce", ()) if bw is not None else ()
+    rows = [r for r in rows if r.busbw_GBps is not None]
+    return max(rows, key=lambda r: r.size_B).busbw_GBps if rows else None
 
 
 def node_labels(report: Report, valid_for_s: float) -> list[NodeLabels]:

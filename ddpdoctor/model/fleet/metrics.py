@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from ddpdoctor.core.payload import LabeledMatrix
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload
 
 NCCL_NAMES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
               "broadcast": "Broadcast", "reduce": "Reduce", "all_to_all": "AllToAll"}
@@ -108,20 +110,19 @@ def render(report: Report) -> str:
     n_nodes = len(nodes)
     nranks = report.run.get("world_size") or len(rank_host) or n_nodes
     bw = report.check("BW001")
-    if bw is not None and isinstance(bw.data.get("ops"), dict):
-        for op, rows in bw.data["ops"].items():
-            for row in rows if isinstance(rows, list) else []:
-                if not isinstance(row, dict) or not isinstance(row.get("size_B"), int):
-                    continue
-                labels = {"collective": NCCL_NAMES.get(op, op), "message_size": row["size_B"],
+    if bw is not None:
+        for op, rows in BwSweepPayload.from_json(bw.data).ops.items():
+            for row in rows:
+                labels = {"collective": NCCL_NAMES.get(op, op), "message_size": row.size_B,
                           "n_nodes": n_nodes, "nranks": nranks}
                 for node in nodes:
-                    fam["nccl_bus_bandwidth_gbs"].add(row.get("busbw_GBps"), **labels, node=node)
-                    fam["nccl_collective_exec_time_microseconds"].add(row.get("time_us"), **labels, node=node)
+                    fam["nccl_bus_bandwidth_gbs"].add(row.busbw_GBps, **labels, node=node)
+                    fam["nccl_collective_exec_time_microseconds"].add(row.time_us, **labels, node=node)
     p2p = report.check("P2P001")
     if p2p is not None:
-        for key, name in (("matrix", "ddpdoctor_p2p_bandwidth_gbs"), ("latency", "ddpdoctor_p2p_latency_microseconds")):
-            for src, dst, value in matrix_cells(p2p.data.get(key)):
+        pay = P2PPayload.from_json(p2p.data)
+        for matrix, name in ((pay.matrix, "ddpdoctor_p2p_bandwidth_gbs"), (pay.latency, "ddpdoctor_p2p_latency_microseconds")):
+            for src, dst, value in matrix_cells(matrix):
                 fam[name].add(value, src=src, dst=dst, src_node=src.partition("@")[2] or src,
                               dst_node=dst.partition("@")[2] or dst)
     for check in report.checks:
@@ -136,13 +137,11 @@ def render(report: Report) -> str:
     return "".join(f.text() for f in fam.values())
 
 
-def matrix_cells(matrix: object) -> Iterable[tuple[str, str, float]]:
+def matrix_cells(matrix: LabeledMatrix | None) -> Iterable[tuple[str, str, float]]:
     """(row label, column label, value) for every measured cell of a report matrix (row = sender)."""
-    if not isinstance(matrix, dict):
+    if matrix is None:
         return
-    labels, values = matrix.get("labels"), matrix.get("values")
-    if not isinstance(labels, list) or not isinstance(values, list):
-        return
+    labels, values = matrix.labels, matrix.values
     for i, row in enumerate(values[: len(labels)]):
         for j, v in enumerate((row or [])[: len(labels)]):
             if i != j and isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -16,8 +16,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ddpdoctor.core.payload import LabeledMatrix
 from ddpdoctor.core.report import CheckResult, Finding, Severity, status_from_findings
-from ddpdoctor.model.bandwidth.curve import sweep_curves
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, LinkClass, P2PPayload
 from ddpdoctor.model.bandwidth.sizes import format_size
 from ddpdoctor.model.imported.tool_runs import BwMatrix, NcclRun, Parsed, RdmaRun
 
@@ -120,18 +121,18 @@ def nccl_check(runs: list[NcclRun]) -> CheckResult:
     n = first.nranks or 0
     hosts = first.hosts
     table = {run.op: _rows(run) for run in runs}
-    data: dict[str, Any] = {
-        **sweep_curves(table),
-        "world_size": n,
-        "nnodes": max(1, len(hosts)),
-        "backend": "nccl",
-        "device": first.devices[0].name if first.devices else None,
-        "stopped": None,
-        "source": {"tool": "nccl-tests", "runs": {run.op: run.source for run in runs}},
-        "gpus_by_host": gpus_by_host(first.devices),
-        "hosts": hosts,
-        "avg_busbw_GBps": {run.op: run.avg_busbw_GBps for run in runs},
-    }
+    data = BwSweepPayload.from_rows(
+        table,
+        world_size=n,
+        nnodes=max(1, len(hosts)),
+        backend="nccl",
+        device=first.devices[0].name if first.devices else None,
+        stopped=None,
+        source={"tool": "nccl-tests", "runs": {run.op: run.source for run in runs}},
+        gpus_by_host=gpus_by_host(first.devices),
+        hosts=tuple(hosts),
+        avg_busbw_GBps={run.op: run.avg_busbw_GBps for run in runs},
+    ).to_json()
     findings = [f for run in runs for f in wrong_data_findings(run)]
     return CheckResult(
         "BW001",
@@ -303,9 +304,9 @@ def matrix_check(parsed: Parsed, host: str) -> CheckResult | None:
     cells = off_diagonal(values)
     med = statistics.median(cells) if cells else None
     names = {d.index: d.name for d in parsed.devices}
-    data = {
-        "matrix": {"unit": "GB/s", "labels": labels, "values": values},
-        "matrices": {
+    data = P2PPayload(
+        matrix=LabeledMatrix(tuple(labels), tuple(map(tuple, values)), unit="GB/s"),
+        matrices={
             m.name: {
                 "unit": m.unit,
                 "labels": labels[: len(m.row_labels)],
@@ -314,20 +315,20 @@ def matrix_check(parsed: Parsed, host: str) -> CheckResult | None:
             }
             for m in mats
         },
-        "mode": "sequential",  # both tools measure one pair at a time
-        "ranks": [
+        mode="sequential",  # both tools measure one pair at a time
+        ranks=tuple(
             {"rank": i, "node_rank": 0, "local_rank": i, "hostname": host, "gpu": names.get(i)}
             for i in range(n)
-        ],
-        "outliers": sorted([list(p) for p in outliers]),
-        "classes": {"intra_node": {"median_GBps": med, "pairs": len(cells)}} if med is not None else {},
-        "pairs_measured": len(cells),
-        "pairs_possible": n * (n - 1),
-        "source": {"tool": primary.tool, "file": parsed.path, "matrix": primary.name, "at": primary.source},
-        "gpus_by_host": {
+        ),
+        outliers=tuple(sorted(outliers)),
+        classes={"intra_node": LinkClass(median_GBps=med, pairs=len(cells))} if med is not None else {},
+        pairs_measured=len(cells),
+        pairs_possible=n * (n - 1),
+        source={"tool": primary.tool, "file": parsed.path, "matrix": primary.name, "at": primary.source},
+        gpus_by_host={
             host: [{"index": d.index, "name": d.name, "bus_id": d.bus_id} for d in parsed.devices]
         },
-    }
+    ).to_json()
     summary = (
         f"{primary.name}: GPU↔GPU median {med:.3g} GB/s over {len(cells)} pairs"
         if med

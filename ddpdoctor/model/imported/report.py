@@ -12,9 +12,11 @@ best bandwidth against the profile's ``per_nic``.
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from typing import Any
 
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload
 from ddpdoctor.model.bandwidth.sizes import format_size
 from ddpdoctor.model.imported import checks as ic
 from ddpdoctor.model.imported.tool_runs import Parsed
@@ -107,21 +109,22 @@ def judge_check(check: CheckResult, profile: Profile, how: str, match: MatchResu
     for f in check.findings:
         if "profile" in f.evidence:  # the check's own hints name its sibling checks, which did not run here
             f.hint = IMPORT_HINT
-    comp = check.data.get("profile")
-    if check.code == "BW001" and isinstance(comp, dict) and comp.get("pct_of_expected") is not None:
+    bw = BwSweepPayload.from_json(check.data) if check.code == "BW001" else None
+    comp = bw.profile if bw is not None else None
+    if comp is not None and comp.pct_of_expected is not None:
         verdict = (
-            f"all_reduce busbw {comp['measured_GBps']:.3g} GB/s at {format_size(comp['size_B'])}: "
-            f"{comp['pct_of_expected']:.0f}% of the {check.data['expected_busbw_GBps']:.3g} GB/s expected on "
+            f"all_reduce busbw {comp.measured_GBps:.3g} GB/s at {format_size(comp.size_B)}: "
+            f"{comp.pct_of_expected:.0f}% of the {bw.expected_busbw_GBps:.3g} GB/s expected on "
             f"{profile.name}"
         )
-        d = check.data
-        check.summary = ic.nccl_headline(d["ops"], d.get("world_size") or 0, d.get("hosts") or [], verdict)
+        rows = {op: [r.to_json() for r in op_rows] for op, op_rows in bw.ops.items()}
+        check.summary = ic.nccl_headline(rows, bw.world_size or 0, list(bw.hosts or ()), verdict)
     if check.code == "P2P001":
-        med = (check.data.get("classes") or {}).get("intra_node", {}).get("median_GBps")
+        p2p = P2PPayload.from_json(check.data)
+        med = p2p.median_GBps("intra_node")
         exp = profile.expected("p2p_intra_node")
         if med and exp:
-            check.data["expected_GBps"] = exp
-            check.data["pct_of_expected"] = round(100 * med / exp, 1)
+            check.data = replace(p2p, expected_GBps=exp, pct_of_expected=round(100 * med / exp, 1)).to_json()
             check.summary += f": {100 * med / exp:.0f}% of the {exp:.3g} GB/s expected on {profile.name}"
     return sub.run.get("profile") or {}
 

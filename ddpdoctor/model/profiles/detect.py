@@ -20,10 +20,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddpdoctor.core.payload import LabeledMatrix
 from ddpdoctor.core.report import Report
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload
+from ddpdoctor.model.nodes.environment import EnvPayload
 from ddpdoctor.model.profiles.schema import Profile
 from ddpdoctor.model.topology.analysis import nvlink_matrix
 from ddpdoctor.model.topology.node import NodeTopology
+from ddpdoctor.model.topology.payloads import ListedNic, TopologyPayload, host_lists
 
 RDMA_KINDS = ("InfiniBand", "RoCE", "EFA", "RDMA")
 # EFA devices carry the PCI-path names rdma-core gives them ("rdmap79s0", as in aws-ofi-nccl's
@@ -102,11 +106,8 @@ def _data(report: Report, code: str) -> dict:
 
 
 def _from_snapshots(report: Report, nodes: dict[str, NodeFacts], sources: list[str]) -> None:
-    data = _data(report, "GPU001")
-    for host, d in (data.get("nodes") or {}).items():
-        snap = ((d or {}).get("data") or {}).get("topology") if isinstance(d, dict) else None
-        if not isinstance(snap, dict):
-            continue
+    gpu = TopologyPayload.from_json(_data(report, "GPU001"))
+    for host, snap in gpu.snapshots().items():
         try:
             facts = node_facts(NodeTopology.from_dict(snap))
         except ValueError:
@@ -114,21 +115,19 @@ def _from_snapshots(report: Report, nodes: dict[str, NodeFacts], sources: list[s
         facts.host = str(host)
         nodes[str(host)] = facts
         sources.append(f"GPU001 topology of {host}")
-    for host, why in (data.get("skipped") or {}).items():
-        if "no NVIDIA GPU" in str(why) and str(host) not in nodes:
+    for host, why in (gpu.skipped or {}).items():
+        if "no NVIDIA GPU" in why and host not in nodes:
             nodes[str(host)] = NodeFacts(host=str(host), gpu_count=0)
             sources.append(f"GPU001: {host} has no NVIDIA GPU")
 
 
 def _from_env(report: Report, nodes: dict[str, NodeFacts], sources: list[str]) -> None:
-    per_rank = _data(report, "ENV001").get("per_rank") or {}
     seen: dict[str, dict[str, str]] = {}
-    for d in per_rank.values():
-        if not isinstance(d, dict) or not isinstance(d.get("gpu"), dict) or not d.get("hostname"):
+    for rank in EnvPayload.from_json(_data(report, "ENV001")).per_rank.values():
+        if rank.gpu is None or not rank.hostname:
             continue
-        gpu = d["gpu"]
-        key = str(gpu.get("uuid") or gpu.get("index"))
-        seen.setdefault(str(d["hostname"]), {})[key] = str(gpu.get("name") or "")
+        key = str(rank.gpu.uuid or rank.gpu.index)
+        seen.setdefault(rank.hostname, {})[key] = rank.gpu.name or ""
     for host, gpus in seen.items():
         n = nodes.setdefault(host, NodeFacts(host=host))
         if not n.gpu_names:
@@ -137,10 +136,10 @@ def _from_env(report: Report, nodes: dict[str, NodeFacts], sources: list[str]) -
         sources.append(f"ENV001 GPUs of {host}")
 
 
-def _nvlink_in(matrix: Any) -> bool | None:
-    if not isinstance(matrix, dict) or not isinstance(matrix.get("values"), list):
+def _nvlink_in(matrix: LabeledMatrix | None) -> bool | None:
+    if matrix is None:
         return None
-    cells = [v for row in matrix["values"] if isinstance(row, list) for v in row if v is not None]
+    cells = [v for row in matrix.values for v in row if v is not None]
     if not cells:
         return None
     return any(
@@ -149,56 +148,30 @@ def _nvlink_in(matrix: Any) -> bool | None:
     )
 
 
-def _nics_in(items: Any) -> list[NicFact] | None:
-    if not isinstance(items, list) or not all(isinstance(n, dict) for n in items):
+def _nics_in(listed: list[ListedNic] | None) -> list[NicFact] | None:
+    if listed is None:
         return None
-    out = []
-    for n in items:
-        if n.get("kind"):  # IB001 says it in our words already
-            kind = str(n["kind"])
-        else:  # the TUI's port link layer: Ethernet on an RDMA device is RoCE
-            layer = str(n.get("link_layer") or "")
-            kind = {"infiniband": "InfiniBand", "ethernet": "RoCE"}.get(layer.lower(), layer or "RDMA")
-        rate = n.get("rate_Gbps", n.get("rate_gbps"))
-        name = str(n.get("name") or "")
-        out.append(
-            NicFact(
-                name,
-                "EFA" if _EFA_NAME.match(name) else kind,
-                float(rate) if isinstance(rate, (int, float)) else None,
-            )
-        )
-    return out
+    return [NicFact(n.name, "EFA" if _EFA_NAME.match(n.name) else n.kind, n.rate_Gbps) for n in listed]
 
 
 def _from_views(report: Report, nodes: dict[str, NodeFacts], sources: list[str]) -> None:
     """The per-node gpus / nvlink / nics lists (flat for a one-node report) the TUI reads."""
     default_host = next((str(r.get("hostname")) for r in report.ranks if r.get("hostname")), "")
     for c in report.checks:
-        per_node = c.data.get("nodes") if isinstance(c.data.get("nodes"), dict) else {default_host: c.data}
-        for host, outer in per_node.items():
-            if not isinstance(outer, dict) or not host:
+        # the TUI's flat shape, or a topology check's per-node "data" (NVL001 calls its matrix "matrix")
+        for host, d in host_lists(c.code, c.data, default_host, inside_data=True).items():
+            if not host:
                 continue
-            # the TUI's flat shape, or a topology check's per-node "data" (NVL001 calls its matrix "matrix")
-            inner = outer.get("data") if isinstance(outer.get("data"), dict) else {}
-            d = {**inner, **outer}
-            if c.code == "NVL001" and "nvlink" not in d:
-                d["nvlink"] = d.get("matrix")
-            n = nodes.setdefault(str(host), NodeFacts(host=str(host)))
-            gpus = d.get("gpus")
-            if (
-                isinstance(gpus, list)
-                and gpus
-                and all(isinstance(g, dict) for g in gpus)
-                and n.gpu_count is None
-            ):
+            n = nodes.setdefault(host, NodeFacts(host=host))
+            gpus = d.gpus
+            if gpus and all(isinstance(g, dict) for g in gpus) and n.gpu_count is None:
                 n.gpu_names = n.gpu_names or [str(g["name"]) for g in gpus if g.get("name")]
                 n.gpu_count = n.gpu_count_min = max(len(gpus), n.gpu_count_min)
                 sources.append(f"{c.code} GPU list of {host}")
-            if n.nvlink is None and (found := _nvlink_in(d.get("nvlink"))) is not None:
+            if n.nvlink is None and (found := _nvlink_in(d.nvlink_matrix)) is not None:
                 n.nvlink = found
                 sources.append(f"{c.code} NVLink matrix of {host}")
-            if n.nics is None and (nics := _nics_in(d.get("nics"))) is not None:
+            if n.nics is None and (nics := _nics_in(d.listed_nics)) is not None:
                 n.nics = nics
                 sources.append(f"{c.code} NICs of {host}")
 
@@ -210,7 +183,9 @@ def report_facts(report: Report | dict) -> ReportFacts:
     _from_snapshots(rep, nodes, sources)
     _from_env(rep, nodes, sources)
     _from_views(rep, nodes, sources)
-    backend = rep.run.get("backend") or rep.versions.get("backend") or _data(rep, "BW001").get("backend")
+    backend = (
+        rep.run.get("backend") or rep.versions.get("backend") or BwSweepPayload.from_json(_data(rep, "BW001")).backend
+    )
     nodes = {h: n for h, n in nodes.items() if n != NodeFacts(host=h)}  # drop hosts nothing was learned of
     return ReportFacts(backend=str(backend) if backend else None, nodes=nodes, sources=sources)
 

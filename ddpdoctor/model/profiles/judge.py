@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status, status_from_findings
+from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload, ProfileComparison
 from ddpdoctor.model.bandwidth.sizes import format_size
 from ddpdoctor.model.profiles.detect import MatchResult, as_report
 from ddpdoctor.model.profiles.schema import Profile
@@ -44,18 +45,18 @@ class Shape:
     ranks_per_node: int  # the fewest on any node
 
 
-def run_shape(report: Report, data: dict | None = None) -> Shape:
-    data = data or {}
+def run_shape(report: Report, bw: BwSweepPayload | None = None) -> Shape:
+    bw = bw or BwSweepPayload()
     hosts: dict[str, int] = {}
     for r in report.ranks:
         hosts[str(r.get("hostname"))] = hosts.get(str(r.get("hostname")), 0) + 1
     nodes = report.run.get("nodes")
-    nnodes = data.get("nnodes") or report.run.get("nnodes")
+    nnodes = bw.nnodes or report.run.get("nnodes")
     if not isinstance(nnodes, int):
         nnodes = nodes if isinstance(nodes, int) else len(nodes) if isinstance(nodes, list) else len(hosts)
-    world = data.get("world_size") or report.run.get("world_size") or len(report.ranks)
+    world = bw.world_size or report.run.get("world_size") or len(report.ranks)
     per_node = min(hosts.values()) if hosts else max(1, int(world or 1) // max(1, nnodes or 1))
-    backend = data.get("backend") or report.run.get("backend")
+    backend = bw.backend or report.run.get("backend")
     return Shape(
         backend=backend, world_size=int(world or 0), nnodes=int(nnodes or 1), ranks_per_node=per_node
     )
@@ -65,17 +66,14 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def all_reduce_points(data: dict) -> list[tuple[int, float]]:
+def all_reduce_points(bw: BwSweepPayload) -> list[tuple[int, float]]:
     """(size_B, busbw_GBps) of BW001's all_reduce, from ``ops`` rows or the ``busbw`` curve."""
-    rows = (data.get("ops") or {}).get("all_reduce") if isinstance(data.get("ops"), dict) else None
-    if isinstance(rows, list):
-        pts = [(r.get("size_B"), r.get("busbw_GBps")) for r in rows if isinstance(r, dict)]
+    rows = bw.ops.get("all_reduce")
+    if rows is not None:
+        pts = [(r.size_B, r.busbw_GBps) for r in rows]
     else:
-        curve = data.get("busbw")
-        if isinstance(curve, dict) and "points" not in curve:
-            curve = curve.get("all_reduce")
-        pts = curve.get("points") if isinstance(curve, dict) else None
-        pts = [tuple(p[:2]) for p in pts or [] if isinstance(p, (list, tuple)) and len(p) >= 2]
+        curve = bw.busbw.get("all_reduce")
+        pts = list(curve.points) if curve is not None else []
     return sorted((int(s), float(b)) for s, b in pts if _num(s) and _num(b) and b >= 0)
 
 
@@ -129,10 +127,11 @@ def compare_bw(report: Report, profile: Profile) -> tuple[BwComparison | None, l
     c = report.check("BW001")
     if c is None:
         return None, []
-    shape = run_shape(report, c.data)
+    bw = BwSweepPayload.from_json(c.data)
+    shape = run_shape(report, bw)
     cls, exp, note = expected_all_reduce(profile, shape)
     comp = BwComparison(cls, exp, note=note)
-    pts = all_reduce_points(c.data)
+    pts = all_reduce_points(bw)
     if exp is None or not pts or shape.world_size < 2:
         return comp, []
     large = [(s, b) for s, b in pts if s >= profile.large_message_B]
@@ -177,37 +176,35 @@ def compare_bw(report: Report, profile: Profile) -> tuple[BwComparison | None, l
     ]
 
 
-def _hosts(report: Report, data: dict, n: int) -> list[str | None]:
-    ranks = data.get("ranks")
-    if isinstance(ranks, list) and len(ranks) == n and all(isinstance(r, dict) for r in ranks):
-        return [r.get("hostname") for r in ranks]
-    labels = (data.get("matrix") or {}).get("labels") or []
+def _hosts(report: Report, p2p: P2PPayload, n: int) -> list[str | None]:
+    if len(p2p.ranks) == n:
+        return [r.get("hostname") for r in p2p.ranks]
+    labels = p2p.matrix.labels if p2p.matrix is not None else ()
     if len(labels) == n and all(isinstance(x, str) and "@" in x for x in labels):
         return [x.split("@", 1)[1] for x in labels]
     by_rank = {int(r["rank"]): r.get("hostname") for r in report.ranks if "rank" in r}
     return [by_rank.get(i) for i in range(n)]
 
 
-def p2p_classes(report: Report, data: dict) -> dict[str, dict[str, Any]]:
+def p2p_classes(report: Report, p2p: P2PPayload) -> dict[str, dict[str, Any]]:
     """{"intra_node"|"inter_node": {"median_GBps", "pairs", "slowest": (i, j, GBps)}} from the matrix."""
-    values = (data.get("matrix") or {}).get("values") if isinstance(data.get("matrix"), dict) else None
-    if not isinstance(values, list) or not values:
-        classes = data.get("classes") if isinstance(data.get("classes"), dict) else {}
+    values = p2p.matrix.values if p2p.matrix is not None else ()
+    if not values:
         return {
-            k: {"median_GBps": v["median_GBps"], "pairs": v.get("pairs"), "slowest": None}
-            for k, v in classes.items()
-            if isinstance(v, dict) and _num(v.get("median_GBps"))
+            k: {"median_GBps": v.median_GBps, "pairs": v.pairs, "slowest": None}
+            for k, v in p2p.classes.items()
+            if v.median_GBps is not None
         }
     n = len(values)
-    hosts = _hosts(report, data, n)
+    hosts = _hosts(report, p2p, n)
     # P2P001 already blames the links it flagged (a slow node, a bad path): the profile judges the rest,
     # so one slow node does not make the whole class look slow. With every link flagged, all count.
-    flagged = {tuple(p) for p in data.get("outliers") or [] if isinstance(p, (list, tuple)) and len(p) == 2}
+    flagged = set(p2p.outliers)
     vals: dict[str, list[float]] = {"intra_node": [], "inter_node": []}
     kept: dict[str, list[float]] = {"intra_node": [], "inter_node": []}
     slowest: dict[str, tuple[int, int, float]] = {}
     for i, row in enumerate(values):
-        if hosts[i] is None or not isinstance(row, list):
+        if hosts[i] is None:
             continue
         for j, v in enumerate(row[:n]):  # a 512-rank matrix has 262k cells: keep this loop lean
             if v is None or i == j or type(v) not in (int, float) or hosts[j] is None:
@@ -236,7 +233,7 @@ def compare_p2p(report: Report, profile: Profile) -> list[Finding]:
     if c is None:
         return []
     out = []
-    for kind, got in sorted(p2p_classes(report, c.data).items()):
+    for kind, got in sorted(p2p_classes(report, P2PPayload.from_json(c.data)).items()):
         cls = f"p2p_{kind}"
         exp = profile.expected(cls)
         if exp is None:
@@ -269,7 +266,7 @@ def compare_p2p(report: Report, profile: Profile) -> list[Finding]:
 
 def _judgement(rep: Report, profile: Profile) -> tuple[BwComparison | None, list[Finding]]:
     bw = rep.check("BW001")
-    shape = run_shape(rep, bw.data if bw is not None else None)
+    shape = run_shape(rep, BwSweepPayload.from_json(bw.data) if bw is not None else None)
     if profile.match.backend and shape.backend and shape.backend != profile.match.backend:
         code = next((c for c in ("BW001", "P2P001") if rep.check(c)), None)
         msg = (
@@ -331,15 +328,16 @@ def apply_profile(
             c.status = _worse(c.status, [finding])
     bw = report.check("BW001")
     if bw is not None and comp is not None and comp.expected_GBps is not None:
-        bw.data["expected_busbw_GBps"] = round(comp.expected_GBps, 4)
-        bw.data["profile"] = {
-            "name": profile.name,
-            "link_class": comp.link_class,
-            "measured_GBps": comp.measured_GBps,
-            "size_B": comp.size_B,
-            "pct_of_expected": None if comp.pct is None else round(comp.pct, 1),
-            **({"scaling": comp.note} if comp.note else {}),
-        }
+        reference = ProfileComparison(
+            name=profile.name,
+            link_class=comp.link_class,
+            measured_GBps=comp.measured_GBps,
+            size_B=comp.size_B,
+            pct_of_expected=None if comp.pct is None else round(comp.pct, 1),
+            scaling=comp.note or None,
+        )
+        # added to the payload as it is (a user's BW001-like check may write more or other keys)
+        bw.data.update(expected_busbw_GBps=round(comp.expected_GBps, 4), profile=reference.to_json())
     record: dict[str, Any] = {
         "name": profile.name,
         "how": how,
