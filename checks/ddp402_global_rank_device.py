@@ -142,7 +142,8 @@ def _global_option(m, name: str) -> bool:
 def _device_exprs(m):
     for call, q in m.calls:
         f = call.func
-        if q in ("torch.cuda.set_device", "torch.cuda.device") and call.args:
+        # torch.accelerator.set_device_index: the device-generic set_device of torch >= 2.6
+        if q in ("torch.cuda.set_device", "torch.cuda.device", "torch.accelerator.set_device_index") and call.args:
             yield call, call.args[0]
         elif q == "torch.device" and len(call.args) == 2:
             yield call, call.args[1]
