@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.flow import Flow
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP404"
 TITLE = "NCCL without set_device"
@@ -155,8 +156,57 @@ def _first_current(m, bare: Flow) -> ast.AST | None:
     return (made or current or [None])[0]
 
 
+_SELECTS = ("set_device", "set_device_index")
+
+
+def _selects(m, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _last_name(node.func) in _SELECTS
+
+
+def _last_name(e: ast.AST) -> str | None:
+    name = dotted(e)
+    return name.rsplit(".", 1)[-1] if name else None
+
+
+def _arm_without_device(m, bare: Flow):
+    """(bare move, its ``if``) where ``set_device`` is called in one arm of an ``if`` only and the
+    other arm wraps a DDP model after moving work to the current GPU (``if args.gpu is not None:
+    set_device(args.gpu) ... else: model.cuda(); DDP(model)``): on that path every rank is on GPU 0.
+    Nothing when any ``set_device`` runs unconditionally."""
+    selects = [c for c, _q in m.calls if _selects(m, c)]
+    if not selects or any(not any(isinstance(a, ast.If) for a in m.ancestors(c)) for c in selects):
+        return None
+    ddp = {id(c) for c in m.ddp_constructors}
+    moves = {id(c): c for c, indexed in _placements(m, bare) if not indexed}
+    for node in m.nodes(ast.If):
+        if not node.orelse or not any(_selects(m, n) for st in node.body for n in ast.walk(st)):
+            continue
+        other = [n for st in node.orelse for n in ast.walk(st)]
+        if any(_selects(m, n) for n in other) or not any(id(n) in ddp for n in other):
+            continue
+        move = next((n for n in other if id(n) in moves), None)
+        if move is not None:
+            return move, node
+    return None
+
+
 def check(m):
-    if m.mentions(*_PICKS[:4]):
+    if m.mentions("CUDA_VISIBLE_DEVICES", "torch.cuda.device("):
+        return
+    if m.mentions("set_device"):  # also set_device_index
+        found = _arm_without_device(m, _bare_devices(m))
+        if found is not None:
+            move, branch = found
+            yield m.finding(
+                CODE,
+                move,
+                f"on this path no GPU is ever selected (`set_device` is called only when the test on "
+                f"line {branch.lineno} holds), so this goes to GPU 0 on every rank and the DDP model "
+                "of every rank lives there",
+                SEVERITY,
+                hint="select the device on every distributed path: `torch.cuda.set_device(local_rank)`"
+                " with local_rank from LOCAL_RANK",
+            )
         return
     inits = m.dist_calls("init_process_group")
     if not inits or any(m.keyword(c, "device_id") is not None for c in inits):
