@@ -26,7 +26,14 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.writers import every_rank_reaches, guard_chains, per_process_path, to_stream
+from ddpdoctor.script.writers import (
+    every_rank_reaches,
+    guard_chains,
+    guarded_here,
+    other_ranks_arm,
+    per_process_path,
+    to_stream,
+)
 
 CODE = "DDP501"
 TITLE = "torch.save not guarded by rank"
@@ -65,10 +72,16 @@ def _unguarded_entry(m, call) -> bool:
 def _guard_on_the_way(m, call) -> bool:
     """A rank test the interpreter could not evaluate (``args.rank % ngpus_per_node == 0``) still reads
     as a guard: on the save itself or on a call that led to it."""
-    if m.guarded_by_rank(call):
+    if guarded_here(m, call):
         return True
     lines = {ln for run in m.runs for t in run.traces for e in t.events if e.node is call for ln in e.chain}
-    return any(c.lineno in lines and m.guarded_by_rank(c) for c, _ in m.calls)
+    return any(c.lineno in lines and guarded_here(m, c) for c, _ in m.calls)
+
+
+def _many_ranks(run, ranks: set[int]) -> bool:
+    """Every rank, or every rank but one (the ``else`` of ``if rank == 0``) in a world of three or more:
+    either way several ranks write the same file."""
+    return len(ranks) == run.world_size or (run.world_size >= 3 and len(ranks) >= run.world_size - 1)
 
 
 _SAVE_WORDS = ("save", "checkpoint", "ckpt")
@@ -158,16 +171,23 @@ def check(m):
             continue
         reach = m.reach(call)
         if reach:
-            if not any(len(ranks) == run.world_size for run, ranks in reach):
+            if not any(_many_ranks(run, ranks) for run, ranks in reach):
                 continue  # only some ranks get here
             if all(run.entry != "<module>" for run, _ in reach) and not _unguarded_entry(m, call):
                 continue
-        elif m.guarded_by_rank(call) or not _unguarded_entry(m, call):
+        elif guarded_here(m, call) or not _unguarded_entry(m, call):
             continue
+        arm = other_ranks_arm(m, call)
+        who = (
+            f"every rank but the one the test at line {arm.lineno} lets through"
+            if arm is not None
+            else "every rank"
+        )
         yield m.finding(
             CODE,
             call,
-            "`torch.save` runs on every rank: all ranks write the same file at once",
+            f"`torch.save` runs on {who}: all those ranks write the same file at once",
             SEVERITY,
             hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+            **({"chain": [arm.lineno, call.lineno]} if arm is not None else {}),
         )
