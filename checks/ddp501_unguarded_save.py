@@ -136,6 +136,37 @@ def _inconsistent_calls(m, saves):
                 yield c, name, fn, guarded[0]
 
 
+def _unguarded_siblings(m):
+    """Saving helpers of one object whose bodies are in another file (a base class, a checkpoint
+    manager): ``self.save_checkpoint(e)`` under ``if is_main_process():`` and
+    ``self.save_best_checkpoint()`` on every rank. The guard on the one shows that saving through
+    this object is one rank's job; the unguarded call has every rank write the same file. Yields
+    (unguarded call, a guarded call)."""
+    own = {fn.name for fn in m.functions}
+    by_receiver: dict[str, list[ast.Call]] = {}
+    for call, _q in m.calls:
+        f = call.func
+        name = f.attr.lower() if isinstance(f, ast.Attribute) else ""
+        if (
+            "save" in name
+            and "load" not in name
+            and isinstance(f.value, ast.Name)
+            and f.value.id not in m.aliases  # torch.save, np.save: other rules
+            and f.attr not in own
+            and isinstance(m.parents.get(call), ast.Expr)  # run for its effect, not asked for a value
+        ):
+            by_receiver.setdefault(f.value.id, []).append(call)
+    for calls in by_receiver.values():
+        if len(calls) < 2 or any(_passes_rank(c) for c in calls):
+            continue
+        guarded = [c for c in calls if all(chain for chain in guard_chains(m, c))]
+        if not guarded:
+            continue
+        for c in calls:
+            if c not in guarded and every_rank_reaches(m, c):
+                yield c, guarded[0]
+
+
 def _save_chain(m, call, fn) -> list[int]:
     """The call, then the ``torch.save`` it reaches in this file's helper ``fn`` (if it is here)."""
     if fn is None:
@@ -145,6 +176,18 @@ def _save_chain(m, call, fn) -> list[int]:
 
 
 def check(m):
+    # the rank guard on a sibling is evidence enough that every rank runs this file's code
+    for call, guarded in _unguarded_siblings(m):
+        name = ast.unparse(call.func)
+        yield m.finding(
+            CODE,
+            call,
+            f"every rank calls `{name}` here, while line {guarded.lineno} saves through "
+            f"`{ast.unparse(guarded.func)}` on one rank only: here all ranks write the same file at once",
+            SEVERITY,
+            hint="call it under the same rank test, then `dist.barrier()`",
+            chain=[guarded.lineno, call.lineno],
+        )
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
     saves = m.calls_named("torch.save")
