@@ -5,7 +5,8 @@ Finds `init_process_group` with the NCCL backend in a script that never calls
 `torch.cuda.set_device` (and passes no `device_id=`), and a script that starts a process group and
 puts its model on the GPU with an unindexed `.cuda()` / `"cuda"` while picking no device anywhere
 (no `set_device`, no `device_ids=`, no `cuda:<i>`, no `CUDA_VISIBLE_DEVICES`): every rank then
-lands on GPU 0.
+lands on GPU 0. Also a script that puts its model on the rank's GPU by index (`.cuda(rank)`,
+`device_ids=[rank]`) but moves batches in its loop with an unindexed `.cuda()`, with no `set_device`.
 
 ## Why is this bad?
 NCCL and PyTorch use the *current* CUDA device for communicators, `barrier()` and object
@@ -87,6 +88,59 @@ def _picks_somewhere(m) -> bool:
     return False
 
 
+def _indexed_placement(m) -> ast.AST | None:
+    """The first placement on a GPU picked per process: ``.cuda(rank)``, ``.to(local_rank)``,
+    ``device_ids=[rank]`` with a rank (not a constant, not a device object)."""
+    for call, _q in m.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and len(call.args) == 1:
+            if m.rank_kind(call.args[0]) is not None:
+                return call
+        ids = m.keyword(call, "device_ids")
+        if isinstance(ids, (ast.List, ast.Tuple)) and len(ids.elts) == 1 and m.rank_kind(ids.elts[0]):
+            return call
+    return None
+
+
+def _in_loop(m, node) -> bool:
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+            return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+    return False
+
+
+def _unindexed_in_loop(m) -> ast.Call | None:
+    """The first ``x.cuda()`` in a loop (a batch moved each step): it goes to the current device."""
+    for call, _q in m.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "cuda" and not call.args and not call.keywords:
+            if _in_loop(m, call):
+                return call
+    return None
+
+
+def _mixed_placement(m):
+    """The model goes to the rank's GPU by index, the batches by `.cuda()` to the current device,
+    which no set_device ever changes: GPU 0 on every rank, next to a model on another GPU."""
+    if not (m.dist_calls("init_process_group") or m.ddp_constructors):
+        return
+    placed, moved = _indexed_placement(m), _unindexed_in_loop(m)
+    if placed is not None and moved is not None:
+        yield m.finding(
+            CODE,
+            moved,
+            f"`{ast.unparse(moved)}` moves data to the current GPU, which is GPU 0 on every rank: "
+            f"nothing calls `torch.cuda.set_device`, while line {placed.lineno} puts the model on "
+            "the rank's own GPU",
+            SEVERITY,
+            hint="call `torch.cuda.set_device(local_rank)` first, or move data with "
+            "`.cuda(local_rank)` / `.to(device)`",
+            chain=[placed.lineno, moved.lineno],
+        )
+
+
 def check(m):
     if m.mentions(*_PICKS[:4]):
         return
@@ -103,13 +157,15 @@ def check(m):
                 hint="`torch.cuda.set_device(int(os.environ['LOCAL_RANK']))` before init_process_group",
             )
             return
-    for call in inits:
-        if _nccl(m, call) and m.keyword(call, "device_id") is None:
-            yield m.finding(
-                CODE,
-                call,
-                "NCCL process group, but the script never calls `torch.cuda.set_device`: every "
-                "rank's current device is GPU 0",
-                SEVERITY,
-                hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
-            )
+    nccl = [c for c in inits if _nccl(m, c) and m.keyword(c, "device_id") is None]
+    if not nccl:  # one finding per cause: the NCCL group's already says set_device is missing
+        yield from _mixed_placement(m)
+    for call in nccl:
+        yield m.finding(
+            CODE,
+            call,
+            "NCCL process group, but the script never calls `torch.cuda.set_device`: every "
+            "rank's current device is GPU 0",
+            SEVERITY,
+            hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
+        )
