@@ -85,6 +85,8 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
         return True
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
+    if call is not None:
+        return _returns_global(m, call, names, depth)
     name = dotted(expr)
     if not name:
         return False
@@ -97,7 +99,19 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
     return name in names or (_scope(m, expr), name) in names or _global_option(m, name)
 
 
-_MAX_CALL_DEPTH = 4  # callers followed this far up for a parameter's value
+_MAX_CALL_DEPTH = 4  # callers (or callees) followed this far for a value
+
+
+def _returns_global(m, call: ast.Call, names: set, depth: int) -> bool:
+    """``get_gpu()`` where this file's only ``def get_gpu`` returns the global rank on every
+    ``return`` (``return int(os.environ["RANK"])``)."""
+    defs = [f for f in m.functions if f.name == call.func.id and not isinstance(f, ast.Lambda)]
+    if len(defs) != 1 or depth >= _MAX_CALL_DEPTH:
+        return False  # not ours, or two defs of one name: cannot tell which
+    returns = [
+        r.value for r in ast.walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
+    ]
+    return bool(returns) and all(v is not None and _uses_global(m, v, names, depth + 1) for v in returns)
 
 
 def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> bool:
