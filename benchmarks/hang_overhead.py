@@ -4,8 +4,9 @@ that load from other users hits both alike.
 
     python benchmarks/hang_overhead.py [--pairs 4] [--steps 1500] [--hang-after 300 5] [--verify]
 
-With --verify the watched runs use `watch --verify` (TORCH_DISTRIBUTED_DEBUG=DETAIL: a fingerprint
-exchange before every collective): the figure is what --verify costs per step.
+With --verify the watched runs use `watch --verify` (a fingerprint exchange through the job's store
+before every collective, and the p2p, forward and sampler checks): the figure is what --verify costs
+per step.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def one(watched: bool, steps: int, hang_after: float, verify: bool = False, job_
         if p.returncode != 0:
             what = "watched" if watched else "plain"
             raise SystemExit(f"{what} run: exit {p.returncode}: {p.stderr[-3000:]}")
-        return json.loads(out.read_text())
+        result = json.loads(out.read_text())
+        if watched and result.get("helper_cpu_s") is None:  # the figure would not be of a watched run
+            raise SystemExit(f"watched run without the watch helper in rank 0: {p.stderr[-3000:]}")
+        return result
 
 
 def main() -> None:

@@ -43,6 +43,8 @@ CONFIDENCE = "high"
 
 def _label(ev, m=None) -> str:
     name = "the DDP model's forward" if ev.kind == "ddp_forward" else f"`{ev.op}`"
+    if ev.library:
+        name = f"`{ev.library}` (a {ev.op} of every rank inside it)"
     via = ""
     if ev.chain:
         last = ev.chain_paths[-1] if ev.chain_paths else None
@@ -73,7 +75,7 @@ def _ranks(rs: list[int]) -> str:
 
 
 def check(m):
-    if not (m.uses_distributed or m.ddp_params):
+    if not (m.uses_distributed or m.ddp_params or m.sync_calls or m.ddp_wrapper_calls):
         return
     if m.pinned_rank is not None:
         return  # one rank's own program (rank=0 hard-coded): the others' code is not here

@@ -96,7 +96,9 @@ def _exits(body: list, loops: list, ifs: list):
 
 
 def check(m):
-    if not m.distributed_context or m.pinned_rank is not None:
+    # a file that tests the rank and calls a project's barrier or all_reduce wrapper runs on every rank
+    wrapped = any(m.method_calls(op) for op in _WRAPPED)
+    if not (m.distributed_context or wrapped) or m.pinned_rank is not None:
         return
     if not (m.mentions("break", "return") and m.nodes(*_LOOPS)):
         return

@@ -212,6 +212,7 @@ def _global_option(m, name: str) -> bool:
 def _device_exprs(m):
     for call, q in m.calls:
         f = call.func
+        # torch.accelerator.set_device_index: the device-generic set_device of torch >= 2.6
         if q in _SET_DEVICE and call.args:
             yield call, call.args[0]
         elif q == "torch.device" and len(call.args) == 2:

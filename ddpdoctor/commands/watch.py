@@ -71,8 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--verify",
         action="store_true",
         help="for the first runs of a script: check while it runs what lint can only guess "
-        "(collectives that differ across ranks, via TORCH_DISTRIBUTED_DEBUG=DETAIL; a shuffling "
-        "DistributedSampler iterated again with the same epoch); costs time per collective",
+        "(collectives whose operation, shape, dtype or root differ across ranks, stopped before they "
+        "run; isend/irecv requests never waited; DDP forwards run by some ranks only; a shuffling "
+        "DistributedSampler iterated again with the same epoch); costs a few store round trips per "
+        "collective",
     )
     p.add_argument(
         "--collect-timeout",
@@ -134,12 +136,13 @@ def run(args: argparse.Namespace) -> int:
     watch = Watch(command, args.hang_after, dumps, collect_s=args.collect_timeout, confirm_s=args.confirm,
                   verify=args.verify)  # fmt: skip
     result = watch.run()
-    verified = _verify_report(result.record.get("verify") or [], result.world_size)
-    result.record["verify"] = [asdict(f) for f in verified]
+    verified = _verify_report(result.record.get("verify") or [], result.record.get("forwards") or [],
+                              result.world_size, diagnosed=bool(result.evidence_ranks))  # fmt: skip
+    result.record["verify"] = [asdict(f) for f in verified]  # watch.json: the grouped findings
     have_evidence = bool(result.evidence_ranks)
     if result.outcome == "finished" and not have_evidence:
         if args.json:
-            _write_json(args.json, result.record)
+            _write_json(args.json, _finished_diagnosis(result, verified) if args.verify else result.record)
         return 0
     code = 1 if result.outcome == "hang" else result.exit_code
     if not have_evidence:
@@ -172,24 +175,46 @@ def run(args: argparse.Namespace) -> int:
             _write_json(args.json, result.record)
         return code
     save_record(result)
-    diag_code = _diagnose(result, args.json, result.record["verify"])
+    diag_code = _diagnose(result, args.json, verified)
     return code if diag_code != 2 else 2
 
 
-def _verify_report(items: list[dict], world: int | None) -> list:
-    """Print what --verify found while the job ran, one finding per cause, each joined with the lint
-    finding at the same place ("DDP101 at train.py:10, confirmed at run time: ...")."""
-    if not items:
-        return []
-    from ddpdoctor.model.hang.verify import group_run_findings
+def _finished_diagnosis(result, verified: list) -> dict:
+    """--verify on a job that finished: a hang diagnosis with nothing hung and what --verify found, so
+    that `ddpdoctor tui PATH` shows it."""
+    from ddpdoctor.model.hang.analysis import HangDiagnosis
 
-    found = group_run_findings(items)
+    n = len(verified)
+    verdict = f"the job finished (exit {result.record.get('job_exit_code')})" + (
+        f"; watch --verify found {n} problem{'s' if n != 1 else ''} while it ran" if n else "; watch --verify found nothing"
+    )
+    r = result.record
+    watch = {"command": r.get("command"), "outcome": r.get("outcome"), "exit_codes": r.get("exit_codes"),
+             "detected_after_s": None, "hang_after_s": r.get("hang_after_s"), "trigger": None}  # fmt: skip
+    diag = HangDiagnosis(verdict, "none", None, None, None, None, [], [], [], [], [], r.get("world_size") or 0,
+                         watch=watch, heading="Exit", verify=list(verified))  # fmt: skip
+    return diag.to_dict()
+
+
+def _verify_report(items: list[dict], forwards: list[dict], world: int | None, diagnosed: bool) -> list:
+    """Print what --verify found while the job ran, one finding per cause, each joined with the lint
+    finding at the same place ("DDP101 at train.py:10, confirmed at run time: ..."). A collective
+    mismatch stopped the job: the diagnosis that follows names it, so it is not printed twice."""
+    from ddpdoctor.model.hang.verify import forward_findings, group_run_findings
+
+    found = group_run_findings(items + forward_findings(forwards))
+    if not found:
+        return []
     _join_lint(found, world)
-    print(f"Verify: {len(found)} finding{'s' if len(found) != 1 else ''} while the job ran (watch --verify)")
-    for f in found:
+    shown = [f for f in found if not (diagnosed and f.kind == "collective_mismatch")]
+    if shown:
+        print(f"Verify: {len(shown)} finding{'s' if len(shown) != 1 else ''} while the job ran (watch --verify)")
+    for f in shown:
         print(f"  {f.headline()}")
         if f.code:
             print(f"      {f.code}")
+        for line in f.calls:
+            print(f"      {line}")
         for line in f.joined():
             print(f"      {line}")
     return found
@@ -252,11 +277,12 @@ def _diagnose(result, json_path: str | None, verify: list | None = None) -> int:
     except EvidenceError as e:
         print(f"ddpdoctor watch: cannot read the evidence: {e}", file=sys.stderr)
         return 2
+    diag.verify = list(verify or [])
     console = make_console()
     print_diagnosis(diag, console)
     print(f"evidence: {result.dumps}/ (again: ddpdoctor hang {result.dumps})")
     if json_path:
-        _write_json(json_path, {**diag.to_dict(), "verify": verify or []})
+        _write_json(json_path, diag.to_dict())
     return 0
 
 

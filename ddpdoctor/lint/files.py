@@ -32,6 +32,8 @@ STRONG = (
     b"isend",
     b"irecv",
     b"Accelerator(",  # accelerate: DDP under the hood in a distributed run
+    b"is_global_zero",  # Lightning's rank test
+    b"wait_for_everyone",  # accelerate's barrier
 )
 # ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
 _DIST = (b"torch.distributed", b"import distributed")
@@ -55,6 +57,11 @@ _COMM = (
 # can only be present where a shorter part of it is, so the tokens that share a part are tried only
 # when that part is (one pass instead of several); the answer is exactly that of trying them all.
 _RANK, _DISTRIBUTED, _NCCL = b"rank", b"istributed", b"NCCL_"
+# ... or calls a project's DDP helper and tests a rank or the main process, or calls a barrier and
+# tests the main process (kernels' barriers and tensor ranks are neither)
+DDP_HELPERS = (b"ddp_wrap", b"_ddp(", b"_DDP(")
+MAIN_TESTS = (b"rank", b"is_main", b"is_master", b"is_global_", b"main_process")
+_BARRIER = b"barrier("
 _WITH_DISTRIBUTED = tuple(t for t in STRONG if _DISTRIBUTED in t)
 _WITH_NCCL = tuple(t for t in STRONG if _NCCL in t)
 _WITH_RANK = tuple(t for t in STRONG if _RANK in t)
@@ -69,6 +76,12 @@ def worth_parsing(data: bytes) -> bool:
     if distributed and any(t in data for t in _WITH_DISTRIBUTED):
         return True
     if _NCCL in data and any(t in data for t in _WITH_NCCL):
+        return True
+    if any(t in data for t in MAIN_TESTS) and (
+        any(t in data for t in DDP_HELPERS) or (_BARRIER in data and any(t in data for t in MAIN_TESTS[1:]))
+    ):
+        # a project's barrier wrapper or DDP helper (``ddp_wrap(model, ctx)``) and a rank or
+        # main-process test (``if distr.is_global_main:``)
         return True
     if _RANK not in data:
         return False

@@ -59,6 +59,9 @@ AUTO_FACTOR = 10.0  # ... nor one shorter than this many times the longest gap t
 PROBE_S = 0.5  # a wait this long is published (wait-R.json) for the watch's certainty check
 # operations Flight Recorder does not record on gloo: only the main thread's stack says we wait in them
 STACK_ONLY = P2P_CALLS | NEW_GROUP_CALLS | {"monitored_barrier"}
+# where `watch --verify` waits on an isend/irecv request: verify_p2p.py's Work.wait (not imported here:
+# plain watch never loads the --verify modules)
+_REQUEST_WAIT = ("ddpdoctor/runtime/verify_p2p.py", "wait")
 
 
 def should_activate(environ: dict, argv: list[str]) -> bool:
@@ -111,14 +114,27 @@ def _chain(frame) -> list:
     return out
 
 
+def _request_wait(chain: list):
+    """The frame of ours in which the main thread waits on a p2p request (watch --verify), if any."""
+    for fo in reversed(chain):
+        if fo.f_code.co_name == _REQUEST_WAIT[1] and fo.f_code.co_filename.replace("\\", "/").endswith(_REQUEST_WAIT[0]):
+            return fo if isinstance(fo.f_locals.get("request"), str) else None
+    return None
+
+
 def stack_of(frame) -> list[dict]:
     frames = _frames(traceback.extract_stack(frame))
     # extract_stack walks f_back too; pair its summaries with the frames to add c10d arguments
     for d, fo in zip(frames, _chain(frame)):
-        if d["file"].replace("\\", "/").endswith(C10D_FILE_SUFFIX):
+        path = d["file"].replace("\\", "/")
+        if path.endswith(C10D_FILE_SUFFIX):
             args = _c10d_args(fo)
             if args:
                 d["locals"] = args
+        elif path.endswith(_REQUEST_WAIT[0]) and d["function"] == _REQUEST_WAIT[1]:
+            req = fo.f_locals.get("request")
+            if isinstance(req, str):
+                d["locals"] = {"request": req, "p2p_seq": str(fo.f_locals.get("p2p_seq")), **_c10d_args(fo)}
     return frames
 
 
@@ -219,6 +235,10 @@ class Agent:
 
     def _record_exit(self) -> None:
         code = self.exit_code
+        if self.verify and not self.in_hook and code in (None, 0):
+            from ddpdoctor.runtime.verify_p2p import report_unwaited
+
+            report_unwaited(self)  # a normal end: every request not waited by now never will be
         if code is None or isinstance(code, int):
             self.record_end("exit", code if code is not None else 0)
         else:  # sys.exit("message") exits 1 after printing it
@@ -368,6 +388,13 @@ class Agent:
         with self.lock:
             if self.dumped is not None:
                 return
+            if self.verify:
+                try:
+                    from ddpdoctor.runtime.verify_collectives import shared_mismatch
+
+                    shared_mismatch(self)
+                except Exception:  # noqa: BLE001 - the evidence matters more
+                    pass
             doc = self.evidence(reason, exc)
             try:
                 os.makedirs(self.dumps, exist_ok=True)
@@ -384,6 +411,10 @@ class Agent:
         if rank is None or self.ended or os.getpid() != self.pid:
             return
         self.ended = True
+        if self.verify:
+            from ddpdoctor.runtime import verify_forward
+
+            verify_forward.write(self)
         last: dict[str, int] = {}
         try:
             import torch._C._distributed_c10d as c10d
@@ -477,13 +508,16 @@ class Agent:
         if frame is not None:
             chain = _chain(frame)
             op = c10d_wait([(fo.f_code.co_filename, fo.f_code.co_name) for fo in chain])
+            req = _request_wait(chain) if op is None else None
+            if req is not None:  # wait() on an isend/irecv request (watch --verify): a p2p wait
+                op = str(req.f_locals.get("request"))
             # collectives are Flight Recorder's to time when it works: the stack cannot tell one call
             # from the next at the same line
             if op is not None and fr_ok and op not in STACK_ONLY:
                 op = None
             if op is not None:
                 key = (frame, frame.f_lineno, len(chain))
-                args = _c10d_args(next(fo for fo in chain if fo.f_code.co_name == op))
+                args = _c10d_args(req if req is not None else next(fo for fo in chain if fo.f_code.co_name == op))
         p = self.stack_wait.update(key, op, now)
         if p is None:
             return None, None
@@ -600,6 +634,10 @@ class Agent:
             return
         if self.metas_missing:
             self._copy_metas()
+        if self.verify:
+            from ddpdoctor.runtime import verify_forward
+
+            verify_forward.write(self)
         p, ws = self._pending()
         self._publish(ws)
         self._copy_remote()

@@ -1,7 +1,12 @@
-"""The run-time checks of `ddpdoctor watch --verify` that torch does not make itself, installed in a
-rank when its process group exists (torch is imported by then). Each finding is one JSON line in
-``verify-R.jsonl`` in the run directory; the job goes on.
+"""The run-time checks of `ddpdoctor watch --verify`, installed in a rank by an import hook the
+moment torch's modules are imported (no race with the script). Each finding is one JSON line in
+``verify-R.jsonl`` in the run directory; the job goes on unless said otherwise.
 
+- Collectives whose operation, shapes, dtypes or root differ across ranks: verify_collectives.py
+  (the rank raises instead of running the collective).
+- isend/irecv requests never waited by the end of the job, and waits on them for the hang doctor:
+  verify_p2p.py.
+- Forwards of the DDP model per call site, compared across ranks by the watch: verify_forward.py.
 - A shuffling ``DistributedSampler`` iterated again with the epoch it had last time (no or a constant
   ``set_epoch``): ``__iter__`` seeds its permutation with ``seed + epoch``, so every epoch repeats
   the first one's order. Named with the loop that iterates the loader (the innermost frame of the
@@ -11,36 +16,39 @@ rank when its process group exists (torch is imported by then). Each finding is 
 from __future__ import annotations
 
 import importlib.abc
-import json
 import linecache
-import os
 import sys
 import threading
 
+from ddpdoctor.runtime import verify_collectives, verify_forward, verify_p2p
+from ddpdoctor.runtime.verify_base import record_finding, user_frame
+
 SAMPLER_MODULE = "torch.utils.data.distributed"
 
-_TORCH_FILE = ("/torch/", "/ddpdoctor/runtime/")
+def _patchers(agent) -> dict:
+    """module name -> what to do with the module once it has run."""
+    def c10d(module):
+        verify_collectives.patch(agent, module)
+        verify_p2p.patch(agent, module)
+        verify_forward.patch_destroy(agent, module)
 
-
-def _user_frame(frame):
-    """The innermost frame outside torch and ddpdoctor: the user's loop."""
-    while frame is not None:
-        path = frame.f_code.co_filename.replace("\\", "/")
-        if not any(t in path for t in _TORCH_FILE) and not path.startswith("<"):
-            return frame
-        frame = frame.f_back
-    return None
+    return {
+        SAMPLER_MODULE: lambda m: _patch(agent, m.DistributedSampler),
+        verify_collectives.C10D_MODULE: c10d,
+        verify_forward.DDP_MODULE: lambda m: verify_forward.patch(agent, m),
+    }
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches the sampler the moment its module is imported: a script may iterate its loader before
-    the helper's thread first looks (no race with the poll)."""
+    """Patches torch's modules the moment they are imported: a script may call a collective or
+    iterate its loader before the helper's thread first looks (no race with the poll)."""
 
-    def __init__(self, agent) -> None:
+    def __init__(self, agent, patchers: dict) -> None:
         self.agent = agent
+        self.patchers = patchers
 
     def find_spec(self, name, path, target=None):
-        if name != SAMPLER_MODULE:
+        if name not in self.patchers:
             return None
         sys.meta_path.remove(self)
         try:
@@ -52,11 +60,14 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None:
             return None
         real_exec = spec.loader.exec_module
-        agent = self.agent
+        then = self.patchers[name]
 
         def exec_module(module):
             real_exec(module)
-            _patch(agent, module.DistributedSampler)
+            try:
+                then(module)
+            except Exception:  # noqa: BLE001 - a check never breaks the job
+                pass
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -64,16 +75,20 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
 def install_import_hook(agent) -> None:
     """At interpreter start (before torch is imported), when --verify is on."""
-    if SAMPLER_MODULE in sys.modules:
-        return install_verify_hooks(agent)
-    sys.meta_path.insert(0, _PatchOnImport(agent))
+    patchers = _patchers(agent)
+    sys.meta_path.insert(0, _PatchOnImport(agent, patchers))
+    install_verify_hooks(agent, patchers)
 
 
-def install_verify_hooks(agent) -> None:
-    """When the process group exists: patch the sampler if the import hook has not (already imported)."""
-    mod = sys.modules.get(SAMPLER_MODULE)
-    if mod is not None:
-        _patch(agent, mod.DistributedSampler)
+def install_verify_hooks(agent, patchers: dict | None = None) -> None:
+    """Patch what is imported already (the import hook does the rest; each patch is done once)."""
+    for name, then in (patchers or _patchers(agent)).items():
+        mod = sys.modules.get(name)
+        if mod is not None:
+            try:
+                then(mod)
+            except Exception:  # noqa: BLE001 - a check never breaks the job
+                pass
 
 
 def _patch(agent, DistributedSampler) -> None:
@@ -82,7 +97,6 @@ def _patch(agent, DistributedSampler) -> None:
     lock = threading.Lock()
     seen: dict[int, tuple[int, int]] = {}  # id(sampler) -> (epoch last iterated with, iterations)
     real_iter = DistributedSampler.__iter__
-    path = os.path.join(agent.run_dir, f"verify-{agent.env_rank}.jsonl")
 
     def checked_iter(self):
         try:
@@ -93,7 +107,7 @@ def _patch(agent, DistributedSampler) -> None:
                     n = 1 if last is None else last[1] + 1
                     seen[id(self)] = (epoch, n)
                 if last is not None and last[0] == epoch:
-                    _report_sampler(agent, path, self, epoch, n)
+                    _report_sampler(agent, self, epoch, n)
         except Exception:  # noqa: BLE001 - a check never breaks the job
             pass
         return real_iter(self)
@@ -102,8 +116,8 @@ def _patch(agent, DistributedSampler) -> None:
     DistributedSampler.__iter__ = checked_iter
 
 
-def _report_sampler(agent, path: str, sampler, epoch: int, n: int) -> None:
-    f = _user_frame(sys._getframe(2))
+def _report_sampler(agent, sampler, epoch: int, n: int) -> None:
+    f = user_frame(sys._getframe(2))
     where = {"file": f.f_code.co_filename, "line": f.f_lineno, "function": f.f_code.co_name} if f else {}
     code = linecache.getline(where["file"], where["line"]).strip() if where else ""
     finding = {
@@ -121,11 +135,7 @@ def _report_sampler(agent, path: str, sampler, epoch: int, n: int) -> None:
             f"before each epoch)"
         ),
     }
-    try:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(finding) + "\n")
-    except OSError:
-        pass
+    record_finding(agent, finding)
 
 
 def _nth(n: int) -> str:

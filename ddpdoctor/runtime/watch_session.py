@@ -75,9 +75,9 @@ def job_environment(base: dict, run_dir: Path, dumps: Path, hang_after: float | 
     env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR)] + [p for p in [base.get("PYTHONPATH")] if p])
     env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # read when the process group is created
     if verify:
-        # torch checks every collective's fingerprint across ranks before running it (an extra
-        # exchange per collective: a mode for the first runs of a script, not an always-on one)
-        env.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+        # the ranks check collectives, p2p requests, DDP forwards and samplers themselves (see
+        # verify_hooks.py). Not TORCH_DISTRIBUTED_DEBUG=DETAIL: on torch 2.13 CPU builds it crashes
+        # DDP's constructor (SIGSEGV, seen here); a user who sets it keeps it.
         env[rank_agent.ENV_VERIFY] = "1"
     # NCCL's own evidence path (not exercised here: no GPU): dump Flight Recorder on a watchdog
     # timeout, and a pipe per rank that dumps on demand.
@@ -312,6 +312,16 @@ class Watch:
                 pass
         return out
 
+    def _forwards(self) -> list[dict]:
+        """Each rank's forwards of the DDP model per call site (forward-R.json, --verify)."""
+        out = []
+        for p in sorted(self.run_dir.glob("forward-*.json")):
+            try:
+                out.append(json.loads(p.read_text()))
+            except (OSError, ValueError):
+                pass
+        return out
+
     def _certain_trigger(self, c: Certainty) -> dict:
         waits = self._waits()
         first = min((waits[r] for r in c.ranks if r in waits), key=lambda w: w.since_ns, default=None)
@@ -421,6 +431,7 @@ class Watch:
         evidence = sorted(self._evidence())
         missing = sorted(set(range(world)) - set(evidence)) if world else []
         job_code = self.proc.returncode if self.proc is not None else None
+        verify = self._verify_findings()
         record = {
             "format": WATCH_FORMAT,
             "version": 1,
@@ -445,7 +456,10 @@ class Watch:
             "certain": trigger.get("certain") if trigger else None,
             "backend_error": self.backend_error,
             "world_size": world,
-            "verify": self._verify_findings(),
+            "verify": verify,
+            "collective_mismatches": [d["mismatch"] for d in verify if d.get("kind") == "collective_mismatch"
+                                      and isinstance(d.get("mismatch"), dict)][:1],
+            "forwards": self._forwards(),
             "exit_codes": {str(r): e.exit_code for r, e in sorted(ends.items()) if e.exit_code is not None},
             "ends": {str(r): e.to_dict() for r, e in sorted(ends.items())},
             "job_exit_code": job_code,

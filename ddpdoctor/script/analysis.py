@@ -26,7 +26,8 @@ from ddpdoctor.script.interp import (
     Trace,
     module_defs,
 )
-from ddpdoctor.script.names import collect_aliases, dist_op, dotted, qualify
+from ddpdoctor.script.names import collect_aliases, dist_op, dotted, names_a_ddp_wrapper, qualify
+from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
 MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
@@ -563,10 +564,37 @@ class ModuleAnalysis:
         return frozenset(out & params)
 
     @cached_property
+    def sync_calls(self) -> list[ast.Call]:
+        """Library calls with a collective inside (``trainer.save_checkpoint``, ``accelerator.gather``):
+        see ddpdoctor.script.sync_calls."""
+        libraries = imported_libraries(self.aliases)
+        if not libraries and not self.mentions("_first"):
+            return []
+        return [c for c, _q in self.calls if sync_call(c, libraries) is not None]
+
+    @cached_property
+    def ddp_wrapper_calls(self) -> list[ast.Call]:
+        """Calls that wrap a model in DDP out of this file's sight: a helper of another file named for
+        it (``ddp_wrap(model)``), accelerate's ``accelerator.prepare(model, ...)``."""
+        own = {fn.name for fn in self.functions}
+        accelerate = any(v.split(".", 1)[0] == "accelerate" for v in self.aliases.values())
+        return [
+            c
+            for c, q in self.calls
+            if c.args
+            and (
+                ((last := (q or "").rsplit(".", 1)[-1]) not in own and names_a_ddp_wrapper(last))
+                or (accelerate and last == "prepare" and (q or "").rsplit(".", 2)[-2:-1] == ["accelerator"])
+            )
+        ]
+
+    @cached_property
     def interesting_functions(self) -> set[int]:
         """ids of functions whose own body makes a distributed call or calls a DDP model."""
         out: set[int] = set()
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
+        nodes += self.sync_calls
+        nodes += self.ddp_wrapper_calls  # the DDP model's forwards are what such a function may do
         nodes += self.calls_named("torch.save", "torch.load")
         if self.ddp_params:
             nodes += [

@@ -21,7 +21,8 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
-from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, qualify
+from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
+from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 _RANK_ENV = frozenset(
     [
@@ -118,6 +119,8 @@ class Event:
     # the innermost ``while`` loop it was made in (walked once: how many times it really runs is
     # not known), else None
     open_loop: ast.AST | None = None
+    # collective: the library call it happens in (``trainer.save_checkpoint``), else None
+    library: str | None = None
 
 
 @dataclass
@@ -221,6 +224,32 @@ def _concrete(*vals) -> bool:
     return all(isinstance(v, _CONCRETE) and not isinstance(v, _Unknown) for v in vals)
 
 
+def _is_accelerate_prepare(node: ast.Call) -> bool:
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "prepare"
+        and (dotted(func.value) or "").rsplit(".", 1)[-1] == "accelerator"
+        and bool(node.args)
+    )
+
+
+def _names_a_model(e: ast.AST) -> bool:
+    """``model``, ``self.unet``, ``net_g``: what a script calls the module it trains."""
+    name = (dotted(e) or "").rsplit(".", 1)[-1].lower()
+    return "model" in name or "net" in name
+
+
+def _same(a, b) -> bool:
+    """Two walked values are the same value (the same object, or equal concrete values of one type)."""
+    if a is b:
+        return True
+    try:
+        return _concrete(a, b) and type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - a comparison that fails says nothing is the same
+        return False
+
+
 def _small(v) -> bool:
     """Guard against values that would blow up (huge strings or ints from ``"x" * n``)."""
     if isinstance(v, (str, tuple)):
@@ -267,7 +296,12 @@ class Interpreter:
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.next_req = 0
         self.open_loops: list[ast.AST] = []  # ``while`` loops being walked (see Event.open_loop)
+        # per function being walked: the values of the returns in branches the walk could not decide
+        self.returns_seen: list[list[object]] = []
         self.touched_rank = False  # did any value depend on the rank or world size?
+        # libraries whose calls may synchronise every rank (see ddpdoctor.script.sync_calls)
+        self.sync_libraries = imported_libraries(aliases)
+        self.sync_names = bool(self.sync_libraries) or any("_first" in name for name in aliases)
 
     # -- entry points ------------------------------------------------------------------------
     def run_module(self) -> Trace:
@@ -405,7 +439,12 @@ class Interpreter:
         """A branch every rank may or may not take alike: walk it, ignore its early exits."""
         try:
             self.exec_block(body, frame)
-        except (_Return, _Break, _Continue):
+        except _Raise:
+            pass
+        except _Return as r:
+            if self.returns_seen:  # the function may return this instead: see _walk_function
+                self.returns_seen[-1].append(r.value)
+        except (_Break, _Continue):
             pass
 
     def _exec_for(self, st: ast.For | ast.AsyncFor, frame: dict) -> None:
@@ -795,6 +834,16 @@ class Interpreter:
         q = syntax.qualname
         if q is None:
             return UNKNOWN
+        if self.sync_names:
+            row = sync_call(node, self.sync_libraries)
+            if row is not None:  # a library call with a collective inside
+                self._record("collective", row.op, node, library=dotted(node.func))
+                return UNKNOWN
+            if "accelerate" in self.sync_libraries and _is_accelerate_prepare(node):
+                # accelerate's Accelerator.prepare wraps the model in DDP in a distributed run and
+                # gives the objects back in the order they came
+                wrapped = tuple(DDPModel() if _names_a_model(a) else UNKNOWN for a in node.args)
+                return wrapped[0] if len(wrapped) == 1 else wrapped
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
@@ -862,7 +911,7 @@ class Interpreter:
         if op in ("is_initialized", "is_available", "is_nccl_available", "is_gloo_available"):
             return True
         if op in COLLECTIVES:
-            self._record("collective", op, node, arg=_group_of(op, node))
+            self._record("collective", op, node, arg=group_of(op, node))
             return UNKNOWN
         if op in P2P:
             key = "dst" if op in ("send", "isend") else "src"
@@ -968,18 +1017,26 @@ class Interpreter:
     def _walk_function(self, fn: ast.AST, frame: dict) -> object:
         self.stack.append(fn)
         self.trace.entered.add(id(fn))
+        self.returns_seen.append([])
+        result = None
         try:
             self.exec_block(fn.body, frame)
         except _Raise:
             self.trace.truncated = True
             raise _Exit() from None
         except _Return as r:
-            return r.value
+            result = r.value
         except (_Break, _Continue):
             pass
         finally:
             self.stack.pop()
-        return None
+            seen = self.returns_seen.pop()
+        # a return in a branch the walk could not decide may be the one taken: the value is known
+        # only when every such return gives the same (``if not found: return False ... return True``
+        # is unknown, not True)
+        if any(not _same(v, result) for v in seen):
+            return UNKNOWN
+        return result
 
 
 _MISSING = object()
@@ -1022,7 +1079,7 @@ class _CallSyntax:
     dist_op: str | None  # ``send`` for torch.distributed functions
     handed: tuple[str, ...]  # variables handed to the call, a method's object included
     last: str | None  # the qualified name's last part, ``send``
-    is_ddp: bool  # DistributedDataParallel(...)
+    is_ddp: bool  # DistributedDataParallel(...), or a helper named for wrapping in it (``ddp_wrap(model)``)
 
     @classmethod
     def of(cls, node: ast.Call, aliases: dict[str, str]) -> _CallSyntax:
@@ -1040,7 +1097,8 @@ class _CallSyntax:
             dist_op=dist_op(q),
             handed=tuple(handed),
             last=q.rsplit(".", 1)[-1] if q is not None else None,
-            is_ddp=is_torch_name(q, "DistributedDataParallel"),
+            is_ddp=is_torch_name(q, "DistributedDataParallel")
+            or (bool(node.args) and names_a_ddp_wrapper(q.rsplit(".", 1)[-1] if q else None)),
         )
 
 
@@ -1082,7 +1140,7 @@ def _self_attributes(cls: ast.ClassDef) -> frozenset[str]:
     return out
 
 
-def _group_of(op: str, node: ast.Call) -> str | None:
+def group_of(op: str, node: ast.Call) -> str | None:
     """The source of the process group a collective runs on; None for the default (whole) group."""
     g = next((k.value for k in node.keywords if k.arg == "group"), None)
     if g is None:

@@ -89,3 +89,10 @@ _PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cach
 def is_property(fn: ast.AST) -> bool:
     """A method read as an attribute (``@property``): ``obj.name`` is what it returns."""
     return any(dotted(d) in _PROPERTY_DECORATORS for d in getattr(fn, "decorator_list", ()))
+
+
+def names_a_ddp_wrapper(last: str | None) -> bool:
+    """A helper named for wrapping a model in DDP (``ddp_wrap``, ``wrap_ddp``, ``smart_DDP``,
+    ``build_ddp_model``): what it returns is the DDP model. Not ``ddp_setup`` or ``is_ddp``."""
+    low = (last or "").lower()
+    return "ddp" in low and ("wrap" in low or "smart" in low or low.startswith(("to_", "make_", "build_")))

@@ -16,6 +16,7 @@ Pure ast over one ModuleAnalysis; results are cached on it.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import dist_op, dotted, is_property
@@ -74,7 +75,22 @@ _PREDICATES = {
     "local_master": LOCAL,
     "is_local_rank_zero": LOCAL,
 }
+# and the names built like them: is_global_main, is_local_master_process, is_rank0_worker
+_PREDICATE_NAME = re.compile(
+    r"^is_(?:(global|local|node)_)?(?:main|master|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker))?$"
+)
 _MAX_DEPTH = 6
+
+
+def predicate_name_kind(name: str) -> str | None:
+    """GLOBAL or LOCAL when ``name`` is a main-process predicate's name, else None."""
+    kind = _PREDICATES.get(name)
+    if kind is not None:
+        return kind
+    found = _PREDICATE_NAME.match(name)
+    if found is None:
+        return None
+    return LOCAL if found.group(1) == "local" else None if found.group(1) == "node" else GLOBAL
 
 
 @dataclass(frozen=True)
@@ -223,6 +239,8 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
         return None
     if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
         k = expr.slice.value
+        if isinstance(k, str) and k in _ENV_KIND:
+            return _ENV_KIND[k]  # env["LOCAL_RANK"] from a copy of the environment, keyed by its name
         if isinstance(k, str):
             dest = argparse_dests(m).get(k)
             if dest is not None and dest.kind:
@@ -334,6 +352,10 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
     if isinstance(test, ast.Compare):
         if _only_negative_constants(test.comparators):
             return None  # local_rank == -1: "not distributed", the same on every rank of a run
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops) and all(
+            isinstance(c, ast.Constant) and c.value is None for c in test.comparators
+        ):
+            return None  # args.gpu is None: whether it was set, the same on every rank of a run
         for side in (test.left, *test.comparators):
             k = rank_kind(m, side, depth + 1)
             if k is not None:
@@ -341,9 +363,9 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         return None
     if isinstance(test, ast.Call):
         name = (dotted(test.func) or "").rsplit(".", 1)[-1]
-        if name in _PREDICATES:
+        if predicate_name_kind(name) is not None:
             local = _local_predicate_kind(m, name, depth)
-            return (local or _PREDICATES[name],)
+            return (local or predicate_name_kind(name),)
         if name in _functions_named(m):
             k = _local_predicate_kind(m, name, depth)
             if k is not None and any(w in name.lower() for w in ("main", "master", "rank", "zero")):
@@ -358,9 +380,9 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
     name = dotted(test)
     if name is not None:
         last = name.rsplit(".", 1)[-1]
-        if last in _PREDICATES:
+        if predicate_name_kind(last) is not None:
             found = _from_guard_assignments(m, name, depth)
-            return (found or _PREDICATES[last],)
+            return (found or predicate_name_kind(last),)
         found = _from_guard_assignments(m, name, depth)
         if found is not None:
             return found
@@ -502,6 +524,46 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
     return out
 
 
+# flags that say "this run is distributed" (``if args.distributed:``, ``if ddp:``)
+_DISTRIBUTED_FLAGS = frozenset(
+    ("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "multi_gpu", "multigpu", "is_ddp")
+)
+
+
+def _single_when(test: ast.AST) -> bool | None:
+    """True when ``test`` holds in a single-process run only (``not args.distributed``,
+    ``world_size == 1``), False when in a distributed run only (``ddp``, ``world_size > 1``), else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _single_when(test.operand)
+        return None if inner is None else not inner
+    name = dotted(test)
+    if name is not None:
+        return False if name.rsplit(".", 1)[-1].lower() in _DISTRIBUTED_FLAGS else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, right = dotted(test.left) or "", test.comparators[0]
+        if left.rsplit(".", 1)[-1] in ("world_size", "num_gpus", "ngpus") and isinstance(right, ast.Constant):
+            if right.value == 1 and isinstance(test.ops[0], (ast.Eq, ast.LtE)):
+                return True
+            if right.value == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq)):
+                return False
+    return None
+
+
+def single_process_arm(m, node: ast.AST) -> bool:
+    """``node`` runs only when the job is not distributed (the ``else`` of ``if ddp:``, the body of
+    ``if world_size == 1:``): one process, so no rank test there can part ranks."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and child is not a.test:
+            single = _single_when(a.test)
+            if single is not None and (child in a.body) == single:
+                return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        child = a
+    return False
+
+
 def _early_exit(st: ast.stmt) -> bool:
     return isinstance(st, ast.If) and any(
         isinstance(s, (ast.Return, ast.Raise, ast.Continue)) for s in st.body
@@ -537,7 +599,11 @@ def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) ->
                     return Guard(d, g[0] if g else GLOBAL)
             if not follow_callers:
                 return None
-            sites = [c for c in own_call_sites(m, a) if m.enclosing_function(c) is not a]
+            sites = [
+                c
+                for c in own_call_sites(m, a)
+                if m.enclosing_function(c) is not a and not single_process_arm(m, c)
+            ]
             if not sites:
                 return _guard_in_other_files(m, a, depth)
             guards = [rank_guard(m, c, depth + 1) for c in sites]

@@ -80,7 +80,7 @@ def location(run: Run, r: int) -> str:
 
 
 def watch_nodes(bed, tmp: Path, script: str, hang_after: float = 3, env: dict | None = None,
-                timeout: float = 150) -> list[Run]:  # fmt: skip
+                timeout: float = 150, extra: tuple = ()) -> list[Run]:  # fmt: skip
     """`ddpdoctor watch -- torchrun ...` on every node of a NetBed at once, one rank per node, node 0
     hosting the rendezvous; node i's evidence in tmp/dumps{i}, its diagnosis in tmp/diag{i}.json."""
     ep = f"{bed.addr(0)}:29400"
@@ -89,7 +89,7 @@ def watch_nodes(bed, tmp: Path, script: str, hang_after: float = 3, env: dict | 
         job = ["torchrun", "--nnodes", str(bed.nodes), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", ep, "--rdzv-conf", f"is_host={'true' if i == 0 else 'false'}",
                "--local-addr", bed.addr(i), "--max-restarts", "0", str(SCRIPTS / script)]  # fmt: skip
-        argv = watch_argv(hang_after, tmp / f"dumps{i}", tmp / f"diag{i}.json", job)
+        argv = watch_argv(hang_after, tmp / f"dumps{i}", tmp / f"diag{i}.json", job, extra)
         procs.append(bed.popen(i, argv, env=job_env(env), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True))  # fmt: skip
     runs = []

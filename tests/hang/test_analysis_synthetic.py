@@ -335,3 +335,31 @@ def test_different_collectives_explain_a_gloo_crash_only_when_it_crashed(tmp_pat
     (ev / "watch.json").write_text(json.dumps(_watch(world_size=2, outcome="crash", trigger=None)))
     d = diagnose(read_evidence([ev]))
     assert d.kind == "mismatch_op" and "explains the crash" in d.crash
+
+
+def test_verify_mismatch_in_the_watch_record_is_the_verdict(tmp_path):
+    """watch.json's collective_mismatches (watch --verify) name the mismatch, also for `hang DIR`."""
+    import json
+
+    from ddpdoctor.model.hang.fingerprint import CallPrint, compare
+
+    prints = [CallPrint(r, "default_pg", 5, "all_reduce", ("8",) if r != 2 else ("9",), ("float32",), None,
+                        USER, 30 if r != 2 else 33) for r in range(3)]  # fmt: skip
+    ev = write_ranks(tmp_path / "ev", [rank_doc(r, 3, [entry(1)]) for r in range(3)])
+    m = compare(prints)
+    (ev / "watch.json").write_text(json.dumps(_watch(world_size=3, outcome="crash", trigger=None,
+                                                     collective_mismatches=[m.to_dict()])))  # fmt: skip
+    d = diagnose(read_evidence([ev]))
+    assert (d.kind, d.seq, d.operation, d.culprit_ranks) == ("mismatch_size", 5, "all_reduce", [2])
+    assert "rank 2 calls all_reduce float32[9] at train.py:33" in d.verdict
+
+
+def test_wait_on_a_request_names_its_operation_and_peer(tmp_path):
+    """A wait on an irecv request (watch --verify) carries the operation and peer in its frame."""
+    wait = "/site-packages/ddpdoctor/runtime/verify_p2p.py"
+    docs = [rank_doc(r, 2, [entry(1)], frames=[frame(USER, 12, "main", "req.wait()"),
+                                              frame(wait, 140, "wait", args={"request": "irecv", "src": 1 - r,
+                                                                             "p2p_seq": 1})])  # fmt: skip
+            for r in range(2)]
+    d = _diag(tmp_path, docs)
+    assert (d.kind, d.operation, d.seq, sorted(d.culprit_ranks)) == ("p2p_cycle", "irecv", 1, [0, 1])

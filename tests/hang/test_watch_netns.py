@@ -104,3 +104,27 @@ def test_certain_deadlock_across_nodes_at_default_hang_after(tmp_path):
         assert run.diag["culprit_ranks"] == [0] and run.diag["seq"] == 4
         assert (run.rank(0)["operation"], location(run, 0)) == ("barrier", "barrier_rank0.py:7")
     assert "mismatch_op" in kinds, kinds  # at least the node that called it says why
+
+
+def test_verify_names_an_uneven_all_gather_on_every_node(tmp_path):
+    """watch --verify across nodes: the fingerprints meet in the job's store (node 0's launcher); every
+    node's watch names the mismatch, the sequence number, the ranks' shapes and path:line."""
+    runs = _run(tmp_path, "verify_uneven_gather.py", hang_after=300, extra=("--verify",))
+    for run in runs:
+        assert run.rc == 1, run.out
+        d = run.diag
+        assert (d["kind"], d["operation"], d["seq"]) == ("mismatch_size", "all_gather", 2), run.out
+        assert "rank 0 calls all_gather float32[100] at verify_uneven_gather.py:9" in d["verdict"]
+        assert "rank 1 calls all_gather float32[101] at verify_uneven_gather.py:9" in d["verdict"]
+        assert sorted(d["culprit_ranks"]) == [0, 1]
+
+
+def test_verify_names_a_forward_run_on_one_node_only(tmp_path):
+    """The ranks' forward counts meet in the store at destroy_process_group: both nodes' watches
+    compare both ranks."""
+    runs = _run(tmp_path, "verify_forward_rank0.py", hang_after=300, extra=("--verify",))
+    for run in runs:
+        assert run.rc == 0, run.out
+        (f,) = run.diag["verify"]
+        assert f["kind"] == "forward_some_ranks" and f["ranks"] == [0] and f["other_ranks"] == [1]
+        assert f["file"].endswith("verify_forward_rank0.py") and f["line"] == 14 and f["steps"] == [3]

@@ -15,7 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddpdoctor.lint import LintConfig, lint_source
-from ddpdoctor.lint.files import _COMM, _DIST, STRONG, decode, discover, worth_parsing
+from ddpdoctor.lint.files import (
+    _COMM,
+    _DIST,
+    DDP_HELPERS,
+    MAIN_TESTS,
+    STRONG,
+    decode,
+    discover,
+    worth_parsing,
+)
 from ddpdoctor.script.analysis import ModuleAnalysis
 from ddpdoctor.script.names import dist_op, dotted, is_torch_name
 
@@ -26,14 +35,18 @@ SOURCES = sorted((HERE / "corpus").glob("*.py")) + sorted((HERE / "fixtures").gl
 def _reference_worth_parsing(data: bytes) -> bool:
     if any(t in data for t in STRONG):
         return True
+    if any(t in data for t in DDP_HELPERS) and any(t in data for t in MAIN_TESTS):
+        return True
+    if b"barrier(" in data and any(t in data for t in MAIN_TESTS if t != b"rank"):
+        return True
     return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 
 # every token, its parts and near misses, so the generated texts cross each branch of the filter
 _PIECES = sorted(
-    {t for t in STRONG + _DIST + _COMM}
-    | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM}
-    | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM}
+    {t for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
+    | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
+    | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x"}
 )
 
@@ -53,7 +66,9 @@ def test_prefilter_on_the_corpus_and_on_single_tokens():
         assert worth_parsing(b"x = 1\n" + t + b"\n")
     assert worth_parsing(b"import torch.distributed\nrank\nbarrier")
     assert not worth_parsing(b"import torch.distributed\nbarrier")  # no rank
-    assert not worth_parsing(b"rank = 0\nbarrier()")  # no torch.distributed
+    assert not worth_parsing(b"rank = 0\nbarrier")  # no torch.distributed, no call of a barrier
+    assert worth_parsing(b"if distr.is_global_main:\n    pass\ndistr.barrier()")  # a project's wrapper
+    assert worth_parsing(b"model = ddp_wrap(model)\nif ctx.is_main:\n    pass")
 
 
 def _reference_discover(paths: list[str], exclude: tuple[str, ...]) -> list[Path]:

@@ -121,3 +121,35 @@ def test_p2p_unmatched_recv_and_bad_peer():
     assert not out.ok
     bad = simulate([[P("send", 2)], [P("recv", 0)]])
     assert not bad.ok and bad.bad_peer[0].rank == 0
+
+
+def test_a_return_the_walk_cannot_decide_makes_the_value_unknown():
+    # `linked()` may return False (the branch the walk cannot decide) or True: the caller's test is
+    # unknown, so both of its arms are walked, and rank 0's extra barrier is seen
+    src = """
+    import torch.distributed as dist
+    def linked(path):
+        if path.exists():
+            return False
+        return True
+    def save(path):
+        if not linked(path):
+            dist.barrier()
+    rank = dist.get_rank()
+    if rank == 0:
+        save(p)
+    """
+    assert ops_per_rank(src, (2,))[2] == [["barrier"], []]
+
+
+def test_returns_that_agree_keep_their_value():
+    src = """
+    import torch.distributed as dist
+    def always(path):
+        if path.exists():
+            return True
+        return True
+    if not always(p):
+        dist.barrier()
+    """
+    assert ops_per_rank(src, (2,))[2] == [[], []]

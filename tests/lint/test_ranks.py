@@ -135,6 +135,28 @@ def test_minus_one_is_not_a_rank_test():
     assert m.rank_guard(b).kind == "local"
 
 
+def test_whether_a_rank_is_set_is_not_a_rank_test():
+    # `args.gpu is None` has the same answer on every rank of a run; `args.gpu == 0` does not
+    src = (
+        "import torch\nif args.gpu is None:\n    torch.save({}, 'a')\n"
+        "if args.gpu is not None and args.gpu == 0:\n    torch.save({}, 'b')\n"
+    )
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    a, b = (c for c, q in m.calls if q == "torch.save")
+    assert m.rank_guard(a) is None
+    assert m.rank_guard(b).kind == "local"
+
+
+def test_predicate_names_by_pattern():
+    from ddpdoctor.script.ranks import predicate_name_kind
+
+    assert predicate_name_kind("is_global_main") == "global"
+    assert predicate_name_kind("is_local_master_process") == "local"
+    assert predicate_name_kind("is_main_node") is None  # node 0, not rank 0: not read by name
+    assert predicate_name_kind("is_maintained") is None
+    assert predicate_name_kind("main") is None
+
+
 def test_callee_guard_of_wrappers():
     m = ModuleAnalysis("w.py", WRAPPERS, ast.parse(WRAPPERS))
     calls = {ast.unparse(c.func): c for c, _q in m.calls}

@@ -125,3 +125,26 @@ async def test_g_cycles_the_process_groups(tmp_path):
         await pilot.pause()
         text = screen_text(app)
         assert "default_pg: ranks x operations" in text and "#2 all_reduce" not in text
+
+
+@pytest.mark.asyncio
+async def test_verify_findings_show_under_the_verdict(tmp_path):
+    """What `watch --verify` found rides in the same JSON and shows in the hang view, with its lint join."""
+    from ddpdoctor.model.hang.verify import RunFinding
+
+    diag = analyse([fixture("python_stuck", tmp_path)])
+    diag.verify = [RunFinding("p2p_unwaited", "/job/train.py", 11, "dist.isend(t, 1)", "an isend request made "
+                              "here was never waited", [0], [], [], [{"code": "DDP202", "message": "discarded",
+                              "where": "train.py:11"}], "isend", [1])]  # fmt: skip
+    path = tmp_path / "hang.json"
+    path.write_text(json.dumps(diag.to_dict()))
+    loaded = tui_cmd._hang_diagnosis(str(path))
+    assert isinstance(loaded, HangDiagnosis) and loaded.verify[0].seqs == [1]
+    app = HangApp(loaded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "watch --verify: 1 finding" in text
+        assert "/job/train.py:11 (rank 0; p2p request #1): an isend request made here was never waited" in text
+        assert "DDP202 at train.py:11, confirmed at run time: discarded" in text
+        await pilot.press("q")

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ddpdoctor.model.hang.evidence import Evidence, Frame, FROp, RankEvidence
+from ddpdoctor.model.hang.verify import RunFinding
 
 DIAGNOSIS_FORMAT = "ddpdoctor-hang-diagnosis"
 P2P_CALLS = {"send", "recv", "isend", "irecv", "batch_isend_irecv"}
@@ -165,6 +166,7 @@ class HangDiagnosis:
     sources: list[str] = field(default_factory=list)
     why: str | None = None  # why the watch ended the job: the certain deadlock, or the rhythm auto read
     heading: str = "Hang"  # Hang | Crash | Exit: what the job's end was
+    verify: list[RunFinding] = field(default_factory=list)  # what `watch --verify` found while the job ran
 
 
     def rank(self, r: int) -> RankReport | None:
@@ -191,6 +193,7 @@ class HangDiagnosis:
                 "findings": [GroupFinding(**f) for f in d["findings"]],
                 "ranks": [rank_report(x) for x in d["ranks"]],
                 "grids": [Grid(**g) for g in d.get("grids", [])],
+                "verify": [RunFinding(**v) for v in d.get("verify", [])],
             }
         )
 
@@ -210,12 +213,15 @@ def _blocked_call(ev: RankEvidence) -> _Blocked | None:
     if t is None:
         return None
     for f in reversed(t.frames):
-        if _DC10D.search(f.file.replace("\\", "/")) and not f.function.startswith("_"):
+        # a wait on an isend/irecv request names its operation in its locals (watch --verify)
+        request = f.locals.get("request") if f.locals.get("request") in P2P_CALLS else None
+        if request or (_DC10D.search(f.file.replace("\\", "/")) and not f.function.startswith("_")):
             peer = None
             for key in ("dst", "src"):
                 if f.locals.get(key, "").lstrip("-").isdigit():
                     peer = int(f.locals[key])
-            return _Blocked(f.function, peer)
+            seq = f.locals.get("p2p_seq", "")
+            return _Blocked(request or f.function, peer, int(seq) if seq.isdigit() else None)
     return None
 
 
@@ -763,7 +769,9 @@ def _crash_note(ev: Evidence, f: GroupFinding | None, reports: dict[int, RankRep
     but a crash (seen here, torch 2.13); a mismatch of different collectives hangs instead."""
     if f is None or not f.kind.startswith("mismatch") or f.kind == "mismatch_refused":
         return None  # refused: the backend's own words are in the finding
-    if any(e.exception and "Detected mismatch between collectives" in e.exception.message for e in ev.ranks.values()):
+    if (ev.watch is not None and ev.watch.mismatches) or any(
+        e.exception and "Detected mismatch between collectives" in e.exception.message for e in ev.ranks.values()
+    ):
         return None  # torch's fingerprint check raised before the backend ran it: no gloo abort
     crashed = (ev.watch is not None and ev.watch.outcome == "crash") or any(
         x.kind == "died" for x in reports.values()
@@ -791,6 +799,8 @@ def _fingerprint_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupF
     rank's operation, shape and dtype at torch's own collective count."""
     from ddpdoctor.model.hang.verify import combine
 
+    if ev.watch is not None and ev.watch.mismatches:
+        return _verify_mismatch(ev, min(ev.watch.mismatches, key=lambda m: m.seq))
     msgs = {r: e.exception.message for r, e in ev.ranks.items() if e.exception}
     fps, differ = combine(msgs)
     if len(fps) < 2:
@@ -811,6 +821,15 @@ def _fingerprint_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupF
     details = [f"torch: {differ}"] if differ else []
     return GroupFinding("default_pg", kind, "collective", seq, "/".join(ops), summary, details, culprits,
                         sorted(r for r in fps if r not in culprits), 0)  # fmt: skip
+
+
+def _verify_mismatch(ev: Evidence, m) -> GroupFinding:
+    """`watch --verify` compared the ranks' fingerprints of one collective before running it."""
+    culprits = m.culprits()
+    details = [f"{_who([p.rank], ev)}: {p.text()} at {p.where()}" for p in m.prints]
+    summary = f"{m.message()} (found by watch --verify before the collective ran)"
+    return GroupFinding(m.group, m.kind, "collective", m.seq, m.operation(), summary, details, culprits,
+                        sorted(p.rank for p in m.prints if p.rank not in culprits), 0)  # fmt: skip
 
 
 def diagnose(ev: Evidence) -> HangDiagnosis:

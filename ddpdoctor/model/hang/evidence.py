@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ddpdoctor.model.hang.fingerprint import CollectiveMismatch
+
 if TYPE_CHECKING:
     from ddpdoctor.model.hang.ras import RasReport
 
@@ -190,6 +192,8 @@ class WatchInfo:
     ends: dict[int, RankEnd] = field(default_factory=dict)  # how each rank that ended, ended
     hang_after_auto: bool = False  # --hang-after auto: the threshold came from the job's rhythm
     certain: dict[str, Any] | None = None  # the certain deadlock that ended the job, if one did
+    # collectives the ranks disagreed on, found by `watch --verify` before running them
+    mismatches: tuple[CollectiveMismatch, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -543,6 +547,12 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
     certain = d.get("certain")
     if certain is not None:
         certain = r.obj(certain, "certain")
+    mismatches = []
+    for i, m in enumerate(r.list_(d, "collective_mismatches", "", optional=True)):
+        try:
+            mismatches.append(CollectiveMismatch.from_dict(m))
+        except (KeyError, TypeError, ValueError) as e:
+            raise r.fail(f"collective_mismatches[{i}]", f"not a collective fingerprint mismatch ({e})") from None
     return WatchInfo(
         source=path,
         command=tuple(str(c) for c in r.list_(d, "command", "", optional=True)),
@@ -558,6 +568,7 @@ def watch_from_dict(d: Any, path: str) -> WatchInfo:
         ends=ends,
         hang_after_auto=bool(d.get("hang_after_auto", False)),
         certain=certain,
+        mismatches=tuple(mismatches),
     )
 
 

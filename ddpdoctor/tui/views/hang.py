@@ -1,5 +1,6 @@
-"""A saved hang diagnosis (``ddpdoctor tui HANG.json``): the verdict, ranks x operations as a grid
-(state per cell) for each process group, and the selected rank's stack with lint findings."""
+"""A saved hang diagnosis (``ddpdoctor tui HANG.json``): the verdict and what `watch --verify` found,
+ranks x operations as a grid (state per cell) for each process group, and the selected rank's stack
+with lint findings."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class HangPane(Vertical):
     """Verdict on top, the grid of one group (``g`` cycles groups), the selected rank's stack below."""
 
     DEFAULT_CSS = """
-    HangPane #hang-verdict { height: auto; max-height: 6; }
+    HangPane #hang-verdict { height: auto; max-height: 14; }
     HangPane #hang-group { height: auto; max-height: 2; }
     HangPane DataTable { height: auto; max-height: 10; }
     HangPane .details { height: 1fr; border-top: solid $primary; }
@@ -62,6 +63,15 @@ class HangPane(Vertical):
             t.append("\n" + d.crash, "red")
         if d.missing_ranks:
             t.append(f"\nno evidence from ranks {', '.join(map(str, d.missing_ranks))}", "yellow")
+        if d.verify:
+            t.append(f"\nwatch --verify: {len(d.verify)} finding{'s' if len(d.verify) != 1 else ''}", "bold")
+            for f in d.verify:
+                t.append(f"\n  {short_path(f.where)}", "bold yellow")
+                when = f.when()
+                t.append(f" ({'rank' if len(f.ranks) == 1 else 'ranks'} {', '.join(map(str, f.ranks))}"
+                         f"{'; ' + when if when else ''}): {f.message}")  # fmt: skip
+                for line in f.joined():
+                    t.append(f"\n    {line}", "cyan")
         return t
 
     def on_mount(self) -> None:

@@ -1,0 +1,268 @@
+"""DDP305: a value only some ranks set decides whether ranks communicate.
+
+## What it does
+Follows the values a script sets on some ranks only (under `if rank == 0:`, after `if rank != 0:
+return`, or from a value that is itself such) through names, attributes (`self.stop`, `ctx.flag`) and
+the return values of the file's own functions, to the places where one decides what runs: an `if`
+around a collective, a loop whose condition or bound it is, a `break` or `return` out of a loop that
+communicates. A collective is a torch.distributed call, a project wrapper of one (`comm.barrier()`),
+a library call that synchronises (`trainer.save_checkpoint`, `accelerator.wait_for_everyone`), a
+forward or backward pass of a DDP model, or a call of the file's own function that makes one. Also reports the
+collectives after an early `return` on a rank test. A value handed to a collective
+(`dist.broadcast(stop, 0)`) is the same on every rank again and is not followed.
+
+## Why is this bad?
+Rank 0 alone knows the value, so rank 0 alone takes the branch, leaves the loop or runs one more
+iteration. The others never see the decision: they wait in a collective that rank 0 does not join
+(or rank 0 waits in one that they do not), and the job hangs until the timeout.
+
+## Example
+```python
+stop = False
+for epoch in range(epochs):
+    train_one_epoch(ddp_model, loader)           # gradient all-reduce on every rank
+    if rank == 0:
+        stop = early_stopper.step(validate(ddp_model.module))
+    if stop:                                     # True on rank 0 only
+        break
+```
+
+## Use instead
+```python
+stop = torch.zeros(1, device=device)
+for epoch in range(epochs):
+    train_one_epoch(ddp_model, loader)
+    if rank == 0:
+        stop[0] = early_stopper.step(validate(ddp_model.module))
+    dist.broadcast(stop, src=0)                  # every rank takes rank 0's decision
+    if stop.item():
+        break
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script.divergence import Decision, RankValues
+from ddpdoctor.script.interp import COLLECTIVES, group_of
+from ddpdoctor.script.names import dist_op, dotted
+
+CODE = "DDP305"
+TITLE = "Rank-dependent value decides a collective"
+KIND = "script"
+SEVERITY = "error"
+CONFIDENCE = "high"
+
+# a project's own wrapper of the process group (`distr.barrier()`, `comm.all_reduce(t)`)
+_WRAPPED = frozenset(
+    ("barrier", "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_gather_object", "wait_for_everyone")
+)
+
+
+def _short(node: ast.AST, n: int = 40) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a node ast cannot unparse: say so
+        return "..."
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _calls_in(stmts):
+    """The calls in ``stmts`` in source order, not those in nested functions, classes or lambdas."""
+    stack = list(reversed(list(stmts)))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            yield n
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
+class _Comms:
+    """Which calls of the file make every rank communicate, directly or through the file's own functions."""
+
+    def __init__(self, m):
+        self.m = m
+        # collectives of the whole job: one on a group of its own may have only these ranks as members
+        direct = {
+            id(c) for c in m.dist_calls(*COLLECTIVES) if group_of(dist_op(m.qualname(c.func)) or "", c) is None
+        }
+        direct |= {id(c) for c in m.sync_calls}
+        for op in _WRAPPED:
+            for c in m.method_calls(op):
+                if any(k.arg == "group" for k in c.keywords):
+                    continue
+                root = (dotted(c.func) or "").split(".", 1)[0]
+                if m.aliases.get(root, "").startswith(("numpy", "torch.")) and id(c) not in direct:
+                    continue  # np.broadcast / torch.broadcast_tensors: no communication
+                direct.add(id(c))
+        wraps = [*m.ddp_constructors, *m.ddp_wrapper_calls]
+        if wraps or m.mentions("accelerator.backward"):
+            # a backward pass of a DDP model all-reduces the gradients
+            direct |= {id(c) for c in m.method_calls("backward")}
+        # a forward of the DDP model itself (``model(x)`` after ``model = DDP(...)``; not
+        # ``model.module(x)``) may broadcast its buffers
+        models = {name for c in wraps if (name := m.assigned_to(c)) is not None}
+        if models:
+            direct |= {id(c) for c, _q in m.calls if dotted(c.func) in models}
+        self.direct = direct
+        # the file's functions that communicate, by name: one walk of each body, then a fixed point
+        # over the calls between them
+        bodies: dict[str, list] = {}
+        for fn in m.functions:
+            bodies.setdefault(fn.name, []).append(fn)
+        self.bodies = bodies
+        self.funcs: dict[str, ast.Call] = {}
+        calls_own: dict[str, list[tuple[ast.Call, str]]] = {}
+        for n, _q in m.calls:  # in source order; each call counts for its innermost function
+            own = None if id(n) in direct else self._own(n)
+            if own is None and id(n) not in direct:
+                continue
+            fn = m.enclosing_function(n)
+            if fn is None:
+                continue
+            if own is None:
+                self.funcs.setdefault(fn.name, n)
+            else:
+                calls_own.setdefault(fn.name, []).append((n, own))
+        for _ in range(6):
+            changed = False
+            for name, pairs in calls_own.items():
+                if name in self.funcs:
+                    continue
+                hit = next((c for c, own in pairs if own in self.funcs), None)
+                if hit is not None:
+                    self.funcs[name] = hit
+                    changed = True
+            if not changed:
+                break
+
+    def _own(self, call: ast.Call) -> str | None:
+        name = dotted(call.func)
+        if name is None:
+            return None
+        root, _, _ = name.partition(".")
+        if "." in name and root in self.m.aliases:
+            return None  # torch.save, np.mean: not this file's function
+        last = name.rsplit(".", 1)[-1]
+        return last if last in self.bodies else None
+
+    def _first(self, stmts, skip: range | None = None) -> ast.Call | None:
+        """The first communicating call in ``stmts``: a direct one if there is any, else a call of
+        the file's own function that communicates."""
+        through = None
+        for n in _calls_in(stmts):
+            if skip is not None and n.lineno in skip:
+                continue
+            if id(n) in self.direct:
+                return n
+            if through is None:
+                own = self._own(n)
+                if own is not None and own in self.funcs:
+                    through = n
+        return through
+
+    def first(self, stmts, skip: range | None = None) -> ast.Call | None:
+        """The first call in ``stmts`` (outside the lines ``skip``) that communicates."""
+        return self._first(stmts, skip)
+
+    def describe(self, call: ast.Call) -> str:
+        own = self._own(call)
+        if id(call) not in self.direct and own in self.funcs:
+            inner = self.funcs[own]
+            return f"`{_short(call.func)}()` (line {call.lineno}, which reaches `{_short(inner.func)}` on line {inner.lineno})"
+        return f"`{_short(call.func)}` (line {call.lineno})"
+
+
+def _paired(m, call: ast.Call) -> bool:
+    """The per-rank walk already sees this call reached by some ranks only (DDP301 reports it)."""
+    for run, ranks in m.reach(call):
+        if 0 < len(ranks) < run.world_size:
+            return True
+    return False
+
+
+def check(m):
+    if not m.distributed_context or m.pinned_rank is not None:
+        return
+    comms = _Comms(m)
+    if not comms.direct:
+        return
+    values = RankValues(m)
+    reported: set[int] = set()
+    for d in values.decisions:
+        finding = _judge(m, comms, d)
+        if finding is None:
+            continue
+        anchor, message, hint = finding
+        if id(anchor) in reported:
+            continue
+        reported.add(id(anchor))
+        yield m.finding(CODE, anchor, message, SEVERITY, hint=hint)
+
+
+def _under_join(m, node: ast.AST) -> bool:
+    """Inside ``with model.join():`` or ``with Join([...]):``: DDP's context for uneven inputs, made
+    for ranks that run different numbers of iterations (torch.distributed.algorithms.join)."""
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.With, ast.AsyncWith)):
+            for item in a.items:
+                e = item.context_expr
+                if isinstance(e, ast.Call) and (dotted(e.func) or "").rsplit(".", 1)[-1] in ("join", "Join"):
+                    return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+    return False
+
+
+def _judge(m, comms: _Comms, d: Decision):
+    if _under_join(m, d.node):
+        return None
+    o = d.origin
+    set_where = (
+        f"`{o.name}` is set on some ranks only (line {o.node.lineno}, under the rank test "
+        f"`{_short(o.test)}` on line {o.test.lineno})"
+    )
+    hint = (
+        "take the decision on one rank and broadcast it (dist.broadcast / broadcast_object_list), or "
+        "compute the value on every rank, so that every rank takes the same path"
+    )
+    if d.kind == "after":
+        if comms.first(d.node.body) is not None:
+            return None  # the leaving ranks communicate too (the rank-0-first idiom)
+        c = comms.first(d.region)
+        if c is None or _paired(m, c):
+            return None
+        return (
+            d.node,
+            f"the ranks that pass `{_short(d.test)}` (line {d.test.lineno}) leave here; the others go "
+            f"on to {comms.describe(c)}, which waits for every rank: it hangs",
+            "let every rank reach the collective (move it before the early exit, or exit after it)",
+        )
+    if d.kind == "exit":
+        loop = d.region[0]
+        test_if = m.parents.get(d.test)
+        span = range(test_if.lineno, (test_if.end_lineno or test_if.lineno) + 1) if test_if else None
+        c = comms.first(loop.body, skip=span)
+        if c is None or _paired(m, c):
+            return None
+        how = "break" if isinstance(d.node, ast.Break) else "return"
+        return (
+            o.node,
+            f"{set_where}; `{_short(d.test)}` (line {d.test.lineno}) then decides the `{how}` on line "
+            f"{d.node.lineno} out of the loop on line {loop.lineno}, so some ranks leave while the "
+            f"others wait in {comms.describe(c)} of the next iteration: it hangs",
+            hint,
+        )
+    c = comms.first(d.region)
+    if c is None or _paired(m, c):
+        return None
+    what = "whether" if d.kind == "if" else "how often"
+    return (
+        o.node,
+        f"{set_where}; `{_short(d.test)}` (line {d.test.lineno}) then decides {what} the ranks run "
+        f"{comms.describe(c)}: they part ways and the ones in the collective wait forever",
+        hint,
+    )

@@ -1,0 +1,464 @@
+"""Rank-dependent values: which names hold a value that some ranks set and others do not, and where
+such a value decides whether ranks communicate (the "multi-valued" analysis of MPI checkers such as
+PARCOACH, on one file).
+
+A value becomes rank-dependent when it is assigned under a rank test (``if rank == 0: best =
+evaluate()``), after an early exit on one (``if rank != 0: return`` ... ``state.patience = 0``), or
+under a test that reads such a value; it stays so through assignments, attributes (``self.stop``,
+``ctx.flag``: by their text, across the file's functions) and the return values of the file's own
+functions (by position in a returned tuple). The rank itself is not a source: ``seed + rank`` is
+rank-dependent, but rarely decides control flow, and unknown is not guilty. A value handed to a
+collective (``dist.broadcast(stop, 0)``) or made by one (``stop = reduce(stop)``) is the same on every
+rank again.
+
+``RankValues(m).decisions`` lists the places where such a value decides whether a region runs (an
+``if``, a loop condition or bound, a ``break`` or ``return`` out of a loop), each with the assignment
+that made the value rank-dependent: rules ask whether the region communicates.
+
+Flow-insensitive but for one kill: a plain assignment of a same-on-every-rank value before the use, in
+a block that holds the use, hides the assignments before it (``stop = flag.item()`` after a
+broadcast).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import guard_kind
+
+_ROUNDS = 4
+# calls whose result is the same on every rank (a collective or a wrapper of one)
+_UNIFYING = ("broadcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all")
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value became rank-dependent: the assignment (or return) and the rank test it sits under."""
+
+    node: ast.AST  # the statement that sets the value on some ranks only
+    test: ast.AST  # the rank test that decides it
+    name: str  # what holds the value there
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A place where a rank-dependent value decides what runs."""
+
+    # "if", "loop" (a loop's condition or bound), "exit" (break/return out of a loop) or "after" (the
+    # rest of a block after an early exit on a rank test)
+    kind: str
+    node: ast.AST  # the if / loop / exit statement
+    test: ast.AST  # the expression that reads the value
+    origin: Origin
+    region: tuple  # statements that run on some ranks only ("if"/"loop"), or the loop left ("exit")
+
+
+@dataclass
+class _Def:
+    key: tuple
+    stmt: ast.AST
+    fn: ast.AST | None
+    # what decides that this def runs: None, or (kind, test, outer, after) from RankValues._decide
+    ctrl: object
+    value: ast.AST | None
+    pos: int | None  # position in a tuple target
+    origin: Origin | None = None
+    unifying: bool = False  # the value comes out of a collective: the same on every rank
+    failure: bool = False  # set in an ``except`` handler: a failure path, see RankValues._solve
+    settled: bool = False  # known to be the same on every rank, whatever else turns out
+
+
+def _is_unifying(call: ast.Call) -> bool:
+    name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+    return any(w in name for w in _UNIFYING)
+
+
+def _exits(body: list) -> bool:
+    return any(isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break)) for s in body)
+
+
+class RankValues:
+    def __init__(self, m):
+        self.m = m
+        self.defs: list[_Def] = []
+        self.by_key: dict[tuple, list[_Def]] = {}
+        self.returns: dict[str, dict[int | None, Origin]] = {}  # function name -> position -> origin
+        self.unified: set[tuple] = set()  # keys handed to a collective somewhere
+        self._sinks: list[tuple] = []  # (kind, node, test, ctrl, region) found by the walk
+        self.funcs = {fn.name for fn in m.functions}
+        self._return_sites: list[tuple] = []  # (Return, fn, ctrl)
+        self._handlers = 0  # depth of ``except`` handlers the walk is in
+        self._leaf_memo: dict[int, tuple] = {}
+        self.tainted: set[tuple] = set()  # keys with a rank-dependent definition
+        self._any_rank = False
+        for fn in (m.tree, *m.functions):
+            self._walk(fn.body, fn if fn is not m.tree else None, None, [])
+        if not self._any_rank:  # no rank test: nothing can be set on some ranks only
+            self.decisions: list[Decision] = []
+            return
+        self._note_unifying()
+        for d in self.defs:
+            self.by_key.setdefault(d.key, []).append(d)
+        self._solve()
+        self.decisions = self._decisions()
+
+    # -- keys --------------------------------------------------------------------------------
+    def _key(self, target: ast.AST, fn) -> tuple | None:
+        name = dotted(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+        if name is None:
+            return None
+        if "." in name:
+            return ("attr", name)
+        return (id(fn) if fn is not None else None, name)
+
+    # -- the walk: definitions, returns and tests, with what controls them ---------------------
+    def _decide(self, test: ast.AST, ctrl, after: bool = False):
+        """What controls a region under ``test``: ("rank", test, outer, after) for a rank test,
+        ("test", test, outer, after) for any other (rank-dependent once it reads such a value, which
+        _solve decides). ``after``: the region is the rest of a block after an early exit."""
+        kind = "rank" if guard_kind(self.m, test) is not None else "test"
+        self._any_rank |= kind == "rank"
+        return (kind, test, ctrl, after)
+
+    def _walk(self, body: list, fn, ctrl, loops: list) -> None:
+        for i, st in enumerate(body):
+            t = type(st)
+            if t in _FUNCS or t is ast.ClassDef:
+                continue  # walked on its own (methods are in m.functions)
+            if t is ast.If:
+                inner = self._decide(st.test, ctrl)
+                rank = inner[0] == "rank"
+                if not rank:
+                    self._sinks.append(("if", st, st.test, ctrl, (*st.body, *st.orelse), fn))
+                self._walk(st.body, fn, inner, loops)
+                self._walk(st.orelse, fn, inner, loops)
+                if _exits(st.body):
+                    if rank and ctrl is None:
+                        # an early exit on the rank: the rest of this block runs on the others only
+                        self._sinks.append(("after", st, st.test, None, tuple(body[i + 1 :]), fn))
+                    self._walk(body[i + 1 :], fn, self._decide(st.test, ctrl, after=True), loops)
+                    return
+            elif t is ast.While:
+                inner = self._decide(st.test, ctrl)
+                if inner[0] != "rank":
+                    self._sinks.append(("loop", st, st.test, ctrl, tuple(st.body), fn))
+                    inner = ctrl  # walked as many times as the test says: not a region of its own
+                self._walk(st.body, fn, inner, [*loops, st])
+                self._walk(st.orelse, fn, ctrl, loops)
+            elif t in (ast.For, ast.AsyncFor):
+                bound = _range_bound(st.iter)
+                if bound is not None:  # not ``for b in tqdm(loader)``: a wrapper keeps the length
+                    self._sinks.append(("loop", st, bound, ctrl, tuple(st.body), fn))
+                self._def(st.target, st, fn, ctrl, None)
+                self._walk(st.body, fn, ctrl, [*loops, st])
+                self._walk(st.orelse, fn, ctrl, loops)
+            elif t in (ast.With, ast.AsyncWith):
+                for item in st.items:
+                    if item.optional_vars is not None:
+                        self._def(item.optional_vars, st, fn, ctrl, item.context_expr)
+                self._walk(st.body, fn, ctrl, loops)
+            elif t is ast.Try or t.__name__ == "TryStar":
+                for part in (st.body, st.orelse, st.finalbody):
+                    self._walk(part, fn, ctrl, loops)
+                self._handlers += 1
+                try:
+                    for h in st.handlers:
+                        self._walk(h.body, fn, ctrl, loops)
+                finally:
+                    self._handlers -= 1
+            elif t is ast.Assign:
+                for target in st.targets:
+                    self._def(target, st, fn, ctrl, st.value)
+            elif t in (ast.AugAssign, ast.AnnAssign):
+                if st.value is not None:
+                    self._def(st.target, st, fn, ctrl, st.value, aug=t is ast.AugAssign)
+            elif t is ast.Return:
+                if fn is not None:
+                    self._return_sites.append((st, fn, ctrl))
+                if loops:
+                    self._sinks.append(("exit", st, None, ctrl, (loops[0],), fn))
+            elif t in (ast.Break,) and loops:
+                self._sinks.append(("exit", st, None, ctrl, (loops[-1],), fn))
+
+    def _def(self, target, stmt, fn, ctrl, value, aug: bool = False) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for pos, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Starred):
+                    elt = elt.value
+                key = self._key(elt, fn)
+                if key is not None:
+                    v = value
+                    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                        v, p = value.elts[pos], None
+                    else:
+                        p = pos
+                    self.defs.append(_Def(key, stmt, fn, ctrl, v, p, failure=self._handlers > 0))
+            return
+        key = self._key(target, fn)
+        if key is not None:
+            self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
+
+    def _note_unifying(self) -> None:
+        """Names handed to a collective: ``dist.broadcast(stop, 0)`` makes ``stop`` the same everywhere."""
+        m = self.m
+        for call, _q in m.calls:
+            if not _is_unifying(call):
+                continue
+            fn = None
+            for a in (*call.args, *(k.value for k in call.keywords)):
+                while isinstance(a, ast.Subscript):
+                    a = a.value
+                if isinstance(a, (ast.Name, ast.Attribute)):
+                    if fn is None:
+                        fn = m.enclosing_function(call)
+                    key = self._key(a, fn)
+                    if key is not None:
+                        self.unified.add(key)
+
+    # -- solving: which defs and returns are rank-dependent -----------------------------------------
+    def _ctrl_origin(self, ctrl, stmt, name, fn, local: bool = False) -> Origin | None:
+        """Why ``stmt`` runs on some ranks only: under a rank test (the origin is ``stmt`` itself), else
+        under a test that reads a rank-dependent value (that value's origin); None when it runs on all.
+        ``local``: a local name, which the ranks that left the function early never read, so the rest
+        of a block after an early exit does not make it rank-dependent."""
+        c = ctrl
+        while c is not None:
+            if c[0] == "rank" and not (local and c[3]):
+                return Origin(stmt, c[1], name)
+            c = c[2]
+        c = ctrl
+        while c is not None:
+            if not (local and c[3]) and c[0] == "test":
+                found = self.reads(c[1], fn)
+                if found is not None:
+                    return found
+            c = c[2]
+        return None
+
+    def _solve(self) -> None:
+        for _ in range(_ROUNDS):
+            changed = False
+            for d in self.defs:
+                if d.origin is not None or d.unifying or d.settled:
+                    continue
+                if d.ctrl is None and not self._may_read_tainted(d):
+                    continue
+                if d.key in self.unified or (d.value is not None and self._unifying_value(d.value, d.fn)):
+                    # ``stop = box[0]`` after ``broadcast_object_list(box)``: rank 0's value, also
+                    # where only the receiving ranks assign it
+                    d.unifying = changed = True
+                    continue
+                if d.ctrl is not None and self._repeats_everywhere(d):
+                    d.settled = True
+                    continue
+                name = d.key[1]
+                # a value changed where something failed on one rank (``except ImportError: use_wandb
+                # = False``) parts the ranks only on that failure: not followed, the usual run is
+                o = None if d.failure else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] != "attr")
+                if o is None and d.value is not None:
+                    o = self.reads(d.value, d.fn, d.pos)
+                if o is not None:
+                    d.origin = o
+                    self.tainted.add(d.key)
+                    changed = True
+            for r, fn, ctrl in self._return_sites:
+                have = self.returns.setdefault(fn.name, {})
+                if None in have:
+                    continue
+                o = self._ctrl_origin(ctrl, r, f"{fn.name}()", fn)
+                if o is not None:
+                    have[None] = o
+                    changed = True
+                    continue
+                if isinstance(r.value, ast.Tuple):
+                    for pos, v in enumerate(r.value.elts):
+                        o = self.reads(v, fn)
+                        if o is not None and pos not in have:
+                            have[pos] = o
+                            changed = True
+                elif r.value is not None:
+                    o = self.reads(r.value, fn)
+                    if o is not None:
+                        have[None] = o
+                        changed = True
+            if not changed:
+                break
+
+    def _unifying_value(self, e: ast.AST, fn) -> bool:
+        return any(
+            leaf[0] == "unify" or (leaf[0] == "name" and leaf[2] in self.unified) for leaf in self._leaves(e, fn)[1]
+        )
+
+    def _may_read_tainted(self, d: _Def) -> bool:
+        """Cheap test before ``reads``: the value reads a key or calls a function already known to be
+        rank-dependent."""
+        if d.value is None or not (self.tainted or any(self.returns.values())):
+            return False
+        for leaf in self._leaves(d.value, d.fn)[1]:
+            if leaf[0] == "unify":
+                continue
+            if leaf[0] == "call":
+                if self.returns.get(leaf[1]):
+                    return True
+            elif leaf[2] in self.tainted or (None, leaf[2][1]) in self.tainted:
+                return True
+        return False
+
+    def _repeats_everywhere(self, d: _Def) -> bool:
+        """A rank-only assignment of what every rank already assigned (``epochs = opt.epochs`` again
+        under ``if rank == 0:``) changes nothing between ranks."""
+        if d.value is None:
+            return False
+        others = [
+            o for o in self.by_key.get(d.key, ()) if o is not d and o.ctrl is None and o.value is not None and o.fn is d.fn
+        ]
+        if not others:
+            return False
+        text = ast.dump(d.value)
+        return any(ast.dump(o.value) == text for o in others)
+
+    # -- queries ---------------------------------------------------------------------------------
+    def _leaves(self, e: ast.AST, fn) -> tuple:
+        """What ``e`` reads, found once per expression: ("name", node, key) for the names and
+        attributes it reads, ("call", name) for calls of the file's own functions (whose return
+        values decide; their arguments may not reach them). A collective's result reads nothing."""
+        found = self._leaf_memo.get(id(e))
+        if found is not None:
+            return found
+        out: list = []
+        stack = [e]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Call):
+                if _is_unifying(n):
+                    out.append(("unify",))
+                    continue
+                callee = (dotted(n.func) or "").rsplit(".", 1)[-1]
+                if callee in self.funcs:
+                    out.append(("call", callee))
+                    continue
+                stack.extend(n.args)
+                stack.extend(k.value for k in n.keywords)
+                if isinstance(n.func, ast.Attribute):
+                    stack.append(n.func.value)
+                continue
+            if isinstance(n, (ast.Name, ast.Attribute)):
+                key = self._key(n, fn)
+                if key is not None:
+                    out.append(("name", n, key))
+                if isinstance(n, ast.Attribute):
+                    stack.append(n.value)
+                continue
+            if isinstance(n, (ast.Lambda, *_FUNCS)):
+                continue
+            stack.extend(ast.iter_child_nodes(n))
+        found = self._leaf_memo[id(e)] = (e, tuple(out))  # (e kept: its id stays its own)
+        return found
+
+    def reads(self, e: ast.AST | None, fn, pos: int | None = None) -> Origin | None:
+        """The origin of a rank-dependent value that ``e`` (in function ``fn``) reads, or None."""
+        if e is None:
+            return None
+        for leaf in self._leaves(e, fn)[1]:
+            if leaf[0] == "unify":
+                continue
+            if leaf[0] == "call":
+                rets = self.returns.get(leaf[1])
+                if rets:
+                    o = rets.get(None) or (rets.get(pos) if pos is not None else next(iter(rets.values()), None))
+                    if o is not None:
+                        return o
+                continue
+            key = leaf[2]
+            if key in self.unified:
+                continue
+            if key not in self.tainted and (key[0] in (None, "attr") or (None, key[1]) not in self.tainted):
+                continue  # the usual answer, without looking at the definitions
+            defs = self.by_key.get(key)
+            if not defs and key[0] != "attr":
+                defs = self.by_key.get((None, key[1]))  # a module-level name read in a function
+            if defs:
+                o = self._reaching(defs, leaf[1], fn)
+                if o is not None:
+                    return o
+        return None
+
+    def _reaching(self, defs: list[_Def], use: ast.AST, fn) -> Origin | None:
+        """The origin of a rank-dependent def that may reach ``use``: a clean plain assignment of the
+        same function before it, in a block that holds it, hides the defs before that one."""
+        line = use.lineno
+        holders = {id(a) for a in self.m.ancestors(use)}
+        kill = None
+        for d in defs:
+            if d.fn is not fn or d.origin is not None or d.stmt.lineno >= line:
+                continue
+            parent = self.m.parents.get(d.stmt)
+            if d.unifying or (parent is not None and (id(parent) in holders or parent is fn) and d.ctrl is None):
+                if kill is None or d.stmt.lineno > kill.stmt.lineno:
+                    kill = d
+        loop = next((a for a in self.m.ancestors(use) if isinstance(a, _LOOPS)), None)
+        for d in defs:
+            if d.origin is None:
+                continue
+            if d.fn is not fn:
+                if kill is None:
+                    return d.origin  # set elsewhere (an attribute, a global): not hidden here
+                continue
+            after_kill = kill is None or d.stmt.lineno > kill.stmt.lineno
+            if d.stmt.lineno < line and after_kill:
+                return d.origin
+            # a def later in the loop that holds the use reaches it on the next iteration, unless
+            # the clean one is inside that loop too
+            if (
+                loop is not None
+                and d.stmt.lineno >= line
+                and loop.lineno <= d.stmt.lineno <= (loop.end_lineno or loop.lineno)
+                and (kill is None or kill.stmt.lineno < loop.lineno)
+            ):
+                return d.origin
+        return None
+
+    # -- decisions --------------------------------------------------------------------------------
+    def _decisions(self) -> list[Decision]:
+        out: list[Decision] = []
+        for kind, node, test, ctrl, region, fn in self._sinks:
+            if kind == "after":  # the rest of a block after an early exit on a rank test
+                out.append(Decision(kind, node, test, Origin(node, test, ""), region))
+                continue
+            if _under_rank(ctrl):
+                continue  # inside a rank test's own region: the per-rank rules judge it
+            if kind == "exit":
+                if ctrl is None or ctrl[0] != "test" or ctrl[3]:
+                    continue
+                o = self._ctrl_origin(ctrl, node, "", fn)
+                if o is not None:
+                    out.append(Decision("exit", node, ctrl[1], o, region))
+                continue
+            o = self.reads(test, fn)
+            if o is not None:
+                out.append(Decision(kind, node, test, o, region))
+        return out
+
+
+def _range_bound(it: ast.AST) -> ast.AST | None:
+    """The call ``range(...)`` a for loop counts over (also inside ``enumerate``/``tqdm``), else None."""
+    while isinstance(it, ast.Call):
+        name = (dotted(it.func) or "").rsplit(".", 1)[-1]
+        if name == "range":
+            return it
+        if not it.args:
+            return None
+        it = it.args[0]
+    return None
+
+
+def _under_rank(ctrl) -> bool:
+    while ctrl is not None:
+        if ctrl[0] == "rank":
+            return True
+        ctrl = ctrl[2]
+    return False
