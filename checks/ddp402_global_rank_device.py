@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dist_op, dotted
+from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP402"
 TITLE = "Global rank used as CUDA device index"
@@ -34,6 +35,12 @@ KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
 _GLOBAL_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+_SET_DEVICE = (
+    "torch.cuda.set_device",
+    "torch.cuda.device",
+    "torch.accelerator.set_device_index",
+    "torch.accelerator.set_device_idx",
+)
 
 
 def _is_global_source(m, expr: ast.AST) -> bool:
@@ -70,22 +77,85 @@ def _global_names(m) -> set:
     return out
 
 
-def _uses_global(m, expr: ast.AST, names: set) -> bool:
+def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
     call = expr if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) else None
     if call is not None and call.func.id in ("str", "int") and len(call.args) == 1:
-        return _uses_global(m, call.args[0], names)  # "cuda:" + str(rank)
+        return _uses_global(m, call.args[0], names, depth)  # "cuda:" + str(rank)
     if _is_global_source(m, expr):
         return True
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
+    if call is not None:
+        return _returns_global(m, call, names, depth)
     name = dotted(expr)
     if not name:
         return False
     if "." not in name:
         reaching = _reaching_assignment(m, expr, name)
         if reaching is not None:  # the value this use sees: global only if that one is
-            return _is_global_source(m, reaching.value) or _uses_global(m, reaching.value, names)
+            return _is_global_source(m, reaching.value) or _uses_global(m, reaching.value, names, depth)
+        if _parameter_is_global(m, expr, name, names, depth):
+            return True
     return name in names or (_scope(m, expr), name) in names or _global_option(m, name)
+
+
+_MAX_CALL_DEPTH = 4  # callers (or callees) followed this far for a value
+
+
+def _returns_global(m, call: ast.Call, names: set, depth: int) -> bool:
+    """``get_gpu()`` where this file's only ``def get_gpu`` returns the global rank on every
+    ``return`` (``return int(os.environ["RANK"])``)."""
+    defs = [f for f in m.functions if f.name == call.func.id and not isinstance(f, ast.Lambda)]
+    if len(defs) != 1 or depth >= _MAX_CALL_DEPTH:
+        return False  # not ours, or two defs of one name: cannot tell which
+    returns = [
+        r.value for r in ast.walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
+    ]
+    return bool(returns) and all(v is not None and _uses_global(m, v, names, depth + 1) for v in returns)
+
+
+def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> bool:
+    """``def demo(rank): model.to(rank)`` called as ``demo(int(os.environ["RANK"]))``: a parameter
+    holds the global rank when every call of its function in this file passes one. A function that
+    ``mp.spawn`` starts, or one this file never calls, gets its value from elsewhere: unknown, so no."""
+    fn = m.enclosing_function(use)
+    if fn is None or depth >= _MAX_CALL_DEPTH or isinstance(fn, ast.Lambda):
+        return False
+    params = [*fn.args.posonlyargs, *fn.args.args]
+    index = next((i for i, a in enumerate(params) if a.arg == name), None)
+    if index is None and not any(a.arg == name for a in fn.args.kwonlyargs):
+        return False
+    if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)):
+        return False  # the spawned process index is the local rank by construction
+    method = isinstance(m.parents.get(fn), ast.ClassDef)
+    if method and index is not None and params and params[0].arg in ("self", "cls"):
+        index -= 1
+    sites = [c for c in m.call_sites(fn) if m.enclosing_function(c) is not fn]
+    if not sites:
+        return False
+    for site in sites:
+        if isinstance(site.func, ast.Attribute) != method:
+            return False  # a def of the same name elsewhere may be the one called: cannot tell
+        arg = m.keyword(site, name)
+        if arg is None and index is not None and 0 <= index < len(site.args):
+            arg = site.args[index]
+        if arg is None or isinstance(arg, ast.Starred):
+            return False
+        if not _uses_global(m, arg, names, depth + 1):
+            return False
+    m.__dict__.setdefault("_ddp402_passed", {})[(id(fn), name)] = sites[0].lineno
+    return True
+
+
+def _passed_at(m, where: ast.AST, expr: ast.AST) -> int | None:
+    """The line of the call that passed ``expr`` (a parameter) its global rank, if that is how."""
+    fn = m.enclosing_function(where)
+    if isinstance(expr, ast.Call) and expr.args:  # str(rank)
+        expr = expr.args[0]
+    name = dotted(expr)
+    if fn is None or name is None:
+        return None
+    return m.__dict__.get("_ddp402_passed", {}).get((id(fn), name))
 
 
 def _arms(m, node, fn) -> list[tuple[int, str]]:
@@ -143,7 +213,7 @@ def _device_exprs(m):
     for call, q in m.calls:
         f = call.func
         # torch.accelerator.set_device_index: the device-generic set_device of torch >= 2.6
-        if q in ("torch.cuda.set_device", "torch.cuda.device", "torch.accelerator.set_device_index") and call.args:
+        if q in _SET_DEVICE and call.args:
             yield call, call.args[0]
         elif q == "torch.device" and len(call.args) == 2:
             yield call, call.args[1]
@@ -222,11 +292,14 @@ def check(m):
     for where, expr in _device_exprs(m):
         if _uses_global(m, expr, names) and where.lineno not in seen:
             seen.add(where.lineno)
+            passed = _passed_at(m, where, expr)
+            via = f" (passed in by the call at line {passed})" if passed is not None else ""
             yield m.finding(
                 CODE,
                 where,
-                f"`{ast.unparse(expr)}` is the global rank, used as a CUDA device index: "
+                f"`{ast.unparse(expr)}` is the global rank{via}, used as a CUDA device index: "
                 "on a second node it names a GPU that does not exist",
                 SEVERITY,
                 hint="use the local rank (LOCAL_RANK from torchrun) for devices",
+                **({"chain": [passed, where.lineno]} if passed is not None else {}),
             )

@@ -35,6 +35,7 @@ import ast
 
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import single_process_arm
 
 CODE = "DDP404"
 TITLE = "NCCL without set_device"
@@ -141,7 +142,9 @@ def _picks_somewhere(m) -> bool:
 
 
 def _rank0_only(m, node) -> bool:
-    if m.guarded_by_rank(node):
+    """Code one process runs on its own GPU: under a rank-0 test, or in the single-process arm
+    (``else`` of ``if args.distributed:``) where there is no other rank."""
+    if m.guarded_by_rank(node) or single_process_arm(m, node):
         return True
     fn = m.enclosing_function(node)
     return fn is not None and m.callers_all_guarded(fn)

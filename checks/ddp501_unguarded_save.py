@@ -26,7 +26,14 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.writers import every_rank_reaches, guard_chains, per_process_path, to_stream
+from ddpdoctor.script.writers import (
+    every_rank_reaches,
+    guard_chains,
+    guarded_here,
+    other_ranks_arm,
+    per_process_path,
+    to_stream,
+)
 
 CODE = "DDP501"
 TITLE = "torch.save not guarded by rank"
@@ -65,10 +72,16 @@ def _unguarded_entry(m, call) -> bool:
 def _guard_on_the_way(m, call) -> bool:
     """A rank test the interpreter could not evaluate (``args.rank % ngpus_per_node == 0``) still reads
     as a guard: on the save itself or on a call that led to it."""
-    if m.guarded_by_rank(call):
+    if guarded_here(m, call):
         return True
     lines = {ln for run in m.runs for t in run.traces for e in t.events if e.node is call for ln in e.chain}
-    return any(c.lineno in lines and m.guarded_by_rank(c) for c, _ in m.calls)
+    return any(c.lineno in lines and guarded_here(m, c) for c, _ in m.calls)
+
+
+def _many_ranks(run, ranks: set[int]) -> bool:
+    """Every rank, or every rank but one (the ``else`` of ``if rank == 0``) in a world of three or more:
+    either way several ranks write the same file."""
+    return len(ranks) == run.world_size or (run.world_size >= 3 and len(ranks) >= run.world_size - 1)
 
 
 _SAVE_WORDS = ("save", "checkpoint", "ckpt")
@@ -123,6 +136,37 @@ def _inconsistent_calls(m, saves):
                 yield c, name, fn, guarded[0]
 
 
+def _unguarded_siblings(m):
+    """Saving helpers of one object whose bodies are in another file (a base class, a checkpoint
+    manager): ``self.save_checkpoint(e)`` under ``if is_main_process():`` and
+    ``self.save_best_checkpoint()`` on every rank. The guard on the one shows that saving through
+    this object is one rank's job; the unguarded call has every rank write the same file. Yields
+    (unguarded call, a guarded call)."""
+    own = {fn.name for fn in m.functions}
+    by_receiver: dict[str, list[ast.Call]] = {}
+    for call, _q in m.calls:
+        f = call.func
+        name = f.attr.lower() if isinstance(f, ast.Attribute) else ""
+        if (
+            "save" in name
+            and "load" not in name
+            and isinstance(f.value, ast.Name)
+            and f.value.id not in m.aliases  # torch.save, np.save: other rules
+            and f.attr not in own
+            and isinstance(m.parents.get(call), ast.Expr)  # run for its effect, not asked for a value
+        ):
+            by_receiver.setdefault(f.value.id, []).append(call)
+    for calls in by_receiver.values():
+        if len(calls) < 2 or any(_passes_rank(c) for c in calls):
+            continue
+        guarded = [c for c in calls if all(chain for chain in guard_chains(m, c))]
+        if not guarded:
+            continue
+        for c in calls:
+            if c not in guarded and every_rank_reaches(m, c):
+                yield c, guarded[0]
+
+
 def _save_chain(m, call, fn) -> list[int]:
     """The call, then the ``torch.save`` it reaches in this file's helper ``fn`` (if it is here)."""
     if fn is None:
@@ -132,6 +176,18 @@ def _save_chain(m, call, fn) -> list[int]:
 
 
 def check(m):
+    # the rank guard on a sibling is evidence enough that every rank runs this file's code
+    for call, guarded in _unguarded_siblings(m):
+        name = ast.unparse(call.func)
+        yield m.finding(
+            CODE,
+            call,
+            f"every rank calls `{name}` here, while line {guarded.lineno} saves through "
+            f"`{ast.unparse(guarded.func)}` on one rank only: here all ranks write the same file at once",
+            SEVERITY,
+            hint="call it under the same rank test, then `dist.barrier()`",
+            chain=[guarded.lineno, call.lineno],
+        )
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
     saves = m.calls_named("torch.save")
@@ -158,16 +214,23 @@ def check(m):
             continue
         reach = m.reach(call)
         if reach:
-            if not any(len(ranks) == run.world_size for run, ranks in reach):
+            if not any(_many_ranks(run, ranks) for run, ranks in reach):
                 continue  # only some ranks get here
             if all(run.entry != "<module>" for run, _ in reach) and not _unguarded_entry(m, call):
                 continue
-        elif m.guarded_by_rank(call) or not _unguarded_entry(m, call):
+        elif guarded_here(m, call) or not _unguarded_entry(m, call):
             continue
+        arm = other_ranks_arm(m, call)
+        who = (
+            f"every rank but the one the test at line {arm.lineno} lets through"
+            if arm is not None
+            else "every rank"
+        )
         yield m.finding(
             CODE,
             call,
-            "`torch.save` runs on every rank: all ranks write the same file at once",
+            f"`torch.save` runs on {who}: all those ranks write the same file at once",
             SEVERITY,
             hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+            **({"chain": [arm.lineno, call.lineno]} if arm is not None else {}),
         )

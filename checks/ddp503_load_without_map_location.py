@@ -32,10 +32,21 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 
+def _source(m, call) -> str | None:
+    """The file a load reads, as text to compare (``args.resume``)."""
+    arg = call.args[0] if call.args else m.keyword(call, "f")
+    return ast.dump(arg) if arg is not None else None
+
+
 def _other_arm_maps(m, call) -> bool:
-    """This load is one arm of an ``if`` whose other arm loads with ``map_location`` (``if gpu is
-    None: torch.load(p) else: torch.load(p, map_location=f"cuda:{gpu}")``): the author chose the
-    device per case, and the plain load is the case with no GPU of its own to map to."""
+    """This load is one arm of an ``if`` whose other arm loads the same file with ``map_location``
+    (``if gpu is None: torch.load(p) else: torch.load(p, map_location=f"cuda:{gpu}")``): the author
+    chose the device per case, and the plain load is the case with no GPU of its own to map to. A
+    load of another file in the other arm (resume a model here, read a pretrained part there) says
+    nothing about this one."""
+    path = _source(m, call)
+    if path is None:
+        return False
     child = call
     for a in m.ancestors(call):
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
@@ -45,7 +56,7 @@ def _other_arm_maps(m, call) -> bool:
             loads = {id(c) for c in m.calls_named("torch.load")}
             for st in other:
                 for n in ast.walk(st):
-                    if id(n) in loads and m.keyword(n, "map_location") is not None:
+                    if id(n) in loads and m.keyword(n, "map_location") is not None and _source(m, n) == path:
                         return True
         child = a
     return False

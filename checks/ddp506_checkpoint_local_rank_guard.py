@@ -3,8 +3,9 @@
 ## What it does
 Finds a checkpoint save (`torch.save`, `save_pretrained`, or this file's helper that does one)
 whose only rank test is on the node-local rank (`local_rank == 0`, `LOCAL_RANK`, an argparse option
-fed by `--local_rank`), in a script that can run on several nodes (nothing pins its rendezvous
-to localhost). Saves to a path that names the host or node are left alone.
+fed by `--local_rank`, accelerate's `is_local_main_process`), in distributed code (torch.distributed,
+DDP, a DistributedSampler, accelerate, Horovod) that can run on several nodes (nothing pins its
+rendezvous to localhost). Saves to a path that names the host or node are left alone.
 
 ## Why is this bad?
 Every node has a local rank 0, so on N nodes N processes write the same checkpoint at the same time.
@@ -76,7 +77,7 @@ def _saves(m):
 def check(m):
     # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)
     local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
-    if not m.uses_distributed or not m.mentions(*local_words):
+    if not m.distributed_context or not m.mentions(*local_words):
         return
     if single_node(m):
         return

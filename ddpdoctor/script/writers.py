@@ -141,11 +141,15 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 def rank_guards(m, node: ast.AST) -> list[ast.AST]:
     """The rank tests that keep ranks away from ``node`` in its own function: the ``if`` tests
-    around it and the tests of early ``return``s before it."""
+    around it and the tests of early ``return``s before it. A test lets one rank through on one
+    side only: the ``else`` of ``if rank == 0`` (and what follows ``if rank == 0: return``) is run
+    by all the other ranks, so there it guards nothing."""
     out: list[ast.AST] = [
         st.test
         for st in enclosing_statements(m, node)
-        if isinstance(st, (ast.If, ast.While)) and _is_rank_test(m, st.test)
+        if isinstance(st, (ast.If, ast.While))
+        and _is_rank_test(m, st.test)
+        and one_rank_side(m, st.test) != ("orelse" if _in_body(st, node) else "body")
     ]
     fn = m.enclosing_function(node)
     if fn is not None:
@@ -156,9 +160,61 @@ def rank_guards(m, node: ast.AST) -> list[ast.AST]:
                 isinstance(st, ast.If)
                 and any(isinstance(s, (ast.Return, ast.Raise)) for s in st.body)
                 and _is_rank_test(m, st.test)
+                and one_rank_side(m, st.test) != "body"
             ):
                 out.append(st.test)
     return out
+
+
+def other_ranks_arm(m, node: ast.AST) -> ast.If | None:
+    """The ``if`` whose one-rank test sends ``node`` to the arm that all the other ranks run (the
+    ``else`` of ``if rank == 0``), if there is one: findings name it."""
+    for st in reversed(enclosing_statements(m, node)):
+        if isinstance(st, ast.If) and _is_rank_test(m, st.test):
+            side = one_rank_side(m, st.test)
+            if side is not None and side != ("body" if _in_body(st, node) else "orelse"):
+                return st
+    return None
+
+
+def _in_body(st: ast.stmt, node: ast.AST) -> bool:
+    body = getattr(st, "body", None) or []
+    return bool(body) and body[0].lineno <= node.lineno <= (body[-1].end_lineno or body[-1].lineno)
+
+
+def one_rank_side(m, test: ast.AST) -> str | None:
+    """Which side of a rank test at most one rank takes: "body" for ``rank == 0``,
+    ``is_main_process()``, ``ddp and rank == 0``, ``not ddp or rank == 0``; "orelse" for ``rank != 0``,
+    ``rank > 0``, ``not is_main``; None when it cannot tell (``rank < 2``, mixed tests)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = one_rank_side(m, test.operand)
+        return {"body": "orelse", "orelse": "body"}.get(inner or "")
+    if isinstance(test, ast.BoolOp):
+        sides = {one_rank_side(m, v) for v in test.values if _is_rank_test(m, v)}
+        if isinstance(test.op, ast.And):
+            return "body" if "body" in sides else None  # one rank and anything: still one rank at most
+        return "body" if sides == {"body"} else None  # `not ddp or rank == 0`: one process either way
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op = test.ops[0]
+        if isinstance(op, (ast.Eq, ast.Is)):
+            return "body"
+        if isinstance(op, (ast.NotEq, ast.IsNot)):
+            return "orelse"
+        right = test.comparators[0]
+        if isinstance(op, ast.Gt) and isinstance(right, ast.Constant) and right.value == 0:
+            return "orelse"
+        return None
+    if isinstance(test, (ast.Call, ast.Name, ast.Attribute)):
+        if ranks.rank_kind(m, test) is not None:
+            return "orelse"  # `if dist.get_rank():` is every rank but 0
+        return "body"  # a predicate: is_main_process(), self.is_master, should_save
+    return None
+
+
+def guarded_here(m, node: ast.AST) -> bool:
+    """A rank test in ``node``'s own function keeps all but one rank away from it (see rank_guards),
+    or the function is one rank's by its name or decorator."""
+    return bool(rank_guards(m, node)) or _rank_function(m, node)
 
 
 def _rank_function(m, node: ast.AST) -> bool:
