@@ -6,6 +6,11 @@ Prints:
 - the whole command's wall time (target ≤ 20 s on the 2-core CPU box);
 - a bare `torchrun` of a two-rank gloo script (init, one all_reduce, exit) and the check's overhead over
   it: wall − bare torchrun − the run's in-run time (target ≤ 1 s);
+- a check run of one few-ms check (RDZ001) minus the bare torchrun, in wall and in CPU time (user + sys
+  of the whole process tree, which a busy machine changes far less than the wall time), and the load;
+- where the time goes, both commands side by side (medians): before the ranks (start-up: torchrun, the
+  ranks' imports, rendezvous, process group; for check also the CLI before torchrun), and after them
+  (the last rank's work done to the command's exit: torchrun's teardown; for check also the report);
 - from the event stream of the last run, per check: its slot (check_start to the next check_start: all it
   costs), the ranks' own time in it (first rank_check_start to last rank_check_end) and the fixed cost
   (slot − ranks' time: the go, the result exchange, rank 0's judgement). Targets: a skipped check's slot
@@ -16,10 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 from _common import describe, machine, time_command
@@ -30,12 +38,26 @@ SKIPPED_TARGET_MS = 10.0
 FIXED_TARGET_MS = 20.0
 
 BARE = textwrap.dedent("""
+    import os, time
     import torch, torch.distributed as dist
     dist.init_process_group("gloo")
     t = torch.ones(1)
     dist.all_reduce(t)
     dist.destroy_process_group()
+    with open(os.environ["BARE_TIMES"], "a") as f:  # when this rank's work was done (unix time)
+        f.write(f"{time.time()}\\n")
 """)
+
+
+def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, float, float]:
+    """(wall seconds, unix start, unix end, CPU seconds) of one run; the CPU time (user + sys of the whole
+    process tree: torchrun waits for its ranks) reads the same on a busy machine, the wall time does not."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.time()
+    (wall,) = time_command(argv, 1, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, start, time.time(), cpu
 
 
 def per_check(events: list[dict]) -> list[dict]:
@@ -63,16 +85,30 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         rj, ev, bare = Path(d) / "r.json", Path(d) / "ev.jsonl", Path(d) / "bare.py"
         bare.write_text(BARE)
-        walls, bares, in_run = [], [], []
+        walls, bares, in_run, phases, minimal = [], [], [], [], []
         for _ in range(args.runs):  # interleaved, so both see the same load
-            bares += time_command([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                                   "--standalone", str(bare)], 1)
+            times = Path(d) / "bare_times"
+            times.unlink(missing_ok=True)
+            b_wall, b_start, b_end, b_cpu = timed([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                                            "--standalone", str(bare)], env={"BARE_TIMES": str(times)})
+            b_done = max(float(x) for x in times.read_text().split())
+            bares.append(b_wall)
             ev.unlink(missing_ok=True)
-            walls += time_command([sys.executable, "-m", "ddpdoctor", "check", "-q", "--json", str(rj),
-                                   "--events", str(ev)], 1)
+            wall, start, end, _ = timed([sys.executable, "-m", "ddpdoctor", "check", "-q", "--json", str(rj),
+                                         "--events", str(ev)])
+            walls.append(wall)
             rep = json.loads(rj.read_text())
             in_run.append(rep["run"]["duration_s"])
-        events = [json.loads(line) for line in ev.read_text().splitlines() if line.strip()]
+            evs = [json.loads(line) for line in ev.read_text().splitlines() if line.strip()]
+            run_start = next(e["t"] for e in evs if e["event"] == "run_start")
+            run_end = next(e["t"] for e in evs if e["event"] == "run_end")
+            phases.append({"bare_up": b_done - b_start, "bare_down": b_end - b_done,
+                           "cli_pre": rep["run"]["launch_t0"] - start, "up": run_start - start,
+                           "down": end - run_end})
+            # the fixed cost alone: one check of a few ms (RDZ001 reads the start-up timings)
+            m_wall, _, _, m_cpu = timed([sys.executable, "-m", "ddpdoctor", "check", "-q", "--select", "RDZ001"])
+            minimal.append({"wall": m_wall - b_wall, "cpu": m_cpu - b_cpu, "bare_cpu": b_cpu})
+        events = evs
     med = statistics.median(walls)
     overheads = [w - b - r for w, b, r in zip(walls, bares, in_run)]
     over = statistics.median(overheads)
@@ -81,6 +117,24 @@ def main() -> int:
     print(f"bare torchrun (2 ranks: init, all_reduce, exit): {describe(bares)}")
     print(f"overhead over bare torchrun (wall − bare − in-run), per run: {', '.join(f'{o:.2f}' for o in overheads)} s; "
           f"median {over:.2f} s; target ≤ {OVERHEAD_TARGET_S} s: {'met' if over <= OVERHEAD_TARGET_S else 'MISSED'}")
+    def listed(key: str) -> str:
+        return ", ".join(f"{x[key]:.2f}" for x in minimal)
+
+    def med_of(key: str) -> float:
+        return statistics.median(x[key] for x in minimal)
+
+    print(f"check --select RDZ001 (a few ms in-run) − bare torchrun, per run: wall {listed('wall')} s; "
+          f"CPU {listed('cpu')} s (bare's CPU: median {med_of('bare_cpu'):.2f} s); medians: wall {med_of('wall'):.2f} s, "
+          f"CPU {med_of('cpu'):.2f} s")
+    print(f"load: {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) on {os.cpu_count()} CPU(s); "
+          f"bytecode cache: {'off (PYTHONDONTWRITEBYTECODE): every run compiles ddpdoctor' if sys.dont_write_bytecode else 'on'}")
+
+    def m(key: str) -> float:
+        return statistics.median(p[key] for p in phases)
+
+    print(f"where the time goes (medians): before the ranks' work: bare {m('bare_up'):.2f} s, check {m('up'):.2f} s "
+          f"(of which the CLI before torchrun {m('cli_pre'):.2f} s); after it: bare {m('bare_down'):.2f} s, "
+          f"check {m('down'):.2f} s (run_end to exit)")
     rows = per_check(events)
     print("last run, per check (slot = all it costs; ranks = the ranks' own time; fixed = slot − ranks):")
     for c, row in zip(rep["checks"], rows):

@@ -26,7 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the options of ``command`` only: just its module is imported (the others are
+    listed by name and help, all the top-level --help shows); every other command module would cost
+    start-up time (tens of ms) for nothing."""
     parser = argparse.ArgumentParser(
         prog="ddpdoctor",
         description="Diagnose and tune PyTorch DistributedDataParallel clusters and training scripts.",
@@ -35,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ddpdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (modname, help_text) in COMMANDS.items():
+        if name != command:
+            sub.add_parser(name, help=help_text)
+            continue
         mod = importlib.import_module(f"ddpdoctor.commands.{modname}")
         p = sub.add_parser(name, help=help_text, description=getattr(mod, "DESCRIPTION", help_text))
         mod.add_arguments(p)
@@ -42,8 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def named_command(argv: list[str]) -> str | None:
+    """The command argv names: its first word, since the only top-level options (--help, --version)
+    take no value; None when that is not a command (argparse then says so with the full parser)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(named_command(argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

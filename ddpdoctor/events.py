@@ -1,4 +1,5 @@
-"""The progress event stream: JSON lines that the CLI prints from and the TUI reads.
+"""The progress event stream on disk: JSON lines that the ranks and the CLI write and the CLI's progress
+and the TUI read. The events themselves are typed in ddpdoctor/core/events.py.
 
 Every process that writes (the CLI and each rank) appends whole lines with O_APPEND, one write per
 event, so lines from different processes never interleave inside a line.
@@ -12,7 +13,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+from ddpdoctor.core.events import Event, parse_event
 
 
 class EventWriter:
@@ -23,13 +25,10 @@ class EventWriter:
         if self.path and self.path != "-":
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
-    def emit(self, event: str | dict[str, Any], **fields: Any) -> None:
-        if isinstance(event, dict):
-            obj = dict(event)
-        else:
-            obj = {"event": event, **fields}
-        obj.setdefault("t", time.time())
-        line = (json.dumps(obj, default=str, separators=(",", ":")) + "\n").encode()
+    def emit(self, event: Event) -> None:
+        if event.t is None:
+            event.t = time.time()
+        line = (json.dumps(event.to_json(), default=str, separators=(",", ":")) + "\n").encode()
         with self._lock:
             if self._fd is not None:
                 os.write(self._fd, line)
@@ -58,7 +57,7 @@ class EventTail:
         self.partial = b""
         self.bad_lines = 0
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[Event]:
         try:
             with open(self.path, "rb") as f:
                 if os.fstat(f.fileno()).st_size < self.pos:  # rewritten from scratch
@@ -79,13 +78,13 @@ class EventTail:
             except (ValueError, UnicodeDecodeError):
                 obj = None
             if isinstance(obj, dict) and "event" in obj:
-                out.append(obj)
+                out.append(parse_event(obj))
             else:
                 self.bad_lines += 1
         return out
 
 
-def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+def read_events(path: str | os.PathLike[str]) -> Iterator[Event]:
     """Every event of a finished file."""
     tail = EventTail(path)
     while batch := tail.read():

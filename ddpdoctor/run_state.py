@@ -7,9 +7,23 @@ check ran, which rank finished or what the run was.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from ddpdoctor.core.events import (
+    CheckEnd,
+    CheckStart,
+    Event,
+    Log,
+    Progress,
+    RankCheckEnd,
+    RankCheckStart,
+    Rendezvous,
+    RunEnd,
+    RunStart,
+    parse_event,
+)
 from ddpdoctor.core.report import Finding
 
 PENDING = "pending"
@@ -62,124 +76,111 @@ class RunState:
     bad_lines: int = 0
 
     # -- events ---------------------------------------------------------------------------------------
-    def apply(self, ev: dict[str, Any]) -> None:
-        kind = ev.get("event")
-        t = ev.get("t")
-        if isinstance(t, (int, float)):
-            self.started = self.started if self.started is not None else float(t)
-            self.last_t = float(t)
-        handler = getattr(self, f"_on_{kind}", None) if isinstance(kind, str) else None
+    def apply(self, ev: Event | Mapping[str, Any]) -> None:
+        """Fold one event in (a decoded JSON object is parsed first, as `EventTail` does)."""
+        if not isinstance(ev, Event):
+            ev = parse_event(ev)
+        if ev.t is not None:
+            self.started = self.started if self.started is not None else float(ev.t)
+            self.last_t = float(ev.t)
+        handler = self._HANDLERS.get(type(ev))
         if handler is not None:
-            handler(ev)
+            handler(self, ev)
 
     def expect(self, codes: list[str], titles: list[str]) -> None:
         """The checks the run will run, in order, before any event says so (the CLI knows them at launch)."""
         for code, title in zip(codes, titles):
             self.checks.setdefault(code, CheckRow(code, title))
 
-    def _on_run_start(self, ev: dict[str, Any]) -> None:
+    def _on_run_start(self, ev: RunStart) -> None:
         self.run_started = True
-        self.world_size = rank_count(ev.get("world_size"), self.world_size)
-        nodes = ev.get("nodes")
-        if isinstance(nodes, list):
-            self.node_names = [str(n) for n in nodes]
-        self.nodes = len(nodes) if isinstance(nodes, list) else int_or(nodes, self.nodes)
-        self.backend = str(ev.get("backend") or self.backend)
-        self.endpoint = str(ev.get("endpoint") or self.endpoint)
-        for c in ev.get("checks") or []:
-            if isinstance(c, dict) and c.get("code"):
-                self.checks.setdefault(str(c["code"]), CheckRow(str(c["code"]), str(c.get("title") or "")))
+        self.world_size = rank_count(ev.world_size, self.world_size)
+        if isinstance(ev.nodes, list):
+            self.node_names = list(ev.nodes)
+            self.nodes = len(ev.nodes)
+        elif ev.nodes is not None:
+            self.nodes = ev.nodes
+        self.backend = ev.backend or self.backend
+        self.endpoint = ev.endpoint or self.endpoint
+        for c in ev.checks:
+            self.checks.setdefault(c.code, CheckRow(c.code, c.title))
         for r in range(self.world_size):
             self.ranks.setdefault(r, RankSlot(r))
 
-    def _on_rendezvous(self, ev: dict[str, Any]) -> None:
-        r = ev.get("rank")
-        if isinstance(r, int):
-            self.ranks[r] = RankSlot(r, int_or(ev.get("node_rank"), 0), str(ev.get("hostname") or "?"))
-            self.rendezvous_ranks.add(r)
-            self.world_size = max(self.world_size, r + 1)
+    def _on_rendezvous(self, ev: Rendezvous) -> None:
+        self.ranks[ev.rank] = RankSlot(ev.rank, ev.node_rank, ev.hostname)
+        self.rendezvous_ranks.add(ev.rank)
+        self.world_size = max(self.world_size, ev.rank + 1)
 
-    def _row(self, ev: dict[str, Any]) -> CheckRow | None:
-        code = ev.get("code")
-        if not isinstance(code, str) or not code:
-            return None
-        return self.checks.setdefault(code, CheckRow(code, str(ev.get("title") or "")))
+    def _row(self, code: str, title: str = "") -> CheckRow:
+        return self.checks.setdefault(code, CheckRow(code, title))
 
-    def _on_check_start(self, ev: dict[str, Any]) -> None:
-        row = self._row(ev)
-        if row is None:
-            return
-        row.title = row.title or str(ev.get("title") or "")
+    def _on_check_start(self, ev: CheckStart) -> None:
+        row = self._row(ev.code, ev.title)
+        row.title = row.title or ev.title
         row.status = RUNNING
         row.ranks = {r: RUNNING for r in self.ranks}
         self.current = row.code
 
-    def _on_rank_check_start(self, ev: dict[str, Any]) -> None:
+    def _on_rank_check_start(self, ev: RankCheckStart) -> None:
         """One rank began a check (on a node that does not host rank 0, the first word of it)."""
-        row = self._row(ev)
-        rank = ev.get("rank")
-        if row is None or row.status not in (PENDING, RUNNING):
+        row = self._row(ev.code)
+        if row.status not in (PENDING, RUNNING):
             return
         row.status = RUNNING
         self.current = row.code
-        if isinstance(rank, int):
-            row.ranks[rank] = RUNNING
+        if ev.rank is not None:
+            row.ranks[ev.rank] = RUNNING
 
-    def _on_progress(self, ev: dict[str, Any]) -> None:
-        row = self._row(ev)
-        if row is None:
-            return
+    def _on_progress(self, ev: Progress) -> None:
+        row = self._row(ev.code)
         if row.status == PENDING:
             row.status = RUNNING
-        done, total = ev.get("done"), ev.get("total")
         parts = []
-        if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total:
-            parts.append(f"{done:g}/{total:g}")
-        if ev.get("message"):
-            parts.append(str(ev["message"]))
+        if ev.done is not None and ev.total:
+            parts.append(f"{ev.done:g}/{ev.total:g}")
+        if ev.message:
+            parts.append(ev.message)
         if parts:
-            rank = ev.get("rank")
-            row.progress = (f"r{rank} " if isinstance(rank, int) else "") + " ".join(parts)
-        rank = ev.get("rank")
-        if isinstance(rank, int):
-            row.ranks[rank] = RUNNING
+            row.progress = (f"r{ev.rank} " if ev.rank is not None else "") + " ".join(parts)
+        if ev.rank is not None:
+            row.ranks[ev.rank] = RUNNING
 
-    def _on_rank_check_end(self, ev: dict[str, Any]) -> None:
+    def _on_rank_check_end(self, ev: RankCheckEnd) -> None:
         """One rank finished its part (ok / error / timed_out) while the others may still run."""
-        row = self._row(ev)
-        rank = ev.get("rank")
-        if row is None or not isinstance(rank, int) or row.status not in (PENDING, RUNNING):
+        row = self._row(ev.code)
+        if row.status not in (PENDING, RUNNING):
             return
-        row.ranks[rank] = RANK_STATES.get(str(ev.get("status")), RUNNING)
+        row.ranks[ev.rank] = RANK_STATES.get(ev.status, RUNNING)
 
-    def _on_check_end(self, ev: dict[str, Any]) -> None:
-        row = self._row(ev)
-        if row is None:
-            return
-        row.status = str(ev.get("status") or "passed")
-        row.summary = str(ev.get("summary") or "")
-        d = ev.get("duration_s")
-        row.duration_s = float(d) if isinstance(d, (int, float)) else None
-        row.finding_count = int_or(ev.get("findings"), 0)
+    def _on_check_end(self, ev: CheckEnd) -> None:
+        row = self._row(ev.code)
+        row.status = ev.status
+        row.summary = ev.summary
+        row.duration_s = float(ev.duration_s) if ev.duration_s is not None else None
+        row.finding_count = ev.findings
         row.progress = ""
         row.ranks = {r: row.status for r in self.ranks}
         if self.current == row.code:
             self.current = None
 
-    def _on_log(self, ev: dict[str, Any]) -> None:
-        self.logs.append((str(ev.get("level") or "info"), str(ev.get("message") or "")))
+    def _on_log(self, ev: Log) -> None:
+        self.logs.append((ev.level, ev.message))
         del self.logs[:-200]  # the log pane shows the tail; keep memory flat on long runs
 
-    def _on_run_end(self, ev: dict[str, Any]) -> None:
+    def _on_run_end(self, ev: RunEnd) -> None:
         self.ended = True
-        self.exit_code = int_or(ev.get("exit_code"), 2)
-        rep = ev.get("report")
-        self.report_path = str(rep) if rep else None
+        self.exit_code = ev.exit_code
+        self.report_path = ev.report or None
         for row in self.checks.values():
             if row.status in (PENDING, RUNNING):
                 row.status = "not_run"
                 row.ranks = {r: "not_run" for r in self.ranks}
         self.current = None
+
+    _HANDLERS: ClassVar[dict[type, Any]] = {RunStart: _on_run_start, Rendezvous: _on_rendezvous, CheckStart: _on_check_start,
+                      RankCheckStart: _on_rank_check_start, Progress: _on_progress, RankCheckEnd: _on_rank_check_end,
+                      CheckEnd: _on_check_end, Log: _on_log, RunEnd: _on_run_end}
 
     # -- queries ----------------------------------------------------------------------------------------
     @property

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpdoctor.commands import fleet_args, recommend_args
 from ddpdoctor.commands.flags import codes as _codes
@@ -14,6 +14,12 @@ from ddpdoctor.commands.flags import count as _count
 from ddpdoctor.commands.flags import rank as _rank
 from ddpdoctor.commands.flags import scale as _scale
 from ddpdoctor.commands.flags import seconds as _seconds
+from ddpdoctor.core.check_run import CheckRun
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ddpdoctor.runtime.launcher import Prepared
 
 DESCRIPTION = """Run the cluster checks on every rank through torchrun (torch.distributed.run, c10d
 rendezvous). With no arguments: this machine, one rank per visible GPU on NCCL, or 2 CPU ranks on gloo.
@@ -122,13 +128,33 @@ def check_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def run_inputs(args: argparse.Namespace) -> dict[str, Any]:
-    """The checks' options, the profile and the recommendation options, validated once (exit 2 on error)."""
-    return {
-        "options": check_options(args),
-        "profile": recommend_args.profile_option(args),
-        "recommend": recommend_args.recommend_options(args),
-    }
+def check_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The flags that steer what the checks measure, as given (a --drain confirmation run repeats them)."""
+    out: list[str] = []
+    for flag in ("max_size", "p2p_size", "p2p_mode", "p2p_plan"):
+        if getattr(args, flag, None):
+            out += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    for item in args.option:
+        out += ["--option", item]
+    return tuple(out)
+
+
+def check_run(args: argparse.Namespace) -> CheckRun:
+    """The run the command line asks for, every option validated once (exit 2 on error)."""
+    return CheckRun(
+        nodes=args.nodes, nproc_per_node=args.nproc_per_node, node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, rdzv_timeout_s=args.rdzv_timeout,
+        local_addr=args.local_addr, backend=args.backend,
+        select=tuple(args.select) if args.select is not None else None,
+        skip=tuple(args.skip) if args.skip is not None else None,
+        suite=args.suite, checks_path=tuple(args.checks_path), budget_scale=args.budget_scale, script=args.script,
+        options=check_options(args), profile=recommend_args.profile_option(args),
+        recommend=recommend_args.recommend_options(args), check_flags=check_flags(args),
+        json=args.json, junit=args.junit, bad_nodes=args.bad_nodes, events=args.events,
+        write_config=args.write_config, metrics=args.metrics, k8s_labels=tuple(args.k8s_labels),
+        valid_for_s=args.valid_for, history=args.history,
+        quiet=args.quiet, verbose=args.verbose, drain=args.drain, confirm_delay_s=args.confirm_delay,
+    )
 
 
 def list_checks() -> int:
@@ -186,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_outputs(args)
-        inputs = run_inputs(args)
+        crun = check_run(args)
         fleet_args.check_output_paths(args)
         if args.drain and "SLURM_JOB_ID" not in os.environ:
             raise LaunchError("--drain drains Slurm nodes: run it under srun (srun --ntasks-per-node=1 "
@@ -194,13 +220,50 @@ def run(args: argparse.Namespace) -> int:
     except (LaunchError, OptionError, RegistryError, recommend_args.OptionError, OutputError) as e:
         print(f"ddpdoctor check: {e}", file=sys.stderr)
         return translate(2, args.exit_codes)
-    from ddpdoctor.runtime.launcher import run_check
+    from ddpdoctor.runtime.launcher import RunError
 
     try:
-        return translate(run_check(args, inputs), args.exit_codes, warned=bool(getattr(args, "_warned", False)))
+        code, warned = execute(crun)
+        return translate(code, args.exit_codes, warned=warned)
+    except RunError as e:
+        print(f"ddpdoctor check: {e}", file=sys.stderr)
+        return translate(2, args.exit_codes)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt as e:  # SIGINT, or SIGTERM/SIGHUP (boundary/processes.Interrupted)
         print(f"ddpdoctor check: interrupted ({e or 'SIGINT'}); torchrun and its ranks were ended",
               file=sys.stderr)
         return exit_status(e)
+
+
+def execute(crun: CheckRun) -> tuple[int, bool]:
+    """Run it (or write the config for the user's own torchrun); the default-scheme exit code and
+    whether the run only warned."""
+    from ddpdoctor.report.console import make_console
+    from ddpdoctor.runtime.launcher import prepare, run_check
+
+    out = make_console()
+    if crun.write_config:
+        return write_config(crun, prepare(crun), out), False
+    from ddpdoctor.commands.check_verdict import conclude
+
+    return conclude(crun, run_check(crun, out), out)
+
+
+def write_config(crun: CheckRun, prep: Prepared, out: Console) -> int:
+    """--write-config FILE: the worker config for the user's own torchrun, and how to run it and read
+    the verdict."""
+    from ddpdoctor.boundary.outputs import OutputError, write_output
+    from ddpdoctor.runtime.launcher import own_torchrun_config
+
+    cfg, report = own_torchrun_config(prep)
+    try:
+        write_output(crun.write_config, json.dumps(cfg.to_dict(), indent=1) + "\n", "--write-config")
+    except OutputError as e:
+        print(f"ddpdoctor check: {e}", file=sys.stderr)
+        return 2
+    out.print(f"wrote {crun.write_config}; run on every node:\n  torchrun --nnodes N --nproc-per-node "
+              f"{prep.plan.nproc_per_node} --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m ddpdoctor.runtime.worker "
+              f"--config {crun.write_config}\nthen the verdict (exit code 0, 1 or 2 as `ddpdoctor check`):\n"
+              f"  ddpdoctor report show {report}", markup=False, highlight=False, soft_wrap=True)
+    return 0

@@ -180,7 +180,7 @@ def live_problem(argv: list[str]) -> str | None:
         return f"{e} (options passed on to `ddpdoctor check`)"
     try:
         check.check_outputs(cargs)
-        check.run_inputs(cargs)
+        check.check_run(cargs)
         plan_launch(nodes=cargs.nodes, nproc_per_node=cargs.nproc_per_node, node_rank=cargs.node_rank,
                     rdzv_endpoint=cargs.rdzv_endpoint, rdzv_id=cargs.rdzv_id, rdzv_timeout_s=cargs.rdzv_timeout,
                     env=os.environ, default_nproc_per_node=2)

@@ -3,7 +3,6 @@ same allocation, ``srun --overlap``), then drain the ones condemned (model/fleet
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ddpdoctor.core.check_run import CheckRun
 from ddpdoctor.core.report import Report
 from ddpdoctor.model.fleet.confirm import Confirmation, decide, partners, suspect_codes
 from ddpdoctor.model.nodes.bad_nodes import blamed_nodes
@@ -24,27 +24,22 @@ from ddpdoctor.runtime.slurm_drain import drain_node
 _KEEP = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF")
 
 
-def _passthrough(args: argparse.Namespace, nproc: int) -> list[str]:
-    out = ["--nproc-per-node", str(nproc), "--backend", args.backend, "--budget-scale", str(args.budget_scale),
-           "--rdzv-timeout", str(args.rdzv_timeout)]
-    for flag in ("max_size", "p2p_size", "p2p_mode", "p2p_plan"):
-        if getattr(args, flag, None):
-            out += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-    for item in args.option:
-        out += ["--option", item]
-    for path in args.checks_path:
+def _passthrough(run: CheckRun, nproc: int) -> list[str]:
+    out = ["--nproc-per-node", str(nproc), "--backend", run.backend, "--budget-scale", str(run.budget_scale),
+           "--rdzv-timeout", str(run.rdzv_timeout_s), *run.check_flags]
+    for path in run.checks_path:
         out += ["--checks-path", str(Path(path).resolve())]
     return out
 
 
-def remeasure(args: argparse.Namespace, nproc: int, order: list[str], node: str, partner: str, codes: list[str],
+def remeasure(run: CheckRun, nproc: int, order: list[str], node: str, partner: str, codes: list[str],
               port: int, timeout_s: float) -> Report | None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP}
     first = min((node, partner), key=order.index)  # Slurm numbers a step's nodes in the job's order
     tmp = Path(tempfile.mkdtemp(prefix="ddpdoctor-confirm-"))
     argv = ["srun", "--overlap", "-N2", "--ntasks-per-node=1", f"--nodelist={node},{partner}", sys.executable,
             "-m", "ddpdoctor", "check", "--select", ",".join(codes), "--rdzv-endpoint", f"{first}:{port}",
-            "--json", str(tmp / "report.json"), "--quiet", *_passthrough(args, nproc)]
+            "--json", str(tmp / "report.json"), "--quiet", *_passthrough(run, nproc)]
     try:
         subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
         return load_report(tmp / "report.json") if (tmp / "report.json").exists() else None
@@ -54,7 +49,7 @@ def remeasure(args: argparse.Namespace, nproc: int, order: list[str], node: str,
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def confirm_and_drain(report: Report, args: argparse.Namespace, nproc: int, say) -> list[Confirmation]:
+def confirm_and_drain(report: Report, run: CheckRun, nproc: int, say) -> list[Confirmation]:
     suspects = blamed_nodes(report)
     if not suspects:
         return []
@@ -63,15 +58,15 @@ def confirm_and_drain(report: Report, args: argparse.Namespace, nproc: int, say)
         say(f"--drain: no node passed to measure {', '.join(suspects)} against; nothing drained")
         return []
     order = list(report.run.get("nodes") or [])
-    if args.confirm_delay:
-        say(f"--drain: measuring {', '.join(suspects)} again in {args.confirm_delay:g} s")
-        time.sleep(args.confirm_delay)
+    if run.confirm_delay_s:
+        say(f"--drain: measuring {', '.join(suspects)} again in {run.confirm_delay_s:g} s")
+        time.sleep(run.confirm_delay_s)
     out = []
     for i, node in enumerate(suspects):
         partner = good[i % len(good)]
         codes = suspect_codes(report, node) or ["P2P001"]
-        second = remeasure(args, nproc, order + [n for n in (node, partner) if n not in order], node, partner,
-                           codes, DEFAULT_PORT + 1 + i, timeout_s=args.rdzv_timeout + 240 * args.budget_scale)
+        second = remeasure(run, nproc, order + [n for n in (node, partner) if n not in order], node, partner,
+                           codes, DEFAULT_PORT + 1 + i, timeout_s=run.rdzv_timeout_s + 240 * run.budget_scale)
         c = decide(report, second, node, partner, codes)
         say(f"--drain: {c.said}")
         if c.condemned and c.reason is not None:

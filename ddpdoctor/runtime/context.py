@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from ddpdoctor.core.events import Event, parse_event
 from ddpdoctor.core.world import WorldInfo
 
 
@@ -34,7 +35,7 @@ class ClusterContext:
     # fresh NCCL communicator per NCCL_ALGO, say) hands them this so they meet through the same store.
     store_endpoint: tuple[str, int, str] | None = None
     group: Any = None  # the default process group (torch.distributed.group.WORLD)
-    emit_fn: Callable[[dict], None] | None = None
+    emit_fn: Callable[[Event], None] | None = None
     check_code: str = ""
     startup: dict[str, Any] = field(default_factory=dict)  # this rank's launch timings (RDZ001 reads them)
     op_count: int = 0  # how many ops this rank entered: who is behind whom when a collective hangs
@@ -73,7 +74,7 @@ class ClusterContext:
     def emit(self, event: str, **fields: Any) -> None:
         """A progress event (JSON line) for the CLI and the TUI: ``ctx.emit("progress", done=3, total=9)``."""
         if self.emit_fn is not None:
-            self.emit_fn({"event": event, "code": self.check_code, "rank": self.rank, **fields})
+            self.emit_fn(parse_event({"event": event, "code": self.check_code, "rank": self.rank, **fields}))
 
     # -- conveniences --------------------------------------------------------------------------------
     @property

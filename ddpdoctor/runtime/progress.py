@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -12,6 +11,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from ddpdoctor.core.events import CheckEnd, Event, Log
 from ddpdoctor.core.report import Status
 from ddpdoctor.report.render_text import status_text
 from ddpdoctor.run_state import PENDING, RUNNING, CheckRow, RunState
@@ -75,20 +75,19 @@ class ProgressView:
                 return f"as {other.code}"
         return row.summary.removeprefix("skipped: ")
 
-    def handle(self, ev: dict[str, Any]) -> None:
+    def handle(self, ev: Event) -> None:
         if self.echo:
-            sys.stdout.write(json.dumps(ev) + "\n")
+            sys.stdout.write(json.dumps(ev.to_json()) + "\n")
             sys.stdout.flush()
         self.state.apply(ev)
-        kind = ev.get("event")
-        row = self.state.checks.get(ev.get("code")) if isinstance(ev.get("code"), str) else None
-        if kind == "check_end" and row is not None and self.live is None and not self.quiet and not self.echo:
+        if isinstance(ev, CheckEnd) and self.live is None and not self.quiet and not self.echo:
+            row = self.state.checks[ev.code]
             line = Text(f"  {row.code} ", style="bold")
             line.append(row.title + " ")
             line.append_text(status_text(Status(row.status)))
             line.append(f" ({row.duration_s or 0:.1f} s) {self._said_before(row)}", style="dim")
             self.console.print(line)
-        elif kind == "log" and ev.get("level") in ("error", "warning") and not self.quiet:
-            self.console.print(Text(f"  {ev.get('message')}", style="yellow"))
+        elif isinstance(ev, Log) and ev.level in ("error", "warning") and not self.quiet:
+            self.console.print(Text(f"  {ev.message}", style="yellow"))
         if self.live is not None:
             self.live.update(self._table())

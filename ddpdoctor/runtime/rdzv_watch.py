@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import os
-import pickle
 import socket
 import sys
 import threading
@@ -12,6 +10,7 @@ import time
 from datetime import timedelta
 
 from ddpdoctor.runtime.launch_plan import LaunchPlan
+from ddpdoctor.runtime.rdzv_state import StateError, arrived_addrs
 
 
 class RendezvousWatcher(threading.Thread):
@@ -46,12 +45,14 @@ class RendezvousWatcher(threading.Thread):
                 if not store.check([key]):
                     self.looked = True
                     continue
-                state = pickle.loads(base64.b64decode(store.get(key)))
+                # Read through a restricted unpickler: the store is open to anyone who reaches its port.
+                seen = arrived_addrs(store.get(key))
                 # Union over reads: an agent that gives up removes itself from the state before exiting.
-                seen = {f"{n.addr}" for n in getattr(state, "participants", {})}
-                seen |= {f"{n.addr}" for n in getattr(state, "wait_list", set())}
                 self.participants = sorted(set(self.participants) | seen)
                 self.looked = True
+            except StateError as e:  # not a state we read (or a refused one): say nothing of it, keep looking
+                if os.environ.get("DDPDOCTOR_DEBUG"):
+                    print(f"{time.time():.1f} rendezvous watcher: {e}", file=sys.stderr)
             except Exception as e:
                 if os.environ.get("DDPDOCTOR_DEBUG"):
                     print(f"{time.time():.1f} rendezvous watcher: {type(e).__name__}: {e}", file=sys.stderr)

@@ -26,6 +26,18 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
+from ddpdoctor.core.events import (
+    CheckEnd,
+    CheckInfo,
+    CheckStart,
+    Event,
+    Log,
+    RankCheckEnd,
+    RankCheckStart,
+    Rendezvous,
+    RunEnd,
+    RunStart,
+)
 from ddpdoctor.core.report import CheckResult, Finding, Severity, Status
 from ddpdoctor.core.summary import Summary, default_summarize
 from ddpdoctor.core.world import WorldInfo
@@ -80,9 +92,9 @@ class Worker:
         self._post_lock = threading.Lock()
 
     # -- helpers ------------------------------------------------------------------------------------
-    def emit(self, event: str | dict, **fields: Any) -> None:
+    def emit(self, event: Event) -> None:
         try:
-            self.events.emit(event, **fields)
+            self.events.emit(event)
         except OSError:
             pass  # progress is advisory
 
@@ -112,13 +124,12 @@ class Worker:
                                                 name="ddpdoctor-world", daemon=True)
             self.coordinator.start()
         self.link.post("info", info)
-        self.emit(
-            "rendezvous",
+        self.emit(Rendezvous(
             rank=self.rank,
             node_rank=self.node_rank,
             hostname=self.hostname,
             seconds=round(self.t_proc_start - float(self.cfg.launch_t0 or self.t_proc_start), 3),
-        )
+        ))
         infos = self.link.wait("world", rdzv_timeout * 2)
         if infos is None:
             raise SystemExit(f"ddpdoctor worker: rank {self.rank} got no word from rank 0 within {rdzv_timeout * 2:g} s")
@@ -228,7 +239,7 @@ class Worker:
                 "duration_s": budget,
             }
             if post(result):
-                self.emit("rank_check_end", code=spec.code, rank=self.rank, status="timed_out", op=result["op"])
+                self.emit(RankCheckEnd(code=spec.code, rank=self.rank, status="timed_out", op=result["op"]))
             # The main thread is stuck and cannot be interrupted: wait for the verdict, then end.
             self.link.wait(f"go/{i + 1}", GRACE_S * 3 + budget)
             if self.rank == 0:
@@ -237,7 +248,7 @@ class Worker:
             os._exit(0)
 
         threading.Thread(target=watchdog, name=f"ddpdoctor-watchdog-{spec.code}", daemon=True).start()
-        self.emit("rank_check_start", code=spec.code, rank=self.rank)
+        self.emit(RankCheckStart(code=spec.code, rank=self.rank))
         t0 = time.monotonic()
         try:
             for hook in check_hooks.BEFORE_CHECK:
@@ -258,7 +269,7 @@ class Worker:
         result["duration_s"] = round(time.monotonic() - t0, 6)
         done.set()
         if post(result):
-            self.emit("rank_check_end", code=spec.code, rank=self.rank, status=result["status"])
+            self.emit(RankCheckEnd(code=spec.code, rank=self.rank, status=result["status"]))
 
     # -- the rank's main loop ---------------------------------------------------------------------------
     def main(self) -> int:
@@ -279,7 +290,8 @@ class Worker:
             wait = float(self.cfg.rdzv_timeout_s) + sum(self._budget(s) + GRACE_S * 3 for s in self.specs[: i + 1])
             go = self.link.wait(f"go/{i}", wait)
             if go is None:
-                self.emit("log", level="error", message=f"rank {self.rank}: no word from rank 0 for check {spec.code}; giving up")
+                self.emit(Log(level="error",
+                             message=f"rank {self.rank}: no word from rank 0 for check {spec.code}; giving up"))
                 aborted = True
                 break
             if go.get("action") != "run":
@@ -289,7 +301,7 @@ class Worker:
                 try:
                     self._new_group(int(go["pg"]))
                 except Exception as e:  # the check will fail on the dead group and say so
-                    self.emit("log", level="error", message=f"rank {self.rank}: new process group failed: {e}")
+                    self.emit(Log(level="error", message=f"rank {self.rank}: new process group failed: {e}"))
             self.run_check(i, spec, startup)
         if self.rank == 0:
             self.coordinator.join()
@@ -338,14 +350,13 @@ class Worker:
         # Wait for every rank to have a process group (or say why not).
         got = coord.gather("ready", float(self.cfg.rdzv_timeout_s))
         ready = {r: got.values.get(r) for r in range(self.world_size)}
-        self.emit(
-            "run_start",
+        self.emit(RunStart(
             world_size=self.world_size,
             nodes=self.world.nodes,
             backend=self.backend,
-            checks=[{"code": s.code, "title": s.title, "budget_s": self._budget(s)} for s in self.specs],
+            checks=[CheckInfo(s.code, s.title, self._budget(s)) for s in self.specs],
             endpoint=self.cfg.endpoint,
-        )
+        ))
         results: list[CheckResult] = []
         abort_reason = None
         lost: set[int] = set(got.lost)
@@ -363,7 +374,7 @@ class Worker:
                 break
             budget = self._budget(spec)
             coord.announce(f"go/{i}", {"action": "run", "pg": pg_gen})
-            self.emit("check_start", code=spec.code, title=spec.title, budget_s=budget)
+            self.emit(CheckStart(code=spec.code, title=spec.title, budget_s=budget))
             t0 = time.monotonic()
             got = coord.gather(f"res/{i}", budget + GRACE_S)
             per_rank: dict[int, dict | None] = {r: got.values.get(r) for r in range(self.world_size)}
@@ -371,14 +382,13 @@ class Worker:
             lost |= newly_lost
             result, verdict = self._judge(spec, per_rank, newly_lost, time.monotonic() - t0)
             results.append(result)
-            self.emit(
-                "check_end",
+            self.emit(CheckEnd(
                 code=spec.code,
                 status=result.status.value,
                 summary=result.summary,
                 duration_s=round(result.duration_s, 3),
                 findings=len(result.findings),
-            )
+            ))
             if verdict == "abort":
                 abort_reason = f"{spec.code} {result.status.value}: {result.summary}"
                 i += 1
@@ -412,7 +422,7 @@ class Worker:
             self.control.put("report", data)
         except Exception:
             pass
-        self.emit("run_end", exit_code=report.exit_code(), report=self.cfg.report_final)
+        self.emit(RunEnd(exit_code=report.exit_code(), report=self.cfg.report_final))
         self.report_written.set()
 
     def _judge(self, spec: CheckSpec, per_rank: dict[int, dict | None], lost: set[int], elapsed: float):

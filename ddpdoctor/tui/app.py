@@ -14,6 +14,7 @@ from textual.css.query import NoMatches
 from textual.lazy import Lazy
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
+from ddpdoctor.core.events import Event
 from ddpdoctor.core.report import Report
 from ddpdoctor.report.io import ReportError, load_report
 from ddpdoctor.run_state import RunState
@@ -144,7 +145,7 @@ class DoctorApp(App[int]):
     def set_status(self, text: Text) -> None:
         self.query_one("#status", Static).update(text)
 
-    def apply_events(self, events: list[dict[str, Any]]) -> None:
+    def apply_events(self, events: list[Event]) -> None:
         for ev in events:
             self.state.apply(ev)
         self.mode = "live run"

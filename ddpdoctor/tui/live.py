@@ -15,9 +15,9 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ddpdoctor.boundary.processes import end_tree
+from ddpdoctor.core.events import Event
 from ddpdoctor.events import EventTail
 
 
@@ -68,7 +68,7 @@ class LiveRun:
     def returncode(self) -> int | None:
         return None if self.proc is None else self.proc.returncode
 
-    async def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
+    async def batches(self) -> AsyncIterator[list[Event]]:
         assert self.proc is not None, "start() first"
         deadline = time.monotonic() + self.cfg.timeout_s
         while True:
