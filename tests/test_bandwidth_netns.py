@@ -18,8 +18,13 @@ RATE_GBPS = RATE_MBIT * 1e6 / 8 / 1e9  # tbf counts bytes on the wire: 200 Mbit/
 
 
 def run_nodes(bed: NetBed, out, select: str) -> dict:
-    """`ddpdoctor check` on every node of the bed, one rank each; returns rank 0's report."""
-    results = bed.run_check(["--rdzv-timeout", "60", "--select", select], out, timeout=240)
+    """`ddpdoctor check` on every node of the bed, one rank each; returns rank 0's report. --profile none:
+    these tests are about P2P001's own figures and its peer-relative verdicts; the cpu-gloo profile's
+    absolute reference warns by design when a loaded machine slows the healthy pairs (seen: 0.28 of
+    1.2 GB/s at load 18, a warning naming no node), and tests/baselines covers that judgment."""
+    results = bed.run_check(
+        ["--rdzv-timeout", "60", "--select", select, "--profile", "none"], out, timeout=240
+    )
     assert all(rc in (0, 1) for rc, _ in results), results
     return load(out / "r0.json")
 
