@@ -18,10 +18,28 @@ RATE_GBPS = RATE_MBIT * 1e6 / 8 / 1e9  # tbf counts bytes on the wire: 200 Mbit/
 
 
 def run_nodes(bed: NetBed, out, select: str) -> dict:
-    """`ddpdoctor check` on every node of the bed, one rank each; returns rank 0's report."""
-    results = bed.run_check(["--rdzv-timeout", "60", "--select", select], out, timeout=240)
+    """`ddpdoctor check` on every node of the bed, one rank each; returns rank 0's report. --profile none:
+    these tests are about P2P001's own figures and its peer-relative verdicts; the cpu-gloo profile's
+    absolute reference warns by design when a loaded machine slows the healthy pairs (seen: 0.28 of
+    1.2 GB/s at load 18, a warning naming no node), and tests/baselines covers that judgment."""
+    results = bed.run_check(
+        ["--rdzv-timeout", "60", "--select", select, "--profile", "none"], out, timeout=240
+    )
     assert all(rc in (0, 1) for rc, _ in results), results
     return load(out / "r0.json")
+
+
+def assert_shaped_rate(p2p: dict, src: int, dst: int) -> None:
+    """The pair src -> dst measured the shaped rate: its best batch within 0.90-1.05 of it (the payload
+    is ~0.96 of the bytes tbf counts on the wire). A CPU stall on a loaded machine only ever slows a
+    batch, so the best of the three is what the link can do; the median the matrix shows can fall below
+    0.90 when two batches stall (single batches at 0.88 and 0.89 were seen at load 8 on 2 cores)."""
+    pair = next(p for p in p2p["data"]["pairs"] if (p["from"], p["to"]) == (src, dst))
+    reps = [round(x / RATE_GBPS, 3) for x in pair["reps_GBps"]]
+    assert 0.90 <= pair["best_GBps"] / RATE_GBPS <= 1.05, (
+        f"node{src} -> node{dst}: batches at {reps} x the rate"
+    )
+    assert p2p["data"]["matrix"]["values"][src][dst] <= pair["best_GBps"], pair
 
 
 def test_shaped_direction_measures_the_shaped_rate_and_is_asymmetric(tmp_path):
@@ -30,8 +48,7 @@ def test_shaped_direction_measures_the_shaped_rate_and_is_asymmetric(tmp_path):
         rep = run_nodes(bed, tmp_path, "P2P001")
     p2p = check(rep, "P2P001")
     m = p2p["data"]["matrix"]["values"]
-    ratio = m[1][0] / RATE_GBPS
-    assert 0.90 <= ratio <= 1.05, f"node1 -> node0 measured {m[1][0]} GB/s, {ratio:.3f} x the shaped rate"
+    assert_shaped_rate(p2p, 1, 0)
     assert m[0][1] > 5 * RATE_GBPS, m  # the other direction is not shaped
     # reported as a slow direction and as asymmetric, naming both nodes
     slow = [f for f in p2p["findings"] if f["severity"] in ("warning", "error")]
@@ -55,6 +72,5 @@ def test_slow_node_is_named_and_healthy_pairs_are_not_flagged(tmp_path):
     for f in p2p["findings"]:
         if f["severity"] != "info":
             assert "ddpd-node2" in f["message"], f
-    m = p2p["data"]["matrix"]["values"]
     for a, b in ((0, 2), (2, 0), (1, 2), (2, 1)):
-        assert 0.90 <= m[a][b] / RATE_GBPS <= 1.05, (a, b, m)
+        assert_shaped_rate(p2p, a, b)

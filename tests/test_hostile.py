@@ -292,7 +292,9 @@ def test_check_keeps_the_report_when_its_output_fails(bed):
     target = bed.work / "report.json"
     proc = bed.popen("check", "--select", "ENV001", "--json", str(target), "--junit", str(bed.work / "j.xml"))
     try:
-        time.sleep(1.0)
+        # the outputs are checked before torchrun starts: once it runs, the check passed (a fixed
+        # sleep did not wait for that under load: the interpreter's start-up alone took 2-5 s)
+        assert _descendants_started(proc, 1, 120), "check never started torchrun"
         target.mkdir()  # the output path turns into a folder during the run
         out, err = proc.communicate(timeout=240)
     finally:

@@ -45,8 +45,10 @@ def test_unreachable_endpoint_exits_2_naming_it(tmp_path):
                 "--rdzv-timeout", "3", timeout=60)
     elapsed = time.monotonic() - t0
     assert p.returncode == 2
-    assert f"127.0.0.1:{port}" in p.stderr and "unreachable" in p.stderr
-    assert elapsed < 3 + 5
+    assert f"127.0.0.1:{port}" in p.stderr and "unreachable after 3 s" in p.stderr
+    # it gave up at --rdzv-timeout 3, not the 60 s default; the rest is interpreter start-up, which a
+    # loaded 2-core machine stretches (10-12 s in all were seen at load 18, where 3 + 5 failed)
+    assert elapsed < 3 + 30
 
 
 def test_port_taken_exits_2(tmp_path):

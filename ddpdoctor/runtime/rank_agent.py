@@ -175,6 +175,9 @@ class Agent:
         self.wake_w = -1
         self.stop = threading.Event()  # set at interpreter exit: the thread ends before finalization
         self.in_hook = False  # an exception hook of ours is running (never re-enter)
+        # the uncaught exception the main thread is dying of, once our hook has it: a SIGTERM that
+        # lands while it is being reported must not lose it from the evidence
+        self.dying_of: BaseException | None = None
         self.pid = os.getpid()  # a forked DataLoader worker inherits our hooks: it is not the rank
         self.exit_code: int | str | None = None  # what sys.exit was called with
         self.ended = False
@@ -690,10 +693,25 @@ class Agent:
         """SIGTERM while the main thread may be blocked: evidence first, then die as SIGTERM would."""
         try:
             self._ensure_registered()
-            self.dump("exit")
+            self.dump("exit", self._main_exception())
             self.record_end("terminated", signal.SIGTERM, "SIGTERM")
         finally:
             _die_by_sigterm()
+
+    def _main_exception(self) -> BaseException | None:
+        """The exception the main thread is dying of or handling right now, seen from our thread: a
+        SIGTERM (torchrun stops the survivors 0.1 s after a rank dies) can reach this thread while the
+        main thread is still reporting the error that death caused ("Connection closed by peer")."""
+        if self.dying_of is not None:
+            return self.dying_of
+        current = getattr(sys, "_current_exceptions", None)  # CPython; a tuple per thread before 3.12
+        try:
+            exc = current().get(self.main_ident) if current else None
+        except Exception:  # noqa: BLE001
+            return None
+        if isinstance(exc, tuple):
+            exc = exc[1]
+        return exc if isinstance(exc, BaseException) else None
 
     def _ensure_registered(self) -> None:
         """Before a dump on SIGTERM or an exception, which may come before the first poll did it."""
@@ -719,6 +737,7 @@ class Agent:
         def hook(etype, value, tb):
             if not self.in_hook:
                 self.in_hook = True
+                self.dying_of = value
                 try:
                     self._ensure_registered()
                     self.dump("crash", value)
@@ -737,7 +756,7 @@ class Agent:
             self._ensure_registered()
             # torchrun stops the survivors 0.1 s after a rank dies: often while they are still handling
             # the exception that death caused them ("Connection reset by peer"): keep it
-            self.dump("exit", sys.exc_info()[1])
+            self.dump("exit", sys.exc_info()[1] or self.dying_of)
             self.record_end("terminated", signal.SIGTERM, "SIGTERM")
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

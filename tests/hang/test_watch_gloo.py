@@ -78,7 +78,9 @@ def test_rank_stuck_in_python_before_a_collective(tmp_path):
 
 
 def test_rank_killed_in_the_middle(tmp_path):
-    run = watch(tmp_path, torchrun("rank_killed.py", 3))
+    # rank 1 dies once the others are in all_reduce #4 (ordered through the store); --hang-after 10
+    # leaves a loaded machine room to deliver that death before the survivors' wait counts as a hang
+    run = watch(tmp_path, torchrun("rank_killed.py", 3), hang_after=10)
     _no_leftovers(run)
     assert run.rc == 1, run.out  # torchrun's own code for a failed worker
     d = run.diag

@@ -198,3 +198,49 @@ def test_interrupt_ends_the_whole_tree(tmp_path):
     assert rc == 130
     time.sleep(0.2)
     assert [c for c in tree if c.is_running() and c.status() != psutil.STATUS_ZOMBIE] == []
+
+
+# a rank dying of an error (a peer's death: "Connection closed by peer") gets SIGTERM from torchrun
+# while it still reports that error; {block} decides which of its threads sees the signal
+_DYING_RANK = (
+    "import signal, sys, time\n"
+    "try:\n"
+    "    raise RuntimeError('Connection closed by peer [127.0.0.1]:1234')\n"
+    "except RuntimeError:\n"
+    "    {block}\n"
+    "    print('handling', flush=True)\n"
+    "    time.sleep(60)\n"
+)
+
+
+def _sigterm_while_handling(tmp_path, block: str) -> dict:
+    dumps = tmp_path / "dumps"
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {**job_environment(os.environ, run, dumps, 300), "RANK": "0", "WORLD_SIZE": "1"}
+    p = subprocess.Popen([sys.executable, "-c", _DYING_RANK.format(block=block)], env=env,
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert p.stdout.readline().strip() == "handling"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == -signal.SIGTERM  # it still dies of SIGTERM, as without watch
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return json.loads((dumps / "rank-0.json").read_text())
+
+
+def test_sigterm_seen_by_the_helper_thread_keeps_the_error_the_rank_was_handling(tmp_path):
+    # the main thread does not take SIGTERM (as when it is blocked in a C++ call): our thread does
+    ev = _sigterm_while_handling(tmp_path, "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])")
+    assert ev["reason"] == "exit"
+    assert ev["exception"] is not None and "closed by peer" in ev["exception"]["message"]
+
+
+def test_sigterm_seen_by_the_main_thread_keeps_the_error_it_was_handling(tmp_path):
+    # both threads see it (the main thread's handler and our thread's wake-up fd): either one that
+    # writes the evidence keeps the error
+    ev = _sigterm_while_handling(tmp_path, "pass")
+    assert ev["reason"] == "exit"
+    assert ev["exception"] is not None and "closed by peer" in ev["exception"]["message"]
