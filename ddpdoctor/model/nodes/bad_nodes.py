@@ -17,8 +17,8 @@ from ddpdoctor.model.nodes.hostlist import compress_hostlist
 
 def blamed_nodes(report: Report) -> list[str]:
     """Blamed hostnames in the run's node order (unknown names last, sorted)."""
-    all_nodes = list(report.run.get("nodes") or [])
-    blamed: set[str] = set(report.run.get("lost_nodes") or [])
+    all_nodes = list(report.run.nodes)
+    blamed: set[str] = set(report.run.lost_nodes)
     for c in report.checks:
         if not c.status.failing:
             continue
