@@ -19,13 +19,13 @@ def test_slow_node_and_lost_node_are_blamed_in_node_order():
     rep = _report(_check(Status.FAILED, slow), _check(Status.FAILED, lost, code="COL001"),
                   lost_nodes=["ddpb-node2"])
     assert blamed_nodes(rep) == ["ddpb-node2", "ddpb-node5"]
-    assert bad_nodes_entry(rep) == {"nodes": ["ddpb-node2", "ddpb-node5"], "hostlist": "ddpb-node[2,5]"}
+    assert bad_nodes_entry(rep).to_json() == {"nodes": ["ddpb-node2", "ddpb-node5"], "hostlist": "ddpb-node[2,5]"}
 
 
 def test_nothing_blamed_when_nothing_failed():
     warn = Finding("P2P001", "warning", "node ddpb-node1 is a bit slow", where={"node": "ddpb-node1"})
     rep = _report(_check(Status.WARNING, warn))
-    assert bad_nodes_entry(rep) == {"nodes": [], "hostlist": ""}
+    assert bad_nodes_entry(rep).to_json() == {"nodes": [], "hostlist": ""}
 
 
 def test_a_finding_naming_every_node_blames_none_and_a_link_blames_no_node():

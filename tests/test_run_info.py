@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ddpdoctor.core.report import Report
-from ddpdoctor.core.run_info import RunInfo
+from ddpdoctor.core.run_info import BadNodes, RunInfo
 
 HERE = Path(__file__).parent
 SAVED = sorted((HERE / "fixtures" / "reports_v1").glob("*.json")) + sorted((HERE / "tui" / "data").glob("report_*.json"))
@@ -23,7 +23,7 @@ def test_saved_reports_round_trip_exactly(path):
 def test_saved_reports_are_read_into_fields():
     check = Report.from_dict(json.loads((HERE / "fixtures/reports_v1/check_gloo_2ranks.json").read_text())).run
     assert (check.backend, check.world_size, check.nodes, check.complete) == ("gloo", 2, ["vm"], True)
-    assert check.profile["name"] == "cpu-gloo" and check.bad_nodes == {"nodes": [], "hostlist": ""}
+    assert check.profile["name"] == "cpu-gloo" and check.bad_nodes == BadNodes()
     assert check.extra == {}
     imported = Report.from_dict(json.loads((HERE / "fixtures/reports_v1/import_nccl_tests_p2p.json").read_text())).run
     assert imported.mode == "import" and len(imported.imported) == 2 and "gpu-node-a" in imported.facts
@@ -36,7 +36,7 @@ def test_keys_are_written_in_the_order_they_were_set():
     run = RunInfo(backend="gloo", world_size=2, nodes=["a"], complete=True, aborted_reason=None)
     run.profile = {"name": "p"}
     run.add_warning("one")
-    run.bad_nodes = {"nodes": [], "hostlist": ""}
+    run.bad_nodes = BadNodes(("n1",), "n1")
     run.add_warning("two")  # an existing key keeps its place
     assert list(run.to_json()) == ["backend", "world_size", "nodes", "complete", "aborted_reason", "profile",
                                    "warnings", "bad_nodes"]
@@ -61,6 +61,13 @@ def test_unknown_and_mistyped_keys_are_kept_verbatim_in_place():
     assert json.dumps(run.to_json()) == json.dumps(doc)
     run.backend = "nccl"  # a producer's value replaces the mistyped one, in its place
     assert list(run.to_json()) == list(doc) and run.to_json()["backend"] == "nccl" and "backend" not in run.extra
+
+
+def test_bad_nodes_read_typed_and_anything_else_kept_verbatim():
+    assert RunInfo.from_json({"bad_nodes": {"nodes": ["a"], "hostlist": "a"}}).bad_nodes == BadNodes(("a",), "a")
+    for odd in ({"nodes": ["a"], "hostlist": "a", "note": 1}, {"hostlist": "a"}, {"nodes": [1], "hostlist": ""}, "a"):
+        run = RunInfo.from_json({"bad_nodes": odd})
+        assert run.bad_nodes is None and run.to_json() == {"bad_nodes": odd}
 
 
 def test_reading_is_lenient():

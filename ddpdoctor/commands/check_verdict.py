@@ -103,7 +103,7 @@ def bad_nodes_text(report: Report) -> str:
     """The --bad-nodes file: one Slurm hostlist expression and a newline, or nothing at all."""
     from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry
 
-    hostlist = (report.run.bad_nodes or bad_nodes_entry(report))["hostlist"]
+    hostlist = (report.run.bad_nodes or bad_nodes_entry(report)).hostlist
     return f"{hostlist}\n" if hostlist else ""
 
 

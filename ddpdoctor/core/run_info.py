@@ -15,6 +15,26 @@ from typing import Any
 
 from ddpdoctor.core.payload import is_number
 
+
+@dataclass(frozen=True)
+class BadNodes:
+    """The nodes the verdict blames (``check --bad-nodes``): the names, and one Slurm hostlist expression."""
+
+    nodes: tuple[str, ...] = ()
+    hostlist: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": list(self.nodes), "hostlist": self.hostlist}
+
+    @classmethod
+    def from_json(cls, d: Any) -> BadNodes | None:
+        """None unless ``d`` is exactly what ``to_json`` writes (anything else stays verbatim in ``extra``)."""
+        if not isinstance(d, dict) or not isinstance(d.get("nodes"), list) or not isinstance(d.get("hostlist"), str):
+            return None
+        bad = cls(tuple(d["nodes"]), d["hostlist"])
+        return bad if bad.to_json() == d and all(isinstance(n, str) for n in bad.nodes) else None
+
+
 _FROM_FIELD = True  # a key's value lives in its field
 _FROM_EXTRA = False  # ... or verbatim in ``extra``
 
@@ -45,7 +65,7 @@ class RunInfo:
     profile: dict[str, Any] | None = None  # the hardware profile record (baselines.apply_profile)
     facts: dict[str, Any] | None = None  # import: host -> facts read from the files
     warnings: list[str] = field(default_factory=list)  # what went wrong without costing the report
-    bad_nodes: dict[str, Any] | None = None  # {"nodes": [...], "hostlist": "a[1-2]"} (--bad-nodes)
+    bad_nodes: BadNodes | None = None  # --bad-nodes
     drain: list[dict[str, Any]] = field(default_factory=list)  # --drain: one record per node confirmed
     drain_reason: str | None = None  # health: why this node should be drained
     drained: bool | None = None  # health --drain: scontrol succeeded
@@ -99,7 +119,8 @@ class RunInfo:
         out: dict[str, Any] = {}
         for k, src in self._keys.items():
             if src is _FROM_FIELD:
-                out[k] = getattr(self, k)
+                v = getattr(self, k)
+                out[k] = v.to_json() if isinstance(v, BadNodes) else v
             elif k in self.extra:
                 out[k] = self.extra[k]
         for k, v in self.extra.items():
@@ -113,12 +134,19 @@ class RunInfo:
         if not isinstance(d, dict):
             return info
         for k, v in d.items():
-            if k in _FIELDS and _fits(_KINDS[k], v):
+            if k == "bad_nodes" and v is not None:
+                v = BadNodes.from_json(v) or _Unfit(v)
+            if k in _FIELDS and not isinstance(v, _Unfit) and _fits(_KINDS[k], v):
                 setattr(info, k, v)
             else:
-                info.extra[k] = v
+                info.extra[k] = v.value if isinstance(v, _Unfit) else v
                 info._keys.setdefault(k, _FROM_EXTRA)
         return info
+
+
+@dataclass(frozen=True)
+class _Unfit:
+    value: Any  # a nested record that does not read as its dataclass: kept verbatim
 
 
 def _fits(kind: tuple[type, ...], v: Any) -> bool:
@@ -141,7 +169,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "aborted_reason": (str, type(None)), "partial_from": (str, type(None)), "lost_ranks": (list,),
     "lost_nodes": (list,), "duration_s": (float, type(None)), "launch_t0": (float, type(None)),
     "topology": (dict,), "profile": (dict, type(None)), "facts": (dict, type(None)),
-    "warnings": (list,), "bad_nodes": (dict, type(None)), "drain": (list,),
+    "warnings": (list,), "bad_nodes": (BadNodes, type(None)), "drain": (list,),
     "drain_reason": (str, type(None)), "drained": (bool, type(None)), "history": (dict, type(None)),
 }
 assert set(_KINDS) == set(_FIELDS), "every RunInfo field says its JSON types"

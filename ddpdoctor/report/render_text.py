@@ -135,7 +135,7 @@ class ReportView:
         head.append(f"  ({n_err} error(s), {n_warn} warning(s))", style="dim")
         if r.run.lost_nodes:
             head.append(f"\nlost node(s): {', '.join(r.run.lost_nodes)}", style="red")
-        bad = (r.run.bad_nodes or {}).get("hostlist")
+        bad = r.run.bad_nodes.hostlist if r.run.bad_nodes else None
         if bad:
             head.append(f"\nbad node(s): {bad} (leave them out with srun --exclude={bad})", style="red")
         return head
