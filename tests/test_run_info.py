@@ -79,6 +79,8 @@ def test_reading_is_lenient():
 def test_a_misspelt_field_is_refused():
     with pytest.raises(TypeError, match="world_sise"):
         RunInfo(world_sise=2)
+    with pytest.raises(AttributeError, match="drain_reasn"):
+        RunInfo().drain_reasn = "x"
 
 
 def test_report_json_round_trip_through_text():

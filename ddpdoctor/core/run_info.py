@@ -82,6 +82,8 @@ class RunInfo:
             setattr(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _FIELDS and name != "extra":  # a misspelt field would be lost from the report
+            raise AttributeError(f"RunInfo has no field {name!r}")
         object.__setattr__(self, name, value)
         if name == "extra":
             for k in value:
