@@ -33,6 +33,7 @@ import ast
 from pathlib import Path
 
 from ddpdoctor.script.flow import Flow, repeats
+from ddpdoctor.script.loaders import loader_calls, made_by_factory, passes, sampler_calls
 from ddpdoctor.script.names import dotted
 
 CODE = "DDP101"
@@ -42,26 +43,16 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 
-def _iterations(m, loaders: Flow):
-    """Loops over one of the loaders (``for b in loader``, ``enumerate(self.loaders["train"])``)."""
-    for loop in m.nodes(ast.For, ast.AsyncFor):
-        for n in ast.walk(loop.iter):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and loaders.held(n):
-                yield loop
-                break
-
-
 def _epoch_pass(m, sampler_call):
     """(loader call, loop over it, chain of (file, line) that repeats that loop) when the project
     iterates the sampler's loader once per epoch; None when the loader goes to code it does not show,
     or to another file that calls set_epoch."""
-    samplers = Flow(m, [sampler_call])
-    made = [dl for dl in m.calls_named("DataLoader") if samplers.carries(m.keyword(dl, "sampler"))]
+    made = loader_calls(m, Flow(m, [sampler_call]))
     if not made:
         return None
     loader = min(made, key=lambda c: abs(c.lineno - sampler_call.lineno))
     loaders = Flow(m, made)
-    for loop in _iterations(m, loaders):
+    for loop in passes(m, loaders):
         again = repeats(m, loop)
         if again is not None:
             return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
@@ -95,7 +86,7 @@ def _epoch_pass_elsewhere(m, loader, loaders: Flow):
         if other.method_calls("set_epoch"):
             return None  # that file takes care of the epochs (or at least knows about them)
         there = Flow(other, [], {param: fn.lineno})
-        for loop in _iterations(other, there):
+        for loop in passes(other, there):
             if not any(a is fn for a in other.ancestors(loop)):
                 continue
             again_there = repeats(other, loop)
@@ -109,30 +100,50 @@ def _epoch_pass_elsewhere(m, loader, loaders: Flow):
     return None
 
 
+def _made(m, call):
+    """(where the sampler is made, whether it shuffles there: False, or None when it may) for the
+    ``DistributedSampler(...)`` call: the call itself, or each call of the file's function that
+    builds and returns it (the factory's caller picks the shuffle)."""
+    sites = made_by_factory(m, call)
+    if sites is None:
+        return [(call, m.keyword(call, "shuffle"))]
+    return sites
+
+
+def _no_shuffle(value) -> bool:
+    return isinstance(value, ast.Constant) and value.value is False
+
+
 def check(m):
-    samplers = m.calls_named("DistributedSampler")
+    samplers = sampler_calls(m)
     if not samplers or m.method_calls("set_epoch") or not m.nodes(ast.For, ast.AsyncFor, ast.While):
         return
     for call in samplers:
-        if m.keyword_is(call, "shuffle", False) or m.looks_like_eval(call):
-            continue  # an unshuffled or evaluation sampler does not need set_epoch
+        if m.looks_like_eval(call):
+            continue  # an evaluation sampler does not need set_epoch
         if m.keyword(call, "seed") is not None and repeats(m, call) is not None:
             continue  # a new sampler each epoch, seeded by the caller
-        found = _epoch_pass(m, call)
-        if found is None:
-            continue  # the loader goes to code in another file, which may well call set_epoch
-        loader, _loop, again = found
-        chain = " -> ".join(
-            f"{Path(p).name}:{ln}" for p, ln in [(m.path, call.lineno), (m.path, loader.lineno), *again]
-        )
-        path, line = again[-1]
-        where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
-        yield m.finding(
-            CODE,
-            call,
-            f"DistributedSampler is never given the epoch: its loader is iterated every epoch at {where} "
-            f"but `set_epoch` is never called, so every epoch shuffles the same way [{chain}]",
-            SEVERITY,
-            hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
-            chain=chain,
-        )
+        for made, shuffle in _made(m, call):
+            if _no_shuffle(shuffle) or (made is not call and m.looks_like_eval(made)):
+                continue  # an unshuffled sampler does not need set_epoch
+            found = _epoch_pass(m, made)
+            if found is None:
+                continue  # the loader goes to code in another file, which may well call set_epoch
+            yield _finding(m, made, *found)
+
+
+def _finding(m, made, loader, _loop, again):
+    chain = " -> ".join(
+        f"{Path(p).name}:{ln}" for p, ln in [(m.path, made.lineno), (m.path, loader.lineno), *again]
+    )
+    path, line = again[-1]
+    where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
+    return m.finding(
+        CODE,
+        made,
+        f"DistributedSampler is never given the epoch: its loader is iterated every epoch at {where} "
+        f"but `set_epoch` is never called, so every epoch shuffles the same way [{chain}]",
+        SEVERITY,
+        hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
+        chain=chain,
+    )

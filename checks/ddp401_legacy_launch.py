@@ -52,6 +52,9 @@ def _read_anywhere(m, dest: str) -> bool:
     return False
 
 
+_FLAGS = ("--local_rank", "--local-rank")
+
+
 def check(m):
     if not m.mentions("torch.distributed.launch", "local_rank", "local-rank"):
         return
@@ -89,7 +92,7 @@ def check(m):
     env_too = m.mentions('"LOCAL_RANK"', "'LOCAL_RANK'")
     for call in m.method_calls("add_argument"):
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        if not any(f in ("--local_rank", "--local-rank") for f in flags):
+        if not any(f in _FLAGS for f in flags):
             continue
         default = m.keyword(call, "default")
         if default is not None and "LOCAL_RANK" in ast.unparse(default):
@@ -119,4 +122,6 @@ def check(m):
                 "torchrun sets the LOCAL_RANK environment variable instead, so every rank gets the default"
             )
             hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly"
-        yield m.finding(CODE, call, message, SEVERITY, hint=hint)
+        # at the option's name: where a call spans lines, that is the line to change
+        flag = next(a for a in call.args if isinstance(a, ast.Constant) and a.value in _FLAGS)
+        yield m.finding(CODE, flag, message, SEVERITY, hint=hint)

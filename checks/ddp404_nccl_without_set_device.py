@@ -5,7 +5,11 @@ Finds `init_process_group` with the NCCL backend in a script that never calls
 `torch.cuda.set_device` (and passes no `device_id=`), and a script that starts a process group and
 puts its model on the GPU with an unindexed `.cuda()` / `"cuda"` while picking no device anywhere
 (no `set_device`, no `device_ids=`, no `cuda:<i>`, no `CUDA_VISIBLE_DEVICES`): every rank then
-lands on GPU 0.
+lands on GPU 0. A device such as `torch.device("cuda" if ok else "cpu")` counts as unindexed wherever
+it goes (names, attributes, a trainer's arguments). Also a worker that puts some work on a GPU by a
+per-rank index (`.cuda(rank)`, `device_ids=[rank]`, `f"cuda:{rank}"`) and other work on the current
+GPU (`batch.cuda()`) without ever calling `set_device`: the finding points at the first such move
+that every rank runs (a move under `if rank == 0:` is right, GPU 0 is rank 0's own).
 
 ## Why is this bad?
 NCCL and PyTorch use the *current* CUDA device for communicators, `barrier()` and object
@@ -28,6 +32,9 @@ dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
 from __future__ import annotations
 
 import ast
+
+from ddpdoctor.script.flow import Flow
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP404"
 TITLE = "NCCL without set_device"
@@ -55,21 +62,73 @@ def _nccl(m, call: ast.Call) -> bool:
 _PICKS = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index", "device_ids")
 
 
-def _unindexed_cuda(m) -> ast.AST | None:
-    """The first ``.cuda()`` or ``.to("cuda")`` / ``torch.device("cuda")``: the current device."""
+def _bare_device(m, e: ast.AST | None) -> bool:
+    """``e`` names the current GPU with no index: ``"cuda"``, ``torch.device("cuda")``, and
+    ``"cuda" if cuda_ok else "cpu"`` (a CPU fallback picks no GPU either)."""
+    if isinstance(e, ast.Constant):
+        return e.value == "cuda"
+    if isinstance(e, ast.IfExp):
+        arms = (e.body, e.orelse)
+        return any(_bare_device(m, a) for a in arms) and all(
+            _bare_device(m, a) or (isinstance(a, ast.Constant) and a.value == "cpu") for a in arms
+        )
+    if isinstance(e, ast.Call) and m.qualname(e.func) == "torch.device":
+        return len(e.args) == 1 and not e.keywords and _bare_device(m, e.args[0])
+    return False
+
+
+def _bare_devices(m) -> Flow:
+    """Where a device with no index goes: ``device = torch.device("cuda")``, ``self.device = device``."""
+    return Flow(m, [c for c, _q in m.calls if _bare_device(m, c)])
+
+
+def _placements(m, bare: Flow):
+    """(call, indexed) for each ``.cuda(...)``, ``.to(...)`` and ``torch.device(...)`` that puts work on
+    a GPU: indexed when it names one (``.cuda(rank)``, ``.to(device)`` with a device from elsewhere),
+    not when it means the current one (``.cuda()``, ``.to("cuda")``, ``.to(device)`` with a device
+    that has no index)."""
     for call, q in m.calls:
         f = call.func
-        if isinstance(f, ast.Attribute) and f.attr == "cuda" and not call.args and not call.keywords:
-            return call
-        to_cuda = q == "torch.device" or (isinstance(f, ast.Attribute) and f.attr == "to")
-        if (
-            to_cuda
-            and len(call.args) == 1
-            and isinstance(call.args[0], ast.Constant)
-            and call.args[0].value == "cuda"
-        ):
-            return call
-    return None
+        if isinstance(f, ast.Attribute) and f.attr == "cuda":
+            first = call.args[0] if call.args else m.keyword(call, "device")
+            if first is None:
+                yield call, False
+            elif not isinstance(first, ast.Constant):
+                yield call, not (bare.carries(first) or _bare_device(m, first))
+        elif _bare_device(m, call):
+            yield call, False
+        elif isinstance(f, ast.Attribute) and f.attr == "to" and call.args:
+            first = call.args[0]
+            if bare.carries(first) or _bare_device(m, first):
+                yield call, False
+            elif not isinstance(first, ast.Constant):
+                yield call, True
+        elif q == "torch.device" and len(call.args) > 1:
+            yield call, True
+
+
+def _per_rank_index(m, bare: Flow) -> bool:
+    """Some work goes to a GPU named by a per-process index: ``device_ids=[rank]``, ``.cuda(rank)``,
+    ``torch.device("cuda", rank)``, ``f"cuda:{rank}"``, ``.to(local_rank)``. A device handed in from
+    elsewhere (``.to(device)``) does not count: whoever made it may have called set_device."""
+    for call, q in m.calls:
+        ids = m.keyword(call, "device_ids")
+        if isinstance(ids, (ast.List, ast.Tuple)) and any(not isinstance(e, ast.Constant) for e in ids.elts):
+            return True
+        f = call.func
+        first = call.args[0] if call.args else None
+        if isinstance(f, ast.Attribute) and f.attr == "cuda" and first is not None:
+            if not isinstance(first, ast.Constant) and not bare.carries(first) and not _bare_device(m, first):
+                return True
+        if q == "torch.device" and len(call.args) > 1 and not isinstance(call.args[1], ast.Constant):
+            return True
+        if isinstance(f, ast.Attribute) and f.attr == "to" and first is not None and m.rank_kind(first):
+            return True
+    for s in m.nodes(ast.JoinedStr):
+        head = s.values[0] if s.values else None
+        if isinstance(head, ast.Constant) and str(head.value).endswith("cuda:") and len(s.values) > 1:
+            return True
+    return False
 
 
 def _picks_somewhere(m) -> bool:
@@ -77,34 +136,95 @@ def _picks_somewhere(m) -> bool:
     a device variable handed in from elsewhere."""
     if m.mentions(*_PICKS, "cuda:", "device_id", "LOCAL_RANK", "local_rank", "accelerator"):
         return True
-    for call, q in m.calls:
-        f = call.func
-        moved = isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and call.args
-        if moved and not isinstance(call.args[0], ast.Constant):
-            return True  # .to(device): a device chosen somewhere we cannot see
-        if q == "torch.device" and len(call.args) > 1:
-            return True
-    return False
+    # .to(device): a device chosen somewhere we cannot see, unless it is a bare "cuda"
+    return any(indexed for _call, indexed in _placements(m, _bare_devices(m)))
+
+
+def _rank0_only(m, node) -> bool:
+    if m.guarded_by_rank(node):
+        return True
+    fn = m.enclosing_function(node)
+    return fn is not None and m.callers_all_guarded(fn)
+
+
+def _first_current(m, bare: Flow) -> ast.AST | None:
+    """Where work first goes to the current GPU on every rank: a device made without an index
+    (the line to change) before the first bare move. Code only rank 0 runs does not count: its
+    current GPU is its own."""
+    current = [c for c, indexed in _placements(m, bare) if not indexed and not _rank0_only(m, c)]
+    made = [c for c in current if _bare_device(m, c)]
+    return (made or current or [None])[0]
+
+
+_SELECTS = ("set_device", "set_device_index")
+
+
+def _selects(m, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _last_name(node.func) in _SELECTS
+
+
+def _last_name(e: ast.AST) -> str | None:
+    name = dotted(e)
+    return name.rsplit(".", 1)[-1] if name else None
+
+
+def _arm_without_device(m, bare: Flow):
+    """(bare move, its ``if``) where ``set_device`` is called in one arm of an ``if`` only and the
+    other arm wraps a DDP model after moving work to the current GPU (``if args.gpu is not None:
+    set_device(args.gpu) ... else: model.cuda(); DDP(model)``): on that path every rank is on GPU 0.
+    Nothing when any ``set_device`` runs unconditionally."""
+    selects = [c for c, _q in m.calls if _selects(m, c)]
+    if not selects or any(not any(isinstance(a, ast.If) for a in m.ancestors(c)) for c in selects):
+        return None
+    ddp = {id(c) for c in m.ddp_constructors}
+    moves = {id(c): c for c, indexed in _placements(m, bare) if not indexed}
+    for node in m.nodes(ast.If):
+        if not node.orelse or not any(_selects(m, n) for st in node.body for n in ast.walk(st)):
+            continue
+        other = [n for st in node.orelse for n in ast.walk(st)]
+        if any(_selects(m, n) for n in other) or not any(id(n) in ddp for n in other):
+            continue
+        move = next((n for n in other if id(n) in moves), None)
+        if move is not None:
+            return move, node
+    return None
 
 
 def check(m):
-    if m.mentions(*_PICKS[:4]):
+    if m.mentions("CUDA_VISIBLE_DEVICES", "torch.cuda.device("):
         return
-    inits = m.dist_calls("init_process_group")
-    if inits and m.keyword(inits[0], "device_id") is None and not _picks_somewhere(m):
-        where = _unindexed_cuda(m)
-        if where is not None:
+    if m.mentions("set_device"):  # also set_device_index
+        found = _arm_without_device(m, _bare_devices(m))
+        if found is not None:
+            move, branch = found
             yield m.finding(
                 CODE,
-                inits[0],
-                f"every rank puts its work on the current GPU (line {where.lineno}) and none ever picks "
-                "its own: all ranks share GPU 0 while the others idle",
+                move,
+                f"on this path no GPU is ever selected (`set_device` is called only when the test on "
+                f"line {branch.lineno} holds), so this goes to GPU 0 on every rank and the DDP model "
+                "of every rank lives there",
                 SEVERITY,
-                hint="`torch.cuda.set_device(int(os.environ['LOCAL_RANK']))` before init_process_group",
+                hint="select the device on every distributed path: `torch.cuda.set_device(local_rank)`"
+                " with local_rank from LOCAL_RANK",
             )
-            return
+        return
+    inits = m.dist_calls("init_process_group")
+    if not inits or any(m.keyword(c, "device_id") is not None for c in inits):
+        return
+    bare = _bare_devices(m)
+    where = _first_current(m, bare)
+    if where is not None and not _picks_somewhere(m):
+        yield m.finding(
+            CODE,
+            where,
+            f"every rank puts its work on the current GPU here and none ever picks its own (process "
+            f"group at line {inits[0].lineno}): all ranks share GPU 0 while the others idle",
+            SEVERITY,
+            hint="`torch.cuda.set_device(int(os.environ['LOCAL_RANK']))` before init_process_group",
+        )
+        return
     for call in inits:
-        if _nccl(m, call) and m.keyword(call, "device_id") is None:
+        if _nccl(m, call):
             yield m.finding(
                 CODE,
                 call,
@@ -113,3 +233,15 @@ def check(m):
                 SEVERITY,
                 hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
             )
+            return
+    if where is not None and _per_rank_index(m, bare):
+        yield m.finding(
+            CODE,
+            where,
+            "this goes to the current GPU, which is GPU 0 on every rank: the script gives other work "
+            "a per-rank GPU index but never calls `torch.cuda.set_device`, so on every rank but the "
+            "first the two live on different GPUs",
+            SEVERITY,
+            hint="call `torch.cuda.set_device(local_rank)` before init_process_group (or give this "
+            "call the same index)",
+        )

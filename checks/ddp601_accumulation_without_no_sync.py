@@ -4,7 +4,10 @@
 Finds a DDP training loop that calls `backward()` every iteration but steps the optimizer only every
 k-th iteration (`if (step + 1) % accum == 0:`, `if step % accum != 0: continue`, or an inner
 `for micro in range(accum):` loop of backwards before the step), without using `model.no_sync()`.
-A `backward()` inside a helper of the same file counts. Also finds
+A `backward()` inside a helper of the same file counts, and so does a loss scaler called with the
+loss and the optimizer (`loss_scaler(loss, optimizer, update_grad=...)`, which does the backward and
+the step out of sight): then the gradients zeroed only every k-th iteration show the accumulation.
+Also finds
 `model.require_backward_grad_sync = ...` set after the model's forward in the same micro-step: DDP
 reads the flag during the forward, so the toggle applies to the wrong micro-step.
 
@@ -94,6 +97,21 @@ def _backward_helpers(m) -> dict[str, int]:
     return out
 
 
+def _last(e: ast.AST) -> str:
+    name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+    return name.rsplit(".", 1)[-1].lower() if name else ""
+
+
+def _backward_step_object(c: ast.Call) -> bool:
+    """A call that does the backward (and the step) for the caller: a loss scaler called with the
+    loss and the optimizer (``loss_scaler(loss, optimizer, ...)``, timm's NativeScaler and its
+    copies), or a ``backward_step(loss, optimizer)`` of another module."""
+    callee = _last(c.func)
+    if not c.args or not any(w in callee for w in ("scaler", "backward")) or "loss" not in _last(c.args[0]):
+        return False
+    return any("optim" in _last(a) for a in (*c.args[1:], *(k.value for k in c.keywords)))
+
+
 def _backwards(m, scope: ast.AST, helpers: dict[str, int]) -> list[ast.Call]:
     out = []
     for c in ast.walk(scope):
@@ -106,6 +124,8 @@ def _backwards(m, scope: ast.AST, helpers: dict[str, int]) -> list[ast.Call]:
             if not name.startswith(("torch.autograd", "engine", "deepspeed", "self.engine")):
                 out.append(c)
         elif isinstance(c.func, ast.Name) and c.func.id in helpers:
+            out.append(c)
+        elif _backward_step_object(c):
             out.append(c)
         elif (
             isinstance(c.func, ast.Attribute)
@@ -133,6 +153,9 @@ def _optimizer_steps(m) -> list[ast.Call]:
         name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
         if name in helpers and (isinstance(f, ast.Name) or dotted(f.value) == "self"):
             out.append(call)
+    # where the step itself is out of sight (inside a loss scaler), the gradients being zeroed once
+    # per accumulation says the same: they add up over the micro-steps in between
+    out += [c for c in m.method_calls("zero_grad") if "optim" in _last(c.func.value)]
     return out
 
 
@@ -244,15 +267,20 @@ def check(m):
             cond, backward = found
             via = ""
             helper = backward.func.id if isinstance(backward.func, ast.Name) else None
-            if helper is None and isinstance(backward.func, ast.Attribute) and backward.func.attr in helpers:
+            if helper is None and isinstance(backward.func, ast.Attribute):
                 helper = backward.func.attr
-            if helper is not None:
+            if helper in helpers:
                 inner = helpers[helper]
                 via = f" (in `{helper}()`: {m.chain_text((backward.lineno,), inner)})"
+            elif helper is not None and not (
+                isinstance(backward.func, ast.Attribute) and backward.func.attr == "backward"
+            ):
+                via = f" (in `{dotted(backward.func)}(...)`)"
+            what = "the gradients are zeroed" if _last(step.func) == "zero_grad" else "the optimizer steps"
             yield m.finding(
                 CODE,
                 backward,
-                f"gradients are accumulated (the optimizer steps on line {step.lineno} once per "
+                f"gradients are accumulated ({what} on line {step.lineno} once per "
                 f"accumulation, see line {cond.lineno}) but every backward{via} all-reduces: use "
                 "`model.no_sync()` on the accumulation steps",
                 SEVERITY,

@@ -1,0 +1,145 @@
+"""Samplers and the loaders that draw from them, as a file makes and uses them.
+
+- ``sampler_calls(m)``: the calls that make a ``DistributedSampler``, also through a name that holds
+  the class (``sampler_cls = RandomSampler if single else DistributedSampler``; ``sampler_cls(ds)``);
+- ``made_by_factory(m, call)``: when the sampler is made inside a function of this file that returns
+  it (``def data_sampler(ds, shuffle): return DistributedSampler(ds, shuffle=shuffle)``), the calls of
+  that function, each with what its ``shuffle`` argument is there: the sampler is made where the
+  factory is called, and that is where the shuffle is chosen;
+- ``loader_calls(m, samplers)``: the ``DataLoader(...)`` calls given one of the samplers, and the calls
+  of the file's own ``DataLoader`` subclasses whose ``super().__init__`` gets it;
+- ``passes(m, loaders)``: the places that start a pass over a loader: ``for b in loader`` (also
+  ``enumerate(loader)``) and ``iter(loader)``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddpdoctor.script.flow import Flow
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import own_call_sites
+
+_SAMPLER = "DistributedSampler"
+
+
+def _is_class(m, e: ast.AST | None, name: str) -> bool:
+    """``e`` names the class ``name`` (imported from torch, or unresolved under that name); also
+    either arm of ``A if c else B`` and ``A or B``."""
+    if isinstance(e, ast.IfExp):
+        return _is_class(m, e.body, name) or _is_class(m, e.orelse, name)
+    if isinstance(e, ast.BoolOp):
+        return any(_is_class(m, v, name) for v in e.values)
+    if not isinstance(e, (ast.Name, ast.Attribute)):
+        return False
+    q = m.qualname(e)
+    return q == name or (q is not None and q.startswith("torch.") and q.endswith("." + name))
+
+
+def sampler_calls(m) -> list[ast.Call]:
+    direct = m.calls_named(_SAMPLER)
+    aliases = {
+        dotted(t)
+        for a in m.nodes(ast.Assign)
+        if _is_class(m, a.value, _SAMPLER)
+        for t in a.targets
+        if isinstance(t, (ast.Name, ast.Attribute))
+    }
+    aliases.discard(None)
+    if not aliases:
+        return direct
+    seen = {id(c) for c in direct}
+    through = [c for c, _q in m.calls if id(c) not in seen and dotted(c.func) in aliases]
+    return sorted((*direct, *through), key=lambda c: (c.lineno, c.col_offset))
+
+
+def _bound(fn: ast.AST, call: ast.Call, param: str) -> tuple[bool, ast.AST | None]:
+    """(known, the expression ``call`` binds to ``fn``'s parameter ``param``: the argument, else the
+    default, else None). Not known when ``*args``/``**kwargs`` could carry it."""
+    args = fn.args
+    params = [*args.posonlyargs, *args.args]
+    if params and params[0].arg in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    for k in call.keywords:
+        if k.arg == param:
+            return True, k.value
+        if k.arg is None:
+            return False, None
+    names = [p.arg for p in params]
+    if param in names:
+        i = names.index(param)
+        if any(isinstance(a, ast.Starred) for a in call.args[: i + 1]):
+            return False, None
+        if i < len(call.args):
+            return True, call.args[i]
+        defaults = args.defaults
+        j = i - (len(params) - len(defaults))
+        return True, defaults[j] if j >= 0 else None
+    for p, d in zip(args.kwonlyargs, args.kw_defaults):
+        if p.arg == param:
+            return True, d
+    return False, None
+
+
+def made_by_factory(m, call: ast.Call) -> list[tuple[ast.Call, ast.AST | None]] | None:
+    """(call of the factory, the ``shuffle`` it asks for there, None when not said) for each call of
+    the file's function that makes and returns the sampler ``call``; None when ``call`` is not made
+    in such a function."""
+    fn = m.enclosing_function(call)
+    if fn is None or None not in Flow(m, [call]).returns.get(fn.name, ()):
+        return None
+    sites = [s for s in own_call_sites(m, fn) if m.enclosing_function(s) is not fn]
+    if not sites:
+        return None
+    shuffle = m.keyword(call, "shuffle")
+    param = shuffle.id if isinstance(shuffle, ast.Name) else None
+    if param not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}:
+        return [(s, shuffle) for s in sites]
+    out = []
+    for s in sites:
+        known, value = _bound(fn, s, param)
+        out.append((s, value if known else None))
+    return out
+
+
+def _subclasses_loader(m, cls: ast.ClassDef) -> bool:
+    return any(_is_class(m, b, "DataLoader") for b in cls.bases)
+
+
+def _super_init(node: ast.AST) -> bool:
+    """``super().__init__(...)`` or ``super(Cls, self).__init__(...)``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "__init__"
+        and isinstance(node.func.value, ast.Call)
+        and dotted(node.func.value.func) == "super"
+    )
+
+
+def loader_calls(m, samplers: Flow) -> list[ast.Call]:
+    made = [dl for dl in m.calls_named("DataLoader") if samplers.carries(m.keyword(dl, "sampler"))]
+    own = set()
+    for cls in m.nodes(ast.ClassDef):
+        if _subclasses_loader(m, cls) and any(
+            _super_init(n) and samplers.carries(m.keyword(n, "sampler")) for n in ast.walk(cls)
+        ):
+            own.add(cls.name)
+    if own:
+        made += [
+            c for c, _q in m.calls if (name := dotted(c.func)) is not None and name.rsplit(".", 1)[-1] in own
+        ]
+    return made
+
+
+def passes(m, loaders: Flow) -> Iterator[ast.AST]:
+    """Loops over one of the loaders, then ``iter(loader)`` calls (each starts a new pass)."""
+    for loop in m.nodes(ast.For, ast.AsyncFor):
+        for n in ast.walk(loop.iter):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and loaders.held(n):
+                yield loop
+                break
+    for c, _q in m.calls:
+        if isinstance(c.func, ast.Name) and c.func.id == "iter" and c.args and loaders.held(c.args[0]):
+            yield c
