@@ -1,11 +1,12 @@
 from ddpdoctor.core.report import CheckResult, Finding, Report, Status
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry, blamed_nodes
 
 NODES = ["ddpb-node0", "ddpb-node1", "ddpb-node2", "ddpb-node5"]
 
 
 def _report(*checks, **run):
-    return Report(run={"nodes": NODES, **run}, checks=list(checks))
+    return Report(run=RunInfo(nodes=NODES, **run), checks=list(checks))
 
 
 def _check(status, *findings, code="P2P001"):
@@ -18,13 +19,13 @@ def test_slow_node_and_lost_node_are_blamed_in_node_order():
     rep = _report(_check(Status.FAILED, slow), _check(Status.FAILED, lost, code="COL001"),
                   lost_nodes=["ddpb-node2"])
     assert blamed_nodes(rep) == ["ddpb-node2", "ddpb-node5"]
-    assert bad_nodes_entry(rep) == {"nodes": ["ddpb-node2", "ddpb-node5"], "hostlist": "ddpb-node[2,5]"}
+    assert bad_nodes_entry(rep).to_json() == {"nodes": ["ddpb-node2", "ddpb-node5"], "hostlist": "ddpb-node[2,5]"}
 
 
 def test_nothing_blamed_when_nothing_failed():
     warn = Finding("P2P001", "warning", "node ddpb-node1 is a bit slow", where={"node": "ddpb-node1"})
     rep = _report(_check(Status.WARNING, warn))
-    assert bad_nodes_entry(rep) == {"nodes": [], "hostlist": ""}
+    assert bad_nodes_entry(rep).to_json() == {"nodes": [], "hostlist": ""}
 
 
 def test_a_finding_naming_every_node_blames_none_and_a_link_blames_no_node():
@@ -42,7 +43,7 @@ def test_odd_one_out_skew_is_blamed():
 
 def test_single_node_run_blames_its_node():
     bad = Finding("GPU001", "error", "GPU 3 has ECC errors", where={"node": "solo"})
-    rep = Report(run={"nodes": ["solo"]}, checks=[_check(Status.FAILED, bad, code="GPU001")])
+    rep = Report(run=RunInfo(nodes=["solo"]), checks=[_check(Status.FAILED, bad, code="GPU001")])
     assert blamed_nodes(rep) == ["solo"]
 
 
@@ -56,7 +57,7 @@ def test_env001_version_skew_blames_the_odd_node_only_when_there_is_a_majority()
         res = {r: {"hostname": f"ddpb-node{r}", "torch": t, "python": "3.11"} for r, t in enumerate(torches)}
         summary = env001.summarize(res, WorldInfo.from_dicts(infos))
         hosts = [f"ddpb-node{r}" for r in range(len(torches))]
-        rep = Report(run={"nodes": hosts}, checks=[CheckResult("ENV001", "ENV001", status=summary.final_status(),
+        rep = Report(run=RunInfo(nodes=hosts), checks=[CheckResult("ENV001", "ENV001", status=summary.final_status(),
                                                                 findings=summary.findings)])
         return [f for f in summary.findings if "torch" in f.message], blamed_nodes(rep)
 

@@ -12,6 +12,7 @@ from helpers import REPO
 from prometheus_client.parser import text_string_to_metric_families
 
 from ddpdoctor.core.report import CheckResult, Finding, Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.fleet import k8s_labels
 from ddpdoctor.model.fleet.confirm import decide
 from ddpdoctor.model.fleet.diff import Thresholds, diff_reports
@@ -44,7 +45,7 @@ def _report(slow: str | None = None, busbw: float = 300.0, nccl: str = "2.21.5",
         CheckResult("P2P001", "p2p", status="failed" if slow else "passed", findings=findings,
                     data={"matrix": _matrix(link), "latency": _matrix({k: 10.0 for k in link})}),
     ]
-    return Report(run={"nodes": NODES, "world_size": 3, "duration_s": 42.4}, checks=checks, created=created,
+    return Report(run=RunInfo(nodes=NODES, world_size=3, duration_s=42.4), checks=checks, created=created,
                   ranks=[{"rank": i, "hostname": h} for i, h in enumerate(NODES)])
 
 
@@ -106,7 +107,7 @@ def test_metrics_parse_with_the_official_parser_and_carry_every_check_and_link()
 
 def test_metrics_escape_label_values():
     rep = _report()
-    rep.run["nodes"] = ['we"ird\\node']
+    rep.run.nodes = ['we"ird\\node']
     fams = {f.name: f for f in text_string_to_metric_families(render(rep))}
     assert {s.labels["node"] for s in fams["ddpdoctor_check_status"].samples} == {'we"ird\\node'}
 
@@ -199,7 +200,7 @@ def test_diff_sees_through_a_slowdown_of_the_whole_machine_and_names_findings_th
 
 def test_diff_says_a_result_is_stale():
     old = _report(created=1000.0)
-    old.run["history"] = {"valid_until": 2000.0}
+    old.run.history = {"valid_until": 2000.0}
     assert "OLD result is stale" in diff_reports(old, _report(), now=5000.0).summary()
 
 

@@ -250,7 +250,7 @@ def test_a_huge_world_size_is_bounded_in_the_tui_state():
     from ddpdoctor.tui.livestate import state_from_report
 
     report = load_report(SAMPLE)
-    report.run["world_size"] = 10**9
+    report.run.world_size = 10**9
     state = state_from_report(report)
     assert len(state.ranks) <= MAX_RANK_SLOTS
 

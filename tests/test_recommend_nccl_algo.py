@@ -5,6 +5,7 @@ from alg_payloads import MiB, rank_payloads, world
 from ddpdoctor.checks import alg001_nccl_algo as alg
 
 from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.tuning.nccl_cost import PREDICTION_LABEL, CostModel, Fabric
 from ddpdoctor.recommend.nccl_algo import override_value, recommend
 
@@ -14,7 +15,7 @@ def report_from(payloads, w=None, backend="nccl", extra_checks=()) -> Report:
     s = alg.summarize(payloads, w)
     check = CheckResult(code="ALG001", title=alg.TITLE, status=s.final_status(), summary=s.summary,
                         findings=s.findings, data=s.data)  # fmt: skip
-    return Report(run={"backend": backend, "world_size": w.world_size}, checks=[check, *extra_checks])
+    return Report(run=RunInfo(backend=backend, world_size=w.world_size), checks=[check, *extra_checks])
 
 
 def scaled(factors: dict):
@@ -102,7 +103,7 @@ def test_gloo_is_not_applicable():
     rec = only(recommend(report_from(payloads, world(2, 2, "gloo"), backend="gloo")))
     assert rec.value == "not applicable" and "gloo" in rec.rationale
     # a report without ALG001 on gloo too
-    assert only(recommend(Report(run={"backend": "gloo"}))).value == "not applicable"
+    assert only(recommend(Report(run=RunInfo(backend="gloo")))).value == "not applicable"
 
 
 def test_gloo_test_mode_measurements_never_recommend():
@@ -114,7 +115,7 @@ def test_gloo_test_mode_measurements_never_recommend():
 
 
 def test_nccl_without_alg001_keeps_the_default_with_low_confidence():
-    rec = only(recommend(Report(run={"backend": "nccl"})))
+    rec = only(recommend(Report(run=RunInfo(backend="nccl"))))
     assert rec.value == "keep the default" and rec.confidence == "low"
     assert "--suite full" in rec.rationale
 

@@ -3,11 +3,12 @@ import json
 import pytest
 
 from ddpdoctor.core.report import CheckResult, Finding, Location, Recommendation, Report, Severity, Status
+from ddpdoctor.core.run_info import RunInfo
 
 
 def _report() -> Report:
     return Report(
-        run={"backend": "gloo", "world_size": 2},
+        run=RunInfo(backend="gloo", world_size=2),
         ranks=[{"rank": 0, "hostname": "a"}, {"rank": 1, "hostname": "b"}],
         checks=[
             CheckResult(

@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from ddpdoctor.core.report import CheckResult, Report, Status
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.report.render_text import ReportView
 
 NO_GPU = "skipped: no NVIDIA GPU: NVML could not start (NVML Shared Library Not Found)"
@@ -22,7 +23,7 @@ def cpu_report() -> Report:
     checks.append(CheckResult("NCCL002", "A check with a long summary", status=Status.WARNING,
                               summary="NCCL_SOCKET_IFNAME=ib0,ib1,ib2,ib3,ib4,ib5,ib6,ib7 names 8 interfaces "
                               "(NCCL_IB_HCA=mlx5_0,mlx5_1,mlx5_2,mlx5_3 also set)"))
-    return Report(run={"world_size": 2, "nodes": ["vm"], "backend": "gloo"}, checks=checks)
+    return Report(run=RunInfo(world_size=2, nodes=["vm"], backend="gloo"), checks=checks)
 
 
 def render(report: Report, width: int) -> str:

@@ -79,7 +79,7 @@ def finish_fleet(report: Report, run: CheckRun, out: Console, code: int, nproc: 
             out.print(line, soft_wrap=True, highlight=False, markup=False)
 
         confirmations = confirm_and_drain(report, run, nproc, say)
-        report.run["drain"] = [{"node": c.node, "partner": c.partner, "condemned": c.condemned,
+        report.run.drain = [{"node": c.node, "partner": c.partner, "condemned": c.condemned,
                                 "reason": c.reason.text() if c.reason else None, "said": c.said}
                                for c in confirmations]
         if confirmations and run.json:
@@ -103,7 +103,7 @@ def bad_nodes_text(report: Report) -> str:
     """The --bad-nodes file: one Slurm hostlist expression and a newline, or nothing at all."""
     from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry
 
-    hostlist = (report.run.get("bad_nodes") or bad_nodes_entry(report))["hostlist"]
+    hostlist = (report.run.bad_nodes or bad_nodes_entry(report)).hostlist
     return f"{hostlist}\n" if hostlist else ""
 
 
@@ -112,6 +112,6 @@ def follower_line(report: Report, run: CheckRun, host: str) -> str:
     from ddpdoctor.report.render_text import ReportView
 
     verdict = " ".join(ReportView(report).verdict().plain.splitlines()[0].split())
-    first = (report.run.get("nodes") or ["node 0"])[0]
+    first = (report.run.nodes or ["node 0"])[0]
     files = "".join(f", --{k} {v}" for k, v in (("json", run.json), ("junit", run.junit)) if v)
     return f"{host}: {verdict}; report: task 0 (SLURM_PROCID=0) on {first}{files}"

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     except ReportError as e:
         print(f"ddpdoctor diff: {e}", file=sys.stderr)
         return 2
-    backends = {old.run.get("backend"), new.run.get("backend")}
+    backends = {old.run.backend, new.run.backend}
     th = Thresholds.for_backend(backends.pop() if len(backends) == 1 else "gloo")
     for flag, field_name in (("bw_threshold", "busbw_large"), ("p2p_threshold", "p2p")):
         value = getattr(args, flag)

@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from ddpdoctor.core.report import Report
+    from ddpdoctor.core.run_info import RunInfo
     from ddpdoctor.model.fleet.health import drain_reason, unfinished
     from ddpdoctor.runtime.node_health import check_node
 
@@ -61,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:  # a fault of ddpdoctor or its install, not of the node: report, never drain
         print(f"ddpdoctor health: could not run: {type(e).__name__}: {e}", file=sys.stderr)
         return exit_code("unknown", scheme)
-    report = Report(run={"command": "health", "nodes": [name], "nnodes": 1, "duration_s": round(health.duration_s, 3),
-                         "topology": {name: health.topology}},
+    report = Report(run=RunInfo(command="health", nodes=[name], nnodes=1, duration_s=round(health.duration_s, 3),
+                                 topology={name: health.topology}),
                     versions=health.versions, checks=health.checks, created=time.time())
     result = outcome(report.checks)
     reason = drain_reason(report.checks)
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         result = "unknown"  # exit 2 (nagios: 3 UNKNOWN); never a drain
     drain = args.drain if args.drain is not None else bool(os.environ.get("SLURMD_NODENAME"))
     if reason is not None:
-        report.run["drain_reason"] = reason.text()
+        report.run.drain_reason = reason.text()
     if args.verbose or reason is not None or result == "unknown":
         for c in report.checks:
             if args.verbose or c.status.failing:
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         from ddpdoctor.runtime.slurm_drain import drain_node
 
         done = drain_node(name, reason.text())
-        report.run["drained"] = done.ok
+        report.run.drained = done.ok
         if done.ok:
             print(f"{name}: drained: {reason.text()}", flush=True)
         else:

@@ -57,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     report = build_report(parsed, profiles, chosen, off=wanted == "none")
     print_report(report, make_console(), verbose=args.verbose)
-    prof = report.run.get("profile") or {}
+    prof = report.run.profile or {}
     if prof.get("how") == "none":
-        facts = report.run.get("facts") or {}
+        facts = report.run.facts or {}
         if not any(n.get("gpu_models") for n in facts.values()):
             why = "the files name no GPU model"
         else:

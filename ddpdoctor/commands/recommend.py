@@ -40,10 +40,10 @@ def run(args: argparse.Namespace) -> int:
     attach_profile(report, profile)
     attach_recommendations(report, options)
     out = make_console()
-    prof = report.run.get("profile") or {}
+    prof = report.run.profile or {}
     if prof:
         out.print(plain(f"profile: {prof.get('name') or 'none'} ({prof.get('how')})"), style="dim")
-    for warning in report.run.get("warnings") or []:
+    for warning in report.run.warnings:
         out.print(plain(f"warning: {warning}"), style="yellow")
     for rec in report.recommendations:
         out.print(recommendation_panel(rec, evidence=True))

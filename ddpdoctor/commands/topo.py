@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ddpdoctor.core.report import Report
+    from ddpdoctor.core.run_info import RunInfo
     from ddpdoctor.report.console import make_console
     from ddpdoctor.runtime.topo_offline import diagnose
 
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             nodes = _load_snapshots(args.snapshots)
             results = diagnose(nodes)
             report = Report(
-                checks=results, run={"source": "topology snapshots", "nodes": [n.hostname for n in nodes]}
+                checks=results, run=RunInfo(source="topology snapshots", nodes=[n.hostname for n in nodes])
             )
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))

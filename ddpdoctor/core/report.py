@@ -11,6 +11,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ddpdoctor.core.run_info import RunInfo
+
 SCHEMA_VERSION = 1
 _MISSING = object()
 _KIND_NAMES = {str: "a string", dict: "an object", list: "a list", float: "a number", int: "a whole number"}
@@ -226,7 +228,7 @@ class Recommendation:
 class Report:
     """A whole run: what ran where, every check's result, recommendations and lint findings."""
 
-    run: dict[str, Any] = field(default_factory=dict)  # backend, world_size, nodes, endpoint, complete, ...
+    run: RunInfo = field(default_factory=RunInfo)  # what ran where and how it ended (core/run_info.py)
     ranks: list[dict[str, Any]] = field(default_factory=list)  # rank, local_rank, node_rank, hostname
     versions: dict[str, Any] = field(default_factory=dict)
     checks: list[CheckResult] = field(default_factory=list)
@@ -265,7 +267,7 @@ class Report:
             "schema_version": self.schema_version,
             "tool": {"name": "ddpdoctor", "version": self.tool_version},
             "created": self.created,
-            "run": self.run,
+            "run": self.run.to_json(),
             "ranks": self.ranks,
             "versions": self.versions,
             "checks": [c.to_dict() for c in self.checks],
@@ -283,7 +285,7 @@ class Report:
                 f"report schema_version {version!r} is newer than this ddpdoctor understands "
                 f"({SCHEMA_VERSION}); upgrade ddpdoctor"
             )
-        run = dict(_field(d, "run", dict, "report", {}))
+        run = _field(d, "run", dict, "report", {})
         _field(run, "duration_s", float, "run", None)
         _field(run, "world_size", int, "run", None)
         if not isinstance(run.get("nodes", []), (list, int)) or isinstance(run.get("nodes"), bool):
@@ -292,7 +294,7 @@ class Report:
         for i, r in enumerate(ranks):
             _field({"rank": r}, "rank", dict, f"ranks[{i}]")
         return cls(
-            run=run,
+            run=RunInfo.from_json(run),
             ranks=list(ranks),
             versions=dict(_field(d, "versions", dict, "report", {})),
             checks=[CheckResult.from_dict(c, f"checks[{i}]") for i, c in enumerate(_items(d, "checks", "report"))],

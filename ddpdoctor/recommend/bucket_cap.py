@@ -121,7 +121,7 @@ def _first_follows_cap(report: Report) -> bool:
 def _recommend(
     report: Report, spec: ModelSpec, curve: TimeCurve, data: dict, caps: list[float], margin: float
 ) -> Recommendation:
-    backend = str(data.get("backend") or report.run.get("backend") or "nccl").lower()
+    backend = str(data.get("backend") or report.run.backend or "nccl").lower()
     channels = GLOO_DEFAULT_THREADS if backend == "gloo" else 1
     latency_s = min(curve.times[0], curve.fits[0].alpha_us * 1e-6) if curve.fits else curve.times[0]
     follows = _first_follows_cap(report)
@@ -163,7 +163,7 @@ def _recommend(
         caps=caps,
         margin=margin,
         backend=backend,
-        world=data.get("world_size") or report.run.get("world_size"),
+        world=data.get("world_size") or report.run.world_size,
         channels=channels,
         follows=follows,
         comm_default_s=comm_default_s,

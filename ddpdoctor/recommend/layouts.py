@@ -49,7 +49,7 @@ def recommend(report: Report, layout: str | None = None) -> list[Recommendation]
     ranks = list(payload.ranks) or report.ranks
     nvlink, rails = _topology(report)
     matrix = payload.matrix
-    backend = str(report.run.get("backend") or "nccl")
+    backend = str(report.run.backend or "nccl")
     device = "cpu" if backend == "gloo" else "cuda"  # the snippets run where this run ran
     missing = _missing(p2p, matrix)
     if missing:

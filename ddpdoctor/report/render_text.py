@@ -22,6 +22,10 @@ STATUS_STYLE = {
 SEVERITY_STYLE = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
+def _or_unknown(v: object) -> object:
+    return "?" if v is None else v
+
+
 def status_text(status: Status) -> Text:
     icon, style = STATUS_STYLE[status]
     return Text(f"{icon} {status.value.replace('_', ' ')}", style=style)
@@ -78,25 +82,23 @@ class ReportView:
         run = self.report.run
         t = Text()
         t.append("ddpdoctor ", style="bold")
-        if run.get("mode") == "import":  # measured by other tools: no ranks, torch or run time of ours
-            files = run.get("imported") or []
+        if run.mode == "import":  # measured by other tools: no ranks, torch or run time of ours
+            files = run.imported
             tools = sorted({tool for f in files for tool in f.get("tools") or []})
-            prof = run.get("profile") or {}
+            prof = run.profile or {}
             t.append(f"import of {len(files)} file(s) ({', '.join(tools)}); profile {prof.get('name') or 'none'}")
             t.append(f" ({prof.get('how', '?')})", style="dim")
             return t
-        nodes = run.get("nodes") or []
-        names = nodes if isinstance(nodes, list) else []  # older sample reports give a count
-        count = len(names) if isinstance(nodes, list) else nodes
+        names = run.nodes  # older sample reports give a count instead (run.counted_nodes)
         t.append(
-            f"{run.get('world_size', '?')} ranks on {count} node(s)"
+            f"{_or_unknown(run.world_size)} ranks on {run.node_count} node(s)"
             + (f" [{', '.join(map(str, names[:6]))}{', …' if len(names) > 6 else ''}]" if names else "")
-            + f", backend {run.get('backend', '?')}, torch {self.report.versions.get('torch', '?')}"
+            + f", backend {_or_unknown(run.backend)}, torch {self.report.versions.get('torch', '?')}"
         )
         if self.report.versions.get("nccl"):
             t.append(f", NCCL {self.report.versions['nccl']}")
-        if run.get("duration_s") is not None:
-            t.append(f", {run['duration_s']:.1f} s")
+        if run.duration_s is not None:
+            t.append(f", {run.duration_s:.1f} s")
         return t
 
     def checks_table(self) -> Table:
@@ -124,16 +126,16 @@ class ReportView:
         n_err = sum(1 for f in r.findings() if f.severity is Severity.ERROR)
         n_warn = sum(1 for f in r.findings() if f.severity is Severity.WARNING)
         failing = [c.code for c in r.checks if c.status.failing]
-        if r.run.get("aborted_reason"):
-            head = Text(f"INCOMPLETE: {r.run['aborted_reason']}", style="bold red")
+        if r.run.aborted_reason:
+            head = Text(f"INCOMPLETE: {r.run.aborted_reason}", style="bold red")
         elif failing or n_err:
             head = Text(f"FAILED: {', '.join(failing) or 'errors found'}", style="bold red")
         else:
             head = Text("OK: nothing failed", style="bold green")
         head.append(f"  ({n_err} error(s), {n_warn} warning(s))", style="dim")
-        if r.run.get("lost_nodes"):
-            head.append(f"\nlost node(s): {', '.join(r.run['lost_nodes'])}", style="red")
-        bad = (r.run.get("bad_nodes") or {}).get("hostlist")
+        if r.run.lost_nodes:
+            head.append(f"\nlost node(s): {', '.join(r.run.lost_nodes)}", style="red")
+        bad = r.run.bad_nodes.hostlist if r.run.bad_nodes else None
         if bad:
             head.append(f"\nbad node(s): {bad} (leave them out with srun --exclude={bad})", style="red")
         return head

@@ -57,7 +57,7 @@ def confirm_and_drain(report: Report, run: CheckRun, nproc: int, say) -> list[Co
     if not good:
         say(f"--drain: no node passed to measure {', '.join(suspects)} against; nothing drained")
         return []
-    order = list(report.run.get("nodes") or [])
+    order = list(report.run.nodes)
     if run.confirm_delay_s:
         say(f"--drain: measuring {', '.join(suspects)} again in {run.confirm_delay_s:g} s")
         time.sleep(run.confirm_delay_s)

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.runtime.worker_config import WorkerConfig
 
 
@@ -49,21 +50,21 @@ def build_report(
             hosts.append(r.get("hostname"))
     lost_nodes = sorted({ranks[r]["hostname"] for r in lost_ranks if r < len(ranks)})
     report = Report(
-        run={
-            "backend": backend,
-            "world_size": len(infos),
-            "nodes": hosts,
-            "nnodes": len(hosts),
-            "endpoint": cfg.endpoint,
-            "rdzv_id": cfg.rdzv_id,
-            "options": cfg.options,
-            "complete": abort_reason is None,
-            "aborted_reason": abort_reason,
-            "lost_ranks": lost_ranks,
-            "lost_nodes": lost_nodes,
-            "duration_s": round(time.time() - started, 3),
-            "launch_t0": cfg.launch_t0,
-        },
+        run=RunInfo(
+            backend=backend,
+            world_size=len(infos),
+            nodes=hosts,
+            nnodes=len(hosts),
+            endpoint=cfg.endpoint,
+            rdzv_id=cfg.rdzv_id,
+            options=cfg.options,
+            complete=abort_reason is None,
+            aborted_reason=abort_reason,
+            lost_ranks=lost_ranks,
+            lost_nodes=lost_nodes,
+            duration_s=round(time.time() - started, 3),
+            launch_t0=cfg.launch_t0,
+        ),
         ranks=ranks,
         versions=runtime_versions(backend),
         checks=results,
@@ -78,7 +79,7 @@ def attach_bad_nodes(report: Report) -> None:
     """The nodes the verdict blames, as a list and as one Slurm hostlist (`check --bad-nodes`)."""
     from ddpdoctor.model.nodes.bad_nodes import bad_nodes_entry
 
-    report.run["bad_nodes"] = bad_nodes_entry(report)
+    report.run.bad_nodes = bad_nodes_entry(report)
 
 
 def attach_profile(report: Report, wanted: str | None) -> None:
@@ -87,14 +88,14 @@ def attach_profile(report: Report, wanted: str | None) -> None:
 
     if wanted == "none":
         forget_profile(report)
-        report.run["profile"] = {"name": None, "how": "off"}
+        report.run.profile = {"name": None, "how": "off"}
         return
     try:
         profile, how, found = resolve_profile(report, wanted)
         if profile is not None:
             apply_profile(report, profile, how, found)
     except ProfileError as e:  # checked before launch; a file changed since then must not cost the report
-        report.run.setdefault("warnings", []).append(f"profile: {e}")
+        report.run.add_warning(f"profile: {e}")
 
 
 def attach_recommendations(report: Report, options: dict) -> None:
@@ -104,4 +105,4 @@ def attach_recommendations(report: Report, options: dict) -> None:
     try:
         report.recommendations = list(recommend_from_report(report, options))
     except Exception as e:  # a recommendation bug must not cost the user the report
-        report.run.setdefault("warnings", []).append(f"recommendations failed: {type(e).__name__}: {e}")
+        report.run.add_warning(f"recommendations failed: {type(e).__name__}: {e}")

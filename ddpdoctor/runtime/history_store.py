@@ -14,7 +14,7 @@ from ddpdoctor.report.io import write_json_atomic as write_json
 def keep(folder: Path, report: Report, valid_for_s: float) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     info = meta(report, valid_for_s)
-    report.run["history"] = info
+    report.run.history = info
     path = folder / entry_name(report, nodes_key(info["nodes"]))
     write_json(path, report.to_dict())
     return path

@@ -282,4 +282,4 @@ def attach_lint(report: Report, script: str) -> None:
     try:
         report.lint = list(lint_paths([script]))
     except LintInputError as e:  # changed during the run: the measurements stand, the lint is said missing
-        report.run.setdefault("warnings", []).append(f"--script: not linted: {e}")
+        report.run.add_warning(f"--script: not linted: {e}")

@@ -12,6 +12,7 @@ import re
 import signal
 
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.run_state import RunState
 
 _ROOT_CAUSE = re.compile(
@@ -63,14 +64,14 @@ def partial_report(state: RunState, cause: dict | None, codes: list[str], titles
         else:
             results.append(CheckResult(code=code, title=title, status=Status.NOT_RUN, summary="not run: the run ended early"))
     return Report(
-        run={
-            "backend": state.backend or None,
-            "world_size": state.world_size if state.run_started else len(ranks),
-            "nodes": state.node_names if state.run_started else sorted({r["hostname"] for r in ranks.values()}),
-            "complete": False,
-            "aborted_reason": f"{who}{during}",
-            "partial_from": "events",
-        },
+        run=RunInfo(
+            backend=state.backend or None,
+            world_size=state.world_size if state.run_started else len(ranks),
+            nodes=state.node_names if state.run_started else sorted({r["hostname"] for r in ranks.values()}),
+            complete=False,
+            aborted_reason=f"{who}{during}",
+            partial_from="events",
+        ),
         ranks=[ranks[r] for r in sorted(ranks)],
         checks=results,
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from ddpdoctor.core.payload import LabeledMatrix, PlotCurve
 from ddpdoctor.core.report import Finding, Report, Severity
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload
 from ddpdoctor.model.topology.payloads import HostLists, host_lists
 
@@ -232,4 +233,4 @@ def lint_result_to_report(result: Any) -> Report:
     if not isinstance(items, (list, tuple)):
         raise TypeError(f"lint_paths returned {type(result).__name__}, not findings")
     findings = [f if isinstance(f, Finding) else Finding.from_dict(f) for f in items]
-    return Report(run={"mode": "lint"}, lint=findings)
+    return Report(run=RunInfo(mode="lint"), lint=findings)

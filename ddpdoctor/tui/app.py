@@ -134,7 +134,7 @@ class DoctorApp(App[int]):
         if self.live_cfg:
             self.mode = f"live run finished · exit {report.exit_code()} · report: {saved}"
         else:
-            self.mode = f"saved report · {report.run.get('endpoint', '')}".rstrip(" ·")
+            self.mode = f"saved report · {report.run.endpoint or ''}".rstrip(" ·")
         for pane in self.query(".view"):  # the views mounted so far; the rest pull on mount
             self.feed(pane)
         self.exit_code = report.exit_code()

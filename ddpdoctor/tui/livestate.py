@@ -66,10 +66,10 @@ GLYPH_ORDER = ["passed", "warning", "failed"]
 
 
 def state_from_report(report: Report) -> RunState:
-    run = report.run or {}
+    run = report.run
     st = RunState(
-        backend=str(run.get("backend") or ""),
-        endpoint=str(run.get("endpoint") or ""),
+        backend=str(run.backend or ""),
+        endpoint=str(run.endpoint or ""),
         ended=True,
         exit_code=report.exit_code(),
     )
@@ -78,10 +78,10 @@ def state_from_report(report: Report) -> RunState:
             st.ranks[r["rank"]] = RankSlot(
                 r["rank"], int_or(r.get("node_rank"), 0), str(r.get("hostname") or "?")
             )
-    st.world_size = rank_count(run.get("world_size"), len(st.ranks))
+    st.world_size = rank_count(run.world_size, len(st.ranks))
     for r in range(st.world_size):
         st.ranks.setdefault(r, RankSlot(r))
-    st.nodes = int_or(run.get("nodes"), len({s.node_rank for s in st.ranks.values()}))
+    st.nodes = int_or(run.counted_nodes, len({s.node_rank for s in st.ranks.values()}))
     for c in report.checks:
         st.checks[c.code] = CheckRow(
             code=c.code,

@@ -13,6 +13,7 @@ from topo.fake_nvml import make_pynvml, state_from_smi_q
 
 from ddpdoctor.baselines import detect_profile, detection, list_profiles, resolve_profile
 from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.profiles.detect import report_facts
 from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.probes.collect import collect_node
@@ -35,7 +36,7 @@ def snapshot_report(nodes: list[NodeTopology], backend: str = "nccl", ranks_per_
         for j in range(ranks_per_node)
     ]
     return Report(
-        run={"backend": backend, "world_size": len(ranks), "nodes": [n.hostname for n in nodes]},
+        run=RunInfo(backend=backend, world_size=len(ranks), nodes=[n.hostname for n in nodes]),
         ranks=ranks,
         checks=diagnose(nodes),
     )
@@ -144,7 +145,7 @@ def env_report(names: list[str], host="n0", backend="nccl") -> Report:
         for i, n in enumerate(names)
     }
     return Report(
-        run={"backend": backend},
+        run=RunInfo(backend=backend),
         ranks=[{"rank": i, "hostname": host} for i in range(len(names))],
         checks=[CheckResult("ENV001", "Environment", data={"per_rank": per_rank})],
     )
@@ -164,8 +165,8 @@ def test_env_lower_bound_on_gpu_count_rules_profiles_out():
 
 
 def test_too_little_to_tell_gives_none():
-    assert _name(Report(run={"backend": "nccl"})) is None  # a GPU profile needs more than the backend
-    assert _name(Report(run={})) is None
+    assert _name(Report(run=RunInfo(backend="nccl"))) is None  # a GPU profile needs more than the backend
+    assert _name(Report(run=RunInfo())) is None
     assert _name(env_report(["NVIDIA GeForce RTX 4090"] * 2)) is None  # only PCIe profiles, which need facts
 
 
@@ -175,7 +176,7 @@ def test_resolve_profile_chosen_detected_or_none(tmp_path):
     assert (p.name, how, det.profile.name) == ("cpu-gloo", "detected", "cpu-gloo")
     p, how, det = resolve_profile(doc, "dgx-h100")
     assert (p.name, how, det) == ("dgx-h100", "chosen", None)
-    assert resolve_profile(Report(run={"backend": "nccl"})) == (None, "none", None)
+    assert resolve_profile(Report(run=RunInfo(backend="nccl"))) == (None, "none", None)
 
 
 def test_detection_does_not_change_the_report():

@@ -9,6 +9,7 @@ from helpers import REPO
 
 from ddpdoctor.baselines import apply_profile, judge, load_profile
 from ddpdoctor.core.report import CheckResult, Report, Severity, Status
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.bandwidth.busbw import busbw_factor
 from ddpdoctor.model.profiles.schema import parse_profile
 
@@ -56,7 +57,7 @@ def report(nnodes: int, per_node: int, checks: list[CheckResult], backend="nccl"
         for j in range(per_node)
     ]
     return Report(
-        run={"backend": backend, "world_size": len(ranks), "nodes": [f"node{i}" for i in range(nnodes)]},
+        run=RunInfo(backend=backend, world_size=len(ranks), nodes=[f"node{i}" for i in range(nnodes)]),
         ranks=ranks,
         checks=checks,
     )
@@ -175,7 +176,7 @@ def test_apply_profile_writes_findings_statuses_expected_line_and_the_record(h10
     assert rep.check("GPU001").status is Status.SKIPPED
     bw = rep.check("BW001").data
     assert bw["expected_busbw_GBps"] == 370 and bw["profile"]["pct_of_expected"] == 60.0
-    assert rep.run["profile"]["name"] == "dgx-h100" and rep.run["profile"]["how"] == "detected"
+    assert rep.run.profile["name"] == "dgx-h100" and rep.run.profile["how"] == "detected"
     assert rep.exit_code() == 1
     json.dumps(rep.to_dict())  # still JSON
 
@@ -198,7 +199,7 @@ def test_applying_again_replaces_the_earlier_judgement(h100):
     )
     apply_profile(rep, lenient)  # 148 GB/s is 99 % of 150
     assert rep.check("BW001").findings == [] and rep.check("BW001").status is Status.PASSED
-    assert rep.check("BW001").data["expected_busbw_GBps"] == 150 and rep.run["profile"]["name"] == "test-box"
+    assert rep.check("BW001").data["expected_busbw_GBps"] == 150 and rep.run.profile["name"] == "test-box"
 
 
 def test_the_gloo_sample_report_against_the_cpu_profile():

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.recommend.bucket_cap import CAPS_MB, MARGIN, recommend
 from ddpdoctor.recommend.model_spec import ModelSpec
 
@@ -32,7 +33,7 @@ def report(alpha_us=20.0, GBps=20.0, backend="nccl", world=8, torch="2.13.0", da
         }
     )
     return Report(
-        run={"backend": backend, "world_size": world},
+        run=RunInfo(backend=backend, world_size=world),
         versions={"torch": torch},
         checks=[CheckResult("BW001", "Collective bandwidth sweep", data=payload)],
     )

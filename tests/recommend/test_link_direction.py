@@ -24,6 +24,7 @@ import pytest
 from support.testbed import NetBed, netns_available
 
 from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.recommend.bucket_cap import recommend
 from ddpdoctor.recommend.model_spec import ModelSpec
 
@@ -38,7 +39,7 @@ def _cap(rec) -> float:
 def _report(curve: dict, world: int = 2) -> Report:
     data = {"all_reduce": curve, "world_size": world, "backend": "gloo"}
     return Report(
-        run={"backend": "gloo", "world_size": world}, checks=[CheckResult("BW001", "sweep", data=data)]
+        run=RunInfo(backend="gloo", world_size=world), checks=[CheckResult("BW001", "sweep", data=data)]
     )
 
 

@@ -44,7 +44,7 @@ def test_superbench_a100_logs_detect_dgx_a100_and_pass(capsys, tmp_path):
         "all_reduce busbw 235 GB/s at 8 GiB: 102% of the 230 GB/s expected on dgx-a100"
     )
     assert bw.data["busbw"]["all_reduce"]["points"][-1] == [8 * 2**30, 235.26]
-    assert rep.run["profile"]["name"] == "dgx-a100" and rep.run["nodes"] == ["localhost"]
+    assert rep.run.profile["name"] == "dgx-a100" and rep.run.nodes == ["localhost"]
 
 
 def test_the_wrong_profile_gives_the_percentage_users_ask_for(capsys):
@@ -110,7 +110,7 @@ def test_slow_gpu_and_slow_pair_are_named(capsys, tmp_path):
     assert (
         rep.check("P2P001").data["matrix"]["values"][2][5] == 96.4
     )  # "GPU(row) <- GPU(column)": row = sender
-    assert rep.run["profile"]["name"] == "dgx-h100"
+    assert rep.run.profile["name"] == "dgx-h100"
 
 
 def test_no_gpu_model_no_verdict_but_a_way_out(capsys, tmp_path):
@@ -141,7 +141,7 @@ def test_profile_none_judges_nothing(capsys, tmp_path):
         str(out_json),
     )
     rep = load_report(out_json)
-    assert rc == 0 and rep.run["profile"] == {"name": None, "how": "off"}
+    assert rc == 0 and rep.run.profile == {"name": None, "how": "off"}
     assert "expected_busbw_GBps" not in rep.check("BW001").data and not rep.check("BW001").findings
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpdoctor.core.report import Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.tui.app import DoctorApp
 from ddpdoctor.tui.live import LiveConfig
 from ddpdoctor.tui.views.help import HelpScreen
@@ -252,7 +253,7 @@ async def test_large_run_keeps_the_rank_column_narrow_and_lists_ranks_in_details
     ]
     slow = Finding("P2P001", "error", "slow", where={"ranks": [42]})
     report = Report(
-        run={"backend": "nccl", "world_size": 64},
+        run=RunInfo(backend="nccl", world_size=64),
         ranks=ranks,
         checks=[CheckResult("P2P001", "P2P", status="failed", findings=[slow])],
     )

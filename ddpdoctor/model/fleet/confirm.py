@@ -46,7 +46,7 @@ def _names(f) -> set[str]:
 
 def suspect_codes(report: Report, node: str) -> list[str]:
     """The failing checks whose errors name ``node`` (or, for a lost node, every failing check)."""
-    lost = node in (report.run.get("lost_nodes") or [])
+    lost = node in report.run.lost_nodes
     out = []
     for c in report.checks:
         if c.status.failing and (lost or any(f.severity is Severity.ERROR and node in _names(f) for f in c.findings)):
@@ -56,8 +56,8 @@ def suspect_codes(report: Report, node: str) -> list[str]:
 
 def partners(report: Report) -> list[str]:
     """Nodes that passed: not blamed, not lost, in run order."""
-    bad = set(blamed_nodes(report)) | set(report.run.get("lost_nodes") or [])
-    return [n for n in report.run.get("nodes") or [] if n not in bad]
+    bad = set(blamed_nodes(report)) | set(report.run.lost_nodes)
+    return [n for n in report.run.nodes if n not in bad]
 
 
 def healthy_p2p_reference(report: Report, healthy: list[str]) -> float | None:

@@ -189,12 +189,12 @@ def _finding_keys(report: Report) -> dict[tuple, str]:
 def diff_reports(old: Report, new: Report, th: Thresholds | None = None, now: float | None = None) -> ReportDiff:
     """``th`` None: the lines for the backend both reports ran on (gloo's when they differ)."""
     if th is None:
-        backends = {old.run.get("backend"), new.run.get("backend")}
+        backends = {old.run.backend, new.run.backend}
         th = Thresholds.for_backend(backends.pop() if len(backends) == 1 else "gloo")
     d = ReportDiff(thresholds=th)
     mo, mn = meta(old, 0), meta(new, 0)
     for label, rep in (("OLD", old), ("NEW", new)):
-        until = (rep.run.get("history") or {}).get("valid_until")
+        until = (rep.run.history or {}).get("valid_until")
         if now is not None and isinstance(until, (int, float)) and now > until:
             d.stale.append(label)
     if mo["nodes"] != mn["nodes"]:

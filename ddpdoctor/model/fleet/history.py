@@ -46,7 +46,7 @@ def nccl_variables(report: Report) -> dict[str, str]:
 
 def topologies(report: Report) -> dict[str, dict]:
     """host -> topology snapshot (dict), from GPU001's per-node data or health's run.topology."""
-    out = dict(report.run.get("topology") or {}) if isinstance(report.run.get("topology"), dict) else {}
+    out = dict(report.run.topology)
     gpu = report.check("GPU001")
     out.update(TopologyPayload.from_json(gpu.data).snapshots() if gpu is not None else {})
     return out
@@ -68,7 +68,7 @@ def topology_signature(snap: dict) -> dict:
 
 
 def meta(report: Report, valid_for_s: float) -> dict:
-    nodes = [str(n) for n in report.run.get("nodes") or []]
+    nodes = [str(n) for n in report.run.nodes]
     return {
         "nodes": sorted(nodes),
         "versions": versions(report),

@@ -73,11 +73,11 @@ def node_labels(report: Report, valid_for_s: float) -> list[NodeLabels]:
     rank_host = {r["rank"]: r["hostname"] for r in report.ranks
                  if isinstance(r, dict) and isinstance(r.get("rank"), int) and r.get("hostname")}
     busbw = _busbw(report)
-    runtime = report.run.get("duration_s")
+    runtime = report.run.duration_s
     out = []
     for node in report_nodes(report):
         per_check = [(c, node_status(c, node, rank_host)) for c in report.checks if c.kind == "cluster"]
-        lost = node in (report.run.get("lost_nodes") or [])
+        lost = node in report.run.lost_nodes
         worst = 2 if lost else max((v for _, v in per_check), default=0)
         labels = {f"{PREFIX}/result": RESULT_WORDS[worst]}
         failed = next((c.code for c, v in per_check if v == 2 and c.status is not Status.NOT_RUN), None)

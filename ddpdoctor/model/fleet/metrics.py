@@ -95,9 +95,8 @@ def node_status(check: CheckResult, node: str, rank_host: dict[int, str]) -> int
 
 
 def report_nodes(report: Report) -> list[str]:
-    nodes = report.run.get("nodes")
-    if isinstance(nodes, list) and nodes:
-        return [str(n) for n in nodes]
+    if report.run.nodes:
+        return [str(n) for n in report.run.nodes]
     hosts = [r.get("hostname") for r in report.ranks if isinstance(r, dict) and r.get("hostname")]
     return list(dict.fromkeys(hosts)) or ["localhost"]
 
@@ -108,7 +107,7 @@ def render(report: Report) -> str:
                  if isinstance(r, dict) and isinstance(r.get("rank"), int) and r.get("hostname")}
     fam = {name: _Family(name) for name in _HELP}
     n_nodes = len(nodes)
-    nranks = report.run.get("world_size") or len(rank_host) or n_nodes
+    nranks = report.run.world_size or len(rank_host) or n_nodes
     bw = report.check("BW001")
     if bw is not None:
         for op, rows in BwSweepPayload.from_json(bw.data).ops.items():
@@ -132,7 +131,7 @@ def render(report: Report) -> str:
             fam["ddpdoctor_check_status"].add(node_status(check, node, rank_host), check=check.code, node=node)
     worst = max((STATUS_VALUE[c.status] for c in report.checks), default=0)
     fam["ddpdoctor_run_status"].add(2 if report.failed else worst)
-    fam["ddpdoctor_run_duration_seconds"].add(report.run.get("duration_s"))
+    fam["ddpdoctor_run_duration_seconds"].add(report.run.duration_s)
     fam["ddpdoctor_run_timestamp_seconds"].add(report.created)
     return "".join(f.text() for f in fam.values())
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from ddpdoctor.core.report import CheckResult, Finding, Report, Severity, Status
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.bandwidth.payloads import BwSweepPayload, P2PPayload
 from ddpdoctor.model.bandwidth.sizes import format_size
 from ddpdoctor.model.imported import checks as ic
@@ -104,7 +105,7 @@ def judge_check(check: CheckResult, profile: Profile, how: str, match: MatchResu
     if check.code == "RDMA001":
         judge_rdma(check, profile)
         return {}
-    sub = Report(run={"mode": "import"}, ranks=_ranks_of(check), checks=[check])
+    sub = Report(run=RunInfo(mode="import"), ranks=_ranks_of(check), checks=[check])
     apply_profile(sub, profile, how, match)
     for f in check.findings:
         if "profile" in f.evidence:  # the check's own hints name its sibling checks, which did not run here
@@ -126,7 +127,7 @@ def judge_check(check: CheckResult, profile: Profile, how: str, match: MatchResu
         if med and exp:
             check.data = replace(p2p, expected_GBps=exp, pct_of_expected=round(100 * med / exp, 1)).to_json()
             check.summary += f": {100 * med / exp:.0f}% of the {exp:.3g} GB/s expected on {profile.name}"
-    return sub.run.get("profile") or {}
+    return sub.run.profile or {}
 
 
 def judge_rdma(check: CheckResult, profile: Profile) -> None:
@@ -202,16 +203,16 @@ def build_report(
             if run.version:
                 versions["nccl-tests"] = run.version
     return Report(
-        run={
-            "mode": "import",
-            "backend": "nccl" if first_bw else None,
-            "world_size": first_bw.data.get("world_size") if first_bw else None,
-            "nodes": list(hosts),
-            "nnodes": len(hosts),
-            "imported": [{"file": p.path, "tools": p.tools} for p in files],
-            "profile": record,
-            "facts": facts(files).nodes and {h: n.to_dict() for h, n in facts(files).nodes.items()},
-        },
+        run=RunInfo(
+            mode="import",
+            backend="nccl" if first_bw else None,
+            world_size=first_bw.data.get("world_size") if first_bw else None,
+            nodes=list(hosts),
+            nnodes=len(hosts),
+            imported=[{"file": p.path, "tools": p.tools} for p in files],
+            profile=record,
+            facts=facts(files).nodes and {h: n.to_dict() for h, n in facts(files).nodes.items()},
+        ),
         ranks=_ranks_of(first_bw) if first_bw else [],
         versions=versions,
         checks=checks,

@@ -9,16 +9,15 @@ leave nothing to run on, and nothing says which one is at fault.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddpdoctor.core.report import Report, Severity
+from ddpdoctor.core.run_info import BadNodes
 from ddpdoctor.model.nodes.hostlist import compress_hostlist
 
 
 def blamed_nodes(report: Report) -> list[str]:
     """Blamed hostnames in the run's node order (unknown names last, sorted)."""
-    all_nodes = list(report.run.get("nodes") or [])
-    blamed: set[str] = set(report.run.get("lost_nodes") or [])
+    all_nodes = list(report.run.nodes)
+    blamed: set[str] = set(report.run.lost_nodes)
     for c in report.checks:
         if not c.status.failing:
             continue
@@ -34,7 +33,7 @@ def blamed_nodes(report: Report) -> list[str]:
     return known + sorted(blamed - set(known))
 
 
-def bad_nodes_entry(report: Report) -> dict[str, Any]:
+def bad_nodes_entry(report: Report) -> BadNodes:
     """What the report's ``run.bad_nodes`` holds: the list and the Slurm hostlist expression."""
     nodes = blamed_nodes(report)
-    return {"nodes": nodes, "hostlist": compress_hostlist(nodes)}
+    return BadNodes(tuple(nodes), compress_hostlist(nodes))

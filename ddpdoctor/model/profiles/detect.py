@@ -184,7 +184,7 @@ def report_facts(report: Report | dict) -> ReportFacts:
     _from_env(rep, nodes, sources)
     _from_views(rep, nodes, sources)
     backend = (
-        rep.run.get("backend") or rep.versions.get("backend") or BwSweepPayload.from_json(_data(rep, "BW001")).backend
+        rep.run.backend or rep.versions.get("backend") or BwSweepPayload.from_json(_data(rep, "BW001")).backend
     )
     nodes = {h: n for h, n in nodes.items() if n != NodeFacts(host=h)}  # drop hosts nothing was learned of
     return ReportFacts(backend=str(backend) if backend else None, nodes=nodes, sources=sources)

@@ -50,13 +50,13 @@ def run_shape(report: Report, bw: BwSweepPayload | None = None) -> Shape:
     hosts: dict[str, int] = {}
     for r in report.ranks:
         hosts[str(r.get("hostname"))] = hosts.get(str(r.get("hostname")), 0) + 1
-    nodes = report.run.get("nodes")
-    nnodes = bw.nnodes or report.run.get("nnodes")
-    if not isinstance(nnodes, int):
-        nnodes = nodes if isinstance(nodes, int) else len(nodes) if isinstance(nodes, list) else len(hosts)
-    world = bw.world_size or report.run.get("world_size") or len(report.ranks)
+    run = report.run
+    nnodes = bw.nnodes or run.nnodes
+    if nnodes is None:
+        nnodes = run.node_count if run.is_set("nodes") or run.counted_nodes is not None else len(hosts)
+    world = bw.world_size or run.world_size or len(report.ranks)
     per_node = min(hosts.values()) if hosts else max(1, int(world or 1) // max(1, nnodes or 1))
-    backend = bw.backend or report.run.get("backend")
+    backend = bw.backend or run.backend
     return Shape(
         backend=backend, world_size=int(world or 0), nnodes=int(nnodes or 1), ranks_per_node=per_node
     )
@@ -296,7 +296,7 @@ def forget_profile(report: Report) -> None:
     """Undo an earlier apply_profile (a saved report judged again, against another profile or none). Its
     findings are the ones whose evidence names a profile; the status is re-derived from what is left,
     as a check's own summary derives it."""
-    report.run.pop("profile", None)
+    report.run.unset("profile")
     for code in ("BW001", "P2P001"):
         c = report.check(code)
         if c is None:
@@ -316,7 +316,7 @@ def apply_profile(
 ) -> list[tuple[str, Finding]]:
     """Judge ``report`` against ``profile`` and write the outcome into it: the findings into their
     checks (statuses follow), BW001's ``expected_busbw_GBps`` (and ``profile`` figures) for the TUI, and
-    ``report.run["profile"]``. Applying again replaces what an earlier call wrote. Returns what judge
+    ``report.run.profile``. Applying again replaces what an earlier call wrote. Returns what judge
     returned."""
     forget_profile(report)
     comp, findings = _judgement(report, profile)
@@ -348,5 +348,5 @@ def apply_profile(
     }
     if detection is not None:
         record["match"] = detection.to_dict()
-    report.run["profile"] = record
+    report.run.profile = record
     return judged
