@@ -46,7 +46,7 @@ def test_a_failing_and_a_hanging_child_are_stopped_and_reported(tmp_path):
     rj = tmp_path / "r.json"
     t0 = time.monotonic()
     p = run_cli(
-        *ARGS, "--option", "algo_launch_timeout_s=12", "--json", str(rj), timeout=300,
+        *ARGS, "--option", "algo_launch_timeout_s=20", "--json", str(rj), timeout=300,
         env={"DDPDOCTOR_TEST_PROBE_FAULT": "exit@Tree:rank=1;hang@Ring:rank=0"},
     )  # fmt: skip
     elapsed = time.monotonic() - t0
