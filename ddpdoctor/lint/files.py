@@ -34,6 +34,8 @@ STRONG = (
     b"Accelerator(",  # accelerate: DDP under the hood in a distributed run
     b"is_global_zero",  # Lightning's rank test
     b"wait_for_everyone",  # accelerate's barrier
+    b"deepspeed.comm",  # DeepSpeed's mirror of torch.distributed (script/names.py reads it as such)
+    b"deepspeed import comm",
 )
 # ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
 _DIST = (b"torch.distributed", b"import distributed")

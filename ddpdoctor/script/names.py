@@ -49,6 +49,13 @@ def dotted(expr: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+# Modules that mirror torch.distributed's functions under the same names and meanings, read as
+# torch.distributed so every rule sees their ranks and collectives. deepspeed.comm: DeepSpeed's
+# communication facade (deepspeed/comm/comm.py: get_rank, get_world_size, barrier, all_reduce,
+# broadcast, ... with torch.distributed's signatures); scripts import it as `dist`.
+_MIRRORS = (("deepspeed.comm", "torch.distributed"),)
+
+
 def qualify(name: str | None, aliases: dict[str, str]) -> str | None:
     if name is None:
         return None
@@ -56,7 +63,11 @@ def qualify(name: str | None, aliases: dict[str, str]) -> str | None:
     full = aliases.get(head)
     if full is None:
         return name
-    return f"{full}.{rest}" if rest else full
+    full = f"{full}.{rest}" if rest else full
+    for mirror, real in _MIRRORS:
+        if full == mirror or full.startswith(mirror + "."):
+            return real + full[len(mirror):]
+    return full
 
 
 # torch.distributed sub-modules re-export the same functions; strip them so rules see one name.
