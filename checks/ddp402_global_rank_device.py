@@ -167,6 +167,9 @@ def _arms(m, node, fn) -> list[tuple[int, str]]:
             break
         if isinstance(a, ast.If) and child is not a.test:
             out.append((id(a), "body" if any(child is s for s in a.body) else "orelse"))
+        elif isinstance(a, ast.ExceptHandler):
+            # a fallback after a failure (``except: rank = 0``) is not what a working job sees
+            out.append((id(a), "except"))
         child = a
     return out
 
