@@ -194,6 +194,8 @@ def _arm_without_device(m, bare: Flow):
 
 
 def check(m):
+    if m.one_process:  # init_process_group(world_size=1): one process, its GPU 0 is its own
+        return
     if m.mentions("CUDA_VISIBLE_DEVICES", "torch.cuda.device("):
         return
     if m.mentions("set_device"):  # also set_device_index

@@ -75,6 +75,8 @@ def _saves(m):
 
 
 def check(m):
+    if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
+        return
     # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)
     local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
     if not m.distributed_context or not m.mentions(*local_words):

@@ -431,6 +431,20 @@ class ModuleAnalysis:
         )
 
     @cached_property
+    def one_process(self) -> bool:
+        """Every process group this file starts has ``world_size=1`` (a constant): the job is one
+        process (old single-process DDP over all GPUs), so nothing is written or loaded by several
+        ranks at once."""
+        inits = self.dist_calls("init_process_group")
+        if not inits:
+            return False
+        for call in inits:
+            size = self.keyword(call, "world_size")
+            if not (isinstance(size, ast.Constant) and size.value == 1 and not isinstance(size.value, bool)):
+                return False
+        return True
+
+    @cached_property
     def pinned_rank(self) -> int | None:
         """The rank a script gives itself (``init_process_group(..., rank=0, world_size=2)``, a
         constant): it is one of several programs, one per rank, and the others are other files.
