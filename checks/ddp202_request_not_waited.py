@@ -51,7 +51,18 @@ def check(m):
             )
             continue
         name = m.assigned_to(call)
-        if name is None or "." in name:
+        if name is not None and "." in name:
+            if _attribute_never_read(m, name):
+                yield m.finding(
+                    CODE,
+                    call,
+                    f"request `{name}` from `{op}` is kept in an attribute that nothing in this file "
+                    "reads: it is never waited, and the next call replaces it",
+                    SEVERITY,
+                    hint=f"wait it before it is replaced (`if {name} is not None: {name}.wait()`)",
+                )
+            continue
+        if name is None:
             continue
         scope = m.enclosing_function(call) or m.tree
         uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name]
@@ -99,7 +110,18 @@ def _batch_not_waited(m):
             yield call, "the requests returned by `batch_isend_irecv` are discarded: nothing waits for them"
             continue
         name = m.assigned_to(call)
-        if name is None or "." in name:
+        if name is not None and "." in name:
+            if _attribute_never_read(m, name):
+                yield m.finding(
+                    CODE,
+                    call,
+                    f"request `{name}` from `{op}` is kept in an attribute that nothing in this file "
+                    "reads: it is never waited, and the next call replaces it",
+                    SEVERITY,
+                    hint=f"wait it before it is replaced (`if {name} is not None: {name}.wait()`)",
+                )
+            continue
+        if name is None:
             continue
         scope = m.enclosing_function(call) or m.tree
         if not any(
@@ -132,3 +154,14 @@ def _dropped_in_loop(m, call: ast.Call, loads: list[ast.Name]) -> str | None:
     if inside:
         return None
     return f"is replaced on every pass of the loop on line {loop.lineno} and only looked at after it"
+
+
+def _attribute_never_read(m, name: str) -> bool:
+    """``self.send_req = dist.isend(...)`` where no code of the file ever reads an attribute of that
+    name (``x.send_req``, ``getattr(x, "send_req")``): nobody can wait it. Another file could, but a
+    request kept for another module is rare next to one simply forgotten."""
+    attr = name.rsplit(".", 1)[-1]
+    for node in m.nodes(ast.Attribute):
+        if node.attr == attr and isinstance(node.ctx, ast.Load):
+            return False
+    return not any(isinstance(c.value, str) and c.value == attr for c in m.nodes(ast.Constant))
