@@ -30,6 +30,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ddpdoctor.core.report import CheckResult, Report
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.recommend.bucket_cap import recommend
 from ddpdoctor.recommend.model_spec import ModelSpec, measure_step_times
 
@@ -151,7 +152,7 @@ def main() -> int:
         if curve is not None:
             data = {"all_reduce": curve, "world_size": cfg["world_size"], "backend": "gloo"}
             report = Report(
-                run={"backend": "gloo", "world_size": cfg["world_size"]},
+                run=RunInfo(backend="gloo", world_size=cfg["world_size"]),
                 versions={"torch": torch.__version__},
                 checks=[CheckResult("BW001", "gloo all_reduce sweep (stop-gap)", data=data)],
             )

@@ -31,6 +31,7 @@ def _timed(fn, runs: int) -> str:
 def big_report(nodes: int):
     """A report as `topo --from` builds it from one H100 snapshot per node, plus BW001 and P2P001."""
     from ddpdoctor.core.report import CheckResult, Report
+    from ddpdoctor.core.run_info import RunInfo
     from ddpdoctor.model.topology.node import NodeTopology
     from ddpdoctor.runtime.topo_offline import diagnose
 
@@ -55,7 +56,7 @@ def big_report(nodes: int):
         CheckResult("P2P001", "p2p", data={"matrix": {"labels": labels, "values": values}}),
     ]
     return Report(
-        run={"backend": "nccl", "world_size": n, "nodes": [t.hostname for t in topo]},
+        run=RunInfo(backend="nccl", world_size=n, nodes=[t.hostname for t in topo]),
         ranks=ranks,
         checks=checks,
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ddpdoctor.core.report import CheckResult, Recommendation, Report, Status
+from ddpdoctor.core.run_info import RunInfo
 from ddpdoctor.model.topology.node import NodeTopology
 from ddpdoctor.recommend.layouts import recommend
 from tests.layouts.synth import from_topology, matrix, ranks_for
@@ -151,15 +152,15 @@ def test_snippets_use_the_device_and_backend_of_the_run():
     """A gloo run's snippets build CPU meshes and a gloo group, not "cuda"/"nccl" (nothing to paste on CPU)."""
     ranks = ranks_for(2, 4, interleave=True)
     gloo = report_with(matrix(ranks), ranks)
-    gloo.run = {"backend": "gloo"}
+    gloo.run = RunInfo(backend="gloo")
     recs = by_id(recommend(gloo, layout="dp=2,tp=4"))
     snippets = "\n".join(r.snippet for r in recs.values() if r.snippet)
     assert '"cuda"' not in snippets and 'backend="nccl"' not in snippets
     assert '"cpu"' in recs["layout_tp_dp"].snippet and 'backend="gloo"' in recs["layout_ddp"].snippet
     one = report_with(matrix(ranks_for(1, 4), noise=0.1), ranks_for(1, 4))
-    one.run = {"backend": "gloo"}
+    one.run = RunInfo(backend="gloo")
     kept = by_id(recommend(one))
     assert 'init_device_mesh("cpu"' in kept["layout_hsdp"].snippet and '"cuda"' not in kept["layout_tp_dp"].snippet
     nccl = report_with(matrix(ranks), ranks)
-    nccl.run = {"backend": "nccl"}
+    nccl.run = RunInfo(backend="nccl")
     assert '"cuda"' in by_id(recommend(nccl))["layout_tp_dp"].snippet
