@@ -169,14 +169,20 @@ class Watch:
             out[r] = end
         return out
 
-    def _triggers(self) -> list[dict]:
-        out = []
-        for p in sorted(self.run_dir.glob("trigger-*.json")):
+    def _records(self, pattern: str, lines: bool = False) -> list[dict]:
+        """The JSON the ranks left in the run folder, files in name order: one object per file, or
+        per line (``lines``); a file being written or unreadable is skipped until the next look."""
+        out: list[dict] = []
+        for p in sorted(self.run_dir.glob(pattern)):
             try:
-                out.append(json.loads(p.read_text()))
+                text = p.read_text()
+                out += [json.loads(x) for x in text.splitlines() if x.strip()] if lines else [json.loads(text)]
             except (OSError, ValueError):
                 pass
         return out
+
+    def _triggers(self) -> list[dict]:
+        return self._records("trigger-*.json")
 
     def _evidence(self) -> dict[int, str]:
         """rank -> reason, for every rank file in the dumps directory."""
@@ -304,23 +310,11 @@ class Watch:
 
     def _verify_findings(self) -> list[dict]:
         """What the ranks' --verify checks found while the job ran (verify-R.jsonl, one per line)."""
-        out = []
-        for p in sorted(self.run_dir.glob("verify-*.jsonl")):
-            try:
-                out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-            except (OSError, ValueError):
-                pass
-        return out
+        return self._records("verify-*.jsonl", lines=True)
 
     def _forwards(self) -> list[dict]:
         """Each rank's forwards of the DDP model per call site (forward-R.json, --verify)."""
-        out = []
-        for p in sorted(self.run_dir.glob("forward-*.json")):
-            try:
-                out.append(json.loads(p.read_text()))
-            except (OSError, ValueError):
-                pass
-        return out
+        return self._records("forward-*.json")
 
     def _certain_trigger(self, c: Certainty) -> dict:
         waits = self._waits()
