@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
+from ddpdoctor.script.values import UNKNOWN, Unknown, negation, truth_of
 
 _RANK_ENV = frozenset(
     [
@@ -42,15 +43,6 @@ _RANK_ENV = frozenset(
     ]
 )
 
-
-class _Unknown:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()
 
 COLLECTIVES = frozenset(
     [
@@ -221,7 +213,7 @@ _CONCRETE = (int, float, str, bool, type(None), tuple, range)
 
 
 def _concrete(*vals) -> bool:
-    return all(isinstance(v, _CONCRETE) and not isinstance(v, _Unknown) for v in vals)
+    return all(isinstance(v, _CONCRETE) and not isinstance(v, Unknown) for v in vals)
 
 
 def _is_accelerate_prepare(node: ast.Call) -> bool:
@@ -374,7 +366,7 @@ class Interpreter:
         elif t in (ast.For, ast.AsyncFor):
             self._exec_for(st, frame)
         elif t is ast.While:
-            test = self._truth(self.ev(st.test, frame))
+            test = truth_of(self.ev(st.test, frame))
             if test is not False:
                 self.open_loops.append(st)
                 try:
@@ -420,7 +412,7 @@ class Interpreter:
         # Import, Global, Nonlocal, Pass, Delete, Assert: nothing a rank does differently
 
     def _exec_if(self, st: ast.If, frame: dict) -> None:
-        test = self._truth(self.ev(st.test, frame))
+        test = truth_of(self.ev(st.test, frame))
         if test is True:
             self.exec_block(st.body, frame)
         elif test is False:
@@ -496,14 +488,6 @@ class Interpreter:
         return self.rank if kind == "rank" else self.local if kind == "local" else self.W
 
     # -- expressions -------------------------------------------------------------------------
-    def _truth(self, v: object) -> object:
-        if v is UNKNOWN or isinstance(v, (FuncRef, ClassRef, DDPModel, Request, Instance)):
-            return UNKNOWN if v is UNKNOWN else True
-        try:
-            return bool(v)
-        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
-            return UNKNOWN
-
     def _lookup(self, name: str, frame: dict) -> object:
         if name in frame:
             return frame[name]
@@ -547,8 +531,7 @@ class Interpreter:
         if t is ast.UnaryOp:
             v = self.ev(e.operand, frame)
             if isinstance(e.op, ast.Not):
-                truth = self._truth(v)
-                return UNKNOWN if truth is UNKNOWN else not truth
+                return negation(v)
             if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool):
                 try:
                     return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
@@ -558,7 +541,7 @@ class Interpreter:
                     return UNKNOWN
             return UNKNOWN
         if t is ast.IfExp:
-            truth = self._truth(self.ev(e.test, frame))
+            truth = truth_of(self.ev(e.test, frame))
             if truth is True:
                 return self.ev(e.body, frame)
             if truth is False:
@@ -613,7 +596,7 @@ class Interpreter:
             out = []
             for v in it:
                 self.bind(gen.target, v, inner)
-                keep = [self._truth(self.ev(c, inner)) for c in gen.ifs]
+                keep = [truth_of(self.ev(c, inner)) for c in gen.ifs]
                 if any(k is UNKNOWN for k in keep):
                     return UNKNOWN
                 if all(keep):
@@ -631,7 +614,7 @@ class Interpreter:
         last: object = None
         for v in e.values:
             last = self.ev(v, frame)
-            truth = self._truth(last)
+            truth = truth_of(last)
             if truth is UNKNOWN:
                 seen_unknown = True
             elif truth is (not is_and):
