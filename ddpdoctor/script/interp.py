@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 
 from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
-from ddpdoctor.script.values import UNKNOWN, Unknown, negation, truth_of
+from ddpdoctor.script.values import (
+    FREE,
+    UNKNOWN,
+    Unknown,
+    bind_arguments,
+    negation,
+    truth_of,
+    unknown_default,
+)
 
 _RANK_ENV = frozenset(
     [
@@ -926,32 +934,15 @@ class Interpreter:
         return self._invoke(fn, node, [self.local, *extra], {}, sources=False)
 
     def _bind(self, ref: FuncRef, args: list, kwargs: dict, use_defaults: bool = True) -> dict:
-        fn = ref.node
-        a = fn.args
-        frame: dict = {"__class__": ref.cls} if ref.cls is not None else {}
-        params = [*a.posonlyargs, *a.args]
-        if ref.bound_self and params:
-            frame[params[0].arg] = UNKNOWN
-            params = params[1:]
-        defaults = [None] * (len(params) - len(a.defaults)) + list(a.defaults)
-        for i, p in enumerate(params):
-            if i < len(args):
-                v = args[i]
-            elif p.arg in kwargs:
-                v = kwargs[p.arg]
-            elif defaults[i] is not None and use_defaults:
-                v = self.ev(defaults[i], self.globals)
-            else:
-                v = UNKNOWN
-            frame[p.arg] = self._heuristic(p.arg, v)
-        for p, d in zip(a.kwonlyargs, a.kw_defaults):
-            v = kwargs.get(p.arg, UNKNOWN if d is None or not use_defaults else self.ev(d, self.globals))
-            frame[p.arg] = self._heuristic(p.arg, v)
-        if a.vararg:
-            frame[a.vararg.arg] = UNKNOWN
-        if a.kwarg:
-            frame[a.kwarg.arg] = UNKNOWN
-        return frame
+        return bind_arguments(
+            ref.node.args,
+            args,
+            kwargs,
+            (lambda d: self.ev(d, self.globals)) if use_defaults else unknown_default,
+            {"__class__": ref.cls} if ref.cls is not None else {},
+            UNKNOWN if ref.bound_self else FREE,
+            self._heuristic,
+        )
 
     def _invoke(
         self,

@@ -26,7 +26,17 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import dist_op, dotted, qualify
-from ddpdoctor.script.values import NOT_NONE, UNKNOWN, Modelled, NotNone, negation, truth_of
+from ddpdoctor.script.values import (
+    FREE,
+    NOT_NONE,
+    UNKNOWN,
+    Modelled,
+    NotNone,
+    bind_arguments,
+    negation,
+    truth_of,
+    unknown_default,
+)
 
 MAX_PATHS = 256
 MAX_DEPTH = 8
@@ -129,6 +139,11 @@ def _side(name: str | None) -> str | None:
     return None
 
 
+def _peer_named(name: str, v: object) -> object:
+    side = _side(name)
+    return Peer(side) if side else v
+
+
 def _key(v) -> object:
     """A hashable stand-in for a value (a list by its contents)."""
     if v is UNKNOWN or v is None or v.__class__ in (bool, int, Peer, Op, OpFunc, Reqs, NotNone):
@@ -175,13 +190,15 @@ class Walker:
             raise _GiveUp()
         self.steps = 0
         self.work = 0
-        env = {}
-        params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
-        for i, p in enumerate(params):
-            side = _side(p.arg)
-            env[p.arg] = Peer(side) if side else UNKNOWN
-        if fn in self.cls_of and params:
-            env[params[0].arg] = ("self", self.cls_of[fn])
+        env = bind_arguments(
+            fn.args,
+            [],
+            {},
+            unknown_default,
+            {},
+            ("self", self.cls_of[fn]) if fn in self.cls_of else FREE,
+            _peer_named,
+        )
         return self.block(fn.body, [State(env)], (), ())
 
     # -- statements ------------------------------------------------------------------------
@@ -551,36 +568,14 @@ class Walker:
         return None
 
     def _bind(self, fn, bound, pos, kw) -> dict:
-        a = fn.args
-        params = [*a.posonlyargs, *a.args]
-        frame: dict = {}
-        if bound is not None and params:
-            frame[params[0].arg] = bound
-            params = params[1:]
-        defaults = [None] * (len(params) - len(a.defaults)) + list(a.defaults)
-        for i, p in enumerate(params):
-            if i < len(pos):
-                v = pos[i]
-            elif p.arg in kw:
-                v = kw[p.arg]
-            elif defaults[i] is not None and isinstance(defaults[i], ast.Constant):
-                d = defaults[i].value
-                v = d if d is None or isinstance(d, (bool, int)) else UNKNOWN
-            else:
-                v = UNKNOWN
-            frame[p.arg] = v
-        for p, d in zip(a.kwonlyargs, a.kw_defaults):
-            if p.arg in kw:
-                frame[p.arg] = kw[p.arg]
-            elif isinstance(d, ast.Constant) and (d.value is None or isinstance(d.value, (bool, int))):
-                frame[p.arg] = d.value
-            else:
-                frame[p.arg] = UNKNOWN
-        if a.vararg:
-            frame[a.vararg.arg] = UNKNOWN
-        if a.kwarg:
-            frame[a.kwarg.arg] = UNKNOWN
-        return frame
+        return bind_arguments(fn.args, pos, kw, _constant, {}, FREE if bound is None else bound)
+
+
+def _constant(e: ast.expr) -> object:
+    """A default's value: None, a bool or an int written as such; anything else is unknown."""
+    if isinstance(e, ast.Constant) and (e.value is None or isinstance(e.value, (bool, int))):
+        return e.value
+    return UNKNOWN
 
 
 def _is_none_test(test: ast.AST) -> bool:

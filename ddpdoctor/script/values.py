@@ -1,4 +1,4 @@
-"""The values the lint walks compute with: unknown, known not None, three-valued truth.
+"""The values the lint walks compute with: unknown, known not None, three-valued truth, argument binding.
 
 Both walks of a script use them: the per-rank interpreter (``interp.py``) and the pipeline-neighbour
 walker (``p2p_exchange.py``). A value is a concrete Python value where the text shows it, a modelled
@@ -7,6 +7,9 @@ False or UNKNOWN; an UNKNOWN condition is one the walk cannot decide, not one th
 """
 
 from __future__ import annotations
+
+import ast
+from collections.abc import Callable
 
 
 class Modelled:
@@ -61,3 +64,54 @@ def negation(v: object) -> object:
     """The truth of ``not v``."""
     t = truth_of(v)
     return UNKNOWN if t is UNKNOWN else not t
+
+
+FREE = object()  # bind_arguments(self_value=FREE): a plain function, no bound first parameter
+
+
+def unknown_default(_default: ast.expr) -> object:
+    """For bind_arguments: a function walked as an entry point has unknown callers, so every
+    parameter is unknown, one with a default included."""
+    return UNKNOWN
+
+
+def bind_arguments(
+    a: ast.arguments,
+    args: list,
+    kwargs: dict,
+    default: Callable[[ast.expr], object],
+    frame: dict,
+    self_value: object = FREE,
+    named: Callable[[str, object], object] | None = None,
+) -> dict:
+    """Binds a call's values to the parameters of ``a`` in ``frame`` (returned) as Python does:
+    positional, then keyword, then the default (``default(expr)`` gives its value, asked only when
+    the call gives none), else UNKNOWN. ``self_value``: the first parameter of a bound method.
+    ``*args`` and ``**kwargs`` parameters are UNKNOWN. ``named(name, value)``: a last say over each
+    named parameter's value (the interpreter knows a parameter called ``rank`` is the rank)."""
+    params = [*a.posonlyargs, *a.args]
+    if self_value is not FREE and params:
+        frame[params[0].arg] = self_value
+        params = params[1:]
+    defaults = [None] * (len(params) - len(a.defaults)) + list(a.defaults)
+    for i, p in enumerate(params):
+        if i < len(args):
+            v = args[i]
+        elif p.arg in kwargs:
+            v = kwargs[p.arg]
+        elif defaults[i] is not None:
+            v = default(defaults[i])
+        else:
+            v = UNKNOWN
+        frame[p.arg] = v if named is None else named(p.arg, v)
+    for p, d in zip(a.kwonlyargs, a.kw_defaults):
+        if p.arg in kwargs:
+            v = kwargs[p.arg]
+        else:
+            v = UNKNOWN if d is None else default(d)
+        frame[p.arg] = v if named is None else named(p.arg, v)
+    if a.vararg:
+        frame[a.vararg.arg] = UNKNOWN
+    if a.kwarg:
+        frame[a.kwarg.arg] = UNKNOWN
+    return frame
