@@ -23,15 +23,7 @@ from dataclasses import dataclass, field
 
 from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
-from ddpdoctor.script.values import (
-    FREE,
-    UNKNOWN,
-    Unknown,
-    bind_arguments,
-    negation,
-    truth_of,
-    unknown_default,
-)
+from ddpdoctor.script.values import FREE, UNKNOWN, bind_arguments, negation, truth_of, unknown_default
 
 _RANK_ENV = frozenset(
     [
@@ -221,7 +213,7 @@ _CONCRETE = (int, float, str, bool, type(None), tuple, range)
 
 
 def _concrete(*vals) -> bool:
-    return all(isinstance(v, _CONCRETE) and not isinstance(v, Unknown) for v in vals)
+    return all(isinstance(v, _CONCRETE) for v in vals)
 
 
 def _is_accelerate_prepare(node: ast.Call) -> bool:
@@ -523,7 +515,7 @@ class Interpreter:
             for op, comp in zip(e.ops, e.comparators):
                 right = self.ev(comp, frame)
                 if result is True:
-                    if _concrete(left, right) or op in (ast.Is, ast.IsNot):
+                    if _concrete(left, right):  # ``x is None`` with x unknown is unknown
                         try:
                             result = bool(_CMPOPS[type(op)](left, right))
                         except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
