@@ -255,3 +255,11 @@ def test_a_helper_that_guards_itself_or_reports_itself_is_not_reported_again(tmp
     # the helper file is distributed code itself: its own torch.load is reported there, once
     loads = [(n, line) for n, line, c, _m in found if c == "DDP503"]
     assert loads == [("ckpt.py", 18)]
+
+
+def test_the_global_rank_handed_to_a_helper_in_another_file_that_uses_it_as_a_device():
+    root = FIXTURES / "project_zero_first"
+    found = _codes([root], ("DDP402",))
+    assert [(n, line) for n, line, _c, _m in found] == [(n, line) for n, line, _c in _expected(root / "train.py")]
+    assert "dist_utils.py:11" in found[0][3] and "`local_rank`" in found[0][3]
+    assert _codes([root / "train.py"], ("DDP402",)) == []  # alone, the helper's body is unknown
