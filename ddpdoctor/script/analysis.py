@@ -800,7 +800,10 @@ class ModuleAnalysis:
             return ev.node
         for line, path in zip(reversed(ev.chain), reversed(ev.chain_paths)):
             if path is None or path == self.path:
-                return next((c for c, _q in self.calls if c.lineno == line), None) or _Place(line)
+                on_line = [c for c, _q in self.calls if c.lineno == line]
+                # `out = prepare(os.environ.get(...))`: the call that goes into the other file
+                into = [c for c in on_line if self.resolve_def(dotted(c.func)) is not None]
+                return (into or on_line or [None])[0] or _Place(line)
         return _Place(1)
 
     def event_chain(self, ev) -> str:

@@ -292,3 +292,13 @@ def test_two_scripts_reaching_one_unmapped_load_report_it_once(tmp_path):
     (root / "finetune.py").write_text((root / "train.py").read_text())
     found = _codes([root], ("DDP503",))
     assert [(n, line) for n, line, _c, _m in found] == [("finetune.py", 16)]
+
+
+def test_a_folder_created_without_exist_ok_in_another_file_by_every_rank():
+    root = FIXTURES / "project_writes"
+    found = _codes([root / "bad"], ("DDP505",))
+    want = [(n, line) for n, line, _c in _expected(root / "bad" / "train.py")]
+    assert [(n, line) for n, line, _c, _m in found] == want
+    assert "paths.py:8" in found[0][3] and "`prepare_output`" in found[0][3]
+    assert _codes([root / "ok"], ("DDP505",)) == []
+    assert _codes([root / "bad" / "train.py"], ("DDP505",)) == []
