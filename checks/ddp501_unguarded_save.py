@@ -71,11 +71,13 @@ def _unguarded_entry(m, call) -> bool:
 
 def _guard_on_the_way(m, call) -> bool:
     """A rank test the interpreter could not evaluate (``args.rank % ngpus_per_node == 0``) still reads
-    as a guard: on the save itself or on a call that led to it."""
+    as a guard: on the save itself or on a call that led to it, on every way the ranks reach it (a
+    guarded way in, such as a rank-0-only retrain, leaves the other ways unguarded)."""
     if guarded_here(m, call):
         return True
-    lines = {ln for run in m.runs for t in run.traces for e in t.events if e.node is call for ln in e.chain}
-    return any(c.lineno in lines and guarded_here(m, c) for c, _ in m.calls)
+    chains = {e.chain for run in m.runs for t in run.traces for e in t.events if e.node is call}
+    guarded = {c.lineno for c, _ in m.calls if guarded_here(m, c)}
+    return bool(chains) and all(guarded.intersection(chain) for chain in chains)
 
 
 def _many_ranks(run, ranks: set[int]) -> bool:
@@ -94,7 +96,7 @@ def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
     out: dict[str, ast.AST | None] = {}
     for save in saves:
         fn = m.enclosing_function(save)
-        if fn is not None and not _rank_in_path(m, save) and not _to_stream(m, save):
+        if fn is not None and not _rank_in_path(m, save) and not _to_stream(m, save) and not _trains(m, fn):
             out[fn.name] = fn
     for call, q in m.calls:
         if isinstance(call.func, ast.Name) and q and q != call.func.id and not q.startswith("torch."):
@@ -102,6 +104,18 @@ def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
             if any(w in name for w in _SAVE_WORDS) and "load" not in name and call.func.id not in out:
                 out[call.func.id] = None
     return out
+
+
+def _trains(m, fn) -> bool:
+    """The function trains (it wraps the model in DDP, or steps backward): every rank must call it, so
+    a save inside it is the one to guard, not the call."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name == "backward" or node in m.ddp_constructors:
+                return True
+    return False
 
 
 def _passes_rank(call: ast.Call) -> bool:
