@@ -3,7 +3,10 @@
 ## What it does
 Finds `torch.save` that every rank reaches (per the per-rank interpreter, or syntactically when the
 code is not reached from the script's entry point) in a distributed script, writing to a path that
-does not depend on the rank.
+does not depend on the rank. Also a rank test that one launch mode walks around
+(`not args.multiprocessing_distributed or args.rank == 0` where the file makes the job distributed
+by `world_size > 1` too), and a save inside the function that trains (reported at the save: the
+training must run on every rank, the save must not).
 
 ## Why is this bad?
 All N ranks write the same file at the same time: N times the I/O, and on shared file systems
@@ -27,6 +30,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.writers import (
+    every_process_side,
     every_rank_reaches,
     guard_chains,
     guarded_here,
@@ -181,6 +185,25 @@ def _unguarded_siblings(m):
                 yield c, guarded[0]
 
 
+def _guards_every_process_passes(m, saves):
+    """Rank tests that let every process through in one way to launch the job (``not
+    args.multiprocessing_distributed or args.rank == 0`` where ``args.distributed`` is also set by
+    ``world_size > 1``), when such tests are the only ones on a way to a save. Yields (test, the
+    side that lets them through, the assignment that shows it, the save)."""
+    seen: set[int] = set()
+    for save in saves:
+        if _rank_in_path(m, save) or _to_stream(m, save):
+            continue
+        for chain in guard_chains(m, save):
+            proofs = [every_process_side(m, t) for t, _ in chain]
+            if not chain or not all(proofs):
+                continue
+            test = chain[-1][0]
+            if id(test) not in seen and every_rank_reaches(m, test):
+                seen.add(id(test))
+                yield test, *proofs[-1], save
+
+
 def _save_chain(m, call, fn) -> list[int]:
     """The call, then the ``torch.save`` it reaches in this file's helper ``fn`` (if it is here)."""
     if fn is None:
@@ -207,6 +230,21 @@ def check(m):
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
     saves = m.calls_named("torch.save")
+    for test, side, proof, save in _guards_every_process_passes(m, saves):
+        flag = f"`{ast.unparse(side.operand)}`"
+        dest = m.argparse_dests().get(side.operand.attr if isinstance(side.operand, ast.Attribute) else "")
+        if dest is not None and dest.flags:
+            flag = f"`{dest.flags[-1]}`"  # the user's words: the command-line flag
+        yield m.finding(
+            CODE,
+            test,
+            f"`{ast.unparse(side)}` lets every process past this rank test when the job is distributed "
+            f"without {flag} (line {proof.lineno} sets `{ast.unparse(proof.targets[0])}` another way too): "
+            f"then all ranks save the same file at once ({m.chain_text([test.lineno, save.lineno])})",
+            SEVERITY,
+            hint="test the global rank on every launch path (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+            chain=[proof.lineno, test.lineno, save.lineno],
+        )
     helpers: set[int] = set()  # their saves are reported at the call that reaches them on every rank
     for call, name, fn, guarded in _inconsistent_calls(m, saves):
         if fn is not None:
