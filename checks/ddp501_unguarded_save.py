@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script import ranks
 from ddpdoctor.script.writers import (
     every_process_side,
     every_rank_reaches,
@@ -240,7 +241,12 @@ def check(m):
             test,
             f"`{ast.unparse(side)}` lets every process past this rank test when the job is distributed "
             f"without {flag} (line {proof.lineno} sets `{ast.unparse(proof.targets[0])}` another way too): "
-            f"then all ranks save the same file at once ({m.chain_text([test.lineno, save.lineno])})",
+            f"then all ranks save the same file at once ({m.chain_text([test.lineno, save.lineno])})"
+            + (
+                f"; with {flag} the rank it tests is the node-local one: one writer per node"
+                if ranks.guard_kind(m, test) == (ranks.LOCAL,)
+                else ""
+            ),
             SEVERITY,
             hint="test the global rank on every launch path (`if dist.get_rank() == 0:`), then `dist.barrier()`",
             chain=[proof.lineno, test.lineno, save.lineno],
