@@ -82,7 +82,8 @@ def _guard_on_the_way(m, call) -> bool:
     if guarded_here(m, call):
         return True
     chains = {e.chain for run in m.runs for t in run.traces for e in t.events if e.node is call}
-    guarded = {c.lineno for c, _ in m.calls if guarded_here(m, c)}
+    lines = {ln for chain in chains for ln in chain}
+    guarded = {c.lineno for c, _ in m.calls if c.lineno in lines and guarded_here(m, c)}
     return bool(chains) and all(guarded.intersection(chain) for chain in chains)
 
 
@@ -96,13 +97,13 @@ _SAVE_WORDS = ("save", "checkpoint", "ckpt")
 
 
 def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
-    """Functions whose call saves a checkpoint: this file's functions that reach a ``torch.save``
-    (by name, the def) and imported functions named like ``save_model``/``save_checkpoint`` (by name,
+    """Functions whose call saves a checkpoint: this file's functions that reach one of ``saves``
+    (``torch.save`` to a shared path; by name, the def; not a function that trains) and imported functions named like ``save_model``/``save_checkpoint`` (by name,
     None: their body is in another file)."""
     out: dict[str, ast.AST | None] = {}
     for save in saves:
         fn = m.enclosing_function(save)
-        if fn is not None and not _rank_in_path(m, save) and not _to_stream(m, save) and not _trains(m, fn):
+        if fn is not None and not _trains(m, fn):
             out[fn.name] = fn
     for call, q in m.calls:
         if isinstance(call.func, ast.Name) and q and q != call.func.id and not q.startswith("torch."):
@@ -115,13 +116,7 @@ def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
 def _trains(m, fn) -> bool:
     """The function trains (it wraps the model in DDP, or steps backward): every rank must call it, so
     a save inside it is the one to guard, not the call."""
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Call):
-            f = node.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-            if name == "backward" or node in m.ddp_constructors:
-                return True
-    return False
+    return any(m.enclosing_function(c) is fn for c in (*m.ddp_constructors, *m.method_calls("backward")))
 
 
 def _passes_rank(call: ast.Call) -> bool:
@@ -194,8 +189,6 @@ def _guards_every_process_passes(m, saves):
     side that lets them through, the assignment that shows it, the save)."""
     seen: set[int] = set()
     for save in saves:
-        if _rank_in_path(m, save) or _to_stream(m, save):
-            continue
         for chain in guard_chains(m, save):
             proofs = [every_process_side(m, t) for t, _ in chain]
             if not chain or not all(proofs):
@@ -231,7 +224,8 @@ def check(m):
         )
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
-    saves = m.calls_named("torch.save")
+    # per-rank files (and writes into a stream opened here) are meant to be written by every rank
+    saves = [s for s in m.calls_named("torch.save") if not _rank_in_path(m, s) and not _to_stream(m, s)]
     for test, side, proof, save in _guards_every_process_passes(m, saves):
         flag = f"`{ast.unparse(side.operand)}`"
         dest = m.argparse_dests().get(side.operand.attr if isinstance(side.operand, ast.Attribute) else "")
@@ -269,8 +263,6 @@ def check(m):
     for call in saves:
         if id(m.enclosing_function(call)) in helpers:
             continue
-        if _rank_in_path(m, call) or _to_stream(m, call):
-            continue  # per-rank files are meant to be written by every rank
         if _guard_on_the_way(m, call):
             continue
         reach = m.reach(call)
