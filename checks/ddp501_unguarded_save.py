@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.foreign import foreign_events, guarded_on_the_way, reported_there
+from ddpdoctor.script.foreign import entering_call, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.ranks import LOCAL, guard_kind
 from ddpdoctor.script.writers import (
     every_process_side,
@@ -305,11 +305,22 @@ def _saves_in_other_files(m):
             continue
         name = ast.unparse(fe.anchor.func) if isinstance(fe.anchor, ast.Call) else "the helper"
         where = f"{other.path.rsplit('/', 1)[-1]}:{save.lineno}"
+        enters = entering_call(m, fe)
+        if enters is None:
+            message = f"every rank calls `{name}` here, and it saves with `torch.save` at {where} with no rank test"
+            hint = "call it on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`"
+        else:
+            at = f"{enters[0]}:{enters[1]}"
+            message = (
+                f"every rank calls `{name}` here, and through it {at} calls the saving helper with no "
+                f"rank test, which saves with `torch.save` at {where}"
+            )
+            hint = f"make the call at {at} on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`"
         yield m.finding(
             CODE,
             fe.anchor,
-            f"every rank calls `{name}` here, and it saves with `torch.save` at {where} with no rank "
-            f"test: all ranks write the same file at once ({m.event_chain(fe.event)})",
+            f"{message}: all ranks write the same file at once ({m.event_chain(fe.event)})",
             SEVERITY,
-            hint="call it on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+            hint=hint,
+            cause=f"{other.path}:{save.lineno} via {enters}",
         )

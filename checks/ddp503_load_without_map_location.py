@@ -95,4 +95,5 @@ def _loads_in_other_files(m):
             f"tensors onto the GPU they were saved from, usually cuda:0 ({m.event_chain(first.event)})",
             SEVERITY,
             hint="pass map_location='cpu' or the rank's own device there",
+            cause=" ".join(sorted({f"{fe.other.path}:{fe.event.node.lineno}" for fe in found})),
         )

@@ -77,3 +77,18 @@ def reported_there(check, other, node: ast.AST) -> bool:
     if key not in memo:
         memo[key] = {(f.location.line, f.location.col) for f in check(other)}
     return (node.lineno, node.col_offset + 1) in memo[key]
+
+
+def entering_call(m, fe: ForeignEvent) -> tuple[str, int] | None:
+    """(file name, line) of the call that enters the event's file, when that call is itself in a third
+    file (``run_train.py`` -> ``train.py:246 checkpoint_handler.save(...)`` -> ``checkpoint.py``): the
+    line where the rank test belongs. None when the call is the anchor in this file."""
+    ev = fe.event
+    paths = ev.chain_paths or (None,) * len(ev.chain)
+    for line, path in reversed(list(zip(ev.chain, paths))):
+        if path == ev.path:
+            continue
+        if path is None or path == m.path:
+            return None
+        return Path(path).name, line
+    return None

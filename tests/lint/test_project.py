@@ -263,3 +263,42 @@ def test_the_global_rank_handed_to_a_helper_in_another_file_that_uses_it_as_a_de
     assert [(n, line) for n, line, _c, _m in found] == [(n, line) for n, line, _c in _expected(root / "train.py")]
     assert "dist_utils.py:11" in found[0][3] and "`local_rank`" in found[0][3]
     assert _codes([root / "train.py"], ("DDP402",)) == []  # alone, the helper's body is unknown
+
+
+def test_a_saving_object_of_another_file_reached_through_a_package_and_a_loop_helper(tmp_path):
+    """``pkg.Saver`` (re-exported by the package's __init__) is built here and handed to
+    ``pkg.train``, whose loop calls ``saver.save`` on every rank: reported at the call here, naming
+    the line in the loop where the rank test belongs."""
+    root = FIXTURES / "project_classes"
+    found = _codes([root], ("DDP501",))
+    assert [(n, line) for n, line, _c, _m in found] == [(n, line) for n, line, _c in _expected(root / "train.py")]
+    message = found[0][3]
+    assert "loop.py:10" in message and "saver.py:15" in message
+    # the loop's call guarded by the rank: quiet
+    proj = tmp_path / "proj"
+    shutil.copytree(root, proj)
+    loop = proj / "pkg" / "loop.py"
+    loop.write_text(
+        loop.read_text()
+        .replace("import torch\n", "import torch\nimport torch.distributed as dist\n")
+        .replace("if step % 100 == 0:", "if step % 100 == 0 and dist.get_rank() == 0:")
+    )
+    assert _codes([proj], ("DDP501",)) == []
+
+
+def test_two_scripts_reaching_one_unmapped_load_report_it_once(tmp_path):
+    root = tmp_path / "proj"
+    shutil.copytree(HELPERS / "bad", root)
+    (root / "finetune.py").write_text((root / "train.py").read_text())
+    found = _codes([root], ("DDP503",))
+    assert [(n, line) for n, line, _c, _m in found] == [("finetune.py", 16)]
+
+
+def test_a_folder_created_without_exist_ok_in_another_file_by_every_rank():
+    root = FIXTURES / "project_writes"
+    found = _codes([root / "bad"], ("DDP505",))
+    want = [(n, line) for n, line, _c in _expected(root / "bad" / "train.py")]
+    assert [(n, line) for n, line, _c, _m in found] == want
+    assert "paths.py:8" in found[0][3] and "`prepare_output`" in found[0][3]
+    assert _codes([root / "ok"], ("DDP505",)) == []
+    assert _codes([root / "bad" / "train.py"], ("DDP505",)) == []
