@@ -160,17 +160,21 @@ class _Comms:
         DDP trains each rank on its own shard, so an item is the rank's own batch."""
         if not self.backwards:
             return frozenset()
-        out = set()
         m = self.m
+        training = [
+            loop
+            for loop in m.nodes(ast.For, ast.AsyncFor)
+            if any(id(n) in self.backwards or self._own(n) in self.train_funcs for n in _calls_in(loop.body))
+        ]
+        if not training:
+            return frozenset()
         loaders = Flow(m, [c for c, q in m.calls if _names_loader((q or dotted(c.func) or "").rsplit(".", 1)[-1])])
-        for loop in m.nodes(ast.For, ast.AsyncFor):
+        out = set()
+        for loop in training:
             it = _unwrap(loop.iter)
-            if not (loaders.carries(it) or _names_loader(dotted(it) if isinstance(it, (ast.Name, ast.Attribute)) else None)):
-                continue  # a count, a list of optimizers or tasks: not the rank's batches
-            for n in _calls_in(loop.body):
-                if id(n) in self.backwards or self._own(n) in self.train_funcs:
-                    out.add(id(loop))
-                    break
+            named = _names_loader(dotted(it) if isinstance(it, (ast.Name, ast.Attribute)) else None)
+            if named or loaders.carries(it):  # not a count, a list of optimizers or tasks
+                out.add(id(loop))
         return frozenset(out)
 
     def _own(self, call: ast.Call) -> str | None:
