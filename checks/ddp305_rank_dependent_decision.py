@@ -13,7 +13,7 @@ collectives after an early `return` on a rank test. A value handed to a collecti
 
 Values computed from the rank's own batch are followed too, to a `break` or `return` out of a loop:
 the items of a loop over a data loader that runs a backward pass of the DDP model (each rank trains
-on its own shard), and what is computed from them, also through the file's own functions (a loss, a
+on its own shard), or the batches it draws with `next(loader_iter)`, and what is computed from them, also through the file's own functions (a loss, a
 KL estimate, a drift). Their shape (`len(batch)`, `x.size(0)`) is alike on every rank and is not
 followed, nor are `if`s on them.
 
@@ -155,27 +155,35 @@ class _Comms:
                 self.train_funcs.setdefault(fn.name, n)
         _close(self.train_funcs, calls_own)
 
-    def training_loops(self) -> frozenset[int]:
-        """ids of the ``for`` loops whose body runs a backward pass of the DDP model on the items:
-        DDP trains each rank on its own shard, so an item is the rank's own batch."""
+    def training_loops(self) -> tuple[frozenset[int], dict[int, tuple]]:
+        """Where a loop that runs a backward pass of the DDP model takes its batches from a data
+        loader: the ids of such ``for`` loops over one, and the ``next(it)`` calls in such loops
+        (id -> (call, loop)). DDP trains each rank on its own shard: the batch is the rank's own."""
         if not self.backwards:
-            return frozenset()
+            return frozenset(), {}
         m = self.m
         training = [
             loop
-            for loop in m.nodes(ast.For, ast.AsyncFor)
+            for loop in m.nodes(ast.For, ast.AsyncFor, ast.While)
             if any(id(n) in self.backwards or self._own(n) in self.train_funcs for n in _calls_in(loop.body))
         ]
         if not training:
-            return frozenset()
+            return frozenset(), {}
         loaders = Flow(m, [c for c, q in m.calls if _names_loader((q or dotted(c.func) or "").rsplit(".", 1)[-1])])
-        out = set()
+
+        def loader(e: ast.AST) -> bool:
+            e = _unwrap(e)
+            named = _names_loader(dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None)
+            return named or loaders.carries(e)  # not a count, a list of optimizers or tasks
+
+        loops, draws = set(), {}
         for loop in training:
-            it = _unwrap(loop.iter)
-            named = _names_loader(dotted(it) if isinstance(it, (ast.Name, ast.Attribute)) else None)
-            if named or loaders.carries(it):  # not a count, a list of optimizers or tasks
-                out.add(id(loop))
-        return frozenset(out)
+            if not isinstance(loop, ast.While) and loader(loop.iter):
+                loops.add(id(loop))
+            for n in _calls_in(loop.body):
+                if isinstance(n.func, ast.Name) and n.func.id == "next" and n.args and loader(n.args[0]):
+                    draws[id(n)] = (n, loop)  # loops come outer first: the innermost one stays
+        return frozenset(loops), draws
 
     def _own(self, call: ast.Call) -> str | None:
         name = dotted(call.func)
@@ -260,7 +268,7 @@ def check(m):
     comms = _Comms(m)
     if not comms.direct:
         return
-    values = RankValues(m, comms.training_loops())
+    values = RankValues(m, *comms.training_loops())
     reported: set[int] = set()
     # one finding per batch that decides: first the exit out of the batch's own loop
     decisions = sorted(values.decisions, key=lambda d: d.origin.data and d.region[:1] != (d.origin.node,))

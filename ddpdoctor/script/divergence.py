@@ -88,13 +88,18 @@ def _exits(body: list) -> bool:
 
 
 class RankValues:
-    def __init__(self, m, data_loops: frozenset[int] = frozenset()):
-        """``data_loops``: ids of the loops whose items are the rank's own batches (a DDP training
-        loop: each rank trains on its own shard of the data); what is computed from them differs
-        between ranks until a collective makes it the same."""
+    def __init__(self, m, data_loops: frozenset[int] = frozenset(), data_draws: dict | None = None):
+        """``data_loops``: ids of the ``for`` loops whose items are the rank's own batches (a DDP
+        training loop: each rank trains on its own shard of the data); ``data_draws``: id of a
+        ``next(it)`` call that draws such a batch -> the loop it trains in. What is computed from
+        them differs between ranks until a collective makes it the same."""
         self.m = m
         self.data_loops = data_loops
         self._data_defs: list[_Def] = []
+        self._draws: dict[int, Origin] = {
+            i: Origin(loop, call, dotted(call.args[0]) or "batch" if call.args else "batch", data=True)
+            for i, (call, loop) in (data_draws or {}).items()
+        }
         self.defs: list[_Def] = []
         self.by_key: dict[tuple, list[_Def]] = {}
         self.returns: dict[str, dict[int | None, Origin]] = {}  # function name -> position -> origin
@@ -108,7 +113,7 @@ class RankValues:
         self._any_rank = False
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
-        if not (self._any_rank or self._data_defs):  # nothing can differ between ranks
+        if not (self._any_rank or self._data_defs or self._draws):  # nothing can differ between ranks
             self.decisions: list[Decision] = []
             return
         self._note_unifying()
@@ -345,7 +350,7 @@ class RankValues:
             if leaf[0] == "call":
                 if self.returns.get(leaf[1]):
                     return True
-            elif leaf[0] == "args":
+            elif leaf[0] in ("args", "data"):
                 return True  # decided by ``reads``
             elif leaf[2] in self.tainted or (None, leaf[2][1]) in self.tainted:
                 return True
@@ -377,13 +382,17 @@ class RankValues:
         while stack:
             n, shape = stack.pop()
             if isinstance(n, ast.Call):
+                if id(n) in self._draws:
+                    if not shape:
+                        out.append(("data", n))
+                    continue
                 if _is_unifying(n):
                     out.append(("unify",))
                     continue
                 callee = (dotted(n.func) or "").rsplit(".", 1)[-1]
                 if callee in self.funcs:
                     out.append(("call", callee))
-                    if self._data_defs and not shape:
+                    if (self._data_defs or self._draws) and not shape:
                         # the rank's batch handed to the file's own function: what it computes
                         # from it (the loss, a statistic) is the rank's own too
                         out.append(("args", n))
@@ -421,6 +430,8 @@ class RankValues:
                     if o is not None:
                         return o
                 continue
+            if leaf[0] == "data":
+                return self._draws[id(leaf[1])]
             if leaf[0] == "args":
                 call = leaf[1]
                 for a in (*call.args, *(k.value for k in call.keywords)):
