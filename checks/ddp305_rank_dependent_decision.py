@@ -13,9 +13,9 @@ collectives after an early `return` on a rank test. A value handed to a collecti
 
 Values computed from the rank's own batch are followed too, to a `break` or `return` out of a loop:
 the items of a loop over a data loader that runs a backward pass of the DDP model (each rank trains
-on its own shard), or the batches it draws with `next(loader_iter)`, and what is computed from them, also through the file's own functions (a loss, a
-KL estimate, a drift). Their shape (`len(batch)`, `x.size(0)`) is alike on every rank and is not
-followed, nor are `if`s on them.
+on its own shard) or the batches such a loop draws with `next(loader_iter)`, and what is computed
+from them, also through the file's own functions (a loss, a KL estimate, a drift). Their shape
+(`len(batch)`, `x.size(0)`) is alike on every rank and is not followed, nor are `if`s on them.
 
 ## Why is this bad?
 Rank 0 alone knows the value, so rank 0 alone takes the branch, leaves the loop or runs one more
