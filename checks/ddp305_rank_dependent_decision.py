@@ -197,8 +197,9 @@ class _Comms:
 
     def _first(self, stmts, skip: range | None = None) -> ast.Call | None:
         """The first communicating call in ``stmts``: a direct one if there is any, else a call of
-        the file's own function that communicates."""
-        through = None
+        the file's own function that communicates (``f()`` or ``self.f()`` before ``obj.f()``,
+        which may be another class's method of the same name: ``model.train()``)."""
+        through = maybe = None
         for n in _calls_in(stmts):
             if skip is not None and n.lineno in skip:
                 continue
@@ -207,8 +208,12 @@ class _Comms:
             if through is None:
                 own = self._own(n)
                 if own is not None and own in self.funcs:
-                    through = n
-        return through
+                    receiver = n.func.value if isinstance(n.func, ast.Attribute) else None
+                    if receiver is None or (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")):
+                        through = n
+                    elif maybe is None:
+                        maybe = n
+        return through or maybe
 
     def first(self, stmts, skip: range | None = None) -> ast.Call | None:
         """The first call in ``stmts`` (outside the lines ``skip``) that communicates."""
