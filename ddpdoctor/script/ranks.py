@@ -570,6 +570,26 @@ def _early_exit(st: ast.stmt) -> bool:
     )
 
 
+def _arm(m, node: ast.AST, test: ast.AST) -> str | None:
+    """Which arm of the ``if`` whose condition is ``test`` holds ``node``: "body" or "orelse"."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and a.test is test:
+            return "body" if any(child is s for s in a.body) else "orelse"
+        child = a
+    return None
+
+
+def _both_arms(m, sites: list[ast.Call], guards: list[Guard]) -> bool:
+    """Calls of one function on both arms of the same rank test (``if rank == 0: f(a, log) else:
+    f(a, None)``): between them every rank makes the call, so the test guards nothing."""
+    arms: dict[int, set[str | None]] = {}
+    for site, g in zip(sites, guards):
+        if not g.chain:  # the test is in the caller's own function, around the call
+            arms.setdefault(id(g.test), set()).add(_arm(m, site, g.test))
+    return any({"body", "orelse"} <= found for found in arms.values())
+
+
 def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) -> Guard | None:
     """The rank test that decides whether ``node`` runs, or None when every rank runs it as far as
     this file shows. Follows the file's own calls: a function whose every call is guarded is guarded
@@ -607,7 +627,7 @@ def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) ->
             if not sites:
                 return _guard_in_other_files(m, a, depth)
             guards = [rank_guard(m, c, depth + 1) for c in sites]
-            if all(guards):
+            if all(guards) and not _both_arms(m, sites, guards):
                 first = guards[0]
                 kinds = {g.kind for g in guards}
                 return Guard(
