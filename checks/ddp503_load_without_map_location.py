@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import per_process_path
 
 CODE = "DDP503"
@@ -62,6 +63,19 @@ def _other_arm_maps(m, call) -> bool:
     return False
 
 
+def _in_dataset_class(m, call) -> bool:
+    """The load is a method of a Dataset (a class named ``*Dataset`` by its base, or one with
+    ``__getitem__``): it reads the data the class serves, files made by a preprocessing step, not a
+    checkpoint saved from a training GPU. Which device their tensors were saved from is unknown, so
+    the load is not called wrong."""
+    for a in m.ancestors(call):
+        if isinstance(a, ast.ClassDef):
+            bases = [(dotted(b) or "").rsplit(".", 1)[-1] for b in a.bases]
+            methods = {n.name for n in a.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            return any(b.endswith("Dataset") for b in bases) or "__getitem__" in methods
+    return False
+
+
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
@@ -77,6 +91,7 @@ def check(m):
             # it comes back there, not onto cuda:0
             and not per_process_path(call.args[0] if call.args else m.keyword(call, "f"), m)
             and not _other_arm_maps(m, call)
+            and not _in_dataset_class(m, call)
         ):
             yield m.finding(
                 CODE,
