@@ -585,6 +585,11 @@ def _refused_under_ddp(m) -> frozenset[str]:
     return m.__dict__["_refused_under_ddp"]
 
 
+def distributed_when_true(test: ast.AST) -> bool:
+    """``test`` holds only in a distributed run (``args.distributed``, ``world_size > 1``)."""
+    return _single_when(test) is False
+
+
 def single_process_arm(m, node: ast.AST) -> bool:
     """``node`` runs only when the job is not distributed (the ``else`` of ``if ddp:``, the body of
     ``if world_size == 1:``): one process, so no rank test there can part ranks."""
