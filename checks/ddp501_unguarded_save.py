@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.foreign import entering_call, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.writers import (
     every_rank_reaches,
     guard_chains,
@@ -235,4 +236,41 @@ def check(m):
             SEVERITY,
             hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`",
             **({"chain": [arm.lineno, call.lineno]} if arm is not None else {}),
+        )
+    yield from _saves_in_other_files(m)
+
+
+def _saves_in_other_files(m):
+    """Project mode: a ``torch.save`` in another file (a checkpoint helper) that every rank reaches
+    through a call here. Reported at that call, where the rank test belongs."""
+    for fe in foreign_events(m, "save"):
+        save, other = fe.event.node, fe.other
+        if _rank_in_path(other, save) or _to_stream(other, save) or guarded_on_the_way(m, fe):
+            continue
+        if not any(_many_ranks(run, ranks) for run, ranks in fe.reach):
+            continue
+        if all(run.entry != "<module>" for run, _ in fe.reach) and not _unguarded_entry(m, fe.anchor):
+            continue
+        if reported_there(check, other, save):
+            continue
+        name = ast.unparse(fe.anchor.func) if isinstance(fe.anchor, ast.Call) else "the helper"
+        where = f"{other.path.rsplit('/', 1)[-1]}:{save.lineno}"
+        enters = entering_call(m, fe)
+        if enters is None:
+            message = f"every rank calls `{name}` here, and it saves with `torch.save` at {where} with no rank test"
+            hint = "call it on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`"
+        else:
+            at = f"{enters[0]}:{enters[1]}"
+            message = (
+                f"every rank calls `{name}` here, and through it {at} calls the saving helper with no "
+                f"rank test, which saves with `torch.save` at {where}"
+            )
+            hint = f"make the call at {at} on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`"
+        yield m.finding(
+            CODE,
+            fe.anchor,
+            f"{message}: all ranks write the same file at once ({m.event_chain(fe.event)})",
+            SEVERITY,
+            hint=hint,
+            cause=f"{other.path}:{save.lineno} via {enters}",
         )

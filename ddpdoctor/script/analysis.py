@@ -715,12 +715,21 @@ class ModuleAnalysis:
         """(ModuleAnalysis, def) of the project function that the dotted call name ``name`` of this
         file reaches through its imports (``utils.train``, ``train`` after ``from utils import train``),
         else None. ``importer``: resolve in another file of the project instead."""
+        found = self.resolve_def(name, importer)
+        if found is None or not isinstance(found[1], FuncRef):
+            return None
+        return found[0], found[1].node
+
+    def resolve_def(self, name: str | None, importer: str | None = None, depth: int = 0):
+        """(ModuleAnalysis, FuncRef or ClassRef) that ``name`` reaches in another file of the project,
+        through re-exports too (a package's ``__init__.py`` that does ``from .checkpoint import
+        CheckpointHandler``), else None."""
         project = self.project
-        if project is None or not name:
+        if project is None or not name or depth > 3:
             return None
         if importer is not None and importer != self.path:
             other = project.analysis(Path(importer))
-            return other.resolve(name) if other is not None else None
+            return other.resolve_def(name, depth=depth) if other is not None else None
         head, _, rest = name.partition(".")
         imp = self.project_imports.get(head)
         if imp is None:
@@ -744,34 +753,42 @@ class ModuleAnalysis:
             if other is None:
                 continue
             target = other._defs.get(symbol)
-            if isinstance(target, FuncRef):
-                return other, target.node
+            if isinstance(target, (FuncRef, ClassRef)):
+                return other, target
+            if target is None and symbol in other.project_imports:  # re-exported there
+                found = other.resolve_def(symbol, depth=depth + 1)
+                if found is not None:
+                    return found
         return None
 
     def _resolver(self):
-        """For the interpreter: a FuncRef that walks a project function with its own file's names."""
+        """For the interpreter: a FuncRef or ClassRef that walks a project function or class with its
+        own file's names."""
         if self.project is None:
             return None
         # every rank of every world size asks the same names: answered once per entry point's runs
         # (kept with this resolver only, so nothing outlives the runs)
-        memo: dict[tuple[str, str | None], FuncRef | None] = {}
+        memo: dict[tuple[str, str | None], FuncRef | ClassRef | None] = {}
 
         def resolve(name: str, importer: str | None):
             key = (name, importer)
             if key in memo:
                 return memo[key]
-            found = self.resolve(name, importer)
+            found = self.resolve_def(name, importer)
             if found is None:
                 memo[key] = None
                 return None
-            other, fn = found
+            other, target = found
             ctx = other.__dict__.get("_context")
             if ctx is None:
                 ctx = ModuleContext(
                     other.path, other.aliases, {**other._defs, "__name__": Path(other.path).stem}
                 )
                 other.__dict__["_context"] = ctx
-            memo[key] = ref = FuncRef(fn, ctx=ctx)
+            if isinstance(target, ClassRef):
+                memo[key] = ref = ClassRef(target.node, target.methods, ctx)
+            else:
+                memo[key] = ref = FuncRef(target.node, ctx=ctx)
             return ref
 
         return resolve
@@ -783,7 +800,10 @@ class ModuleAnalysis:
             return ev.node
         for line, path in zip(reversed(ev.chain), reversed(ev.chain_paths)):
             if path is None or path == self.path:
-                return next((c for c, _q in self.calls if c.lineno == line), None) or _Place(line)
+                on_line = [c for c, _q in self.calls if c.lineno == line]
+                # `out = prepare(os.environ.get(...))`: the call that goes into the other file
+                into = [c for c in on_line if self.resolve_def(dotted(c.func)) is not None]
+                return (into or on_line or [None])[0] or _Place(line)
         return _Place(1)
 
     def event_chain(self, ev) -> str:
