@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.foreign import foreign_events, guarded_on_the_way, reported_there
+from ddpdoctor.script.ranks import single_process_arm
 from ddpdoctor.script.writers import per_process_path
 
 CODE = "DDP503"
@@ -31,36 +32,6 @@ TITLE = "torch.load without map_location"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
-
-
-def _source(m, call) -> str | None:
-    """The file a load reads, as text to compare (``args.resume``)."""
-    arg = call.args[0] if call.args else m.keyword(call, "f")
-    return ast.dump(arg) if arg is not None else None
-
-
-def _other_arm_maps(m, call) -> bool:
-    """This load is one arm of an ``if`` whose other arm loads the same file with ``map_location``
-    (``if gpu is None: torch.load(p) else: torch.load(p, map_location=f"cuda:{gpu}")``): the author
-    chose the device per case, and the plain load is the case with no GPU of its own to map to. A
-    load of another file in the other arm (resume a model here, read a pretrained part there) says
-    nothing about this one."""
-    path = _source(m, call)
-    if path is None:
-        return False
-    child = call
-    for a in m.ancestors(call):
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-            return False
-        if isinstance(a, ast.If):
-            other = a.orelse if any(child is s for s in a.body) else a.body
-            loads = {id(c) for c in m.calls_named("torch.load")}
-            for st in other:
-                for n in ast.walk(st):
-                    if id(n) in loads and m.keyword(n, "map_location") is not None and _source(m, n) == path:
-                        return True
-        child = a
-    return False
 
 
 def _unmapped(m, call) -> bool:
@@ -71,7 +42,9 @@ def _unmapped(m, call) -> bool:
         # a file of this rank's own (`queue{rank}.pth`) was saved from this rank's device:
         # it comes back there, not onto cuda:0
         and not per_process_path(call.args[0] if call.args else m.keyword(call, "f"), m)
-        and not _other_arm_maps(m, call)
+        # the arm a job takes only when it is not distributed (the `else` of `if args.distributed:`):
+        # one process, nothing crowds onto another rank's GPU
+        and not single_process_arm(m, call)
     )
 
 

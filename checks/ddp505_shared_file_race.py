@@ -83,12 +83,13 @@ def _writes(m):
                 path = call.args[0] if call.args else _kw(call, "name") or _kw(call, "path")
             else:
                 path = f.value  # pathlib: Path(p).mkdir()
-            yield (
-                call,
-                path,
-                "creates",
-                "without `exist_ok=True`: the ranks that lose the race get FileExistsError",
+            exist_ok = _kw(call, "exist_ok")
+            how = (
+                f"with `exist_ok={ast.unparse(exist_ok)}` (not always True):"
+                if exist_ok is not None and not isinstance(exist_ok, ast.Constant)
+                else "without `exist_ok=True`:"
             )
+            yield (call, path, "creates", f"{how} the ranks that lose the race get FileExistsError")
         elif q == "open" or (
             last == "open"
             and isinstance(f, ast.Attribute)

@@ -38,6 +38,10 @@ STRONG = (
     b"deepspeed import comm",
     b"global_rank",  # the job-wide rank by name (DDP402 trusts it even when set in another module)
     b"num_replicas=",  # a sampler sharded across processes (DDP107 reads any such call)
+    # keywords only DDP's constructor takes: a DDP subclass built in this file (script/analysis.py)
+    b"broadcast_buffers",
+    b"find_unused_parameters",
+    b"gradient_as_bucket_view",
 )
 # ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
 _DIST = (b"torch.distributed", b"import distributed")

@@ -33,6 +33,11 @@ DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
 MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
 ENTRY_SIZES = 3  # functions walked as their own entry point use the first 3 world sizes
 _WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes", "n_procs", "num_procs"}
+# keywords of DistributedDataParallel.__init__ that no other common constructor takes: a call that
+# passes one builds a DDP model (a subclass or a thin wrapper of it)
+_DDP_ONLY_KEYWORDS = frozenset(
+    ("broadcast_buffers", "find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph")
+)
 RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
 
 
@@ -422,8 +427,8 @@ class ModuleAnalysis:
         """Every rank of a distributed job runs this file's code, as far as it shows: it creates the
         group or the DDP model, calls torch.distributed, or is the trainer of such a job (it imports
         DistributedDataParallel or DistributedSampler, builds an accelerate Accelerator, uses
-        Horovod)."""
-        if self.uses_distributed:
+        Horovod, wraps its model in DDP through a helper or subclass)."""
+        if self.uses_distributed or self.ddp_wrapper_calls:
             return True
         markers = (".DistributedDataParallel", ".DistributedSampler", "accelerate.Accelerator")
         return any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values()) or bool(
@@ -589,16 +594,24 @@ class ModuleAnalysis:
     @cached_property
     def ddp_wrapper_calls(self) -> list[ast.Call]:
         """Calls that wrap a model in DDP out of this file's sight: a helper of another file named for
-        it (``ddp_wrap(model)``), accelerate's ``accelerator.prepare(model, ...)``."""
+        it (``ddp_wrap(model)``), accelerate's ``accelerator.prepare(model, ...)``, or a subclass of
+        DistributedDataParallel made with keywords only DDP's constructor takes
+        (``DistributedModel(module=m, broadcast_buffers=False)``)."""
         own = {fn.name for fn in self.functions}
         accelerate = any(v.split(".", 1)[0] == "accelerate" for v in self.aliases.values())
         return [
             c
             for c, q in self.calls
-            if c.args
+            if (c.args or c.keywords)
+            and (last := (q or "").rsplit(".", 1)[-1]) not in own
             and (
-                ((last := (q or "").rsplit(".", 1)[-1]) not in own and names_a_ddp_wrapper(last))
-                or (accelerate and last == "prepare" and (q or "").rsplit(".", 2)[-2:-1] == ["accelerator"])
+                (c.args and names_a_ddp_wrapper(last))
+                or (accelerate and c.args and last == "prepare" and (q or "").rsplit(".", 2)[-2:-1] == ["accelerator"])
+                or (
+                    last != "DistributedDataParallel"
+                    and (c.args or any(k.arg == "module" for k in c.keywords))  # a model, not a kwargs handler
+                    and any(k.arg in _DDP_ONLY_KEYWORDS for k in c.keywords)
+                )
             )
         ]
 
