@@ -330,3 +330,144 @@ def test_lint_imports_no_cluster_check():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = [m.rsplit(".", 1)[-1] for m in json.loads(out)]
     assert loaded and all(m.startswith(("ddp", "_")) for m in loaded), loaded
+
+
+def _reference_decode(data: bytes) -> str:
+    import io
+    import tokenize
+
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding).removeprefix("\ufeff")
+
+
+_DECODE_PIECES = [
+    b"# -*- coding: latin-1 -*-",
+    b"# coding=utf-8",
+    b"# vim: set fileencoding=ascii :",
+    b"# coding: no-such-codec",
+    b"#!/usr/bin/env python",
+    b"coding",
+    b"x = 1",
+    b"'''doc'''",
+    b"\n",
+    b"\r\n",
+    b"\r",
+    b"",
+    b"caf\xc3\xa9 = 1",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_DECODE_PIECES), max_size=6))
+def test_decode_fast_path_answers_as_tokenize(pieces):
+    """ASCII text with no ``coding`` in its first two lines skips tokenize's cookie search: the same
+    text, and the same error for a bad cookie where PEP 263 looks for one."""
+    data = b"".join(pieces)
+    try:
+        want = _reference_decode(data)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as e:
+        with pytest.raises(type(e)):
+            decode(data)
+        return
+    assert decode(data) == want
+
+
+def test_decode_reads_a_cookie_only_in_the_first_two_lines():
+    assert decode(b"x = 1\ny = 2\n# coding: no-such-codec\n") == "x = 1\ny = 2\n# coding: no-such-codec\n"
+    with pytest.raises(SyntaxError):
+        decode(b"#!/usr/bin/env python\n# coding: no-such-codec\n")
+
+
+def _top_level_functions(tree: ast.Module) -> set[str]:
+    return {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_top_def_text_scan_finds_every_top_level_function(path):
+    """Project.may_define reads a file's top-level def names from its text before parsing it to follow
+    a call: every function the parser finds at module level is among them."""
+    from ddpdoctor.lint.project import _top_def_names
+
+    names = _top_def_names(path)
+    if names is None:  # not ASCII: always parsed
+        return
+    assert _top_level_functions(ast.parse(path.read_bytes())) <= names
+
+
+def test_top_def_text_scan_on_odd_layouts(tmp_path):
+    from ddpdoctor.lint.project import Project, _top_def_names
+
+    src = (
+        "def a(): pass\nasync def b():\n    def nested(): pass\n\x0cdef c(): pass\n  \x0cdef d(): pass\n"
+        "async \\\n    def e(): pass\ndef \\\nf(): pass\n@deco\ndef g(): pass\rdef h(): pass\r\n"
+        "class K:\n    def method(self): pass\nx = used_only()\n"
+    )
+    f = tmp_path / "m.py"
+    f.write_bytes(src.encode())
+    names = _top_def_names(f)
+    assert _top_level_functions(ast.parse(src)) <= names
+    assert "used_only" not in names and "method" not in names
+    p = Project([f])
+    assert p.may_define(f, "a") and p.may_define(f, "h")
+    assert not p.may_define(f, "used_only")  # not a function of the file: it need not be parsed
+    g = tmp_path / "u.py"
+    g.write_bytes("def caf\u00e9(): pass\n".encode())
+    assert Project([g]).may_define(g, "anything")  # not ASCII: unsure, so parsed as before
+
+
+def test_resolve_skips_a_module_without_the_function(tmp_path):
+    from ddpdoctor.lint.project import Project
+
+    (tmp_path / "helpers.py").write_text("CONST = 1\n\ndef train(model):\n    return model\n")
+    (tmp_path / "main.py").write_text("import helpers\nhelpers.train(m)\nhelpers.CONST\n")
+    p = Project(sorted(tmp_path.glob("*.py")), roots=[str(tmp_path)])
+    src = (tmp_path / "main.py").read_text()
+    m = ModuleAnalysis(str(tmp_path / "main.py"), src, ast.parse(src))
+    m.project = p
+    assert m.resolve("helpers.CONST") is None
+    assert not p._analyses  # answered from the text: helpers.py was not parsed
+    other, fn = m.resolve("helpers.train")
+    assert fn.name == "train" and other.path == str(tmp_path / "helpers.py")
+
+
+_WORD_PIECES = ["isend", "send", "irecv", "recv", "batch_isend_irecv", "P2POp", "x", "_", "i", "é", " ", "\n", "(", "."]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_WORD_PIECES), max_size=10))
+def test_p2p_word_lines_match_the_word_boundary_regex(pieces):
+    import re
+
+    from ddpdoctor.script.p2p_exchange import _P2P_WORD, _lines_matching
+
+    text = "".join(pieces)
+    plain = re.compile(r"\b(?:i?send|i?recv|batch_isend_irecv|P2POp)\b")
+    want = [text.count("\n", 0, m.start()) + 1 for m in plain.finditer(text)]
+    assert _lines_matching(_P2P_WORD, text) == want, text
+    names = re.compile(r"(?:send|x_recv)\s*\(")
+    plain_names = re.compile(r"\b(?:send|x_recv)\s*\(")
+    assert _lines_matching(names, text) == [text.count("\n", 0, m.start()) + 1 for m in plain_names.finditer(text)]
+
+
+def test_module_names_as_pathlib_gives_them():
+    from ddpdoctor.lint.project import _module_names
+
+    def reference(f: Path, bases: list[Path]) -> list[str]:
+        parts = list(f.with_suffix("").parts)
+        for b in bases:
+            try:
+                rel = f.relative_to(b)
+            except ValueError:
+                continue
+            parts = list(rel.with_suffix("").parts)
+            break
+        if parts and parts[-1] == "__init__":
+            parts = parts[:-1]
+        parts = [p for p in parts if p not in ("", ".", "..", os.sep)]
+        return [".".join(parts[i:]) for i in range(len(parts)) if all(p.isidentifier() for p in parts[i:])]
+
+    files = [*SOURCES, Path("a/b/.py"), Path("x/__init__.pyi"), Path("/abs/p/q.tar.py"), Path("c..py"), Path("d.")]
+    files += [Path(os.path.abspath(p)) for p in SOURCES[:5]]
+    for roots in ([], ["."], [str(HERE)], [os.path.abspath(HERE)], ["tests", str(HERE / "corpus")], ["/abs"]):
+        for f in files:
+            assert _module_names(f, [Path(r).parts for r in roots]) == reference(f, [Path(r) for r in roots])
