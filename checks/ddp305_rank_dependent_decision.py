@@ -11,6 +11,12 @@ forward or backward pass of a DDP model, or a call of the file's own function th
 collectives after an early `return` on a rank test. A value handed to a collective
 (`dist.broadcast(stop, 0)`) is the same on every rank again and is not followed.
 
+Values computed from the rank's own batch are followed too, to a `break` or `return` out of a loop:
+the items of a loop over a data loader that runs a backward pass of the DDP model (each rank trains
+on its own shard) or the batches such a loop draws with `next(loader_iter)`, and what is computed
+from them, also through the file's own functions (a loss, a KL estimate, a drift). Their shape
+(`len(batch)`, `x.size(0)`) is alike on every rank and is not followed, nor are `if`s on them.
+
 ## Why is this bad?
 Rank 0 alone knows the value, so rank 0 alone takes the branch, leaves the loop or runs one more
 iteration. The others never see the decision: they wait in a collective that rank 0 does not join
@@ -26,6 +32,16 @@ for epoch in range(epochs):
     if stop:                                     # True on rank 0 only
         break
 ```
+
+Early stopping on a statistic of the rank's own batch parts the ranks the same way:
+```python
+for x, y in loader:                              # a DistributedSampler: each rank its own shard
+    loss = loss_fn(ddp_model(x), y)
+    loss.backward()
+    if loss.item() < target:                     # this rank's loss only
+        break
+```
+Reduce it first: `dist.all_reduce(loss_sum)` (or `accelerator.reduce`), then decide.
 
 ## Use instead
 ```python
@@ -45,6 +61,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.divergence import Decision, RankValues
+from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
 from ddpdoctor.script.names import dist_op, dotted
 
@@ -99,9 +116,11 @@ class _Comms:
                     continue  # np.broadcast / torch.broadcast_tensors: no communication
                 direct.add(id(c))
         wraps = [*m.ddp_constructors, *m.ddp_wrapper_calls]
+        self.backwards: set[int] = set()
         if wraps or m.mentions("accelerator.backward"):
             # a backward pass of a DDP model all-reduces the gradients
-            direct |= {id(c) for c in m.method_calls("backward")}
+            self.backwards = {id(c) for c in m.method_calls("backward")}
+            direct |= self.backwards
         # a forward of the DDP model itself (``model(x)`` after ``model = DDP(...)``; not
         # ``model.module(x)``) may broadcast its buffers
         models = {name for c in wraps if (name := m.assigned_to(c)) is not None}
@@ -127,17 +146,44 @@ class _Comms:
                 self.funcs.setdefault(fn.name, n)
             else:
                 calls_own.setdefault(fn.name, []).append((n, own))
-        for _ in range(6):
-            changed = False
-            for name, pairs in calls_own.items():
-                if name in self.funcs:
-                    continue
-                hit = next((c for c, own in pairs if own in self.funcs), None)
-                if hit is not None:
-                    self.funcs[name] = hit
-                    changed = True
-            if not changed:
-                break
+        self._calls_own = calls_own
+        _close(self.funcs, calls_own)
+        # the file's functions that run a backward pass of the DDP model (a training step)
+        self.train_funcs: dict[str, ast.Call] = {}
+        for n, _q in m.calls:
+            if id(n) in self.backwards and (fn := m.enclosing_function(n)) is not None:
+                self.train_funcs.setdefault(fn.name, n)
+        _close(self.train_funcs, calls_own)
+
+    def training_loops(self) -> tuple[frozenset[int], dict[int, tuple]]:
+        """Where a loop that runs a backward pass of the DDP model takes its batches from a data
+        loader: the ids of such ``for`` loops over one, and the ``next(it)`` calls in such loops
+        (id -> (call, loop)). DDP trains each rank on its own shard: the batch is the rank's own."""
+        if not self.backwards:
+            return frozenset(), {}
+        m = self.m
+        training = [
+            loop
+            for loop in m.nodes(ast.For, ast.AsyncFor, ast.While)
+            if any(id(n) in self.backwards or self._own(n) in self.train_funcs for n in _calls_in(loop.body))
+        ]
+        if not training:
+            return frozenset(), {}
+        loaders = Flow(m, [c for c, q in m.calls if _names_loader((q or dotted(c.func) or "").rsplit(".", 1)[-1])])
+
+        def loader(e: ast.AST) -> bool:
+            e = _unwrap(e)
+            named = _names_loader(dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None)
+            return named or loaders.carries(e)  # not a count, a list of optimizers or tasks
+
+        loops, draws = set(), {}
+        for loop in training:
+            if not isinstance(loop, ast.While) and loader(loop.iter):
+                loops.add(id(loop))
+            for n in _calls_in(loop.body):
+                if isinstance(n.func, ast.Name) and n.func.id == "next" and n.args and loader(n.args[0]):
+                    draws[id(n)] = (n, loop)  # loops come outer first: the innermost one stays
+        return frozenset(loops), draws
 
     def _own(self, call: ast.Call) -> str | None:
         name = dotted(call.func)
@@ -151,8 +197,9 @@ class _Comms:
 
     def _first(self, stmts, skip: range | None = None) -> ast.Call | None:
         """The first communicating call in ``stmts``: a direct one if there is any, else a call of
-        the file's own function that communicates."""
-        through = None
+        the file's own function that communicates (``f()`` or ``self.f()`` before ``obj.f()``,
+        which may be another class's method of the same name: ``model.train()``)."""
+        through = maybe = None
         for n in _calls_in(stmts):
             if skip is not None and n.lineno in skip:
                 continue
@@ -161,8 +208,12 @@ class _Comms:
             if through is None:
                 own = self._own(n)
                 if own is not None and own in self.funcs:
-                    through = n
-        return through
+                    receiver = n.func.value if isinstance(n.func, ast.Attribute) else None
+                    if receiver is None or (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")):
+                        through = n
+                    elif maybe is None:
+                        maybe = n
+        return through or maybe
 
     def first(self, stmts, skip: range | None = None) -> ast.Call | None:
         """The first call in ``stmts`` (outside the lines ``skip``) that communicates."""
@@ -174,6 +225,38 @@ class _Comms:
             inner = self.funcs[own]
             return f"`{_short(call.func)}()` (line {call.lineno}, which reaches `{_short(inner.func)}` on line {inner.lineno})"
         return f"`{_short(call.func)}` (line {call.lineno})"
+
+
+_WRAPPERS = frozenset(("enumerate", "tqdm", "iter", "islice", "zip", "track", "progress_bar"))
+
+
+def _close(found: dict[str, ast.Call], calls_own: dict[str, list]) -> None:
+    """Add to ``found`` the functions that call one in it, until nothing changes."""
+    for _ in range(6):
+        changed = False
+        for name, pairs in calls_own.items():
+            if name in found:
+                continue
+            hit = next((c for c, own in pairs if own in found), None)
+            if hit is not None:
+                found[name] = hit
+                changed = True
+        if not changed:
+            break
+
+
+def _unwrap(it: ast.AST) -> ast.AST:
+    """What ``enumerate(...)``, ``tqdm(...)`` and the like iterate over: their first argument."""
+    while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in _WRAPPERS:
+        it = it.args[0]
+    return it
+
+
+def _names_loader(name: str | None) -> bool:
+    """A data loader by its name or its class's (``train_loader``, ``DataLoader(...)``, ``val_dl``,
+    ``batches``)."""
+    last = (name or "").rsplit(".", 1)[-1].lower()
+    return "loader" in last or last in ("dl", "batches") or last.endswith(("_dl", "_batches"))
 
 
 def _paired(m, call: ast.Call) -> bool:
@@ -190,9 +273,13 @@ def check(m):
     comms = _Comms(m)
     if not comms.direct:
         return
-    values = RankValues(m)
+    values = RankValues(m, *comms.training_loops())
     reported: set[int] = set()
-    for d in values.decisions:
+    # one finding per batch that decides: first the exit out of the batch's own loop
+    decisions = sorted(values.decisions, key=lambda d: d.origin.data and d.region[:1] != (d.origin.node,))
+    for d in decisions:
+        if d.origin.data and id(d.origin.node) in reported:
+            continue
         finding = _judge(m, comms, d)
         if finding is None:
             continue
@@ -200,6 +287,8 @@ def check(m):
         if id(anchor) in reported:
             continue
         reported.add(id(anchor))
+        if d.origin.data:
+            reported.add(id(d.origin.node))
         yield m.finding(CODE, anchor, message, SEVERITY, hint=hint)
 
 
@@ -229,6 +318,15 @@ def _judge(m, comms: _Comms, d: Decision):
         "take the decision on one rank and broadcast it (dist.broadcast / broadcast_object_list), or "
         "compute the value on every rank, so that every rank takes the same path"
     )
+    if o.data:
+        set_where = (
+            f"values of this rank's own batch (`{o.name}` from `{_short(o.test)}`, line {o.node.lineno}) "
+            "differ between ranks, and no collective makes them the same first"
+        )
+        hint = (
+            "reduce the value over the ranks first (dist.all_reduce, accelerator.reduce / gather) "
+            "so that every rank takes the same decision"
+        )
     if d.kind == "after":
         if comms.first(d.node.body) is not None:
             return None  # the leaving ranks communicate too (the rank-0-first idiom)
@@ -250,7 +348,7 @@ def _judge(m, comms: _Comms, d: Decision):
             return None
         how = "break" if isinstance(d.node, ast.Break) else "return"
         return (
-            o.node,
+            (test_if or d.node) if o.data else o.node,
             f"{set_where}; `{_short(d.test)}` (line {d.test.lineno}) then decides the `{how}` on line "
             f"{d.node.lineno} out of the loop on line {loop.lineno}, so some ranks leave while the "
             f"others wait in {comms.describe(c)} of the next iteration: it hangs",

@@ -96,7 +96,24 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
             return _is_global_source(m, reaching.value) or _uses_global(m, reaching.value, names, depth)
         if _parameter_is_global(m, expr, name, names, depth):
             return True
+        if (0, name) in names and _module_name_here(m, expr, name):
+            return True
     return name in names or (_scope(m, expr), name) in names or _global_option(m, name)
+
+
+def _module_name_here(m, use: ast.AST, name: str) -> bool:
+    """``RANK = int(os.environ["RANK"])`` at module level, used in a function that neither takes nor
+    assigns a ``RANK`` of its own (Python's scoping: then the name is the module's)."""
+    fn = m.enclosing_function(use)
+    while fn is not None:
+        params = fn.args
+        if any(a.arg == name for a in (*params.posonlyargs, *params.args, *params.kwonlyargs)):
+            return False
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+                return False
+        fn = m.enclosing_function(fn)
+    return True
 
 
 _MAX_CALL_DEPTH = 4  # callers (or callees) followed this far for a value
@@ -293,18 +310,94 @@ def check(m):
     ):
         return  # no global rank in this file: nothing can be used as a device index
     names = _device_names(m, _global_names(m))
+    # one finding per value: `local_rank = dist.get_rank()` used for set_device, a device string and
+    # a barrier's device_ids is one thing to change, reported at its first use with the others listed
+    groups: dict[object, list[tuple[ast.AST, ast.AST]]] = {}
     seen = set()
     for where, expr in _device_exprs(m):
         if _uses_global(m, expr, names) and where.lineno not in seen:
             seen.add(where.lineno)
-            passed = _passed_at(m, where, expr)
-            via = f" (passed in by the call at line {passed})" if passed is not None else ""
+            groups.setdefault(_value_key(m, expr), []).append((where, expr))
+    for uses in groups.values():
+        where, expr = min(uses, key=lambda u: (u[0].lineno, u[0].col_offset))
+        passed = _passed_at(m, where, expr)
+        via = f" (passed in by the call at line {passed})" if passed is not None else ""
+        more = sorted({w.lineno for w, _e in uses} - {where.lineno})
+        also = f"; the same value is used as a device at line{'s' if len(more) > 1 else ''} " + ", ".join(
+            map(str, more)
+        ) if more else ""
+        chain = ([passed] if passed is not None else []) + [where.lineno] + more
+        yield m.finding(
+            CODE,
+            where,
+            f"`{ast.unparse(expr)}` is the global rank{via}, used as a CUDA device index: "
+            f"on a second node it names a GPU that does not exist{also}",
+            SEVERITY,
+            hint="use the local rank (LOCAL_RANK from torchrun) for devices",
+            **({"chain": chain} if len(chain) > 1 else {}),
+        )
+    yield from _global_into_other_files(m, names)
+
+
+def _value_key(m, expr: ast.AST) -> object:
+    """What a device expression's rank value is: the assignment that gives the name its value, the
+    module's name, or the expression itself."""
+    name = _bare_name(expr)
+    if name is None:
+        return dotted(expr) or id(expr)
+    reaching = _reaching_assignment(m, expr, name)
+    if reaching is not None:
+        return id(reaching)
+    if _module_name_here(m, expr, name):
+        return ("module", name)
+    return (_scope(m, expr), name)
+
+
+def _bare_name(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("str", "int"):
+        expr = expr.args[0] if len(expr.args) == 1 else expr
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _global_into_other_files(m, names: set):
+    """Project mode: the global rank handed to a function of another file that uses that parameter as
+    a device index (``with zero_first(RANK):`` where ``zero_first(local_rank)`` calls
+    ``dist.barrier(device_ids=[local_rank])``). Reported at the call here: the argument is what to
+    change."""
+    if m.project is None:
+        return
+    for call, _q in m.calls:
+        name = dotted(call.func)
+        found = m.resolve(name) if name else None
+        if found is None:
+            continue
+        other, fn = found
+        if isinstance(fn, ast.Lambda) or isinstance(other.parents.get(fn), ast.ClassDef):
+            continue  # a method's first parameter is bound elsewhere: positions would not line up
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        bound: dict[str, ast.AST] = {}
+        for i, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred) or i >= len(params):
+                break
+            bound[params[i]] = arg
+        bound.update({k.arg: k.value for k in call.keywords if k.arg})
+        rank_params = {p: a for p, a in bound.items() if _uses_global(m, a, names)}
+        if not rank_params:
+            continue
+        for where, expr in _device_exprs(other):
+            param = _bare_name(expr)
+            if param not in rank_params or other.enclosing_function(where) is not fn:
+                continue
+            if _reaching_assignment(other, expr, param) is not None:
+                continue  # the helper gives the name another value before it uses it
+            there = f"{other.path.rsplit('/', 1)[-1]}:{where.lineno}"
             yield m.finding(
                 CODE,
-                where,
-                f"`{ast.unparse(expr)}` is the global rank{via}, used as a CUDA device index: "
-                "on a second node it names a GPU that does not exist",
+                call,
+                f"`{ast.unparse(rank_params[param])}` is the global rank, passed to `{name}` as "
+                f"`{param}`, which uses it as a CUDA device index at {there}: on a second node it "
+                "names a GPU that does not exist",
                 SEVERITY,
-                hint="use the local rank (LOCAL_RANK from torchrun) for devices",
-                **({"chain": [passed, where.lineno]} if passed is not None else {}),
+                hint="pass the local rank (LOCAL_RANK from torchrun)",
             )
+            break

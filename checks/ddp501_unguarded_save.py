@@ -3,7 +3,10 @@
 ## What it does
 Finds `torch.save` that every rank reaches (per the per-rank interpreter, or syntactically when the
 code is not reached from the script's entry point) in a distributed script, writing to a path that
-does not depend on the rank.
+does not depend on the rank. Also a rank test that one launch mode walks around
+(`not args.multiprocessing_distributed or args.rank == 0` where the file makes the job distributed
+by `world_size > 1` too), and a save inside the function that trains (reported at the save: the
+training must run on every rank, the save must not).
 
 ## Why is this bad?
 All N ranks write the same file at the same time: N times the I/O, and on shared file systems
@@ -26,7 +29,10 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.foreign import entering_call, foreign_events, guarded_on_the_way, reported_there
+from ddpdoctor.script.ranks import LOCAL, guard_kind
 from ddpdoctor.script.writers import (
+    every_process_side,
     every_rank_reaches,
     guard_chains,
     guarded_here,
@@ -71,11 +77,14 @@ def _unguarded_entry(m, call) -> bool:
 
 def _guard_on_the_way(m, call) -> bool:
     """A rank test the interpreter could not evaluate (``args.rank % ngpus_per_node == 0``) still reads
-    as a guard: on the save itself or on a call that led to it."""
+    as a guard: on the save itself or on a call that led to it, on every way the ranks reach it (a
+    guarded way in, such as a rank-0-only retrain, leaves the other ways unguarded)."""
     if guarded_here(m, call):
         return True
-    lines = {ln for run in m.runs for t in run.traces for e in t.events if e.node is call for ln in e.chain}
-    return any(c.lineno in lines and guarded_here(m, c) for c, _ in m.calls)
+    chains = {e.chain for run in m.runs for t in run.traces for e in t.events if e.node is call}
+    lines = {ln for chain in chains for ln in chain}
+    guarded = {c.lineno for c, _ in m.calls if c.lineno in lines and guarded_here(m, c)}
+    return bool(chains) and all(guarded.intersection(chain) for chain in chains)
 
 
 def _many_ranks(run, ranks: set[int]) -> bool:
@@ -88,13 +97,13 @@ _SAVE_WORDS = ("save", "checkpoint", "ckpt")
 
 
 def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
-    """Functions whose call saves a checkpoint: this file's functions that reach a ``torch.save``
-    (by name, the def) and imported functions named like ``save_model``/``save_checkpoint`` (by name,
+    """Functions whose call saves a checkpoint: this file's functions that reach one of ``saves``
+    (``torch.save`` to a shared path; by name, the def; not a function that trains) and imported functions named like ``save_model``/``save_checkpoint`` (by name,
     None: their body is in another file)."""
     out: dict[str, ast.AST | None] = {}
     for save in saves:
         fn = m.enclosing_function(save)
-        if fn is not None and not _rank_in_path(m, save) and not _to_stream(m, save):
+        if fn is not None and not _trains(m, fn):
             out[fn.name] = fn
     for call, q in m.calls:
         if isinstance(call.func, ast.Name) and q and q != call.func.id and not q.startswith("torch."):
@@ -102,6 +111,12 @@ def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
             if any(w in name for w in _SAVE_WORDS) and "load" not in name and call.func.id not in out:
                 out[call.func.id] = None
     return out
+
+
+def _trains(m, fn) -> bool:
+    """The function trains (it wraps the model in DDP, or steps backward): every rank must call it, so
+    a save inside it is the one to guard, not the call."""
+    return any(m.enclosing_function(c) is fn for c in (*m.ddp_constructors, *m.method_calls("backward")))
 
 
 def _passes_rank(call: ast.Call) -> bool:
@@ -167,6 +182,23 @@ def _unguarded_siblings(m):
                 yield c, guarded[0]
 
 
+def _guards_every_process_passes(m, saves):
+    """Rank tests that let every process through in one way to launch the job (``not
+    args.multiprocessing_distributed or args.rank == 0`` where ``args.distributed`` is also set by
+    ``world_size > 1``), when such tests are the only ones on a way to a save. Yields (test, the
+    side that lets them through, the assignment that shows it, the save)."""
+    seen: set[int] = set()
+    for save in saves:
+        for chain in guard_chains(m, save):
+            proofs = [every_process_side(m, t) for t, _ in chain]
+            if not chain or not all(proofs):
+                continue
+            test = chain[-1][0]
+            if id(test) not in seen and every_rank_reaches(m, test):
+                seen.add(id(test))
+                yield test, *proofs[-1], save
+
+
 def _save_chain(m, call, fn) -> list[int]:
     """The call, then the ``torch.save`` it reaches in this file's helper ``fn`` (if it is here)."""
     if fn is None:
@@ -192,7 +224,28 @@ def check(m):
         )
     if not m.is_training_script and not m.dist_calls("get_rank"):
         return
-    saves = m.calls_named("torch.save")
+    # per-rank files (and writes into a stream opened here) are meant to be written by every rank
+    saves = [s for s in m.calls_named("torch.save") if not _rank_in_path(m, s) and not _to_stream(m, s)]
+    for test, side, proof, save in _guards_every_process_passes(m, saves):
+        flag = f"`{ast.unparse(side.operand)}`"
+        dest = m.argparse_dests().get(side.operand.attr if isinstance(side.operand, ast.Attribute) else "")
+        if dest is not None and dest.flags:
+            flag = f"`{dest.flags[-1]}`"  # the user's words: the command-line flag
+        yield m.finding(
+            CODE,
+            test,
+            f"`{ast.unparse(side)}` lets every process past this rank test when the job is distributed "
+            f"without {flag} (line {proof.lineno} sets `{ast.unparse(proof.targets[0])}` another way too): "
+            f"then all ranks save the same file at once ({m.chain_text([test.lineno, save.lineno])})"
+            + (
+                f"; with {flag} the rank it tests is the node-local one: one writer per node"
+                if guard_kind(m, test) == (LOCAL,)
+                else ""
+            ),
+            SEVERITY,
+            hint="test the global rank on every launch path (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+            chain=[proof.lineno, test.lineno, save.lineno],
+        )
     helpers: set[int] = set()  # their saves are reported at the call that reaches them on every rank
     for call, name, fn, guarded in _inconsistent_calls(m, saves):
         if fn is not None:
@@ -210,8 +263,6 @@ def check(m):
     for call in saves:
         if id(m.enclosing_function(call)) in helpers:
             continue
-        if _rank_in_path(m, call) or _to_stream(m, call):
-            continue  # per-rank files are meant to be written by every rank
         if _guard_on_the_way(m, call):
             continue
         reach = m.reach(call)
@@ -235,4 +286,41 @@ def check(m):
             SEVERITY,
             hint="save on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`",
             **({"chain": [arm.lineno, call.lineno]} if arm is not None else {}),
+        )
+    yield from _saves_in_other_files(m)
+
+
+def _saves_in_other_files(m):
+    """Project mode: a ``torch.save`` in another file (a checkpoint helper) that every rank reaches
+    through a call here. Reported at that call, where the rank test belongs."""
+    for fe in foreign_events(m, "save"):
+        save, other = fe.event.node, fe.other
+        if _rank_in_path(other, save) or _to_stream(other, save) or guarded_on_the_way(m, fe):
+            continue
+        if not any(_many_ranks(run, ranks) for run, ranks in fe.reach):
+            continue
+        if all(run.entry != "<module>" for run, _ in fe.reach) and not _unguarded_entry(m, fe.anchor):
+            continue
+        if reported_there(check, other, save):
+            continue
+        name = ast.unparse(fe.anchor.func) if isinstance(fe.anchor, ast.Call) else "the helper"
+        where = f"{other.path.rsplit('/', 1)[-1]}:{save.lineno}"
+        enters = entering_call(m, fe)
+        if enters is None:
+            message = f"every rank calls `{name}` here, and it saves with `torch.save` at {where} with no rank test"
+            hint = "call it on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`"
+        else:
+            at = f"{enters[0]}:{enters[1]}"
+            message = (
+                f"every rank calls `{name}` here, and through it {at} calls the saving helper with no "
+                f"rank test, which saves with `torch.save` at {where}"
+            )
+            hint = f"make the call at {at} on rank 0 only (`if dist.get_rank() == 0:`), then `dist.barrier()`"
+        yield m.finding(
+            CODE,
+            fe.anchor,
+            f"{message}: all ranks write the same file at once ({m.event_chain(fe.event)})",
+            SEVERITY,
+            hint=hint,
+            cause=f"{other.path}:{save.lineno} via {enters}",
         )

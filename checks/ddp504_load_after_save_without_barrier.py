@@ -245,8 +245,8 @@ def check(m):
             continue
         r0 = run.traces[0].events
         for i, save in enumerate(r0):
-            if save.kind != "save" or save.arg is None:
-                continue
+            if save.kind != "save" or save.arg is None or save.path is not None:
+                continue  # (a save in another file of the project: its lines are not this file's)
             if any(e.node is save.node for t in run.traces[1:] for e in t.events):
                 continue  # not a rank-0-only save
             c0 = _syncs_before(r0, i)
@@ -254,6 +254,7 @@ def check(m):
                 for j, load in enumerate(t.events):
                     if (
                         load.kind == "load"
+                        and load.path is None
                         and load.arg == save.arg
                         and _syncs_before(t.events, j) == c0
                         and id(load.node) not in reported

@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import re
 
+from ddpdoctor.script.foreign import entering_call, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import enclosing_statements, every_rank_reaches, per_process_path
 
@@ -82,12 +83,13 @@ def _writes(m):
                 path = call.args[0] if call.args else _kw(call, "name") or _kw(call, "path")
             else:
                 path = f.value  # pathlib: Path(p).mkdir()
-            yield (
-                call,
-                path,
-                "creates",
-                "without `exist_ok=True`: the ranks that lose the race get FileExistsError",
+            exist_ok = _kw(call, "exist_ok")
+            how = (
+                f"with `exist_ok={ast.unparse(exist_ok)}` (not always True):"
+                if exist_ok is not None and not isinstance(exist_ok, ast.Constant)
+                else "without `exist_ok=True`:"
             )
+            yield (call, path, "creates", f"{how} the ranks that lose the race get FileExistsError")
         elif q == "open" or (
             last == "open"
             and isinstance(f, ast.Attribute)
@@ -144,4 +146,42 @@ def check(m):
             SEVERITY,
             hint="write on rank 0 only (`if dist.get_rank() == 0:`) then `dist.barrier()`; "
             "`os.makedirs(..., exist_ok=True)` for folders",
+        )
+    yield from _writes_in_other_files(m)
+
+
+def _writes_in_other_files(m):
+    """Project mode: a write of another file (a helper's ``makedirs`` without ``exist_ok``) that
+    several ranks reach through a call here. Reported at that call, naming the write and, when the
+    helper is called from a third file, the line where the rank test belongs."""
+    for fe in foreign_events(m, "fs"):
+        call, other = fe.event.node, fe.other
+        found = next(((p, verb, why) for c, p, verb, why in _writes(other) if c is call), None)
+        if found is None or guarded_on_the_way(m, fe):
+            continue
+        path, verb, why = found
+        # only folder creation: its loser crashes with FileExistsError whatever the content; a shared
+        # file a helper rewrites is often rewritten with the same content, or behind a "main process
+        # first" block of another file that this walk does not see
+        if verb != "creates" or per_process_path(path, other) or _handles_exists(other, call):
+            continue
+        if path is not None and "devnull" in ast.unparse(path):
+            continue
+        if not any(len(ranks) == run.world_size for run, ranks in fe.reach):
+            continue
+        if reported_there(check, other, call):
+            continue
+        name = ast.unparse(fe.anchor.func) if isinstance(fe.anchor, ast.Call) else "the helper"
+        where = f"{other.path.rsplit('/', 1)[-1]}:{call.lineno}"
+        target = ast.unparse(path) if path is not None else (dotted(call.func) or "it")
+        enters = entering_call(m, fe)
+        via = f", through {enters[0]}:{enters[1]}," if enters is not None else ""
+        yield m.finding(
+            CODE,
+            fe.anchor,
+            f"every rank calls `{name}` here{via} and at {where} it {verb} `{target}` {why} "
+            f"({m.event_chain(fe.event)})",
+            SEVERITY,
+            hint="`exist_ok=True` for folders; other writes on rank 0 only, then `dist.barrier()`",
+            cause=f"{other.path}:{call.lineno} via {enters}",
         )

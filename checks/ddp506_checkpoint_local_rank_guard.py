@@ -34,7 +34,7 @@ import ast
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import guard_chains, per_process_path
+from ddpdoctor.script.writers import every_process_side, every_rank_reaches, guard_chains, per_process_path
 
 CODE = "DDP506"
 TITLE = "Checkpoint guarded by the local rank"
@@ -96,6 +96,8 @@ def check(m):
             test = tests[-1]  # the outermost: where the one-per-node decision is taken
             if id(test) in reported:
                 continue
+            if every_process_side(m, test) is not None and every_rank_reaches(m, test):
+                continue  # another launch mode lets every rank through: DDP501 reports this test
             reported.add(id(test))
             lines = [test.lineno, *(node.lineno for _t, node in reversed(chain)), save.lineno]
             via = m.chain_text(list(dict.fromkeys(lines)))

@@ -316,4 +316,19 @@ def lint_paths(
             ):
                 out.extend(part)
     _PROJECT = _CACHE = None
-    return sorted(out, key=_sort_key)
+    return _one_per_cause(sorted(out, key=_sort_key))
+
+
+def _one_per_cause(findings: list[Finding]) -> list[Finding]:
+    """Project mode: two scripts that reach the same helper line report the same cause (evidence
+    ``cause``: that line); the first, in path order, stands for both."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        cause = f.evidence.get("cause") if f.evidence else None
+        if cause is not None:
+            if (f.code, cause) in seen:
+                continue
+            seen.add((f.code, cause))
+        out.append(f)
+    return out

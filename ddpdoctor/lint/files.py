@@ -36,6 +36,10 @@ STRONG = (
     b"wait_for_everyone",  # accelerate's barrier
     b"deepspeed.comm",  # DeepSpeed's mirror of torch.distributed (script/names.py reads it as such)
     b"deepspeed import comm",
+    # keywords only DDP's constructor takes: a DDP subclass built in this file (script/analysis.py)
+    b"broadcast_buffers",
+    b"find_unused_parameters",
+    b"gradient_as_bucket_view",
 )
 # ... or imports torch.distributed, looks at a rank, and communicates (a helper module of a script).
 _DIST = (b"torch.distributed", b"import distributed")

@@ -33,6 +33,11 @@ DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
 MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
 ENTRY_SIZES = 3  # functions walked as their own entry point use the first 3 world sizes
 _WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes", "n_procs", "num_procs"}
+# keywords of DistributedDataParallel.__init__ that no other common constructor takes: a call that
+# passes one builds a DDP model (a subclass or a thin wrapper of it)
+_DDP_ONLY_KEYWORDS = frozenset(
+    ("broadcast_buffers", "find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph")
+)
 RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
 
 
@@ -422,8 +427,8 @@ class ModuleAnalysis:
         """Every rank of a distributed job runs this file's code, as far as it shows: it creates the
         group or the DDP model, calls torch.distributed, or is the trainer of such a job (it imports
         DistributedDataParallel or DistributedSampler, builds an accelerate Accelerator, uses
-        Horovod)."""
-        if self.uses_distributed:
+        Horovod, wraps its model in DDP through a helper or subclass)."""
+        if self.uses_distributed or self.ddp_wrapper_calls:
             return True
         markers = (".DistributedDataParallel", ".DistributedSampler", "accelerate.Accelerator")
         return any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values()) or bool(
@@ -589,16 +594,24 @@ class ModuleAnalysis:
     @cached_property
     def ddp_wrapper_calls(self) -> list[ast.Call]:
         """Calls that wrap a model in DDP out of this file's sight: a helper of another file named for
-        it (``ddp_wrap(model)``), accelerate's ``accelerator.prepare(model, ...)``."""
+        it (``ddp_wrap(model)``), accelerate's ``accelerator.prepare(model, ...)``, or a subclass of
+        DistributedDataParallel made with keywords only DDP's constructor takes
+        (``DistributedModel(module=m, broadcast_buffers=False)``)."""
         own = {fn.name for fn in self.functions}
         accelerate = any(v.split(".", 1)[0] == "accelerate" for v in self.aliases.values())
         return [
             c
             for c, q in self.calls
-            if c.args
+            if (c.args or c.keywords)
+            and (last := (q or "").rsplit(".", 1)[-1]) not in own
             and (
-                ((last := (q or "").rsplit(".", 1)[-1]) not in own and names_a_ddp_wrapper(last))
-                or (accelerate and last == "prepare" and (q or "").rsplit(".", 2)[-2:-1] == ["accelerator"])
+                (c.args and names_a_ddp_wrapper(last))
+                or (accelerate and c.args and last == "prepare" and (q or "").rsplit(".", 2)[-2:-1] == ["accelerator"])
+                or (
+                    last != "DistributedDataParallel"
+                    and (c.args or any(k.arg == "module" for k in c.keywords))  # a model, not a kwargs handler
+                    and any(k.arg in _DDP_ONLY_KEYWORDS for k in c.keywords)
+                )
             )
         ]
 
@@ -715,12 +728,21 @@ class ModuleAnalysis:
         """(ModuleAnalysis, def) of the project function that the dotted call name ``name`` of this
         file reaches through its imports (``utils.train``, ``train`` after ``from utils import train``),
         else None. ``importer``: resolve in another file of the project instead."""
+        found = self.resolve_def(name, importer)
+        if found is None or not isinstance(found[1], FuncRef):
+            return None
+        return found[0], found[1].node
+
+    def resolve_def(self, name: str | None, importer: str | None = None, depth: int = 0):
+        """(ModuleAnalysis, FuncRef or ClassRef) that ``name`` reaches in another file of the project,
+        through re-exports too (a package's ``__init__.py`` that does ``from .checkpoint import
+        CheckpointHandler``), else None."""
         project = self.project
-        if project is None or not name:
+        if project is None or not name or depth > 3:
             return None
         if importer is not None and importer != self.path:
             other = project.analysis(Path(importer))
-            return other.resolve(name) if other is not None else None
+            return other.resolve_def(name, depth=depth) if other is not None else None
         head, _, rest = name.partition(".")
         imp = self.project_imports.get(head)
         if imp is None:
@@ -744,34 +766,42 @@ class ModuleAnalysis:
             if other is None:
                 continue
             target = other._defs.get(symbol)
-            if isinstance(target, FuncRef):
-                return other, target.node
+            if isinstance(target, (FuncRef, ClassRef)):
+                return other, target
+            if target is None and symbol in other.project_imports:  # re-exported there
+                found = other.resolve_def(symbol, depth=depth + 1)
+                if found is not None:
+                    return found
         return None
 
     def _resolver(self):
-        """For the interpreter: a FuncRef that walks a project function with its own file's names."""
+        """For the interpreter: a FuncRef or ClassRef that walks a project function or class with its
+        own file's names."""
         if self.project is None:
             return None
         # every rank of every world size asks the same names: answered once per entry point's runs
         # (kept with this resolver only, so nothing outlives the runs)
-        memo: dict[tuple[str, str | None], FuncRef | None] = {}
+        memo: dict[tuple[str, str | None], FuncRef | ClassRef | None] = {}
 
         def resolve(name: str, importer: str | None):
             key = (name, importer)
             if key in memo:
                 return memo[key]
-            found = self.resolve(name, importer)
+            found = self.resolve_def(name, importer)
             if found is None:
                 memo[key] = None
                 return None
-            other, fn = found
+            other, target = found
             ctx = other.__dict__.get("_context")
             if ctx is None:
                 ctx = ModuleContext(
                     other.path, other.aliases, {**other._defs, "__name__": Path(other.path).stem}
                 )
                 other.__dict__["_context"] = ctx
-            memo[key] = ref = FuncRef(fn, ctx=ctx)
+            if isinstance(target, ClassRef):
+                memo[key] = ref = ClassRef(target.node, target.methods, ctx)
+            else:
+                memo[key] = ref = FuncRef(target.node, ctx=ctx)
             return ref
 
         return resolve
@@ -783,7 +813,10 @@ class ModuleAnalysis:
             return ev.node
         for line, path in zip(reversed(ev.chain), reversed(ev.chain_paths)):
             if path is None or path == self.path:
-                return next((c for c, _q in self.calls if c.lineno == line), None) or _Place(line)
+                on_line = [c for c, _q in self.calls if c.lineno == line]
+                # `out = prepare(os.environ.get(...))`: the call that goes into the other file
+                into = [c for c in on_line if self.resolve_def(dotted(c.func)) is not None]
+                return (into or on_line or [None])[0] or _Place(line)
         return _Place(1)
 
     def event_chain(self, ev) -> str:

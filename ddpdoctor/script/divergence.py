@@ -29,6 +29,10 @@ from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import guard_kind
 
 _ROUNDS = 4
+# what reads only the shape of a value, not its contents: alike on every rank for a batch (a
+# DistributedSampler gives every rank as many samples)
+_SHAPE_CALLS = frozenset(("len", "size", "numel", "dim", "nelement"))
+_SHAPE_ATTRS = frozenset(("shape", "ndim", "dtype", "device", "is_cuda"))
 # calls whose result is the same on every rank (a collective or a wrapper of one)
 _UNIFYING = ("broadcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -37,11 +41,13 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a value became rank-dependent: the assignment (or return) and the rank test it sits under."""
+    """Where a value became rank-dependent: the assignment (or return) and the rank test it sits under,
+    or (``data``) the training loop whose batch, the rank's own, it comes from."""
 
-    node: ast.AST  # the statement that sets the value on some ranks only
-    test: ast.AST  # the rank test that decides it
+    node: ast.AST  # the statement that sets the value on some ranks only (the loop, for data)
+    test: ast.AST  # the rank test that decides it (the loop's iterable, for data)
     name: str  # what holds the value there
+    data: bool = False  # computed from the rank's own batch: differs between ranks by their data
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,18 @@ def _exits(body: list) -> bool:
 
 
 class RankValues:
-    def __init__(self, m):
+    def __init__(self, m, data_loops: frozenset[int] = frozenset(), data_draws: dict | None = None):
+        """``data_loops``: ids of the ``for`` loops whose items are the rank's own batches (a DDP
+        training loop: each rank trains on its own shard of the data); ``data_draws``: id of a
+        ``next(it)`` call that draws such a batch -> the loop it trains in. What is computed from
+        them differs between ranks until a collective makes it the same."""
         self.m = m
+        self.data_loops = data_loops
+        self._data_defs: list[_Def] = []
+        self._draws: dict[int, Origin] = {
+            i: Origin(loop, call, dotted(call.args[0]) or "batch" if call.args else "batch", data=True)
+            for i, (call, loop) in (data_draws or {}).items()
+        }
         self.defs: list[_Def] = []
         self.by_key: dict[tuple, list[_Def]] = {}
         self.returns: dict[str, dict[int | None, Origin]] = {}  # function name -> position -> origin
@@ -97,7 +113,7 @@ class RankValues:
         self._any_rank = False
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
-        if not self._any_rank:  # no rank test: nothing can be set on some ranks only
+        if not (self._any_rank or self._data_defs or self._draws):  # nothing can differ between ranks
             self.decisions: list[Decision] = []
             return
         self._note_unifying()
@@ -153,7 +169,10 @@ class RankValues:
                 bound = _range_bound(st.iter)
                 if bound is not None:  # not ``for b in tqdm(loader)``: a wrapper keeps the length
                     self._sinks.append(("loop", st, bound, ctrl, tuple(st.body), fn))
-                self._def(st.target, st, fn, ctrl, None)
+                if id(st) in self.data_loops:
+                    self._data_def(st, fn, ctrl)
+                else:
+                    self._def(st.target, st, fn, ctrl, None)
                 self._walk(st.body, fn, ctrl, [*loops, st])
                 self._walk(st.orelse, fn, ctrl, loops)
             elif t in (ast.With, ast.AsyncWith):
@@ -201,6 +220,33 @@ class RankValues:
         key = self._key(target, fn)
         if key is not None:
             self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
+
+    def _data_def(self, loop, fn, ctrl) -> None:
+        """The names a training loop binds to the rank's batch (not the index of ``enumerate``)."""
+        target = loop.target
+        it = loop.iter
+        if (
+            isinstance(it, ast.Call)
+            and (dotted(it.func) or "").rsplit(".", 1)[-1] == "enumerate"
+            and isinstance(target, (ast.Tuple, ast.List))
+            and len(target.elts) == 2
+        ):
+            target = target.elts[1]
+        stack = [target]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, (ast.Tuple, ast.List)):
+                stack.extend(t.elts)
+                continue
+            if isinstance(t, ast.Starred):
+                t = t.value
+            key = self._key(t, fn)
+            if key is None:
+                continue
+            d = _Def(key, loop, fn, ctrl, None, None, origin=Origin(loop, it, key[1], data=True))
+            self.defs.append(d)
+            self._data_defs.append(d)
+            self.tainted.add(key)
 
     def _note_unifying(self) -> None:
         """Names handed to a collective: ``dist.broadcast(stop, 0)`` makes ``stop`` the same everywhere."""
@@ -304,6 +350,8 @@ class RankValues:
             if leaf[0] == "call":
                 if self.returns.get(leaf[1]):
                     return True
+            elif leaf[0] in ("args", "data"):
+                return True  # decided by ``reads``
             elif leaf[2] in self.tainted or (None, leaf[2][1]) in self.tainted:
                 return True
         return False
@@ -330,32 +378,41 @@ class RankValues:
         if found is not None:
             return found
         out: list = []
-        stack = [e]
+        stack: list = [(e, False)]
         while stack:
-            n = stack.pop()
+            n, shape = stack.pop()
             if isinstance(n, ast.Call):
+                if id(n) in self._draws:
+                    if not shape:
+                        out.append(("data", n))
+                    continue
                 if _is_unifying(n):
                     out.append(("unify",))
                     continue
                 callee = (dotted(n.func) or "").rsplit(".", 1)[-1]
                 if callee in self.funcs:
                     out.append(("call", callee))
+                    if (self._data_defs or self._draws) and not shape:
+                        # the rank's batch handed to the file's own function: what it computes
+                        # from it (the loss, a statistic) is the rank's own too
+                        out.append(("args", n))
                     continue
-                stack.extend(n.args)
-                stack.extend(k.value for k in n.keywords)
+                inner = shape or callee in _SHAPE_CALLS
+                stack.extend((a, inner) for a in n.args)
+                stack.extend((k.value, inner) for k in n.keywords)
                 if isinstance(n.func, ast.Attribute):
-                    stack.append(n.func.value)
+                    stack.append((n.func.value, inner))
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)):
                 key = self._key(n, fn)
                 if key is not None:
-                    out.append(("name", n, key))
+                    out.append(("name", n, key, shape))
                 if isinstance(n, ast.Attribute):
-                    stack.append(n.value)
+                    stack.append((n.value, shape or n.attr in _SHAPE_ATTRS))
                 continue
             if isinstance(n, (ast.Lambda, *_FUNCS)):
                 continue
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend((c, shape) for c in ast.iter_child_nodes(n))
         found = self._leaf_memo[id(e)] = (e, tuple(out))  # (e kept: its id stays its own)
         return found
 
@@ -373,6 +430,15 @@ class RankValues:
                     if o is not None:
                         return o
                 continue
+            if leaf[0] == "data":
+                return self._draws[id(leaf[1])]
+            if leaf[0] == "args":
+                call = leaf[1]
+                for a in (*call.args, *(k.value for k in call.keywords)):
+                    o = self.reads(a, fn)
+                    if o is not None and o.data:
+                        return o
+                continue
             key = leaf[2]
             if key in self.unified:
                 continue
@@ -383,7 +449,8 @@ class RankValues:
                 defs = self.by_key.get((None, key[1]))  # a module-level name read in a function
             if defs:
                 o = self._reaching(defs, leaf[1], fn)
-                if o is not None:
+                if o is not None and not (o.data and leaf[3]):
+                    # (the shape of a batch, ``len(batch)``, ``x.size(0)``, is alike on every rank)
                     return o
         return None
 
@@ -439,7 +506,9 @@ class RankValues:
                     out.append(Decision("exit", node, ctrl[1], o, region))
                 continue
             o = self.reads(test, fn)
-            if o is not None:
+            if o is not None and not (o.data and kind == "if"):
+                # a batch's values decide ``if``s all the time (``if "labels" in batch``, a
+                # schedule): only leaving a loop on them is followed
                 out.append(Decision(kind, node, test, o, region))
         return out
 

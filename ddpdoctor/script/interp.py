@@ -106,7 +106,7 @@ MAX_UNROLL = 8  # enough for p2p loops over the world; epoch loops run once
 
 @dataclass
 class Event:
-    kind: str  # collective | p2p | wait | ddp_forward | save | load | state_dict | spawn
+    kind: str  # collective | p2p | wait | ddp_forward | save | load | state_dict | spawn | fs
     op: str
     node: ast.AST
     chain: tuple[int, ...] = ()  # lines of the calls that led here (outermost first)
@@ -218,6 +218,11 @@ _CMPOPS = {
     ast.NotIn: lambda a, b: a not in b,
 }
 _CONCRETE = (int, float, str, bool, type(None), tuple, range)
+# file-system writes recorded (kind "fs") while another file of the project is walked, for DDP505 to
+# judge there; the linted file's own writes are read from its syntax
+_FS_WRITES = frozenset(
+    ("makedirs", "mkdir", "open", "write_text", "write_bytes", "save", "savez", "savetxt", "save_pretrained")
+)
 
 
 def _concrete(*vals) -> bool:
@@ -847,6 +852,8 @@ class Interpreter:
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
+        if self.path is not None and last in _FS_WRITES and q not in ("torch.save",):
+            self._record("fs", last, node)
         if q in ("torch.save",):
             self._record(
                 "save", "save", node, arg=_path_src(node.args[1], frame) if len(node.args) > 1 else None
@@ -1022,6 +1029,11 @@ class Interpreter:
         try:
             self.exec_block(fn.body, frame)
         except _Raise:
+            if self.path is not None:
+                # a function of another file of the project raised: walked without its caller's
+                # context, its checks decide on less than they would at run time, so its error path
+                # says nothing certain about this rank; the call just gives an unknown value
+                return UNKNOWN
             self.trace.truncated = True
             raise _Exit() from None
         except _Return as r:

@@ -549,6 +549,11 @@ def _single_when(test: ast.AST) -> bool | None:
     return None
 
 
+def distributed_when_true(test: ast.AST) -> bool:
+    """``test`` holds only in a distributed run (``args.distributed``, ``world_size > 1``)."""
+    return _single_when(test) is False
+
+
 def single_process_arm(m, node: ast.AST) -> bool:
     """``node`` runs only when the job is not distributed (the ``else`` of ``if ddp:``, the body of
     ``if world_size == 1:``): one process, so no rank test there can part ranks."""

@@ -211,6 +211,41 @@ def one_rank_side(m, test: ast.AST) -> str | None:
     return None
 
 
+def every_process_side(m, test: ast.AST) -> tuple[ast.expr, ast.Assign] | None:
+    """An ``or`` rank test whose other side holds on every process of some distributed run:
+    ``not F or (F and rank == 0)`` where the file makes the run distributed without ``F`` too
+    (``args.distributed = args.world_size > 1 or F``). With the job distributed and ``F`` false every
+    rank passes. Returns that side (``not F``) and the assignment (the evidence), or None."""
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)) or not _is_rank_test(m, test):
+        return None
+    sides = {
+        ast.dump(v.operand): v
+        for v in test.values
+        if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and not _is_rank_test(m, v)
+    }
+    for node in _distributed_flag_assignments(m):
+        ways = [ast.dump(v) for v in node.value.values]
+        for flag, side in sides.items():
+            if flag in ways and any(w != flag for w in ways):
+                return side, node
+    return None
+
+
+def _distributed_flag_assignments(m) -> list[ast.Assign]:
+    """``distributed = A or B``: the ways this file makes a run distributed."""
+    cached = m.__dict__.get("_writers_dist_flags")
+    if cached is None:
+        cached = m.__dict__["_writers_dist_flags"] = [
+            node
+            for node in m.nodes(ast.Assign)
+            if len(node.targets) == 1
+            and isinstance(node.value, ast.BoolOp)
+            and isinstance(node.value.op, ast.Or)
+            and ranks.distributed_when_true(node.targets[0])
+        ]
+    return cached
+
+
 def guarded_here(m, node: ast.AST) -> bool:
     """A rank test in ``node``'s own function keeps all but one rank away from it (see rank_guards),
     or the function is one rank's by its name or decorator."""

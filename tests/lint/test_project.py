@@ -214,3 +214,91 @@ def test_a_starred_tuple_spreads_over_the_parameters():
     it._bind = lambda ref, args, kwargs, **kw: seen.append(list(args)) or bind(ref, args, kwargs, **kw)
     it.run_module()
     assert seen == [[3, 4], [UNKNOWN]]
+
+
+HELPERS = FIXTURES / "project_helpers"  # train.py calls checkpoint helpers kept in ckpt.py
+
+
+def _expected(path: Path) -> list[tuple[str, int, str]]:
+    return [
+        (path.name, i, line.rsplit("expect: ", 1)[1].strip())
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "expect: " in line
+    ]
+
+
+def test_a_checkpoint_helper_in_another_file_run_by_every_rank():
+    found = _codes([HELPERS / "bad"], ("DDP501", "DDP503"))
+    assert sorted((n, line, c) for n, line, c, _m in found) == _expected(HELPERS / "bad" / "train.py")
+    by_code = {c: m for _n, _l, c, m in found}
+    assert "ckpt.py:11" in by_code["DDP501"] and "train.py:22 -> ckpt.py:11" in by_code["DDP501"]
+    assert "ckpt.py:15" in by_code["DDP503"]
+    # the rank test at the call, and map_location in the helper: quiet; the script alone cannot tell
+    assert _codes([HELPERS / "ok"], ("DDP501", "DDP503")) == []
+    assert _codes([HELPERS / "bad" / "train.py"], ("DDP501", "DDP503")) == []
+
+
+def test_a_helper_that_guards_itself_or_reports_itself_is_not_reported_again(tmp_path):
+    root = tmp_path / "proj"
+    shutil.copytree(HELPERS / "bad", root)
+    ckpt = root / "ckpt.py"
+    text = ckpt.read_text()
+    # the helper tests the rank itself: the call site needs no guard
+    ckpt.write_text(
+        text.replace("import torch\n", "import torch\nimport torch.distributed as dist\n").replace(
+            "    os.makedirs(out_dir, exist_ok=True)\n",
+            "    if dist.get_rank() != 0:\n        return\n    os.makedirs(out_dir, exist_ok=True)\n",
+        )
+    )
+    found = _codes([root], ("DDP501", "DDP503"))
+    assert [c for _n, _l, c, _m in found].count("DDP501") == 0
+    # the helper file is distributed code itself: its own torch.load is reported there, once
+    loads = [(n, line) for n, line, c, _m in found if c == "DDP503"]
+    assert loads == [("ckpt.py", 18)]
+
+
+def test_the_global_rank_handed_to_a_helper_in_another_file_that_uses_it_as_a_device():
+    root = FIXTURES / "project_zero_first"
+    found = _codes([root], ("DDP402",))
+    assert [(n, line) for n, line, _c, _m in found] == [(n, line) for n, line, _c in _expected(root / "train.py")]
+    assert "dist_utils.py:11" in found[0][3] and "`local_rank`" in found[0][3]
+    assert _codes([root / "train.py"], ("DDP402",)) == []  # alone, the helper's body is unknown
+
+
+def test_a_saving_object_of_another_file_reached_through_a_package_and_a_loop_helper(tmp_path):
+    """``pkg.Saver`` (re-exported by the package's __init__) is built here and handed to
+    ``pkg.train``, whose loop calls ``saver.save`` on every rank: reported at the call here, naming
+    the line in the loop where the rank test belongs."""
+    root = FIXTURES / "project_classes"
+    found = _codes([root], ("DDP501",))
+    assert [(n, line) for n, line, _c, _m in found] == [(n, line) for n, line, _c in _expected(root / "train.py")]
+    message = found[0][3]
+    assert "loop.py:10" in message and "saver.py:15" in message
+    # the loop's call guarded by the rank: quiet
+    proj = tmp_path / "proj"
+    shutil.copytree(root, proj)
+    loop = proj / "pkg" / "loop.py"
+    loop.write_text(
+        loop.read_text()
+        .replace("import torch\n", "import torch\nimport torch.distributed as dist\n")
+        .replace("if step % 100 == 0:", "if step % 100 == 0 and dist.get_rank() == 0:")
+    )
+    assert _codes([proj], ("DDP501",)) == []
+
+
+def test_two_scripts_reaching_one_unmapped_load_report_it_once(tmp_path):
+    root = tmp_path / "proj"
+    shutil.copytree(HELPERS / "bad", root)
+    (root / "finetune.py").write_text((root / "train.py").read_text())
+    found = _codes([root], ("DDP503",))
+    assert [(n, line) for n, line, _c, _m in found] == [("finetune.py", 16)]
+
+
+def test_a_folder_created_without_exist_ok_in_another_file_by_every_rank():
+    root = FIXTURES / "project_writes"
+    found = _codes([root / "bad"], ("DDP505",))
+    want = [(n, line) for n, line, _c in _expected(root / "bad" / "train.py")]
+    assert [(n, line) for n, line, _c, _m in found] == want
+    assert "paths.py:8" in found[0][3] and "`prepare_output`" in found[0][3]
+    assert _codes([root / "ok"], ("DDP505",)) == []
+    assert _codes([root / "bad" / "train.py"], ("DDP505",)) == []
