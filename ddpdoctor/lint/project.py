@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import re
 import warnings
 from collections import OrderedDict
 from functools import cached_property
@@ -22,12 +21,6 @@ _MAX_BYTES = 2_000_000  # a module bigger than this is not followed (generated c
 # analyses kept at once: every kept tree is memory the garbage collector keeps walking, and a whole
 # library's trees (torch) would slow the run down by a third
 _KEEP = 48
-# A top-level ``def name`` or ``async def name``: at the start of a line (after a newline or a lone
-# carriage return; module level has no indent, but a form feed resets the column), with any spacing or
-# line continuation between the words. A match in a string is harmless: it only means a parse.
-_TOP_DEF = re.compile(
-    rb"(?:^|(?<=\r))(?:[ \t\f]*\f)?(?:async[ \t\f\\\r\n]+)?def[ \t\f\\\r\n]+(\w+)", re.MULTILINE
-)
 
 
 class Project:
@@ -39,7 +32,6 @@ class Project:
             for name in _module_names(f, bases):
                 self.by_name.setdefault(name, f)
         self._analyses: OrderedDict[Path, object] = OrderedDict()
-        self._top_defs: dict[Path, frozenset[str] | None] = {}
 
     @cached_property
     def signature(self) -> str:
@@ -73,18 +65,6 @@ class Project:
         if s is None:
             s = self.__dict__["_files_cached"] = set(self.files)
         return s
-
-    def may_define(self, path: Path, name: str) -> bool:
-        """False when the file's text shows no top-level ``def name``: a call resolved into it cannot
-        reach a function there, and the file need not be parsed (an import of a big module for one
-        class or constant is common). True when unsure (non-ASCII text, where names may be written
-        in other forms; an unreadable file, which analysis() answers)."""
-        if path in self._analyses:
-            return True
-        names = self._top_defs.get(path, False)
-        if names is False:
-            names = self._top_defs[path] = _top_def_names(path)
-        return names is None or name in names
 
     def analysis(self, path: Path):
         """The ModuleAnalysis of another file of the project, or None if it cannot be read or parsed."""
@@ -162,19 +142,6 @@ class Project:
                     other, fn = found
                     out.setdefault((str(Path(other.path)), fn.name), []).append((mod, call))
         return out
-
-
-def _top_def_names(path: Path) -> frozenset[str] | None:
-    """The names after ``def`` at the start of a line in an ASCII file, or None (not ASCII, unreadable)."""
-    from ddpdoctor.boundary.inputs import InputError, read_bytes
-
-    try:
-        data = read_bytes(path, "Python file", _MAX_BYTES)
-    except InputError:
-        return None
-    if not data.isascii():
-        return None
-    return frozenset(m.decode() for m in _TOP_DEF.findall(data))
 
 
 def _module_names(f: Path, bases: list[tuple[str, ...]]) -> list[str]:

@@ -760,7 +760,7 @@ class ModuleAnalysis:
             if not symbol or "." in symbol:
                 continue
             path = project.module_path(mod, self.path, level)
-            if path is None or str(path) == self.path or not project.may_define(path, symbol):
+            if path is None or str(path) == self.path:
                 continue
             other = project.analysis(path)
             if other is None:

@@ -378,58 +378,6 @@ def test_decode_reads_a_cookie_only_in_the_first_two_lines():
         decode(b"#!/usr/bin/env python\n# coding: no-such-codec\n")
 
 
-def _top_level_functions(tree: ast.Module) -> set[str]:
-    return {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-
-
-@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
-def test_top_def_text_scan_finds_every_top_level_function(path):
-    """Project.may_define reads a file's top-level def names from its text before parsing it to follow
-    a call: every function the parser finds at module level is among them."""
-    from ddpdoctor.lint.project import _top_def_names
-
-    names = _top_def_names(path)
-    if names is None:  # not ASCII: always parsed
-        return
-    assert _top_level_functions(ast.parse(path.read_bytes())) <= names
-
-
-def test_top_def_text_scan_on_odd_layouts(tmp_path):
-    from ddpdoctor.lint.project import Project, _top_def_names
-
-    src = (
-        "def a(): pass\nasync def b():\n    def nested(): pass\n\x0cdef c(): pass\n  \x0cdef d(): pass\n"
-        "async \\\n    def e(): pass\ndef \\\nf(): pass\n@deco\ndef g(): pass\rdef h(): pass\r\n"
-        "class K:\n    def method(self): pass\nx = used_only()\n"
-    )
-    f = tmp_path / "m.py"
-    f.write_bytes(src.encode())
-    names = _top_def_names(f)
-    assert _top_level_functions(ast.parse(src)) <= names
-    assert "used_only" not in names and "method" not in names
-    p = Project([f])
-    assert p.may_define(f, "a") and p.may_define(f, "h")
-    assert not p.may_define(f, "used_only")  # not a function of the file: it need not be parsed
-    g = tmp_path / "u.py"
-    g.write_bytes("def caf\u00e9(): pass\n".encode())
-    assert Project([g]).may_define(g, "anything")  # not ASCII: unsure, so parsed as before
-
-
-def test_resolve_skips_a_module_without_the_function(tmp_path):
-    from ddpdoctor.lint.project import Project
-
-    (tmp_path / "helpers.py").write_text("CONST = 1\n\ndef train(model):\n    return model\n")
-    (tmp_path / "main.py").write_text("import helpers\nhelpers.train(m)\nhelpers.CONST\n")
-    p = Project(sorted(tmp_path.glob("*.py")), roots=[str(tmp_path)])
-    src = (tmp_path / "main.py").read_text()
-    m = ModuleAnalysis(str(tmp_path / "main.py"), src, ast.parse(src))
-    m.project = p
-    assert m.resolve("helpers.CONST") is None
-    assert not p._analyses  # answered from the text: helpers.py was not parsed
-    other, fn = m.resolve("helpers.train")
-    assert fn.name == "train" and other.path == str(tmp_path / "helpers.py")
-
-
 _WORD_PIECES = ["isend", "send", "irecv", "recv", "batch_isend_irecv", "P2POp", "x", "_", "i", "é", " ", "\n", "(", "."]
 
 
