@@ -137,13 +137,6 @@ def discover(paths: list[str], exclude: tuple[str, ...] = ()) -> list[Path]:
 
 def decode(data: bytes) -> str:
     """Source text with its declared encoding; raises UnicodeDecodeError/SyntaxError on bad bytes."""
-    if data.isascii():
-        # nearly every file: with no ``coding`` in its first two lines (where PEP 263 looks) the
-        # encoding is UTF-8, of which ASCII is a part; tokenize's own search costs more than this
-        first = data.find(b"\n")
-        second = data.find(b"\n", first + 1) if first >= 0 else -1
-        if b"coding" not in (data if second < 0 else data[:second]):
-            return data.decode("ascii")
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
     return text.removeprefix("\ufeff")

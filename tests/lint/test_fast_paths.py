@@ -332,52 +332,6 @@ def test_lint_imports_no_cluster_check():
     assert loaded and all(m.startswith(("ddp", "_")) for m in loaded), loaded
 
 
-def _reference_decode(data: bytes) -> str:
-    import io
-    import tokenize
-
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return data.decode(encoding).removeprefix("\ufeff")
-
-
-_DECODE_PIECES = [
-    b"# -*- coding: latin-1 -*-",
-    b"# coding=utf-8",
-    b"# vim: set fileencoding=ascii :",
-    b"# coding: no-such-codec",
-    b"#!/usr/bin/env python",
-    b"coding",
-    b"x = 1",
-    b"'''doc'''",
-    b"\n",
-    b"\r\n",
-    b"\r",
-    b"",
-    b"caf\xc3\xa9 = 1",
-]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(_DECODE_PIECES), max_size=6))
-def test_decode_fast_path_answers_as_tokenize(pieces):
-    """ASCII text with no ``coding`` in its first two lines skips tokenize's cookie search: the same
-    text, and the same error for a bad cookie where PEP 263 looks for one."""
-    data = b"".join(pieces)
-    try:
-        want = _reference_decode(data)
-    except (SyntaxError, LookupError, UnicodeDecodeError) as e:
-        with pytest.raises(type(e)):
-            decode(data)
-        return
-    assert decode(data) == want
-
-
-def test_decode_reads_a_cookie_only_in_the_first_two_lines():
-    assert decode(b"x = 1\ny = 2\n# coding: no-such-codec\n") == "x = 1\ny = 2\n# coding: no-such-codec\n"
-    with pytest.raises(SyntaxError):
-        decode(b"#!/usr/bin/env python\n# coding: no-such-codec\n")
-
-
 _WORD_PIECES = ["isend", "send", "irecv", "recv", "batch_isend_irecv", "P2POp", "x", "_", "i", "é", " ", "\n", "(", "."]
 
 
