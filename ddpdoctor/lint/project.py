@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import sys
 from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
@@ -20,13 +21,14 @@ _MAX_BYTES = 2_000_000  # a module bigger than this is not followed (generated c
 # analyses kept at once: every kept tree is memory the garbage collector keeps walking, and a whole
 # library's trees (torch) would slow the run down by a third
 _KEEP = 48
+_STDLIB = frozenset(sys.stdlib_module_names)
 
 
 class Project:
     def __init__(self, files: list[Path] | list[str], roots: list[str] | None = None):
         self.files = [Path(f) for f in files]
         self.by_name: dict[str, Path] = {}
-        bases = [Path(r).parts for r in roots or ()]
+        bases = self._bases = [Path(r).parts for r in roots or ()]
         for f in self.files:
             for name in _module_names(f, bases):
                 self.by_name.setdefault(name, f)
@@ -56,7 +58,22 @@ class Project:
                 if p in self._file_set:
                     return p
             return None
-        return self.by_name.get(module)
+        found = self.by_name.get(module)
+        if found is not None and module.partition(".")[0] in _STDLIB and not self._where_python_looks(
+            found, module, importer
+        ):
+            return None  # `import logging` is the standard library's, not torch/_dynamo/logging.py
+        return found
+
+    def _where_python_looks(self, found: Path, module: str, importer: str | None) -> bool:
+        """``found`` is where an absolute import would find ``module`` first: beside the importing
+        script (its folder is on sys.path) or at the top of a folder given to lint."""
+        if importer is not None:
+            base = Path(importer).parent.joinpath(*module.split("."))
+            if found in (base.with_suffix(".py"), base / "__init__.py"):
+                return True
+        names = _module_names(found, self._bases)
+        return bool(names) and names[0] == module
 
     @property
     def _file_set(self) -> set[Path]:

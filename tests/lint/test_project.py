@@ -302,3 +302,21 @@ def test_a_folder_created_without_exist_ok_in_another_file_by_every_rank():
     assert "paths.py:8" in found[0][3] and "`prepare_output`" in found[0][3]
     assert _codes([root / "ok"], ("DDP505",)) == []
     assert _codes([root / "bad" / "train.py"], ("DDP505",)) == []
+
+
+def test_a_standard_library_import_is_not_taken_for_a_project_file_of_that_name(tmp_path):
+    root = tmp_path / "proj"
+    (root / "pkg" / "_dynamo").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "_dynamo" / "__init__.py").write_text("")
+    (root / "pkg" / "_dynamo" / "logging.py").write_text("def getLogger(name):\n    return name\n")
+    (root / "pkg" / "train.py").write_text("import logging\nlog = logging.getLogger(__name__)\n")
+    (root / "logging_tools.py").write_text("")
+    (root / "random.py").write_text("def seed(n):\n    return n\n")  # a project's own random.py at its top
+    files = sorted(root.rglob("*.py"))
+    p = Project(files, roots=[str(root)])
+    train = str(root / "pkg" / "train.py")
+    assert p.by_name["logging"].name == "logging.py"  # the suffix name still exists...
+    assert p.module_path("logging", train) is None  # ...but `import logging` is the stdlib's
+    assert p.module_path("pkg._dynamo.logging", train) == root / "pkg" / "_dynamo" / "logging.py"
+    assert p.module_path("random", train) == root / "random.py"  # a top-level file shadows, as in Python
