@@ -575,6 +575,30 @@ def _early_exit(st: ast.stmt) -> bool:
     )
 
 
+def _arm(m, node: ast.AST, test: ast.AST) -> str | None:
+    """Which side of the ``if``/``x if ... else y`` testing ``test`` holds ``node``."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.If, ast.IfExp)) and a.test is test:
+            inside = a.body if isinstance(a.body, list) else [a.body]
+            return "body" if child in inside else "orelse"
+        child = a
+    return None
+
+
+def _both_arms(m, sites: list[ast.Call], guards: list[Guard]) -> bool:
+    """Call sites on both sides of one rank test (``if rank == 0: f(a) else: f(b)``): between them
+    every rank runs the function, so the test does not guard it."""
+    arms: dict[int, set[str]] = {}
+    for site, g in zip(sites, guards):
+        if g is None or g.chain:
+            continue
+        arm = _arm(m, site, g.test)
+        if arm is not None:
+            arms.setdefault(id(g.test), set()).add(arm)
+    return any(len(a) == 2 for a in arms.values())
+
+
 def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) -> Guard | None:
     """The rank test that decides whether ``node`` runs, or None when every rank runs it as far as
     this file shows. Follows the file's own calls: a function whose every call is guarded is guarded
@@ -612,7 +636,7 @@ def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) ->
             if not sites:
                 return _guard_in_other_files(m, a, depth)
             guards = [rank_guard(m, c, depth + 1) for c in sites]
-            if all(guards):
+            if all(guards) and not _both_arms(m, sites, guards):
                 first = guards[0]
                 kinds = {g.kind for g in guards}
                 return Guard(
