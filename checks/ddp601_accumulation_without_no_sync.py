@@ -202,6 +202,20 @@ def _guarded_step(m, step: ast.Call, helpers):
     return if_node, (max(before, key=lambda c: c.lineno) if before else found[0])
 
 
+def _else_arm_backward(m, step: ast.Call, helpers):
+    """``if n_iter % accum == 0: backward(); step() else: backward()``: the ``else`` arm is the
+    accumulation step, and its backward all-reduces like the stepping one."""
+    child: ast.AST = step
+    for a in m.ancestors(step):
+        if isinstance(a, _FUNCS):
+            return None
+        if isinstance(a, ast.If) and child in a.body and _is_accum_test(a.test, strict=True):
+            found = [c for st in a.orelse for c in _backwards(m, st, helpers)]
+            return (a, found[0]) if found else None
+        child = a
+    return None
+
+
 def _skipped_step(m, step: ast.Call, helpers):
     """``if step % accum != 0: continue`` in the loop before the step, with a backward before it."""
     loop = m.enclosing_loop(step)
@@ -290,7 +304,7 @@ def check(m):
     helpers = _backward_helpers(m)
     models = _ddp_names(m)
     for step in _optimizer_steps(m):
-        for how in (_accum_range_loop, _guarded_step, _skipped_step):
+        for how in (_accum_range_loop, _guarded_step, _skipped_step, _else_arm_backward):
             found = how(m, step, helpers)
             if found is None:
                 continue
