@@ -148,7 +148,9 @@ def lint_file(path: Path, config: LintConfig, rules=None, cache=None, project=No
     unreadable = not_text(data)
     if unreadable:
         return [_problem(str(path), "encoding", unreadable)]
-    if cache is None or not worth_parsing(data):
+    if not worth_parsing(data):
+        return []  # most files: decided here, without the CPU timer or a second pass of the pre-filter
+    if cache is None:
         return _within_budget(str(path), data, config, rules, project)
     hit = cache.get(str(path), data)
     if hit is not None:
@@ -188,11 +190,11 @@ def _within_budget(path: str, data: bytes, config: LintConfig, rules, project) -
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        return lint_source(path, data, config, rules, project=project)
+        return lint_source(path, data, config, rules, prefilter=False, project=project)
     old = signal.signal(signal.SIGPROF, _out_of_time)
     signal.setitimer(signal.ITIMER_PROF, FILE_CPU_BUDGET_S)
     try:
-        return lint_source(path, data, config, rules, project=project)
+        return lint_source(path, data, config, rules, prefilter=False, project=project)
     except _OutOfTime:
         return [_problem(path, BUDGET_KIND, f"not linted: its analysis took more than the "
                          f"{FILE_CPU_BUDGET_S:g} s CPU budget per file; lint it on its own or split it",

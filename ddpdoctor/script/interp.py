@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
+from ddpdoctor.script.values import FREE, UNKNOWN, bind_arguments, negation, truth_of, unknown_default
 
 _RANK_ENV = frozenset(
     [
@@ -42,15 +43,6 @@ _RANK_ENV = frozenset(
     ]
 )
 
-
-class _Unknown:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()
 
 COLLECTIVES = frozenset(
     [
@@ -230,7 +222,7 @@ _FS_WRITES = frozenset(
 
 
 def _concrete(*vals) -> bool:
-    return all(isinstance(v, _CONCRETE) and not isinstance(v, _Unknown) for v in vals)
+    return all(isinstance(v, _CONCRETE) for v in vals)
 
 
 def _is_accelerate_prepare(node: ast.Call) -> bool:
@@ -383,7 +375,7 @@ class Interpreter:
         elif t in (ast.For, ast.AsyncFor):
             self._exec_for(st, frame)
         elif t is ast.While:
-            test = self._truth(self.ev(st.test, frame))
+            test = truth_of(self.ev(st.test, frame))
             if test is not False:
                 self.open_loops.append(st)
                 try:
@@ -429,7 +421,7 @@ class Interpreter:
         # Import, Global, Nonlocal, Pass, Delete, Assert: nothing a rank does differently
 
     def _exec_if(self, st: ast.If, frame: dict) -> None:
-        test = self._truth(self.ev(st.test, frame))
+        test = truth_of(self.ev(st.test, frame))
         if test is True:
             self.exec_block(st.body, frame)
         elif test is False:
@@ -505,14 +497,6 @@ class Interpreter:
         return self.rank if kind == "rank" else self.local if kind == "local" else self.W
 
     # -- expressions -------------------------------------------------------------------------
-    def _truth(self, v: object) -> object:
-        if v is UNKNOWN or isinstance(v, (FuncRef, ClassRef, DDPModel, Request, Instance)):
-            return UNKNOWN if v is UNKNOWN else True
-        try:
-            return bool(v)
-        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
-            return UNKNOWN
-
     def _lookup(self, name: str, frame: dict) -> object:
         if name in frame:
             return frame[name]
@@ -540,7 +524,7 @@ class Interpreter:
             for op, comp in zip(e.ops, e.comparators):
                 right = self.ev(comp, frame)
                 if result is True:
-                    if _concrete(left, right) or op in (ast.Is, ast.IsNot):
+                    if _concrete(left, right):  # ``x is None`` with x unknown is unknown
                         try:
                             result = bool(_CMPOPS[type(op)](left, right))
                         except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
@@ -556,8 +540,7 @@ class Interpreter:
         if t is ast.UnaryOp:
             v = self.ev(e.operand, frame)
             if isinstance(e.op, ast.Not):
-                truth = self._truth(v)
-                return UNKNOWN if truth is UNKNOWN else not truth
+                return negation(v)
             if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool):
                 try:
                     return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
@@ -567,7 +550,7 @@ class Interpreter:
                     return UNKNOWN
             return UNKNOWN
         if t is ast.IfExp:
-            truth = self._truth(self.ev(e.test, frame))
+            truth = truth_of(self.ev(e.test, frame))
             if truth is True:
                 return self.ev(e.body, frame)
             if truth is False:
@@ -622,7 +605,7 @@ class Interpreter:
             out = []
             for v in it:
                 self.bind(gen.target, v, inner)
-                keep = [self._truth(self.ev(c, inner)) for c in gen.ifs]
+                keep = [truth_of(self.ev(c, inner)) for c in gen.ifs]
                 if any(k is UNKNOWN for k in keep):
                     return UNKNOWN
                 if all(keep):
@@ -640,7 +623,7 @@ class Interpreter:
         last: object = None
         for v in e.values:
             last = self.ev(v, frame)
-            truth = self._truth(last)
+            truth = truth_of(last)
             if truth is UNKNOWN:
                 seen_unknown = True
             elif truth is (not is_and):
@@ -956,32 +939,15 @@ class Interpreter:
         return self._invoke(fn, node, [self.local, *extra], {}, sources=False)
 
     def _bind(self, ref: FuncRef, args: list, kwargs: dict, use_defaults: bool = True) -> dict:
-        fn = ref.node
-        a = fn.args
-        frame: dict = {"__class__": ref.cls} if ref.cls is not None else {}
-        params = [*a.posonlyargs, *a.args]
-        if ref.bound_self and params:
-            frame[params[0].arg] = UNKNOWN
-            params = params[1:]
-        defaults = [None] * (len(params) - len(a.defaults)) + list(a.defaults)
-        for i, p in enumerate(params):
-            if i < len(args):
-                v = args[i]
-            elif p.arg in kwargs:
-                v = kwargs[p.arg]
-            elif defaults[i] is not None and use_defaults:
-                v = self.ev(defaults[i], self.globals)
-            else:
-                v = UNKNOWN
-            frame[p.arg] = self._heuristic(p.arg, v)
-        for p, d in zip(a.kwonlyargs, a.kw_defaults):
-            v = kwargs.get(p.arg, UNKNOWN if d is None or not use_defaults else self.ev(d, self.globals))
-            frame[p.arg] = self._heuristic(p.arg, v)
-        if a.vararg:
-            frame[a.vararg.arg] = UNKNOWN
-        if a.kwarg:
-            frame[a.kwarg.arg] = UNKNOWN
-        return frame
+        return bind_arguments(
+            ref.node.args,
+            args,
+            kwargs,
+            (lambda d: self.ev(d, self.globals)) if use_defaults else unknown_default,
+            {"__class__": ref.cls} if ref.cls is not None else {},
+            UNKNOWN if ref.bound_self else FREE,
+            self._heuristic,
+        )
 
     def _invoke(
         self,

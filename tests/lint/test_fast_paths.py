@@ -330,3 +330,46 @@ def test_lint_imports_no_cluster_check():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = [m.rsplit(".", 1)[-1] for m in json.loads(out)]
     assert loaded and all(m.startswith(("ddp", "_")) for m in loaded), loaded
+
+
+_WORD_PIECES = ["isend", "send", "irecv", "recv", "batch_isend_irecv", "P2POp", "x", "_", "i", "é", " ", "\n", "(", "."]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_WORD_PIECES), max_size=10))
+def test_p2p_word_lines_match_the_word_boundary_regex(pieces):
+    import re
+
+    from ddpdoctor.script.p2p_exchange import _P2P_WORD, _lines_matching
+
+    text = "".join(pieces)
+    plain = re.compile(r"\b(?:i?send|i?recv|batch_isend_irecv|P2POp)\b")
+    want = [text.count("\n", 0, m.start()) + 1 for m in plain.finditer(text)]
+    assert _lines_matching(_P2P_WORD, text) == want, text
+    names = re.compile(r"(?:send|x_recv)\s*\(")
+    plain_names = re.compile(r"\b(?:send|x_recv)\s*\(")
+    assert _lines_matching(names, text) == [text.count("\n", 0, m.start()) + 1 for m in plain_names.finditer(text)]
+
+
+def test_module_names_as_pathlib_gives_them():
+    from ddpdoctor.lint.project import _module_names
+
+    def reference(f: Path, bases: list[Path]) -> list[str]:
+        parts = list(f.with_suffix("").parts)
+        for b in bases:
+            try:
+                rel = f.relative_to(b)
+            except ValueError:
+                continue
+            parts = list(rel.with_suffix("").parts)
+            break
+        if parts and parts[-1] == "__init__":
+            parts = parts[:-1]
+        parts = [p for p in parts if p not in ("", ".", "..", os.sep)]
+        return [".".join(parts[i:]) for i in range(len(parts)) if all(p.isidentifier() for p in parts[i:])]
+
+    files = [*SOURCES, Path("a/b/.py"), Path("x/__init__.pyi"), Path("/abs/p/q.tar.py"), Path("c..py"), Path("d.")]
+    files += [Path(os.path.abspath(p)) for p in SOURCES[:5]]
+    for roots in ([], ["."], [str(HERE)], [os.path.abspath(HERE)], ["tests", str(HERE / "corpus")], ["/abs"]):
+        for f in files:
+            assert _module_names(f, [Path(r).parts for r in roots]) == reference(f, [Path(r) for r in roots])
