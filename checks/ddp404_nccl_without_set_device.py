@@ -112,27 +112,55 @@ def _placements(m, bare: Flow):
             yield call, True
 
 
-def _per_rank_index(m, bare: Flow) -> bool:
-    """Some work goes to a GPU named by a per-process index: ``device_ids=[rank]``, ``.cuda(rank)``,
+def _per_rank_sites(m, bare: Flow) -> list[ast.AST]:
+    """Work sent to a GPU named by a per-process index: ``device_ids=[rank]``, ``.cuda(rank)``,
     ``torch.device("cuda", rank)``, ``f"cuda:{rank}"``, ``.to(local_rank)``. A device handed in from
     elsewhere (``.to(device)``) does not count: whoever made it may have called set_device."""
+    out: list[ast.AST] = []
     for call, q in m.calls:
         ids = m.keyword(call, "device_ids")
         if isinstance(ids, (ast.List, ast.Tuple)) and any(not isinstance(e, ast.Constant) for e in ids.elts):
-            return True
+            out.append(call)
+            continue
         f = call.func
         first = call.args[0] if call.args else None
         if isinstance(f, ast.Attribute) and f.attr == "cuda" and first is not None:
             if not isinstance(first, ast.Constant) and not bare.carries(first) and not _bare_device(m, first):
-                return True
+                out.append(call)
+                continue
         if q == "torch.device" and len(call.args) > 1 and not isinstance(call.args[1], ast.Constant):
-            return True
-        if isinstance(f, ast.Attribute) and f.attr == "to" and first is not None and m.rank_kind(first):
-            return True
+            out.append(call)
+        elif isinstance(f, ast.Attribute) and f.attr == "to" and first is not None and m.rank_kind(first):
+            out.append(call)
     for s in m.nodes(ast.JoinedStr):
         head = s.values[0] if s.values else None
         if isinstance(head, ast.Constant) and str(head.value).endswith("cuda:") and len(s.values) > 1:
-            return True
+            out.append(s)
+    return out
+
+
+def _statement(m, node: ast.AST) -> ast.AST | None:
+    return next((a for a in (node, *m.ancestors(node)) if isinstance(a, ast.stmt)), None)
+
+
+def _alternatives(m, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` give the same variable its value on different arms of one ``if`` (``device =
+    torch.device("cuda")`` when GPUs are scarce, else ``device = torch.device(f"cuda:{rank}")``):
+    a run takes one of them, so the two never hold work at the same time."""
+    sa, sb = _statement(m, a), _statement(m, b)
+    if not (isinstance(sa, ast.Assign) and isinstance(sb, ast.Assign)) or sa is sb:
+        return False
+    if [dotted(t) for t in sa.targets] != [dotted(t) for t in sb.targets]:
+        return False
+    above_b = {id(x): x for x in m.ancestors(sb)}
+    child = sa
+    for up in m.ancestors(sa):
+        if id(up) in above_b:
+            if not isinstance(up, ast.If):
+                return False
+            b_child = next(x for x in (sb, *m.ancestors(sb)) if m.parents.get(x) is up)
+            return (child in up.body) != (b_child in up.body)
+        child = up
     return False
 
 
@@ -256,7 +284,8 @@ def check(m):
                 hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
             )
             return
-    if where is not None and _per_rank_index(m, bare):
+    sites = _per_rank_sites(m, bare) if where is not None else []
+    if sites and not all(_alternatives(m, where, site) for site in sites):
         yield m.finding(
             CODE,
             where,

@@ -217,6 +217,20 @@ def _guarded_step(m, step: ast.Call, helpers):
     return if_node, (max(before, key=lambda c: c.lineno) if before else found[0])
 
 
+def _else_arm_backward(m, step: ast.Call, helpers):
+    """``if n_iter % accum == 0: backward(); step() else: backward()``: the ``else`` arm is the
+    accumulation step, and its backward all-reduces like the stepping one."""
+    child: ast.AST = step
+    for a in m.ancestors(step):
+        if isinstance(a, _FUNCS):
+            return None
+        if isinstance(a, ast.If) and child in a.body and _is_accum_test(a.test, strict=True):
+            found = [c for st in a.orelse for c in _backwards(m, st, helpers)]
+            return (a, found[0]) if found else None
+        child = a
+    return None
+
+
 def _skipped_step(m, step: ast.Call, helpers):
     """``if step % accum != 0: continue`` in the loop before the step, with a backward before it."""
     loop = m.enclosing_loop(step)
@@ -258,6 +272,35 @@ def _late_sync_toggle(m):
                 yield node, forward
 
 
+def _ddp_names(m) -> set[str]:
+    """Names the file binds to a DDP-wrapped model (``ddp = DistributedDataParallel(net)``)."""
+    out: set[str] = set()
+    for call in m.ddp_constructors:
+        name = m.assigned_to(call)
+        if name:
+            out.add(name)
+    return out
+
+
+def _in_model_context(m, node: ast.AST, models: set[str]) -> bool:
+    """The backward runs inside ``with helper(model, ...):`` where ``helper`` is not this file's
+    own function: a context manager handed the DDP model may well be its ``no_sync()`` switch
+    (``misc.ddp_sync(ddp, last_round)``), and from this file alone that is unknown."""
+    own = {f.name for f in m.nodes(ast.FunctionDef, ast.AsyncFunctionDef)}
+    cur = m.parents.get(node)
+    while cur is not None and not isinstance(cur, _FUNCS):
+        if isinstance(cur, (ast.With, ast.AsyncWith)):
+            for item in cur.items:
+                call = item.context_expr
+                if not isinstance(call, ast.Call) or _last(call.func) in own:
+                    continue
+                args = [*call.args, *(k.value for k in call.keywords)]
+                if any(dotted(a) in models for a in args if isinstance(a, (ast.Name, ast.Attribute))):
+                    return True
+        cur = m.parents.get(cur)
+    return False
+
+
 def check(m):
     if not _may_be_ddp(m):
         return
@@ -276,12 +319,15 @@ def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to all-reduce with
         return
     helpers = _backward_helpers(m)
+    models = _ddp_names(m)
     for step in _optimizer_steps(m):
-        for how in (_accum_range_loop, _guarded_step, _skipped_step):
+        for how in (_accum_range_loop, _guarded_step, _skipped_step, _else_arm_backward):
             found = how(m, step, helpers)
             if found is None:
                 continue
             cond, backward = found
+            if _in_model_context(m, backward, models):
+                continue
             via = ""
             helper = backward.func.id if isinstance(backward.func, ast.Name) else None
             if helper is None and isinstance(backward.func, ast.Attribute):

@@ -124,6 +124,10 @@ class Trace:
     entered: set = field(default_factory=set)  # ids of FunctionDef nodes walked
 
 
+# nn.Module methods that return the module itself
+_RETURNS_SELF = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"))
+
+
 class DDPModel:
     """A value made by DistributedDataParallel(...): calling it is a collective forward."""
 
@@ -804,6 +808,8 @@ class Interpreter:
                 self._record("ddp_forward", "forward", node)
                 return UNKNOWN
             if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
+                if local[2] in _RETURNS_SELF:  # DDP(model).to(device) is still the DDP model
+                    return local[1]
                 if local[2] == "state_dict":
                     self._record("state_dict", "state_dict", node)
                 elif local[2] in ("forward",):
