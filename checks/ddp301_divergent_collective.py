@@ -216,7 +216,12 @@ def _finding(m, run, ev, ranks, alt, i):
         _anchor(m, ev),
         f"{_label(ev, m)} is reached by {_ranks(ranks)} only{_guard_text(m, ev)} (world size "
         f"{run.world_size}); {instead}: "
-        f"{'they' if len(ranks) > 1 else 'it'} will wait forever",
+        + (
+            f"{'they' if len(ranks) > 1 else 'it'} may wait forever (a DDP forward broadcasts the "
+            "model's buffers, BatchNorm statistics, from rank 0 and needs every rank for it)"
+            if ev.kind == "ddp_forward"
+            else f"{'they' if len(ranks) > 1 else 'it'} will wait forever"
+        ),
         sev,
         hint="make every rank reach the same collectives in the same order (move it out of the "
         "rank-dependent branch, or use the unwrapped `model.module` for rank-0-only evaluation)",
