@@ -44,6 +44,8 @@ model = DDP(Net().to(device), device_ids=[local_rank], find_unused_parameters=Tr
 from __future__ import annotations
 
 import ast
+import operator
+from dataclasses import dataclass
 
 from ddpdoctor.script.names import dotted
 
@@ -93,6 +95,13 @@ _CONTAINERS = ("Sequential", "ModuleList", "ModuleDict", "ParameterList", "Param
 _SAME_MODEL = ("to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "to_empty")
 _RANDOM = ("random.", "torch.rand", "torch.bernoulli", "torch.multinomial", "numpy.random.", "np.random.")
 _DYNAMIC = ("getattr", "setattr", "vars", "eval", "exec", "locals", "globals")
+_UNKNOWN = object()
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
 _INIT_WORDS = ("init", "reset", "load", "repr")
 
 
@@ -212,6 +221,13 @@ def _passes_through(expr: ast.AST, name: str) -> bool:
     )
 
 
+def _scope(m, call: ast.Call, name: str) -> ast.AST | None:
+    """Where ``name`` lives: the class for ``self.model``, else the function (None: the module)."""
+    if name.startswith("self."):
+        return next((a for a in m.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+    return m.enclosing_function(call)
+
+
 def _wrapped_class(m, call: ast.Call, classes: dict) -> ast.ClassDef | None:
     """The same-file class whose instance the DDP call wraps, when every assignment says so."""
     arg = call.args[0] if call.args else m.keyword(call, "module")
@@ -223,14 +239,13 @@ def _wrapped_class(m, call: ast.Call, classes: dict) -> ast.ClassDef | None:
     name = dotted(arg)
     if name is None:
         return None
-    if name.startswith("self."):
-        scope = next((a for a in m.ancestors(call) if isinstance(a, ast.ClassDef)), None)
-    else:
-        scope = m.enclosing_function(call)
-        if scope is not None and name in {
-            a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)
-        }:
-            return None  # handed in: its class is the caller's business
+    scope = _scope(m, call, name)
+    if (
+        scope is not None
+        and not name.startswith("self.")
+        and name in {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}
+    ):
+        return None  # handed in: its class is the caller's business
     found: set[int] = set()
     cls_found = None
     for node in ast.walk(scope if scope is not None else m.tree):
@@ -273,9 +288,20 @@ def _random_test(m, test: ast.AST) -> bool:
     )
 
 
-def _forward_uses(m, cls: ast.ClassDef, attrs: set[str]) -> tuple[set[str], set[str], set[str]] | None:
-    """(attributes the forward surely uses, those it uses only under a random draw, the methods it
-    reaches); None when the forward escapes the analysis."""
+@dataclass(frozen=True)
+class Uses:
+    """What the forward does with the registered attributes."""
+
+    always: set[str]  # used on every call
+    randomly: set[str]  # used only under a random draw
+    # used only under tests of forward's own flag arguments: per attribute, one tuple of
+    # (test, polarity) conditions per reference (the reference runs when all of them hold)
+    flagged: dict[str, list[tuple[tuple[ast.expr, bool], ...]]]
+    reached: set[str]  # the methods the forward reaches
+
+
+def _forward_uses(m, cls: ast.ClassDef, attrs: set[str]) -> Uses | None:
+    """None when the forward escapes the analysis."""
     methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if "forward" not in methods:
         return None
@@ -286,8 +312,10 @@ def _forward_uses(m, cls: ast.ClassDef, attrs: set[str]) -> tuple[set[str], set[
         if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and (a := _self_attr(n))
     }
     known = attrs | assigned | set(methods) | {"training"}
+    flags = _flag_arguments(methods["forward"])
     always: set[str] = set()
     randomly: set[str] = set()
+    flagged: dict[str, list] = {}
     seen: set[str] = set()
     todo = ["forward"]
     while todo:
@@ -309,22 +337,139 @@ def _forward_uses(m, cls: ast.ClassDef, attrs: set[str]) -> tuple[set[str], set[
                     return None  # self handed away, or an inherited attribute (self.modules())
                 if attr in methods and attr != name:
                     todo.append(attr)
-                if attr in attrs:
-                    (randomly if _under_random(m, node, parents, fn) else always).add(attr)
+                if attr not in attrs:
+                    continue
+                random_draw, conditions = _conditions(
+                    m, node, parents, fn, flags if name == "forward" else {}
+                )
+                if random_draw:
+                    randomly.add(attr)
+                elif conditions:
+                    flagged.setdefault(attr, []).append(conditions)
+                else:
+                    always.add(attr)
             elif isinstance(node, ast.Name) and node.id in _DYNAMIC:
                 return None
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
                 return None
-    return always, randomly - always, seen
+    return Uses(
+        always,
+        randomly - always,
+        {a: c for a, c in flagged.items() if a not in always and a not in randomly},
+        seen,
+    )
 
 
-def _under_random(m, node: ast.AST, parents: dict, fn: ast.AST) -> bool:
+def _flag_arguments(fn: ast.FunctionDef) -> dict[str, tuple[int | None, object]]:
+    """forward's arguments with a constant default: name -> (position in a call, default)."""
+    out: dict[str, tuple[int | None, object]] = {}
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    for i, (a, d) in enumerate(
+        zip(positional[-len(fn.args.defaults) :] if fn.args.defaults else [], fn.args.defaults)
+    ):
+        if isinstance(d, ast.Constant):
+            out[a.arg] = (len(positional) - len(fn.args.defaults) + i - 1, d.value)  # -1: self
+    for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        if isinstance(d, ast.Constant):
+            out[a.arg] = (None, d.value)
+    return out
+
+
+def _flag_test(test: ast.AST, flags: dict) -> bool:
+    """A test of flag arguments and constants only (``if return_aux:``, ``if mode == "train":``)."""
+    allowed = (
+        ast.Name,
+        ast.Constant,
+        ast.BoolOp,
+        ast.UnaryOp,
+        ast.Compare,
+        ast.Load,
+        ast.boolop,
+        ast.unaryop,
+        ast.cmpop,
+    )
+    return any(isinstance(n, ast.Name) for n in ast.walk(test)) and all(
+        isinstance(n, allowed) and (not isinstance(n, ast.Name) or n.id in flags) for n in ast.walk(test)
+    )
+
+
+def _conditions(m, node: ast.AST, parents: dict, fn: ast.AST, flags: dict):
+    """(under a random draw, the flag tests with the branch taken) of the ifs around a reference."""
+    out: list[tuple[ast.expr, bool]] = []
     child, p = node, parents.get(node)
     while p is not None and p is not fn:
-        if isinstance(p, (ast.If, ast.IfExp)) and child is not p.test and _random_test(m, p.test):
-            return True
+        if isinstance(p, (ast.If, ast.IfExp)) and child is not p.test:
+            if _random_test(m, p.test):
+                return True, ()
+            if _flag_test(p.test, flags):
+                body = p.body if isinstance(p, ast.If) else [p.body]
+                out.append((p.test, child in body))
         child, p = p, parents.get(p)
-    return False
+    return False, tuple(out)
+
+
+def _truth(test: ast.expr, values: dict) -> object:
+    """The value of a flag test with the flags' values (no eval of the file's code); _UNKNOWN when
+    it cannot be told."""
+    if isinstance(test, ast.Constant):
+        return test.value
+    if isinstance(test, ast.Name):
+        return values.get(test.id, _UNKNOWN)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        v = _truth(test.operand, values)
+        return _UNKNOWN if v is _UNKNOWN else not v
+    if isinstance(test, ast.BoolOp):
+        vs = [_truth(v, values) for v in test.values]
+        if any(v is _UNKNOWN for v in vs):
+            return _UNKNOWN
+        return all(vs) if isinstance(test.op, ast.And) else any(vs)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, right = _truth(test.left, values), _truth(test.comparators[0], values)
+        compare = _COMPARE.get(type(test.ops[0]))
+        if compare is None or _UNKNOWN in (left, right):
+            return _UNKNOWN
+        return compare(left, right)
+    return _UNKNOWN
+
+
+def _never_used(m, call: ast.Call, flags: dict, uses: list) -> bool:
+    """No call of the wrapped model in its own scope takes a branch that uses the attribute; quiet when
+    the model is handed anywhere else or a call's flag values are not constants."""
+    wrapped = m.assigned_to(call)
+    if wrapped is None:
+        return False
+    scope = _scope(m, call, wrapped)
+    calls: list[ast.Call] = []
+    for node in ast.walk(scope if scope is not None else m.tree):
+        if not isinstance(node, ast.Call) or node is call:
+            continue
+        if dotted(node.func) == wrapped:
+            calls.append(node)
+        elif any(dotted(a) == wrapped for a in (*node.args, *(k.value for k in node.keywords))):
+            return False  # the model is handed to code that may call it otherwise
+    if not calls:
+        return False
+    for c in calls:
+        if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+            return False
+        values = {}
+        for flag, (pos, default) in flags.items():
+            given = m.keyword(c, flag)
+            if given is None and pos is not None and pos < len(c.args):
+                given = c.args[pos]
+            if given is None:
+                values[flag] = default
+            elif isinstance(given, ast.Constant):
+                values[flag] = given.value
+            else:
+                return False
+        for conditions in uses:
+            truths = [_truth(t, values) for t, _ in conditions]
+            if any(v is _UNKNOWN for v in truths):
+                return False
+            if all(bool(v) == want for v, (_, want) in zip(truths, conditions)):
+                return False  # this call uses it
+    return True
 
 
 def _frozen_names(m) -> set[str] | None:
@@ -376,6 +521,15 @@ def _tolerates_unused(m, call: ast.Call) -> bool:
     return bool(m.method_calls("_set_static_graph"))
 
 
+def _how(attr: str, uses: Uses) -> str:
+    if attr in uses.randomly:
+        return "is used only under a random draw, not on every step"
+    if attr in uses.flagged:
+        tests = sorted({ast.unparse(t) for conds in uses.flagged[attr] for t, _ in conds})
+        return f"is used only when `{'`, `'.join(tests)}` allows, which no call of the model here does"
+    return "is never used by forward"
+
+
 def check(m):
     if not m.ddp_constructors:
         return
@@ -401,27 +555,22 @@ def check(m):
         uses = _forward_uses(m, cls, set(registered))
         if uses is None:
             continue
-        always, randomly, reached = uses
         if frozen is None:
             frozen = _frozen_names(m)
             if frozen is None:
                 return
+        flags = _flag_arguments(next(f for f in cls.body if getattr(f, "name", None) == "forward"))
         unused = [
             a
             for a in registered
-            if a not in always and a not in frozen and not _read_outside(m, cls, a, reached)
+            if a not in uses.always
+            and a not in frozen
+            and (a not in uses.flagged or _never_used(m, call, flags, uses.flagged[a]))
+            and not _read_outside(m, cls, a, uses.reached)
         ]
         if not unused:
             continue
-        parts = [
-            f"`{cls.name}.{a}` (line {registered[a].lineno})"
-            + (
-                " is used only under a random draw, on other steps"
-                if a in randomly
-                else " is never used by forward"
-            )
-            for a in unused
-        ]
+        parts = [f"`{cls.name}.{a}` (line {registered[a].lineno}) {_how(a, uses)}" for a in unused]
         yield m.finding(
             CODE,
             call,
