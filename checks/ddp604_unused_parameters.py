@@ -188,7 +188,20 @@ def _registered(m, cls: ast.ClassDef, classes: dict, depth: int = 0) -> dict[str
                 and _has_params(m, c.args[1], classes, depth)
             ):
                 out[c.args[0].value] = stmt
-    return out
+    # set again or deleted anywhere in the class (``self.head = None``, ``del self.head``): unknown
+    changes: dict[str, int] = {}
+    for n in ast.walk(cls):
+        if (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, (ast.Store, ast.Del))
+            and (name := _self_attr(n))
+        ):
+            changes[name] = changes.get(name, 0) + 1
+    return {
+        k: v
+        for k, v in out.items()
+        if changes.get(k, 0) <= (1 if isinstance(v, (ast.Assign, ast.AnnAssign)) else 0)
+    }
 
 
 def _model_class(m, expr: ast.AST, classes: dict) -> ast.ClassDef | None:
