@@ -147,6 +147,8 @@ def _has_params(m, expr: ast.AST, classes: dict, depth: int = 0) -> bool:
                 parts.append(a.elt)
             elif isinstance(a, ast.Dict):
                 parts.extend(a.values)
+            elif isinstance(a, ast.Call) and dotted(a.func) == "dict":  # ModuleDict(dict(wte=...))
+                parts.extend(k.value for k in a.keywords)
             else:
                 parts.append(a)
         return any(_has_params(m, p, classes, depth + 1) for p in parts)
@@ -282,7 +284,7 @@ def _wrapped_class(m, call: ast.Call, classes: dict) -> ast.ClassDef | None:
                     return None
                 found.add(id(cls))
                 cls_found = cls
-            elif any(dotted(e) == name for e in ast.walk(t)):
+            elif isinstance(t, (ast.Tuple, ast.List)) and any(dotted(e) == name for e in ast.walk(t)):
                 return None  # unpacked from a tuple: unknown
     return cls_found if len(found) == 1 else None
 
