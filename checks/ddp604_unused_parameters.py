@@ -318,7 +318,7 @@ class Uses:
 def _forward_uses(m, cls: ast.ClassDef, attrs: set[str]) -> Uses | None:
     """None when the forward escapes the analysis."""
     methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if "forward" not in methods:
+    if "forward" not in methods or _forward_replaced(m, cls):
         return None
     assigned = {
         a
@@ -373,6 +373,17 @@ def _forward_uses(m, cls: ast.ClassDef, attrs: set[str]) -> Uses | None:
         {a: c for a, c in flagged.items() if a not in always and a not in randomly},
         seen,
     )
+
+
+def _forward_replaced(m, cls: ast.ClassDef) -> bool:
+    """``self.forward = self.forward_train``, ``forward = other`` in the class body, or
+    ``Net.forward = ...`` anywhere: the forward that runs is not the ``def forward`` read here."""
+    if any(
+        isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "forward" for t in st.targets)
+        for st in cls.body
+    ):
+        return True
+    return any(n.attr == "forward" and isinstance(n.ctx, ast.Store) for n in m.nodes(ast.Attribute))
 
 
 def _flag_arguments(fn: ast.FunctionDef) -> dict[str, tuple[int | None, object]]:
@@ -447,21 +458,45 @@ def _truth(test: ast.expr, values: dict) -> object:
     return _UNKNOWN
 
 
-def _never_used(m, call: ast.Call, flags: dict, uses: list) -> bool:
-    """No call of the wrapped model in its own scope takes a branch that uses the attribute; quiet when
-    the model is handed anywhere else or a call's flag values are not constants."""
+def _model_calls(m, call: ast.Call) -> list[ast.Call] | None:
+    """The calls of the DDP-wrapped local name (``net(x)``, ``net.module(x)``, ``net.forward(x)``)
+    in its function; None when the name leaves the function's sight: handed to a call, returned,
+    stored or put in a container, or its ``.module`` taken as a value."""
     wrapped = m.assigned_to(call)
-    if wrapped is None:
-        return False
-    scope = _scope(m, call, wrapped)
-    calls: list[ast.Call] = []
-    for node in ast.walk(scope if scope is not None else m.tree):
-        if not isinstance(node, ast.Call) or node is call:
+    scope = m.enclosing_function(call)
+    if wrapped is None or "." in wrapped or scope is None:
+        return None  # self.model: other methods and other objects may call it
+    parents = m.parents
+    out: list[ast.Call] = []
+    for node in ast.walk(scope):
+        if not (isinstance(node, ast.Name) and node.id == wrapped and isinstance(node.ctx, ast.Load)):
             continue
-        if dotted(node.func) == wrapped:
-            calls.append(node)
-        elif any(dotted(a) == wrapped for a in (*node.args, *(k.value for k in node.keywords))):
-            return False  # the model is handed to code that may call it otherwise
+        if (node.lineno, node.col_offset) <= (call.end_lineno, call.end_col_offset):
+            continue  # the model before it is wrapped
+        p = parents.get(node)
+        while isinstance(p, ast.Attribute) and p.attr in ("module", "forward"):
+            p = parents.get(p)  # net.module(x), net.module.forward(x)
+        if (
+            isinstance(p, ast.Call)
+            and p.func is not None
+            and any(
+                p.func is x for x in (node, *(a for a in ast.walk(p.func) if isinstance(a, ast.Attribute)))
+            )
+            and dotted(p.func)
+            in (wrapped, f"{wrapped}.module", f"{wrapped}.forward", f"{wrapped}.module.forward")
+        ):
+            out.append(p)
+        elif isinstance(parents.get(node), ast.Attribute) and parents[node].attr not in ("module", "forward"):
+            continue  # net.parameters(), net.train(), net.no_sync()
+        else:
+            return None
+    return out
+
+
+def _never_used(m, call: ast.Call, flags: dict, uses: list) -> bool:
+    """No call of the wrapped model in its own function takes a branch that uses the attribute;
+    quiet when the model leaves the function or a call's flag values are not constants."""
+    calls = _model_calls(m, call)
     if not calls:
         return False
     for c in calls:
