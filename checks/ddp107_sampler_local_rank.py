@@ -50,7 +50,7 @@ def check(m):
             continue
         yield m.finding(
             CODE,
-            call,
+            rank,  # the wrong value: where a call spans lines, that is the line to change
             f"`rank={ast.unparse(rank)}` is the rank on this node, but `num_replicas={ast.unparse(replicas)}` "
             "counts the whole job: on several nodes their ranks take the same shards and the rest of the "
             "data is never seen",

@@ -2,7 +2,10 @@
 
 ## What it does
 Finds uses of the deprecated `torch.distributed.launch` launcher and an argparse `--local_rank`
-option that is not backed by the `LOCAL_RANK` environment variable.
+option that is not backed by the `LOCAL_RANK` environment variable. An option nothing in the file
+reads (under any name it fills: `"--rank", "--local_rank"` fill `args.rank`) in a file that leaves
+the process group to a setup helper elsewhere is left alone: it is kept so the old launcher's flag
+is accepted, and that helper picks the rank.
 
 ## Why is this bad?
 `torch.distributed.launch` is deprecated in favour of `torchrun`, which does not pass
@@ -53,6 +56,12 @@ def _read_anywhere(m, dest: str) -> bool:
 
 
 _FLAGS = ("--local_rank", "--local-rank")
+
+
+def _dest(m, call: ast.Call) -> str:
+    """Where argparse stores the option: ``"--rank", "--local_rank"`` both fill ``args.rank``."""
+    found = next((d.dest for d in m.argparse_dests().values() if d.node is call), None)
+    return found or "local_rank"
 
 
 def check(m):
@@ -110,7 +119,11 @@ def check(m):
                 "(and torch>=2.0's launcher passes `--local-rank`, with a hyphen)"
             )
             hint = "drop the option and launch with torchrun"
-        elif not _read_anywhere(m, "local_rank"):
+        elif not _read_anywhere(m, _dest(m, call)):
+            if not m.dist_calls("init_process_group"):
+                # declared only so that the old launcher's flag is accepted; the process group and
+                # the rank are set up in another file (`init_distributed_mode(args)`): unknown, quiet
+                continue
             message = (
                 "`--local_rank` is declared but this file never reads it: only the deprecated "
                 "torch.distributed.launch passes it, and under torchrun whatever reads it gets the default"

@@ -11,6 +11,10 @@ per-rank index (`.cuda(rank)`, `device_ids=[rank]`, `f"cuda:{rank}"`) and other 
 GPU (`batch.cuda()`) without ever calling `set_device`: the finding points at the first such move
 that every rank runs (a move under `if rank == 0:` is right, GPU 0 is rank 0's own).
 
+An NCCL process group with no `set_device` is reported where something then works on the current
+GPU (an unindexed `.cuda()`, a `barrier()` without `device_ids`, an object collective,
+`torch.cuda.current_device()`).
+
 ## Why is this bad?
 NCCL and PyTorch use the *current* CUDA device for communicators, `barrier()` and object
 collectives. Without `set_device`, every rank's current device is GPU 0: ranks create contexts on
@@ -193,6 +197,19 @@ def _arm_without_device(m, bare: Flow):
     return None
 
 
+# collectives that work on the current CUDA device rather than on the device of a tensor given
+_ON_CURRENT_DEVICE = ("broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list")
+
+
+def _uses_current_device(m) -> bool:
+    """Something in the file works on the current GPU: an object collective, a ``barrier()`` given
+    no ``device_ids``, or ``torch.cuda.current_device()``. A script that places every tensor and its
+    DDP model by index and calls none of these is not hurt by GPU 0 being every rank's current one."""
+    if m.dist_calls(*_ON_CURRENT_DEVICE) or m.calls_named("torch.cuda.current_device"):
+        return True
+    return any(m.keyword(c, "device_ids") is None for c in m.dist_calls("barrier"))
+
+
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): one process, its GPU 0 is its own
         return
@@ -229,7 +246,7 @@ def check(m):
         )
         return
     for call in inits:
-        if _nccl(m, call):
+        if _nccl(m, call) and (where is not None or _uses_current_device(m)):
             yield m.finding(
                 CODE,
                 call,

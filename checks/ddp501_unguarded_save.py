@@ -71,7 +71,9 @@ def _unguarded_entry(m, call) -> bool:
     if fn is None:
         return True
     if m.call_sites(fn):
-        return not m.callers_all_guarded(fn)
+        # followed up the file's own calls: a guard or a non-distributed arm (`else` of `if ddp:`)
+        # around every way in keeps the other ranks out
+        return every_rank_reaches(m, call)
     return any(fn.name.lower().startswith(n) or fn.name.lower().endswith(n) for n in _ENTRY_NAMES)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.foreign import foreign_events, guarded_on_the_way, reported_there
+from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import single_process_arm
 from ddpdoctor.script.writers import per_process_path
 
@@ -32,6 +33,19 @@ TITLE = "torch.load without map_location"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
+
+
+def _in_dataset_class(m, call) -> bool:
+    """The load is a method of a Dataset (a class named ``*Dataset`` by its base, or one with
+    ``__getitem__``): it reads the data the class serves, files made by a preprocessing step, not a
+    checkpoint saved from a training GPU. Which device their tensors were saved from is unknown, so
+    the load is not called wrong."""
+    for a in m.ancestors(call):
+        if isinstance(a, ast.ClassDef):
+            bases = [(dotted(b) or "").rsplit(".", 1)[-1] for b in a.bases]
+            methods = {n.name for n in a.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            return any(b.endswith("Dataset") for b in bases) or "__getitem__" in methods
+    return False
 
 
 def _unmapped(m, call) -> bool:
@@ -45,6 +59,7 @@ def _unmapped(m, call) -> bool:
         # the arm a job takes only when it is not distributed (the `else` of `if args.distributed:`):
         # one process, nothing crowds onto another rank's GPU
         and not single_process_arm(m, call)
+        and not _in_dataset_class(m, call)
     )
 
 

@@ -258,6 +258,8 @@ def check(m):
         )
     if m.mentions("no_sync", "require_backward_grad_sync", ".accumulate(", "static_graph"):
         return
+    if m.one_process:  # init_process_group(world_size=1): no other rank to all-reduce with
+        return
     helpers = _backward_helpers(m)
     for step in _optimizer_steps(m):
         for how in (_accum_range_loop, _guarded_step, _skipped_step):

@@ -6,7 +6,6 @@ import ast
 import gc
 import os
 import sys
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from ddpdoctor.core.report import Finding, Location, Severity
 from ddpdoctor.lint.config import LintConfig
 from ddpdoctor.lint.files import FILE_LIMIT, decode, discover, worth_parsing
 from ddpdoctor.lint.noqa import suppressed
-from ddpdoctor.lint.pyversion import needs_newer_python
+from ddpdoctor.lint.pyversion import needs_newer_python, parse_source
 from ddpdoctor.lint.rules import PARSE_CODE, on_by_default, script_rules
 from ddpdoctor.script.analysis import ModuleAnalysis
 
@@ -77,9 +76,7 @@ def _collector_paused():
 
 def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) -> list[Finding]:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
-            tree = ast.parse(text, filename=path)
+        tree = parse_source(text, path)
     except SyntaxError as e:
         newer = needs_newer_python(text, e.lineno)
         if newer is not None:
@@ -99,6 +96,10 @@ def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) ->
         return [_problem(path, "syntax", f"SyntaxError: {e.msg}", e.lineno or 1, e.offset or 1)]
     except (ValueError, MemoryError, RecursionError) as e:  # null bytes, absurd nesting
         return [_problem(path, "syntax", f"cannot parse: {type(e).__name__}: {e}")]
+    return _lint_tree(path, text, tree, config, rules, project)
+
+
+def _lint_tree(path: str, text: str, tree: ast.Module, config: LintConfig, rules, project) -> list[Finding]:
     module = ModuleAnalysis(path, text, tree, config.world_sizes)
     out: list[Finding] = []
     if project is not None:

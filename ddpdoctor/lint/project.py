@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import warnings
 from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
@@ -73,15 +72,14 @@ class Project:
             return self._analyses[path]
         from ddpdoctor.boundary.inputs import read_bytes
         from ddpdoctor.lint.files import decode
+        from ddpdoctor.lint.pyversion import parse_source
         from ddpdoctor.script.analysis import ModuleAnalysis
 
         out = None
         try:
             if path.stat().st_size <= _MAX_BYTES:  # InputError (a FIFO, a device) is a ValueError
                 text = decode(read_bytes(path, "Python file", _MAX_BYTES))
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    tree = ast.parse(text, filename=str(path))
+                tree = parse_source(text, str(path))
                 out = ModuleAnalysis(str(path), text, tree)
                 out.project = self
         except (

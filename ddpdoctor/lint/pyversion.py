@@ -1,13 +1,19 @@
 """Syntax newer than the running Python: a file that uses it is not broken, it needs a newer Python.
 
 ast.parse reads only the running version's grammar, so under 3.11 PEP 695 generics give a bare
-"invalid syntax". When a SyntaxError's line uses syntax a later Python added, the engine says which
-version the file needs instead of calling it broken."""
+"invalid syntax". Type parameters say nothing about how ranks behave, so the engine erases them
+(``def f[T](x)`` reads as ``def f(x)``, ``type A = B`` as ``A = B``) and lints the rest, every line
+where it was. Other syntax a later Python added (PEP 701 f-strings, PEP 758 ``except A, B``) cannot
+be erased that way: there the engine says which version the file needs instead of calling it broken."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import sys
+import tokenize
+import warnings
 
 # (pattern on the failing line, the version that added it, what it is)
 _NEWER: tuple[tuple[re.Pattern[str], tuple[int, int], str], ...] = (
@@ -32,3 +38,73 @@ def needs_newer_python(text: str, lineno: int | None, running=sys.version_info) 
         if tuple(running[:2]) < version and pattern.search(line):
             return f"{version[0]}.{version[1]}", what
     return None
+
+
+_STARTS = (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+
+
+def erase_type_params(text: str) -> str | None:
+    """``text`` with its PEP 695 type parameters blanked out and ``type`` alias keywords dropped, the
+    lines unchanged in number; None when it has none, or when a parameter list spans lines (blanking
+    it would leave a broken line) or the text does not tokenize."""
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    lines = text.splitlines(keepends=True)
+    cuts: list[tuple[int, int, int]] = []  # (row, start col, end col) to blank or drop
+    drops: set[tuple[int, int]] = set()  # (row, col) of a `type` keyword
+    for i, tok in enumerate(toks[:-2]):
+        name, after = toks[i + 1], toks[i + 2]
+        if tok.type != tokenize.NAME or name.type != tokenize.NAME or after.type != tokenize.OP:
+            continue
+        if tok.string == "type" and (i == 0 or toks[i - 1].type in _STARTS) and after.string in ("=", "["):
+            drops.add(tok.start)
+        elif tok.string not in ("def", "class") or after.string != "[":
+            continue
+        if after.string != "[":
+            continue
+        depth, j = 0, i + 2
+        while j < len(toks):
+            if toks[j].type == tokenize.OP and toks[j].string in "([{":
+                depth += 1
+            elif toks[j].type == tokenize.OP and toks[j].string in ")]}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if j == len(toks) or toks[j].end[0] != after.start[0]:
+            return None
+        cuts.append((after.start[0], after.start[1], toks[j].end[1]))
+    if not cuts and not drops:
+        return None
+    for row, a, b in cuts:
+        line = lines[row - 1]
+        lines[row - 1] = line[:a] + " " * (b - a) + line[b:]
+    for row, col in drops:  # `type A = B` -> `A = B` (the name moves left; columns there are off by 5)
+        line = lines[row - 1]
+        rest = line[col + 4 :]
+        lines[row - 1] = line[:col] + rest.lstrip(" \t")
+    return "".join(lines)
+
+
+def parse_source(text: str, path: str) -> ast.Module:
+    """``ast.parse``, and on a Python older than 3.12 a second try with the PEP 695 type parameters
+    erased (see erase_type_params); the first SyntaxError when that does not parse either."""
+    try:
+        return _parse(text, path)
+    except SyntaxError:
+        erased = erase_type_params(text) if sys.version_info < (3, 12) else None
+        if erased is None:
+            raise
+        try:
+            return _parse(erased, path)
+        except SyntaxError:
+            pass
+        raise
+
+
+def _parse(text: str, path: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
+        return ast.parse(text, filename=path)

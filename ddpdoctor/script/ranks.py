@@ -530,23 +530,59 @@ _DISTRIBUTED_FLAGS = frozenset(
 )
 
 
-def _single_when(test: ast.AST) -> bool | None:
+def _single_when(test: ast.AST, m=None) -> bool | None:
     """True when ``test`` holds in a single-process run only (``not args.distributed``,
-    ``world_size == 1``), False when in a distributed run only (``ddp``, ``world_size > 1``), else None."""
+    ``world_size == 1``, ``local_rank == -1``, a flag the script refuses under DDP), False when in a
+    distributed run only (``ddp``, ``world_size > 1``, ``LOCAL_RANK != -1``), else None."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _single_when(test.operand)
+        inner = _single_when(test.operand, m)
         return None if inner is None else not inner
     name = dotted(test)
     if name is not None:
-        return False if name.rsplit(".", 1)[-1].lower() in _DISTRIBUTED_FLAGS else None
+        if name.rsplit(".", 1)[-1].lower() in _DISTRIBUTED_FLAGS:
+            return False
+        return True if m is not None and name in _refused_under_ddp(m) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, right = dotted(test.left) or "", test.comparators[0]
-        if left.rsplit(".", 1)[-1] in ("world_size", "num_gpus", "ngpus") and isinstance(right, ast.Constant):
+        last = left.rsplit(".", 1)[-1]
+        if last in ("world_size", "num_gpus", "ngpus") and isinstance(right, ast.Constant):
             if right.value == 1 and isinstance(test.ops[0], (ast.Eq, ast.LtE)):
                 return True
             if right.value == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq)):
                 return False
+        if last.lower() in ("local_rank", "rank") and _only_negative_constants([right]):
+            # -1: the launcher set no rank, so the run is not distributed
+            if isinstance(test.ops[0], (ast.Eq, ast.Is)):
+                return True
+            if isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+                return False
     return None
+
+
+def _refused_under_ddp(m) -> frozenset[str]:
+    """Options the script refuses in a distributed run: ``assert not opt.evolve`` (or ``if
+    opt.evolve: raise``) inside ``if LOCAL_RANK != -1:``. Code that runs only with such an option
+    on runs in a single process."""
+    cached = m.__dict__.get("_refused_under_ddp")
+    if cached is not None:
+        return cached
+    out: set[str] = set()
+    for node in m.nodes(ast.If):
+        if _single_when(node.test) is not False:
+            continue
+        for st in node.body:
+            if isinstance(st, ast.Assert):
+                test = st.test
+            elif isinstance(st, ast.If) and st.body and isinstance(st.body[0], ast.Raise):
+                test = ast.UnaryOp(op=ast.Not(), operand=st.test)
+            else:
+                continue
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                name = dotted(test.operand)
+                if name is not None:
+                    out.add(name)
+    m.__dict__["_refused_under_ddp"] = frozenset(out)
+    return m.__dict__["_refused_under_ddp"]
 
 
 def distributed_when_true(test: ast.AST) -> bool:
@@ -560,7 +596,7 @@ def single_process_arm(m, node: ast.AST) -> bool:
     child = node
     for a in m.ancestors(node):
         if isinstance(a, ast.If) and child is not a.test:
-            single = _single_when(a.test)
+            single = _single_when(a.test, m)
             if single is not None and (child in a.body) == single:
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -573,6 +609,26 @@ def _early_exit(st: ast.stmt) -> bool:
     return isinstance(st, ast.If) and any(
         isinstance(s, (ast.Return, ast.Raise, ast.Continue)) for s in st.body
     )
+
+
+def _arm(m, node: ast.AST, test: ast.AST) -> str | None:
+    """Which arm of the ``if`` whose condition is ``test`` holds ``node``: "body" or "orelse"."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and a.test is test:
+            return "body" if any(child is s for s in a.body) else "orelse"
+        child = a
+    return None
+
+
+def _both_arms(m, sites: list[ast.Call], guards: list[Guard]) -> bool:
+    """Calls of one function on both arms of the same rank test (``if rank == 0: f(a, log) else:
+    f(a, None)``): between them every rank makes the call, so the test guards nothing."""
+    arms: dict[int, set[str | None]] = {}
+    for site, g in zip(sites, guards):
+        if not g.chain:  # the test is in the caller's own function, around the call
+            arms.setdefault(id(g.test), set()).add(_arm(m, site, g.test))
+    return any({"body", "orelse"} <= found for found in arms.values())
 
 
 def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) -> Guard | None:
@@ -612,7 +668,7 @@ def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) ->
             if not sites:
                 return _guard_in_other_files(m, a, depth)
             guards = [rank_guard(m, c, depth + 1) for c in sites]
-            if all(guards):
+            if all(guards) and not _both_arms(m, sites, guards):
                 first = guards[0]
                 kinds = {g.kind for g in guards}
                 return Guard(

@@ -83,6 +83,8 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     helper's caller decides who writes)."""
     if depth > _MAX_DEPTH or rank_guards(m, node) or _rank_function(m, node) or _in_spawning_parent(m, node):
         return False
+    if ranks.single_process_arm(m, node):
+        return False  # the `else` of `if ddp:`: one process, no other rank to collide with
     fn = m.enclosing_function(node)
     if fn is None:
         return True

@@ -115,12 +115,18 @@ def test_newer_python_syntax_is_named_not_called_broken():
     assert needs_newer_python("class Box[T]:\n", 1, (3, 10))[0] == "3.12"
     assert needs_newer_python("type Pair = tuple[int, int]\n", 1, (3, 12)) is None
     assert needs_newer_python("def main(:\n", 1, (3, 11)) is None
-    found = lint_source("gen.py", src)
+    # PEP 695 type parameters are erased on older Pythons: the file is linted, lines where they were
+    generic = head + "def first[T](xs: list[T]) -> T:\n    return xs[0]\ntype Pair[K] = tuple[K, K]\n"
+    generic += "class Box[T]:\n    pass\nimport torch\ntorch.save(first([1]), 'ckpt.pt')\n"
+    found = lint_source("gen.py", generic)
+    assert all(f.code != "DDP000" for f in found)
+    assert [(f.code, f.location.line) for f in found if f.code == "DDP501"] == [("DDP501", 9)]
     if sys.version_info >= (3, 12):
-        assert all(f.code != "DDP000" for f in found)
         return
+    # syntax of a newer Python that cannot be erased (PEP 758) still says which version it needs
+    found = lint_source("exc.py", head + "try:\n    pass\nexcept ValueError, TypeError:\n    pass\n")
     assert [f.evidence["kind"] for f in found] == ["python-version"]
-    assert "needs Python 3.12+" in found[0].message and found[0].location.line == 3
+    assert "needs Python 3.14+" in found[0].message and found[0].location.line == 5
     # a real syntax error is still one
     bad = lint_source("bad.py", head + "def main(:\n    pass\n")
     assert [f.evidence["kind"] for f in bad] == ["syntax"]

@@ -72,3 +72,20 @@ def test_per_rule_precision_without_corpora_exits_zero(capsys):
 
     assert per_rule([]) == 0
     assert "nothing to measure" in capsys.readouterr().out
+
+
+def test_per_rule_precision_does_not_promote_on_one_true_report(tmp_path, capsys):
+    sys.path.insert(0, str(BENCH.parent))
+    from lint_rule_precision import main as per_rule
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    # our own script: DDP406 (opt-in, a hard-coded MASTER_PORT) on line 3, labelled a bug
+    (corpus / "a.py").write_text(
+        'import os\nimport torch.distributed as dist\nos.environ["MASTER_PORT"] = "29500"\n'
+        'dist.init_process_group("nccl")\n'
+    )
+    (corpus / "LABELS.md").write_text("## 1. a.py\n| F1.1 | 3 | hard-coded port |\n")
+    assert per_rule([str(corpus)]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("DDP406"))
+    assert "1 true: too few to promote" in row and "differs from now" not in row

@@ -155,17 +155,14 @@ NEWER_SYNTAX = [
 
 
 @pytest.mark.parametrize("snippet", NEWER_SYNTAX)
-def test_newer_python_syntax_is_named_not_called_broken(snippet):
-    """PEP 695 code linted by an older Python: one DDP000 that says which Python it needs."""
+def test_pep695_syntax_is_linted_not_called_broken(snippet):
+    """PEP 695 code linted by an older Python: its type parameters are erased and the file is linted
+    (the lint engine's tests cover the syntax that cannot be erased, which gets a DDP000)."""
     src = (
         "import torch.distributed as dist\ndist.init_process_group()\nx = 1\n" + snippet + "dist.barrier()\n"
     )
     found = lint_source("new.py", src, EVERY_RULE)
-    if sys.version_info >= (3, 12):
-        assert all(f.code != "DDP000" for f in found), [f.message for f in found]
-        return
-    assert [(f.code, f.evidence["kind"]) for f in found] == [("DDP000", "python-version")]
-    assert "needs Python 3.12+" in found[0].message and found[0].location.line == 4
+    assert all(f.code != "DDP000" for f in found), [f.message for f in found]
 
 
 def _sample(root: Path, n: int, seed: int) -> list[Path]:
