@@ -5,12 +5,17 @@ Finds `DistributedDataParallel(model)` without `find_unused_parameters=True` (or
 `static_graph=True`) where `model` is built from a class of the same file whose `__init__`
 registers a submodule or parameter (`self.head = nn.Linear(...)`, `nn.Parameter`, a
 `ModuleList`/`ModuleDict`/`Sequential` of layers, `register_parameter`, `add_module`) that its
-`forward` — and the methods and properties it calls — never uses, or uses only under a random draw
-(`if random.random() < p:`). `if self.training:` is true on every training step and counts as a
-use. It stays quiet when it cannot tell: a model class from another file or with another base, a
+`forward` — and the methods and properties it calls — never uses, uses only under a random draw
+(`if random.random() < p:`), or uses only behind a flag argument of `forward`
+(`def forward(self, x, with_aux=False): if with_aux: ...`) that no call of the wrapped model in
+its function sets. `if self.training:` is true on every training step and counts as a use.
+It stays quiet when it cannot tell: a model class from another file or with another base, a
 forward that hands `self` away, reads inherited attributes (`self.modules()`, `self._modules`),
-uses `getattr` or `**kwargs`, parameters frozen anywhere in the file (`requires_grad_(False)`,
-`requires_grad = False`), or an attribute the file reads outside the class (`model.module.head`).
+uses `getattr` or `**kwargs` or is replaced (`self.forward = ...`), parameters frozen anywhere
+in the file (`requires_grad_(False)`, `requires_grad = False`), an attribute set again or read
+outside the class (`model.module.head`), a model that leaves its function before its flag is
+known. On by default: no false
+report on the labelled corpora (docs/lint-measurements.md).
 
 ## Why is this bad?
 DDP expects a gradient for every parameter that requires one before it starts the next iteration.
@@ -105,10 +110,6 @@ _COMPARE = {
 _INIT_WORDS = ("init", "reset", "load", "repr")
 
 
-def _last(m, func: ast.AST) -> str:
-    return (m.qualname(func) or "").rsplit(".", 1)[-1]
-
-
 def _is_nn(m, func: ast.AST, names) -> str | None:
     """The torch.nn name of ``nn.Linear``/``torch.nn.Linear``/``Linear`` when it is one of ``names``."""
     q = m.qualname(func) or ""
@@ -132,8 +133,11 @@ def _has_params(m, expr: ast.AST, classes: dict, depth: int = 0) -> bool:
         return not _keyword_false(expr, "requires_grad") and not (
             len(expr.args) > 1 and isinstance(expr.args[1], ast.Constant) and expr.args[1].value is False
         )
-    if (m.qualname(expr.func) or "").startswith(_MODEL_ZOOS):
-        return True  # a torchvision or timm network
+    q = m.qualname(expr.func) or ""
+    if q.startswith(_MODEL_ZOOS):
+        # a torchvision or timm network, not a weights enum or a listing
+        last = q.rsplit(".", 1)[-1]
+        return "Weights" not in q and not last.startswith(("get_weight", "get_model_weights", "list_"))
     layer = _is_nn(m, expr.func, _PARAMETRIC)
     if layer is not None:
         off = _PARAMETRIC[layer]
