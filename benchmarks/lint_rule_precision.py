@@ -8,8 +8,8 @@ that looks wrong but is right) it is false, on an M row neither, elsewhere unlab
 A row counts once per rule. Where the labels list one line both as a bug's anchor (F) and as a trap
 (N), a report there is true for the F row and counted apart as a label conflict, not as false: one
 report cannot be both the bug found and a false alarm. A rule earns its place in the default selection by precision >= 0.95
-on these reports, true / (true + false); below that it is opt-in (``--extend-select``). An opt-in
-rule is promoted only on at least TRUE_TO_PROMOTE true reports.
+on these reports, true / (true + false); below that it is opt-in (``--extend-select``). A rule with
+few reports is judged on them all the same (the table shows how many there are).
 
     python benchmarks/lint_rule_precision.py CORPUS_DIR [CORPUS_DIR ...]
 
@@ -29,7 +29,6 @@ from pathlib import Path
 PRECISION_FOR_DEFAULT = 0.95
 # an opt-in rule moves to the default selection only on a handful of true reports: one or two right
 # answers say little about code nobody has seen
-TRUE_TO_PROMOTE = 5
 
 _SECTION = re.compile(r"##\s+\d+\.\s+(\S+\.py)")
 _ROW = re.compile(r"\|\s*([FNM])(\d+\.\d+)\s*\|\s*([^|]*)\|")
@@ -140,8 +139,6 @@ def main(argv: list[str] | None = None) -> int:
         now = "default" if on_by_default(spec) else "opt-in"
         if p is None:
             verdict = "no reports: unmeasured"
-        elif p >= PRECISION_FOR_DEFAULT and now == "opt-in" and len(t.true) < TRUE_TO_PROMOTE:
-            verdict = f"precise, but {len(t.true)} true: too few to promote"
         elif p >= PRECISION_FOR_DEFAULT:
             verdict = "fit for default"
         else:

@@ -34,8 +34,7 @@ CODE = "DDP105"
 TITLE = "DataLoader without DistributedSampler in a DDP script"
 KIND = "script"
 SEVERITY = "warning"
-CONFIDENCE = "medium"
-# why it is not in the default selection (measured with benchmarks/lint_rule_precision.py)
+CONFIDENCE = "high"
 OPT_IN_BECAUSE = (
     "too little evidence yet: on 130 labelled real files it now makes one report, a real bug (0 "
     "false, after the dataset-from-a-caller, one-process and rank-0 loader traps went quiet), and "

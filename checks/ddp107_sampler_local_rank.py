@@ -3,7 +3,8 @@
 ## What it does
 Finds a sampler built with `num_replicas=` the job's world size and `rank=` a local rank
 (`LOCAL_RANK`, `local_rank`, `dist.get_node_local_rank()`): `DistributedSampler` or any sampler with
-the same `num_replicas`/`rank` contract.
+the same `num_replicas`/`rank` contract, and the same split by Hugging Face datasets
+(`split_dataset_by_node(ds, rank, world_size)`, `ds.shard(num_shards, index)`).
 
 ## Why is this bad?
 A sampler gives replica `rank` every `num_replicas`-th sample. With the local rank, rank 0 of every
@@ -38,12 +39,35 @@ CONFIDENCE = "high"
 _PER_NODE_WORDS = ("local", "device_count", "nproc", "per_node", "gpus")
 
 
+def _shard_args(m, call: ast.Call):
+    """(count, index, their parameter names) of a call that shards data by a count of parts and the
+    index of this process's part: any ``num_replicas=``/``rank=`` sampler, Hugging Face datasets'
+    ``split_dataset_by_node(ds, rank, world_size)`` and ``ds.shard(num_shards, index)``."""
+    replicas, rank = m.keyword(call, "num_replicas"), m.keyword(call, "rank")
+    if replicas is not None and rank is not None:
+        return replicas, rank, ("num_replicas", "rank")
+    last = (m.qualname(call.func) or "").rsplit(".", 1)[-1]
+    if last == "split_dataset_by_node":
+        rank = m.keyword(call, "rank") or (call.args[1] if len(call.args) > 1 else None)
+        size = m.keyword(call, "world_size") or (call.args[2] if len(call.args) > 2 else None)
+        return (size, rank, ("world_size", "rank")) if size is not None and rank is not None else None
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "shard":
+        count = m.keyword(call, "num_shards") or (call.args[0] if call.args else None)
+        index = m.keyword(call, "index") or (call.args[1] if len(call.args) > 1 else None)
+        return (count, index, ("num_shards", "index")) if count is not None and index is not None else None
+    return None
+
+
 def check(m):
-    if not m.uses_distributed and not m.distributed_context:
-        return
+    # no file-level gate: a call that takes both a count of replicas and this process's rank shards
+    # data across processes by its own contract, even in a script whose process group is set up by
+    # a helper in another module (`local_rank, world_size, rank = setup_distributed()`)
     for call, _q in m.calls:
-        replicas, rank = m.keyword(call, "num_replicas"), m.keyword(call, "rank")
-        if replicas is None or rank is None or m.rank_kind(rank) != LOCAL:
+        found = _shard_args(m, call)
+        if found is None:
+            continue
+        replicas, rank, (count_name, rank_name) = found
+        if m.rank_kind(rank) != LOCAL:
             continue
         text = ast.unparse(replicas).lower()
         if isinstance(replicas, ast.Constant) or any(w in text for w in _PER_NODE_WORDS):
@@ -51,7 +75,8 @@ def check(m):
         yield m.finding(
             CODE,
             rank,  # the wrong value: where a call spans lines, that is the line to change
-            f"`rank={ast.unparse(rank)}` is the rank on this node, but `num_replicas={ast.unparse(replicas)}` "
+            f"`{rank_name}={ast.unparse(rank)}` is the rank on this node, but "
+            f"`{count_name}={ast.unparse(replicas)}` "
             "counts the whole job: on several nodes their ranks take the same shards and the rest of the "
             "data is never seen",
             SEVERITY,

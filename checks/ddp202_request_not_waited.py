@@ -109,6 +109,13 @@ def _batch_not_waited(m):
         if isinstance(m.parents.get(call), ast.Expr):
             yield call, "the requests returned by `batch_isend_irecv` are discarded: nothing waits for them"
             continue
+        kept = _keeps_one(m, call)
+        if kept is not None:
+            yield call, (
+                f"`batch_isend_irecv(...){kept}` keeps one request of a batch of several ops: backends "
+                "other than NCCL (Gloo, MPI) return one request per op, and the others are never waited"
+            )
+            continue
         name = m.assigned_to(call)
         if name is not None and "." in name:
             if _attribute_never_read(m, name):
@@ -124,6 +131,48 @@ def _batch_not_waited(m):
             isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(scope)
         ):
             yield call, f"the requests `{name}` from `batch_isend_irecv` are never waited"
+
+
+def _keeps_one(m, call: ast.Call) -> str | None:
+    """``.pop()``, ``[0]`` or ``[-1]`` on the request list of a batch that holds several ops (a list
+    literal of two or more, or a list the function fills by two or more ``append``/``extend``): the
+    text of the access, else None. One op, or a list of unknown length, keeps its only request."""
+    parent = m.parents.get(call)
+    if isinstance(parent, ast.Attribute) and parent.attr == "pop":
+        grand = m.parents.get(parent)
+        if not (isinstance(grand, ast.Call) and grand.func is parent and not grand.args):
+            return None
+        kept = ".pop()"
+    elif isinstance(parent, ast.Subscript) and parent.value is call and isinstance(parent.slice, (ast.Constant, ast.UnaryOp)):
+        kept = f"[{ast.unparse(parent.slice)}]"
+    else:
+        return None
+    ops = call.args[0] if call.args else m.keyword(call, "p2p_op_list")
+    return kept if ops is not None and _several_ops(m, call, ops) else None
+
+
+def _several_ops(m, call: ast.Call, ops: ast.AST) -> bool:
+    if isinstance(ops, (ast.List, ast.Tuple)):
+        return len(ops.elts) >= 2
+    if not isinstance(ops, ast.Name):
+        return False
+    scope = m.enclosing_function(call) or m.tree
+    added = 0
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == ops.id for t in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                added += len(node.value.elts)
+            else:
+                return False  # filled from elsewhere as well: its length is not ours to count
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == ops.id
+        ):
+            added += 1
+    return added >= 2
 
 
 def _pos(n: ast.AST) -> tuple[int, int]:

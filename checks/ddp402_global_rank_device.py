@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dist_op, dotted
+from ddpdoctor.script.ranks import GLOBAL, rank_kind
 from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP402"
@@ -41,6 +42,10 @@ _SET_DEVICE = (
     "torch.accelerator.set_device_index",
     "torch.accelerator.set_device_idx",
 )
+# names that say "global rank" and nothing else: a field set in another module (a config class,
+# a trainer base) is still the job-wide rank. Plain ``rank`` is not enough: many scripts keep the
+# local rank in ``self.rank``.
+_GLOBAL_NAMES = ("global_rank", "world_rank")
 
 
 def _is_global_source(m, expr: ast.AST) -> bool:
@@ -220,6 +225,15 @@ def _reaching_assignment(m, use: ast.AST, name: str):
     return best
 
 
+def _named_global(m, expr: ast.AST) -> bool:
+    """``self.global_rank`` / ``cfg.world_rank``: named the global rank, and no assignment in this
+    file says it holds something else (rank_kind reads the assignments before the name)."""
+    name = dotted(expr)
+    if name is None or name.rsplit(".", 1)[-1] not in _GLOBAL_NAMES:
+        return False
+    return rank_kind(m, expr) == GLOBAL
+
+
 def _global_option(m, name: str) -> bool:
     """``args.rank`` where the argparse option is the global rank (``--rank``, no --local_rank)."""
     head, _, last = name.rpartition(".")
@@ -234,6 +248,10 @@ def _device_exprs(m):
         f = call.func
         # torch.accelerator.set_device_index: the device-generic set_device of torch >= 2.6
         if q in _SET_DEVICE and call.args:
+            yield call, call.args[0]
+        elif isinstance(f, ast.Attribute) and f.attr == "set_device" and len(call.args) == 1:
+            # the device facades of other stacks: get_accelerator().set_device (DeepSpeed),
+            # torch.xpu/npu.set_device: the same device index
             yield call, call.args[0]
         elif q == "torch.device" and len(call.args) == 2:
             yield call, call.args[1]
@@ -301,6 +319,7 @@ def _device_names(m, names: set) -> set:
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
+    yield from _named_global_devices(m)
     if not m.uses_distributed:
         return
     if (
@@ -313,7 +332,7 @@ def check(m):
     # one finding per value: `local_rank = dist.get_rank()` used for set_device, a device string and
     # a barrier's device_ids is one thing to change, reported at its first use with the others listed
     groups: dict[object, list[tuple[ast.AST, ast.AST]]] = {}
-    seen = set()
+    seen = {where.lineno for where, expr in _device_exprs(m) if _named_global(m, expr)}
     for where, expr in _device_exprs(m):
         if _uses_global(m, expr, names) and where.lineno not in seen:
             seen.add(where.lineno)
@@ -401,3 +420,20 @@ def _global_into_other_files(m, names: set):
                 hint="pass the local rank (LOCAL_RANK from torchrun)",
             )
             break
+
+
+def _named_global_devices(m):
+    """A device index named the global rank: the name is the evidence, so no rank source needs to be
+    in this file (the field is filled by a config or base class elsewhere)."""
+    seen = set()
+    for where, expr in _device_exprs(m):
+        if where.lineno not in seen and _named_global(m, expr):
+            seen.add(where.lineno)
+            yield m.finding(
+                CODE,
+                where,
+                f"`{ast.unparse(expr)}` is the global rank, used as a CUDA device index: on a second "
+                "node it names a GPU that does not exist",
+                SEVERITY,
+                hint="use the local rank (LOCAL_RANK from torchrun) for devices",
+            )

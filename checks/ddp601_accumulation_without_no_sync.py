@@ -3,7 +3,8 @@
 ## What it does
 Finds a DDP training loop that calls `backward()` every iteration but steps the optimizer only every
 k-th iteration (`if (step + 1) % accum == 0:`, `if step % accum != 0: continue`, or an inner
-`for micro in range(accum):` loop of backwards before the step), without using `model.no_sync()`.
+`for micro in range(accum):` loop of backwards before the step, or any `for j in range(n):` loop of
+backwards that steps nothing itself, before one step), without using `model.no_sync()`.
 A `backward()` inside a helper of the same file counts, and so does a loss scaler called with the
 loss and the optimizer (`loss_scaler(loss, optimizer, update_grad=...)`, which does the backward and
 the step out of sight): then the gradients zeroed only every k-th iteration show the accumulation.
@@ -169,7 +170,7 @@ def _accum_range_loop(m, step: ast.Call, helpers):
     while block is not None:
         for earlier in block[: block.index(stmt)]:
             for loop in ast.walk(earlier):
-                if isinstance(loop, (ast.For, ast.AsyncFor)) and _is_accum_test(loop.iter, strict=True):
+                if isinstance(loop, (ast.For, ast.AsyncFor)) and _splits_batch(m, loop):
                     found = _backwards(m, loop, helpers)
                     if found:
                         return loop, found[-1]
@@ -178,6 +179,20 @@ def _accum_range_loop(m, step: ast.Call, helpers):
             return None
         stmt, block = m.statement_in_block(parent)
     return None
+
+
+def _splits_batch(m, loop: ast.For) -> bool:
+    """A loop of micro-steps: over ``range(accum)`` (named for the accumulation), or over any
+    ``range(...)`` (``for j in range(args.batch_split):``) whose body steps no optimizer, so the
+    backwards in it all feed the one step after it."""
+    if _is_accum_test(loop.iter, strict=True):
+        return True
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+        return False
+    # the backward written in the loop itself: a helper called there may step inside (an epoch loop)
+    calls = [c for c in ast.walk(loop) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
+    return any(c.func.attr == "backward" for c in calls) and not any(c.func.attr == "step" for c in calls)
 
 
 def _guarded_step(m, step: ast.Call, helpers):

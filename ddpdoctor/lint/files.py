@@ -36,6 +36,8 @@ STRONG = (
     b"wait_for_everyone",  # accelerate's barrier
     b"deepspeed.comm",  # DeepSpeed's mirror of torch.distributed (script/names.py reads it as such)
     b"deepspeed import comm",
+    b"global_rank",  # the job-wide rank by name (DDP402 trusts it even when set in another module)
+    b"num_replicas=",  # a sampler sharded across processes (DDP107 reads any such call)
     # keywords only DDP's constructor takes: a DDP subclass built in this file (script/analysis.py)
     b"broadcast_buffers",
     b"find_unused_parameters",

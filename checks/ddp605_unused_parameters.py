@@ -1,4 +1,4 @@
-"""DDP604: parameters the forward never uses, without find_unused_parameters.
+"""DDP605: parameters the forward never uses, without find_unused_parameters.
 
 ## What it does
 Finds `DistributedDataParallel(model)` without `find_unused_parameters=True` (or
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 from ddpdoctor.script.names import dotted
 
-CODE = "DDP604"
+CODE = "DDP605"
 TITLE = "Unused parameters without find_unused_parameters"
 KIND = "script"
 SEVERITY = "error"
