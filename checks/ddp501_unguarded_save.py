@@ -29,7 +29,14 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.foreign import entering_call, foreign_events, guarded_on_the_way, reported_there
+from ddpdoctor.script.foreign import (
+    callee,
+    entering_call,
+    foreign_events,
+    guarded_on_the_way,
+    place,
+    reported_there,
+)
 from ddpdoctor.script.ranks import LOCAL, guard_kind
 from ddpdoctor.script.writers import (
     every_process_side,
@@ -305,8 +312,8 @@ def _saves_in_other_files(m):
             continue
         if reported_there(check, other, save):
             continue
-        name = ast.unparse(fe.anchor.func) if isinstance(fe.anchor, ast.Call) else "the helper"
-        where = f"{other.path.rsplit('/', 1)[-1]}:{save.lineno}"
+        name = callee(fe)
+        where = place(fe)
         enters = entering_call(m, fe)
         if enters is None:
             message = f"every rank calls `{name}` here, and it saves with `torch.save` at {where} with no rank test"

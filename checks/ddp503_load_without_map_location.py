@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.foreign import foreign_events, guarded_on_the_way, reported_there
+from ddpdoctor.script.foreign import callee, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import single_process_arm
 from ddpdoctor.script.writers import per_process_path
@@ -97,7 +97,7 @@ def _loads_in_other_files(m):
         by_anchor.setdefault(id(fe.anchor), []).append(fe)
     for found in by_anchor.values():
         first = found[0]
-        name = ast.unparse(first.anchor.func) if isinstance(first.anchor, ast.Call) else "the helper"
+        name = callee(first)
         places = sorted({(fe.other.path.rsplit("/", 1)[-1], fe.event.node.lineno) for fe in found})
         wheres = [f"{file}:{line}" for file, line in places]
         loads = f"its `torch.load` at {wheres[0]} has" if len(wheres) == 1 else (

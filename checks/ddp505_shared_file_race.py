@@ -38,7 +38,14 @@ from __future__ import annotations
 import ast
 import re
 
-from ddpdoctor.script.foreign import entering_call, foreign_events, guarded_on_the_way, reported_there
+from ddpdoctor.script.foreign import (
+    callee,
+    entering_call,
+    foreign_events,
+    guarded_on_the_way,
+    place,
+    reported_there,
+)
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import enclosing_statements, every_rank_reaches, per_process_path
 
@@ -171,8 +178,8 @@ def _writes_in_other_files(m):
             continue
         if reported_there(check, other, call):
             continue
-        name = ast.unparse(fe.anchor.func) if isinstance(fe.anchor, ast.Call) else "the helper"
-        where = f"{other.path.rsplit('/', 1)[-1]}:{call.lineno}"
+        name = callee(fe)
+        where = place(fe)
         target = ast.unparse(path) if path is not None else (dotted(call.func) or "it")
         enters = entering_call(m, fe)
         via = f", through {enters[0]}:{enters[1]}," if enters is not None else ""

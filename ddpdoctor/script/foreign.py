@@ -52,6 +52,16 @@ def foreign_events(m, kind: str) -> list[ForeignEvent]:
     return list(out.values())
 
 
+def callee(fe: ForeignEvent) -> str:
+    """The call here that leads there, as the user wrote it (``checkpoint.save_checkpoint``)."""
+    return ast.unparse(fe.anchor.func) if isinstance(fe.anchor, ast.Call) else "the helper"
+
+
+def place(fe: ForeignEvent) -> str:
+    """The event's line in the other file (``checkpoint.py:100``)."""
+    return f"{Path(fe.other.path).name}:{fe.event.node.lineno}"
+
+
 def guarded_on_the_way(m, fe: ForeignEvent) -> bool:
     """A rank test the interpreter could not decide (``if args.is_master:``), on the node in the other
     file or on any call of the chain that led there, in whichever file it is: it reads as a guard."""
