@@ -42,28 +42,11 @@ KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
 
-_LOCALHOST = ("localhost", "127.0.0.1", "::1")
-
 
 def _local_only(m, test: ast.AST) -> bool:
     """The test reads the node-local rank and no global one (ddpdoctor.script.ranks knows the
     spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...)."""
     return ranks.guard_kind(m, test) == (ranks.LOCAL,)
-
-
-def single_node(m) -> bool:
-    """The script pins its rendezvous to this machine: it cannot run on several nodes."""
-    for key, value, _node, how in m.env_writes:
-        local = isinstance(value, ast.Constant) and str(value.value) in _LOCALHOST
-        if key == "MASTER_ADDR" and how == "assign" and local:
-            return True
-    for call in m.dist_calls("init_process_group"):
-        init = m.keyword(call, "init_method")
-        if isinstance(init, (ast.Constant, ast.JoinedStr)) and any(
-            h in ast.unparse(init) for h in _LOCALHOST
-        ):
-            return True
-    return False
 
 
 def _saves(m):
@@ -81,7 +64,7 @@ def check(m):
     local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
     if not m.distributed_context or not m.mentions(*local_words):
         return
-    if single_node(m):
+    if m.single_node:
         return
     reported: set[int] = set()
     for save, path in _saves(m):

@@ -30,15 +30,36 @@ def per_process_path(expr: ast.AST | None, m=None) -> bool:
     text = ast.unparse(expr).lower()
     if any(w in text for w in PER_PROCESS_WORDS):
         return True
-    if m is None or not isinstance(expr, ast.Name):
+    if m is None:
+        return False
+    if _reads_rank_loop(m, expr):
+        return True
+    if not isinstance(expr, ast.Name):
         return False
     scope = m.enclosing_function(expr) or m.tree
     return any(
         isinstance(node, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
-        and per_process_path(node.value)
+        and (per_process_path(node.value) or _reads_rank_loop(m, node.value))
         for node in ast.walk(scope)
     )
+
+
+def _reads_rank_loop(m, expr: ast.AST) -> bool:
+    """``expr`` reads the variable of a loop around it that walks this rank's share of the work
+    (``for i in range(rank, n, world_size)``, ``for f in files[rank::world_size]``): each rank gets
+    other values, so a path built from it is its own."""
+    used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    if not used:
+        return False
+    for a in m.ancestors(expr):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        if isinstance(a, (ast.For, ast.AsyncFor)) and "rank" in ast.unparse(a.iter).lower():
+            bound = {t.id for t in ast.walk(a.target) if isinstance(t, ast.Name)}
+            if used & bound:
+                return True
+    return False
 
 
 def _entry_like(fn) -> bool:
