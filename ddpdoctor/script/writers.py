@@ -19,6 +19,7 @@ PER_PROCESS_WORDS = ("rank", "shard", "host", "node", "pid", "uuid", "tmp", "tem
 # a function named like this is where a script starts (its callers, if any, are not in this file)
 ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
 _SPAWNS = ("spawn", "start_processes")
+_SUBPROCESS = ("subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call")
 _MAX_DEPTH = 6  # caller chains followed this deep
 
 
@@ -78,10 +79,23 @@ def spawn_calls(m) -> list[ast.Call]:
     return cached
 
 
+def _launches(m) -> list[ast.Call]:
+    """Where the file starts its workers: ``mp.spawn`` and the like, or a new Python process of its
+    own (``subprocess.Popen([sys.executable, "train.py", f"--rank={i}"])``, a hand-written launcher)."""
+    cached = m.__dict__.get("_writers_launches")
+    if cached is None:
+        cached = m.__dict__["_writers_launches"] = spawn_calls(m) + [
+            c
+            for c, q in m.calls
+            if q in _SUBPROCESS and c.args and "sys.executable" in ast.unparse(c.args[0])
+        ]
+    return cached
+
+
 def _in_spawning_parent(m, node) -> bool:
     """Code of the function (or module level) that starts the workers, before it starts them: it
     runs once, in the parent."""
-    spawns = spawn_calls(m)
+    spawns = _launches(m)
     if not spawns:
         return False
     fn = m.enclosing_function(node)
