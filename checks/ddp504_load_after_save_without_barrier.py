@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import re
 
+from ddpdoctor.script.flow import repeats
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import guard_chains, rank_guards
 
@@ -175,11 +176,20 @@ def _construction(m, fn) -> set[int]:
     return seen
 
 
-def _loads_first(m, fn_s, fn_l) -> bool:
-    """The load runs while the object is built (a resume in ``__init__``/``setup``), the save only in
-    a later method: within one run the load comes first, so it cannot read a half-written save."""
+def _loads_first(m, fn_s, fn_l, load) -> bool:
+    """Within one run the load comes first, so it cannot read a half-written save: it runs while the
+    object is built (a resume in ``__init__``/``setup``) and the save only in a later method, or the
+    loading function calls the saving one only after the load (``main`` resumes, then calls
+    ``train``), and the load runs once."""
     built = _construction(m, fn_l)
-    return id(fn_l) in built and id(fn_s) not in built
+    if id(fn_l) in built and id(fn_s) not in built:
+        return True
+    sites = [c for c in m.call_sites(fn_s) if m.enclosing_function(c) is not fn_s]
+    return (
+        bool(sites)
+        and all(m.enclosing_function(c) is fn_l and c.lineno > load.lineno for c in sites)
+        and repeats(m, load) is None
+    )
 
 
 def _across_functions(m, saves, loads):
@@ -196,7 +206,7 @@ def _across_functions(m, saves, loads):
             fn_l = m.enclosing_function(load)
             if fn_l is None or fn_l is fn_s or rank_guards(m, load) or m.guarded_by_rank(load):
                 continue
-            if _loads_first(m, fn_s, fn_l):
+            if _loads_first(m, fn_s, fn_l, load):
                 continue
             if any(ln < load.lineno for ln in _barrier_lines(m, fn_l)):
                 continue

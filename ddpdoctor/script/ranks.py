@@ -514,10 +514,13 @@ def _guard_in_other_files(m, fn: ast.AST, depth: int) -> Guard | None:
 
 
 def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
-    """Calls of this file's function or method ``fn``: ``f(...)``, ``self.f(...)``, ``obj.f(...)``, but
+    """Calls of this file's function or method ``fn``: ``f(...)``; for a method also ``self.f(...)`` and ``obj.f(...)``, but
     not ``torch.save`` for a method named ``save`` (a name reached through an import)."""
     out = []
     seen = set()
+    # a function of the module is called by its bare name here: `callbacks.run(...)` is some object's
+    # method, not this file's `def run`
+    method = isinstance(m.parents.get(fn), ast.ClassDef)
     for c in (*m.call_sites(fn), *m.method_calls(getattr(fn, "name", ""))):
         if id(c) in seen:
             continue
@@ -525,7 +528,7 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
         func = c.func
         if isinstance(func, ast.Name):
             out.append(c)
-        elif isinstance(func, ast.Attribute):
+        elif isinstance(func, ast.Attribute) and method:
             head = dotted(func.value)
             root = head.split(".", 1)[0] if head else None
             if root is None or root not in m.aliases:
