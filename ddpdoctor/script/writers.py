@@ -92,7 +92,7 @@ def _launches(m) -> list[ast.Call]:
     return cached
 
 
-def _in_spawning_parent(m, node) -> bool:
+def in_spawning_parent(m, node) -> bool:
     """Code of the function (or module level) that starts the workers, before it starts them: it
     runs once, in the parent."""
     spawns = _launches(m)
@@ -116,7 +116,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     ``if rank == 0`` around it or around a call that leads to it, no early return on a rank test.
     A function this file never calls counts only when it looks like an entry point (a library
     helper's caller decides who writes)."""
-    if depth > _MAX_DEPTH or rank_guards(m, node) or _rank_function(m, node) or _in_spawning_parent(m, node):
+    if depth > _MAX_DEPTH or rank_guards(m, node) or _rank_function(m, node) or in_spawning_parent(m, node):
         return False
     if ranks.single_process_arm(m, node):
         return False  # the `else` of `if ddp:`: one process, no other rank to collide with
