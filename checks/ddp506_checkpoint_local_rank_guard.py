@@ -31,10 +31,18 @@ dist.barrier()
 from __future__ import annotations
 
 import ast
+import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import every_process_side, every_rank_reaches, guard_chains, per_process_path
+from ddpdoctor.script.writers import (
+    every_process_side,
+    every_rank_reaches,
+    guard_chains,
+    per_process_path,
+    presence_origin,
+    writer_guard_kind,
+)
 
 CODE = "DDP506"
 TITLE = "Checkpoint guarded by the local rank"
@@ -47,8 +55,10 @@ _LOCALHOST = ("localhost", "127.0.0.1", "::1")
 
 def _local_only(m, test: ast.AST) -> bool:
     """The test reads the node-local rank and no global one (ddpdoctor.script.ranks knows the
-    spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...)."""
-    return ranks.guard_kind(m, test) == (ranks.LOCAL,)
+    spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...), also through
+    a value only those ranks hold (``if saver is not None:`` where ``saver`` is made under
+    ``local_rank == 0``)."""
+    return writer_guard_kind(m, test) == (ranks.LOCAL,)
 
 
 def single_node(m) -> bool:
@@ -66,12 +76,41 @@ def single_node(m) -> bool:
     return False
 
 
+# a call named like this saves a checkpoint (`save`, `save_checkpoint`, `save_model`,
+# `saver.save_checkpoint`, `ckpt_save`); pictures and plots are not checkpoints
+_CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|state|weight|network)|(checkpoint|ckpt).*save")
+_LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
+
+
+def _checkpoint_helper(m, call: ast.Call) -> bool:
+    """A call of a checkpoint-saving helper whose body this file does not hold: an imported
+    function (``from utils import save``; ``save_checkpoint(...)``) or a method
+    (``saver.save_checkpoint(epoch)``). This file's own helpers are followed to their
+    ``torch.save`` instead."""
+    f = call.func
+    q = m.qualname(f) or ""
+    if q.split(".", 1)[0] in _LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
+        return False
+    if isinstance(f, ast.Name):
+        name = f.id.lower()
+        own = any(fn.name == f.id for fn in m.functions)
+        return not own and q != f.id and (name == "save" or bool(_CHECKPOINT_CALL.search(name)))
+    if isinstance(f, ast.Attribute):
+        root = (dotted(f.value) or "").split(".", 1)[0]
+        return root not in m.aliases and bool(_CHECKPOINT_CALL.search(f.attr.lower()))
+    return False
+
+
 def _saves(m):
     for call in m.calls_named("torch.save"):
         yield call, call.args[1] if len(call.args) > 1 else m.keyword(call, "f")
     for call in m.method_calls("save_pretrained"):
         if m.keyword(call, "is_main_process") is None:
             yield call, call.args[0] if call.args else m.keyword(call, "save_directory")
+    for call, _q in m.calls:
+        if _checkpoint_helper(m, call):
+            path = next((a for a in reversed(call.args) if per_process_path(a, m)), None)
+            yield call, path  # a rank-named argument (`f"ckpt_{rank}.pt"`) makes it per rank
 
 
 def check(m):
@@ -79,7 +118,7 @@ def check(m):
         return
     # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)
     local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
-    if not m.distributed_context or not m.mentions(*local_words):
+    if not (m.distributed_context or ranks.reads_launcher_rank(m)) or not m.mentions(*local_words):
         return
     if single_node(m):
         return
@@ -100,11 +139,16 @@ def check(m):
                 continue  # another launch mode lets every rank through: DDP501 reports this test
             reported.add(id(test))
             lines = [test.lineno, *(node.lineno for _t, node in reversed(chain)), save.lineno]
+            origin = next((o for t in tests if (o := presence_origin(m, t)) is not None), None)
+            held = ""
+            if origin is not None:  # `saver is not None`: the saver is made on local rank 0 only
+                lines.insert(0, origin.lineno)
+                held = f", true only where `{ast.unparse(origin)}` (line {origin.lineno})"
             via = m.chain_text(list(dict.fromkeys(lines)))
             yield m.finding(
                 CODE,
                 test,
-                f"the checkpoint save is guarded only by the node-local rank (`{ast.unparse(test)}`): "
+                f"the checkpoint save is guarded only by the node-local rank (`{ast.unparse(test)}`{held}): "
                 f"on several nodes every node's local rank 0 writes the same file at once ({via})",
                 SEVERITY,
                 hint="guard the save with the global rank (`dist.get_rank() == 0`), or put the "
