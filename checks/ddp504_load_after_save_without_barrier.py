@@ -35,7 +35,8 @@ import ast
 import re
 
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import guard_chains, rank_guards
+from ddpdoctor.script.ranks import reads_launcher_rank
+from ddpdoctor.script.writers import enclosing_statements, guard_chains, one_rank_side, rank_guards
 
 CODE = "DDP504"
 TITLE = "Load after a rank-0 save without a barrier"
@@ -208,14 +209,52 @@ def _across_functions(m, saves, loads):
             break
 
 
+def _other_arm_loads(m, saves, loads):
+    """(the load, the save) where one ``if`` on the rank has the one rank write a file and its other
+    arm, the one every other rank takes, read it with no barrier before (``if local_rank == 0:
+    torch.save(emb, p) else: while not os.path.exists(p): sleep(1); torch.load(p)``): the file
+    exists as soon as the write starts, so waiting for it is no barrier."""
+    for save in saves:
+        for st in enclosing_statements(m, save):
+            if not isinstance(st, ast.If) or st.test not in rank_guards(m, save):
+                continue
+            others = st.orelse if one_rank_side(m, st.test) == "body" else st.body
+            if not others:
+                continue
+            lo, hi = others[0].lineno, others[-1].end_lineno or others[-1].lineno
+            fn = m.enclosing_function(save)
+            s_words = _path_words(m, save.args[1] if len(save.args) > 1 else m.keyword(save, "f"), fn)
+            for load in loads:
+                if not lo <= load.lineno <= hi or m.enclosing_function(load) is not fn:
+                    continue
+                if any(lo <= ln < load.lineno for ln in _barrier_lines(m, fn)):
+                    continue
+                arg = load.args[0] if load.args else m.keyword(load, "f")
+                if _same_path(s_words, _path_words(m, arg, fn)):
+                    yield load, save
+                    break
+
+
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
     if not m.calls_named("torch.save") or not m.calls_named("torch.load"):
         return
-    if not m.uses_distributed and not m.mentions("rank"):
+    if not m.uses_distributed and not m.mentions("rank") and not reads_launcher_rank(m):
         return
     reported: set[int] = set()
+    for load, save in _other_arm_loads(m, m.calls_named("torch.save"), m.calls_named("torch.load")):
+        reported.add(id(load))
+        yield m.finding(
+            CODE,
+            load,
+            f"the other ranks load this file while one rank writes it (line {save.lineno}) with no barrier "
+            "between: the file exists as soon as the write starts, so they can read a partial checkpoint "
+            f"({m.chain_text([save.lineno, load.lineno])})",
+            SEVERITY,
+            hint="call `dist.barrier()` after the write, on every rank, and load after it",
+            chain=[save.lineno, load.lineno],
+        )
     for where, save, load in _across_functions(m, m.calls_named("torch.save"), m.calls_named("torch.load")):
         reported.add(id(load))
         if where is load:
