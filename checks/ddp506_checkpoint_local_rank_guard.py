@@ -91,14 +91,13 @@ def _checkpoint_helper(m, call: ast.Call) -> bool:
     q = m.qualname(f) or ""
     if q.split(".", 1)[0] in _LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
         return False
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    if not name or any(fn.name == name for fn in m.functions) or ranks.callee_guard(m, call) is not None:
+        return False  # this file's own helper (followed to its torch.save), or one that picks its rank
     if isinstance(f, ast.Name):
-        name = f.id.lower()
-        own = any(fn.name == f.id for fn in m.functions)
-        return not own and q != f.id and (name == "save" or bool(_CHECKPOINT_CALL.search(name)))
-    if isinstance(f, ast.Attribute):
-        root = (dotted(f.value) or "").split(".", 1)[0]
-        return root not in m.aliases and bool(_CHECKPOINT_CALL.search(f.attr.lower()))
-    return False
+        return q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
+    root = (dotted(f.value) or "").split(".", 1)[0]
+    return root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower()))
 
 
 def _saves(m):
