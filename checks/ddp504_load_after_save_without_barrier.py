@@ -36,7 +36,8 @@ import re
 
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import reads_launcher_rank
-from ddpdoctor.script.writers import enclosing_statements, guard_chains, one_rank_side, rank_guards
+from ddpdoctor.script.interp import COLLECTIVES
+from ddpdoctor.script.writers import enclosing_statements, guard_chains, one_rank_side, rank_guards, to_stream
 
 CODE = "DDP504"
 TITLE = "Load after a rank-0 save without a barrier"
@@ -214,7 +215,10 @@ def _other_arm_loads(m, saves, loads):
     arm, the one every other rank takes, read it with no barrier before (``if local_rank == 0:
     torch.save(emb, p) else: while not os.path.exists(p): sleep(1); torch.load(p)``): the file
     exists as soon as the write starts, so waiting for it is no barrier."""
+    syncs = [c.lineno for c in m.dist_calls(*COLLECTIVES)]  # a collective from the writer: it is done
     for save in saves:
+        if to_stream(m, save, save.args[1] if len(save.args) > 1 else m.keyword(save, "f")):
+            continue  # into a buffer (sent by a broadcast), not a file
         for st in enclosing_statements(m, save):
             if not isinstance(st, ast.If) or st.test not in rank_guards(m, save):
                 continue
@@ -227,7 +231,7 @@ def _other_arm_loads(m, saves, loads):
             for load in loads:
                 if not lo <= load.lineno <= hi or m.enclosing_function(load) is not fn:
                     continue
-                if any(lo <= ln < load.lineno for ln in _barrier_lines(m, fn)):
+                if any(lo <= ln < load.lineno for ln in [*_barrier_lines(m, fn), *syncs]):
                     continue
                 arg = load.args[0] if load.args else m.keyword(load, "f")
                 if _same_path(s_words, _path_words(m, arg, fn)):
