@@ -5,8 +5,11 @@ Finds `torch.save` that every rank reaches (per the per-rank interpreter, or syn
 code is not reached from the script's entry point) in a distributed script, writing to a path that
 does not depend on the rank. Also a rank test that one launch mode walks around
 (`not args.multiprocessing_distributed or args.rank == 0` where the file makes the job distributed
-by `world_size > 1` too), and a save inside the function that trains (reported at the save: the
-training must run on every rank, the save must not).
+by `world_size > 1` too), a save inside the function that trains (reported at the save: the
+training must run on every rank, the save must not), and a method's save with no rank test when
+another method of the same class guards its own save by the rank (`def save_network(self): if
+self.rank == 0: torch.save(...)` beside an unguarded `save_training_state`): the class decides who
+writes, and its callers, in another file, call both on every rank.
 
 ## Why is this bad?
 All N ranks write the same file at the same time: N times the I/O, and on shared file systems

@@ -1,11 +1,14 @@
 """DDP506: a checkpoint written by local rank 0, once per node.
 
 ## What it does
-Finds a checkpoint save (`torch.save`, `save_pretrained`, or this file's helper that does one)
+Finds a checkpoint save (`torch.save`, `save_pretrained`, this file's helper that does one, or a
+checkpoint helper of another module: `save(...)`, `save_checkpoint(...)`, `saver.save_checkpoint()`)
 whose only rank test is on the node-local rank (`local_rank == 0`, `LOCAL_RANK`, an argparse option
-fed by `--local_rank`, accelerate's `is_local_main_process`), in distributed code (torch.distributed,
-DDP, a DistributedSampler, accelerate, Horovod) that can run on several nodes (nothing pins its
-rendezvous to localhost). Saves to a path that names the host or node are left alone.
+fed by `--local_rank`, accelerate's `is_local_main_process`, or a value only those ranks hold:
+`saver = None; if args.local_rank == 0: saver = CheckpointSaver(...)` then `if saver is not None:`),
+in distributed code (torch.distributed, DDP, a DistributedSampler, accelerate, Horovod, or a file
+that reads the launcher's `LOCAL_RANK`) that can run on several nodes (nothing pins its rendezvous to
+localhost). Saves to a path that names the host or node are left alone.
 
 ## Why is this bad?
 Every node has a local rank 0, so on N nodes N processes write the same checkpoint at the same time.
