@@ -100,7 +100,27 @@ def _checkpoint_helper(m, call: ast.Call) -> bool:
     if isinstance(f, ast.Name):
         return q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
     root = (dotted(f.value) or "").split(".", 1)[0]
-    return root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower()))
+    return root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower())) and _saver_made_here(m, f.value)
+
+
+# libraries whose trainers and accelerators pick the process that writes themselves
+# (`accelerator.save_model`, `trainer.save_checkpoint`, a DeepSpeed engine's per-rank shards)
+_SELF_CHOOSING = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "transformers")
+
+
+def _saver_made_here(m, receiver: ast.AST) -> bool:
+    """The object was built in this file by a class that is not one of those libraries'
+    (``saver = CheckpointSaver(...)``): what it does is a plain write. An object from elsewhere (a
+    parameter, an attribute set in another file) is unknown, and unknown is not guilty."""
+    key = dotted(receiver)
+    made = [v for v, _n in ranks.assignments(m, key)] if key else []
+    made = [v for v in made if not (isinstance(v, ast.Constant) and v.value is None)]
+    return bool(made) and all(
+        isinstance(v, ast.Call)
+        and (m.qualname(v.func) or "").split(".", 1)[0] not in _SELF_CHOOSING
+        and (dotted(v.func) or "").rsplit(".", 1)[-1] not in ("Accelerator", "Trainer", "Fabric")
+        for v in made
+    )
 
 
 def _saves(m):
