@@ -18,6 +18,7 @@ SUPERVISED_FACTORIES = frozenset(("create_supervised_trainer", "create_supervise
 RUN = "run"
 ADD_HANDLER = "add_event_handler"
 ON = "on"
+METHODS = frozenset((RUN, ADD_HANDLER, ON))
 
 
 def is_ignite(qualname: str | None) -> bool:

@@ -707,7 +707,8 @@ class Interpreter:
         base = self.ev(e.value, frame)
         if base is not UNKNOWN:  # the usual case skips the three checks
             if isinstance(base, Engine):
-                return EngineMethod(base, e.attr)
+                # its other attributes (``trainer.state``) are not modelled
+                return EngineMethod(base, e.attr) if e.attr in event_engines.METHODS else UNKNOWN
             if isinstance(base, DDPModel):
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
