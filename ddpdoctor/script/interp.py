@@ -21,6 +21,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
+from ddpdoctor.script import event_engines
 from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 from ddpdoctor.script.values import FREE, UNKNOWN, bind_arguments, negation, truth_of, unknown_default
@@ -143,6 +144,31 @@ class FuncRef:
     cls: ClassRef | None = None
     bound_self: bool = False
     ctx: ModuleContext | None = None  # set for a function of another file of the project
+    # a function defined inside another: the frame it was defined in, whose names it reads
+    closure: dict | None = None
+
+
+@dataclass
+class LambdaRef:
+    """A ``lambda``, with the frame it was made in (its free names are read there when called)."""
+
+    node: ast.Lambda
+    closure: dict | None = None
+
+
+@dataclass
+class Engine:
+    """An event-driven training engine (see ddpdoctor.script.event_engines): ``run`` calls its step
+    (``process``, or a forward of ``model`` for ignite's supervised engines) on every batch."""
+
+    process: object = None  # FuncRef / LambdaRef
+    model: object = None
+
+
+@dataclass
+class EngineMethod:
+    engine: Engine
+    name: str
 
 
 @dataclass
@@ -410,7 +436,9 @@ class Interpreter:
             # error paths behind UNKNOWN conditions are ignored like early returns (see _branch)
             raise _Raise(UNKNOWN)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
-            frame[st.name] = FuncRef(st)
+            ref = frame[st.name] = FuncRef(st, closure=frame if frame is not self.globals else None)
+            if st.decorator_list:
+                self._engine_decorators(st, ref, frame)
         elif t is ast.ClassDef:
             methods = {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
             frame[st.name] = ClassRef(st, methods)
@@ -594,7 +622,9 @@ class Interpreter:
             return self.ev(e.value, frame)
         if t in (ast.ListComp, ast.GeneratorExp, ast.SetComp):
             return self._comprehension(e, frame)
-        # lambdas and dict comprehensions: their calls run later or many times; skip
+        if t is ast.Lambda:  # walked where it is called (or handed to an engine), not here
+            return LambdaRef(e, frame if frame is not self.globals else None)
+        # dict comprehensions: their calls run many times; skip
         return UNKNOWN
 
     def _comprehension(self, e: ast.ListComp | ast.GeneratorExp | ast.SetComp, frame: dict) -> object:
@@ -676,6 +706,9 @@ class Interpreter:
             return self.attrs[key]
         base = self.ev(e.value, frame)
         if base is not UNKNOWN:  # the usual case skips the three checks
+            if isinstance(base, Engine):
+                # its other attributes (``trainer.state``) are not modelled
+                return EngineMethod(base, e.attr) if e.attr in event_engines.METHODS else UNKNOWN
             if isinstance(base, DDPModel):
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
@@ -797,6 +830,10 @@ class Interpreter:
         if local is not UNKNOWN:  # the usual case: nothing this file defines
             if isinstance(local, FuncRef):
                 return self._invoke(local, node, args, kwargs, frame)
+            if isinstance(local, LambdaRef):
+                return self._invoke_lambda(local, node, args, kwargs)
+            if isinstance(local, EngineMethod):
+                return self._engine_call(local, node, args)
             if isinstance(local, ClassRef):
                 init = local.methods.get("__init__")
                 if init is not None:
@@ -841,6 +878,12 @@ class Interpreter:
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
+        made = event_engines.makes_engine(q)
+        if made is not None:
+            first = (
+                args[0] if args else kwargs.get("process_function" if made == "process" else "model", UNKNOWN)
+            )
+            return Engine(process=first) if made == "process" else Engine(model=first)
         if self.path is not None and last in _FS_WRITES and q not in ("torch.save",):
             self._record("fs", last, node)
         if q in ("torch.save",):
@@ -978,6 +1021,7 @@ class Interpreter:
             self.chain_paths.append(self.path)
         try:
             frame = self._bind(ref, args, kwargs)
+            _enclose(frame, ref.closure)
             if sources:
                 frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
             result = self._walk_function(fn, frame)
@@ -988,6 +1032,57 @@ class Interpreter:
             self.chain_paths.pop()
             if saved is not None:
                 self.aliases, self.globals, self.path = saved
+
+    def _invoke_lambda(self, ref: LambdaRef, node: ast.AST, args: list, kwargs: dict) -> object:
+        fn = ref.node
+        if fn in self.stack or len(self.stack) >= MAX_DEPTH:
+            return UNKNOWN
+        frame = bind_arguments(
+            fn.args, args, kwargs, lambda d: self.ev(d, self.globals), {}, FREE, self._heuristic
+        )
+        _enclose(frame, ref.closure)
+        self.chain.append(node.lineno)
+        self.chain_paths.append(self.path)
+        self.stack.append(fn)
+        try:
+            return self.ev(fn.body, frame)
+        finally:
+            self.stack.pop()
+            self.chain.pop()
+            self.chain_paths.pop()
+
+    def _call_value(self, fn: object, node: ast.AST, args: list) -> object:
+        """Call a function value handed over (an engine's step, a handler), if the file defines it."""
+        if isinstance(fn, FuncRef):
+            return self._invoke(fn, node, args, {}, sources=False)
+        if isinstance(fn, LambdaRef):
+            return self._invoke_lambda(fn, node, args, {})
+        return UNKNOWN
+
+    def _engine_call(self, method: EngineMethod, node: ast.Call, args: list) -> object:
+        """``engine.run(data)``: one step, as a loop body runs once; ``engine.add_event_handler(ev,
+        handler, *args)``: the handler runs on this rank, so the walk calls it here."""
+        engine = method.engine
+        if method.name == event_engines.RUN:
+            if engine.process is not None:
+                self._call_value(engine.process, node, [engine, UNKNOWN])
+            elif isinstance(engine.model, DDPModel):
+                self._record("ddp_forward", "forward", node)
+        elif method.name == event_engines.ADD_HANDLER and len(args) > 1:
+            self._call_value(args[1], node, [engine, *args[2:]])
+        return UNKNOWN
+
+    def _engine_decorators(self, st: ast.AST, ref: FuncRef, frame: dict) -> None:
+        """``@engine.on(Events.X)``: the handler runs on the ranks that define it."""
+        for d in st.decorator_list:
+            if (
+                isinstance(d, ast.Call)
+                and isinstance(d.func, ast.Attribute)
+                and d.func.attr == event_engines.ON
+            ):
+                base = self.ev(d.func.value, frame)
+                if isinstance(base, Engine):
+                    self._call_value(ref, d, [base])
 
     def _context(self) -> ModuleContext:
         """The names of the file being walked now (path None: the linted file)."""
@@ -1036,13 +1131,21 @@ def _forget_split_roles(store: dict, other: dict) -> None:
             store[key] = UNKNOWN
 
 
+def _enclose(frame: dict, closure: dict | None) -> None:
+    """A nested function reads the names of the frame it was defined in that it does not bind."""
+    if closure:
+        for k, v in closure.items():
+            if k not in frame and k != _SRC:
+                frame[k] = v
+
+
 def _carry(value: object, ctx: ModuleContext | None) -> object:
     """``value`` with the file it belongs to attached, when it is a function, class or object of a
     class that file defined and is about to be walked from another file."""
     if ctx is None:
         return value
     if isinstance(value, FuncRef) and value.ctx is None:
-        return FuncRef(value.node, _carry(value.cls, ctx), value.bound_self, ctx)
+        return FuncRef(value.node, _carry(value.cls, ctx), value.bound_self, ctx, value.closure)
     if isinstance(value, ClassRef) and value.ctx is None:
         return ClassRef(value.node, value.methods, ctx)
     if isinstance(value, Instance) and value.cls.ctx is None:
