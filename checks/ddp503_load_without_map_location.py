@@ -25,7 +25,7 @@ import ast
 
 from ddpdoctor.script.foreign import callee, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import single_process_arm
+from ddpdoctor.script.ranks import single_process_only
 from ddpdoctor.script.writers import per_process_path
 
 CODE = "DDP503"
@@ -58,7 +58,7 @@ def _unmapped(m, call) -> bool:
         and not per_process_path(call.args[0] if call.args else m.keyword(call, "f"), m)
         # the arm a job takes only when it is not distributed (the `else` of `if args.distributed:`):
         # one process, nothing crowds onto another rank's GPU
-        and not single_process_arm(m, call)
+        and not single_process_only(m, call)
         and not _in_dataset_class(m, call)
     )
 
