@@ -48,6 +48,84 @@ def _in_dataset_class(m, call) -> bool:
     return False
 
 
+_SIGN_WORDS = ("distributed", "ddp", "rank", "world_size", "is_main", "is_master")
+
+
+def _distributed_sign(node: ast.AST) -> bool:
+    """The code names distributed state: ``torch.distributed``, a DDP wrapper, a rank, the world."""
+    for n in ast.walk(node):
+        word = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
+        if word is not None and any(w in word.lower() for w in _SIGN_WORDS):
+            return True
+    return False
+
+
+def _class_apart_from_distributed(m, call) -> bool:
+    """In a file whose distributed code sits in other classes (a trainer module: a DDP-aware
+    ``Trainer`` and ``GANTrainer`` subclasses that override its training loop), a load in a class
+    whose own code, and every method its method calls or is called from (through ``self``, over
+    the file's base classes, construction aside), never names distributed state, and that no code of
+    the file outside class statements uses: nothing shows that this class runs under DDP, so the
+    load is not called a distributed one."""
+    cls = next((a for a in m.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+    fn = m.enclosing_function(call)
+    if cls is None or fn is None or m.parents.get(fn) is not cls or _distributed_sign(cls):
+        return False
+    if any(
+        n.id == cls.name and not _in_bases(m, n) and not cls.lineno <= n.lineno <= cls.end_lineno
+        for n in m.nodes(ast.Name)
+    ):
+        return False  # built or handed around by this file's own code: it runs where that runs
+    classes = {c.name: c for c in m.nodes(ast.ClassDef)}
+    if any(_distributed_sign(sub) for sub in _heirs(classes, cls, fn.name)):
+        return False  # a subclass that runs under DDP inherits this method
+    lineage, todo = [], [cls]
+    while todo:  # the class and its bases defined in this file
+        c = todo.pop()
+        if c in lineage:
+            continue
+        lineage.append(c)
+        todo += [classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes]
+    methods: dict[str, ast.AST] = {}
+    for c in reversed(lineage):  # the class's own override wins
+        methods.update({d.name: d for d in c.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))})
+    methods.pop("__init__", None)
+    calls = {
+        name: {c.func.attr for c in ast.walk(d) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+               and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"}
+        for name, d in methods.items()
+    }
+    seen, todo = set(), [fn.name]
+    while todo:  # callees and callers through self, both ways
+        name = todo.pop()
+        if name in seen or name not in methods:
+            continue
+        seen.add(name)
+        if _distributed_sign(methods[name]):
+            return False
+        todo += list(calls[name]) + [other for other, called in calls.items() if name in called]
+    return True
+
+
+def _heirs(classes: dict, cls: ast.ClassDef, method: str) -> list[ast.ClassDef]:
+    """The file's subclasses of ``cls``, transitively, that inherit ``method`` (do not override it)."""
+    out, todo = [], [cls]
+    while todo:
+        base = todo.pop()
+        for c in classes.values():
+            if c not in out and any(isinstance(b, ast.Name) and b.id == base.name for b in c.bases):
+                if not any(isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == method
+                           for d in c.body):
+                    out.append(c)
+                    todo.append(c)
+    return out
+
+
+def _in_bases(m, node: ast.AST) -> bool:
+    parent = m.parents.get(node)
+    return isinstance(parent, ast.ClassDef) and node in parent.bases
+
+
 def _unmapped(m, call) -> bool:
     return (
         len(call.args) < 2
@@ -60,6 +138,7 @@ def _unmapped(m, call) -> bool:
         # one process, nothing crowds onto another rank's GPU
         and not single_process_only(m, call)
         and not _in_dataset_class(m, call)
+        and not _class_apart_from_distributed(m, call)
     )
 
 
