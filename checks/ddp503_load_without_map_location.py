@@ -51,11 +51,14 @@ def _in_dataset_class(m, call) -> bool:
 _SIGN_WORDS = ("distributed", "ddp", "rank", "world_size", "is_main", "is_master")
 
 
-def _distributed_sign(node: ast.AST) -> bool:
-    """The code names distributed state: ``torch.distributed``, a DDP wrapper, a rank, the world."""
+def _distributed_sign(m, node: ast.AST) -> bool:
+    """The code names distributed state: ``torch.distributed`` (under any alias), a DDP wrapper, a
+    rank, the world."""
     for n in ast.walk(node):
         word = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
         if word is not None and any(w in word.lower() for w in _SIGN_WORDS):
+            return True
+        if isinstance(n, ast.Name) and (m.qualname(n) or "").startswith("torch.distributed"):
             return True
     return False
 
@@ -69,7 +72,7 @@ def _class_apart_from_distributed(m, call) -> bool:
     load is not called a distributed one."""
     cls = next((a for a in m.ancestors(call) if isinstance(a, ast.ClassDef)), None)
     fn = m.enclosing_function(call)
-    if cls is None or fn is None or m.parents.get(fn) is not cls or _distributed_sign(cls):
+    if cls is None or fn is None or m.parents.get(fn) is not cls or _distributed_sign(m, cls):
         return False
     if any(
         n.id == cls.name and not _in_bases(m, n) and not cls.lineno <= n.lineno <= cls.end_lineno
@@ -77,7 +80,7 @@ def _class_apart_from_distributed(m, call) -> bool:
     ):
         return False  # built or handed around by this file's own code: it runs where that runs
     classes = {c.name: c for c in m.nodes(ast.ClassDef)}
-    if any(_distributed_sign(sub) for sub in _heirs(classes, cls, fn.name)):
+    if any(_distributed_sign(m, sub) for sub in _heirs(classes, cls, fn.name)):
         return False  # a subclass that runs under DDP inherits this method
     lineage, todo = [], [cls]
     while todo:  # the class and its bases defined in this file
@@ -101,7 +104,7 @@ def _class_apart_from_distributed(m, call) -> bool:
         if name in seen or name not in methods:
             continue
         seen.add(name)
-        if _distributed_sign(methods[name]):
+        if _distributed_sign(m, methods[name]):
             return False
         todo += list(calls[name]) + [other for other, called in calls.items() if name in called]
     return True
