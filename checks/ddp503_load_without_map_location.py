@@ -2,6 +2,8 @@
 
 ## What it does
 Finds `torch.load(path)` with no `map_location` in a script that sets up torch.distributed or DDP.
+Not in code only a non-distributed job runs, nor in a class of a trainer module that nothing in the
+file ties to its distributed code (a sibling trainer that overrides the DDP one's loop).
 
 ## Why is this bad?
 Tensors are restored onto the device they were saved from — usually `cuda:0`. Every rank then

@@ -8,6 +8,9 @@ Across functions (a trainer's save method and its load or evaluate method, a che
 neither the saving function ends with a barrier after the write nor the loading one starts with
 one: reported at the load when this file calls the saving function, else at the save's rank test
 (a `save()` API that returns at once on the other ranks while rank 0 still writes).
+A load that comes first in program order (a resume at start-up, `fit()` loading before the loop
+that saves) reads the previous run's file and is not reported; nor is one on the path a job takes
+only when it is not distributed. One finding per load, naming every save it races with.
 
 ## Why is this bad?
 Nothing makes the other ranks wait for rank 0 to finish writing: they read a missing, partial or
