@@ -24,6 +24,7 @@ ckpt = torch.load("ckpt.pt", map_location="cpu")   # or {"cuda:0": f"cuda:{local
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 
 from ddpdoctor.script.foreign import callee, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.names import dotted
@@ -54,15 +55,39 @@ _SIGN_WORDS = ("distributed", "ddp", "rank", "world_size", "is_main", "is_master
 
 
 def _distributed_sign(m, node: ast.AST) -> bool:
-    """The code names distributed state: ``torch.distributed`` (under any alias), a DDP wrapper, a
-    rank, the world."""
-    for n in ast.walk(node):
-        word = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-        if word is not None and any(w in word.lower() for w in _SIGN_WORDS):
-            return True
-        if isinstance(n, ast.Name) and (m.qualname(n) or "").startswith("torch.distributed"):
-            return True
-    return False
+    """The code of ``node`` (a def or class) names distributed state: ``torch.distributed`` (under
+    any alias), a DDP wrapper, a rank, the world."""
+    lines = m.__dict__.get("_ddp503_sign_lines")
+    if lines is None:  # the lines of every such name, in one pass over the file
+        found = set()
+        for n in m.nodes(ast.Name):
+            if _sign_word(n.id) or (m.qualname(n) or "").startswith("torch.distributed"):
+                found.add(n.lineno)
+        for n in m.nodes(ast.Attribute):
+            if _sign_word(n.attr):
+                found.add(n.lineno)
+        lines = m.__dict__["_ddp503_sign_lines"] = sorted(found)
+    k = bisect_left(lines, node.lineno)
+    return k < len(lines) and lines[k] <= node.end_lineno
+
+
+def _sign_word(word: str) -> bool:
+    low = word.lower()
+    return any(w in low for w in _SIGN_WORDS)
+
+
+def _self_calls(m) -> dict[int, set[str]]:
+    """id(def) -> the names it calls as ``self.name(...)``."""
+    out = m.__dict__.get("_ddp503_self_calls")
+    if out is None:
+        out = m.__dict__["_ddp503_self_calls"] = {}
+        for c, _q in m.calls:
+            f = c.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+                fn = m.enclosing_function(c)
+                if fn is not None:
+                    out.setdefault(id(fn), set()).add(f.attr)
+    return out
 
 
 def _class_apart_from_distributed(m, call) -> bool:
@@ -76,9 +101,13 @@ def _class_apart_from_distributed(m, call) -> bool:
     fn = m.enclosing_function(call)
     if cls is None or fn is None or m.parents.get(fn) is not cls or _distributed_sign(m, cls):
         return False
+    names = m.__dict__.get("_ddp503_names")
+    if names is None:  # name -> its Name nodes, in one pass over the file
+        names = m.__dict__["_ddp503_names"] = {}
+        for n in m.nodes(ast.Name):
+            names.setdefault(n.id, []).append(n)
     if any(
-        n.id == cls.name and not _in_bases(m, n) and not cls.lineno <= n.lineno <= cls.end_lineno
-        for n in m.nodes(ast.Name)
+        not _in_bases(m, n) and not cls.lineno <= n.lineno <= cls.end_lineno for n in names.get(cls.name, ())
     ):
         return False  # built or handed around by this file's own code: it runs where that runs
     classes = {c.name: c for c in m.nodes(ast.ClassDef)}
@@ -95,11 +124,8 @@ def _class_apart_from_distributed(m, call) -> bool:
     for c in reversed(lineage):  # the class's own override wins
         methods.update({d.name: d for d in c.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))})
     methods.pop("__init__", None)
-    calls = {
-        name: {c.func.attr for c in ast.walk(d) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-               and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"}
-        for name, d in methods.items()
-    }
+    by_def = _self_calls(m)
+    calls = {name: by_def.get(id(d), set()) for name, d in methods.items()}
     seen, todo = set(), [fn.name]
     while todo:  # callees and callers through self, both ways
         name = todo.pop()
