@@ -53,9 +53,10 @@ _SHARDING_NAMES = (
     "shard",
     "iterabledataset",
     "num_replicas",
-    "subset",
     "distributedbatchsampler",
 )
+# a name that shards only when it is this exact name (``Subset``, not ``debug_subset_size``)
+_SHARDING_EXACT = ("subset",)
 # torch samplers that draw from the whole dataset on every rank: a loader given one is as
 # unsharded as a loader given none
 _WHOLE_DATASET_SAMPLERS = ("RandomSampler", "SequentialSampler")
@@ -72,7 +73,7 @@ def _shards_somehow(m) -> bool:
             else n.name if isinstance(n, (ast.alias, ast.ClassDef, ast.FunctionDef))
             else n.arg
         )
-        if word and any(w in word.lower() for w in _SHARDING_NAMES):
+        if word and (any(w in word.lower() for w in _SHARDING_NAMES) or word.lower() in _SHARDING_EXACT):
             return True
     if any((dotted(c.func.value) or "").endswith("accelerator") for c in m.method_calls("prepare")):
         return True
