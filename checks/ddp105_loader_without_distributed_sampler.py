@@ -4,7 +4,7 @@
 Finds a script that wraps its model in DistributedDataParallel but builds its training DataLoader
 with no sampler (or a `RandomSampler`/`SequentialSampler`, which draw from the whole dataset), and
 never uses a DistributedSampler or another way of sharding the data in its code (a commented-out
-one does not count; a sampler of the script's own making does). Only a
+one does not count; a sampler of the script's own making, or `sampler=None` said out loud, does). Only a
 loader over a dataset this file builds itself, that every rank builds: a dataset handed in by a
 caller (which may have split it per rank), a factory given the rank, a rank-0 or non-distributed
 loader and a one-process job (`world_size=1`) stay quiet.
@@ -78,11 +78,9 @@ def _shards_somehow(m) -> bool:
     if any((dotted(c.func.value) or "").endswith("accelerator") for c in m.method_calls("prepare")):
         return True
     plain = Flow(m, m.calls_named(*_WHOLE_DATASET_SAMPLERS))
-    return any(
-        not plain.carries(k.value)
-        for k in m.nodes(ast.keyword)
-        if k.arg in ("sampler", "batch_sampler") and not m.is_none(k.value)
-    )
+    # ``sampler=None`` said out loud counts too: the author thought about sampling, and the dataset
+    # (an IterableDataset of another module, say) may split itself
+    return any(not plain.carries(k.value) for k in m.nodes(ast.keyword) if k.arg in ("sampler", "batch_sampler"))
 
 
 # words in a dataset factory's arguments that say it splits the data per rank itself
