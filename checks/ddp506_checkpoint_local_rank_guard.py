@@ -125,6 +125,11 @@ def check(m):
                 lines.insert(0, origin.lineno)
                 held = f", true only where `{ast.unparse(origin)}` (line {origin.lineno})"
             via = m.chain_text(list(dict.fromkeys(lines)))
+            if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+                # `not F or (F and rank % n == 0)`: the other side lets every process through
+                others = [v for v in test.values if writer_guard_kind(m, v) is None]
+                if others:
+                    held += f"; where `{ast.unparse(others[0])}` holds, every process writes it"
             yield m.finding(
                 CODE,
                 test,
