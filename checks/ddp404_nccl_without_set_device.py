@@ -275,11 +275,14 @@ def check(m):
         return
     for call in inits:
         if _nccl(m, call) and (where is not None or _uses_current_device(m)):
+            # at the first place every rank puts work on the current GPU, when there is one: that
+            # is where the ranks pile onto GPU 0 (the process group may be set up by a helper)
             yield m.finding(
                 CODE,
-                call,
-                "NCCL process group, but the script never calls `torch.cuda.set_device`: every "
-                "rank's current device is GPU 0",
+                where if where is not None else call,
+                f"NCCL process group (line {call.lineno}), but the script never calls "
+                "`torch.cuda.set_device`: every rank's current device is GPU 0"
+                + (", and this puts its work there" if where is not None else ""),
                 SEVERITY,
                 hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
             )
