@@ -144,6 +144,8 @@ def _per_rank_results(m):
         for loop in passes(m, Flow(m, [call])):
             if not isinstance(loop, (ast.For, ast.AsyncFor)) or m.rank_guard(loop) is not None:
                 continue
+            if m.enclosing_function(loop) is not m.enclosing_function(call):
+                continue  # names are matched without scopes: stay with the loader's own function
             save = next((c for c in _saves_in(loop) if _names_rank(m, c)), None)
             if save is None:
                 continue
