@@ -37,6 +37,7 @@ from pathlib import Path
 from ddpdoctor.script.flow import Flow, repeats
 from ddpdoctor.script.loaders import loader_calls, made_by_factory, passes, sampler_calls
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.writers import one_rank_side
 
 CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"
@@ -143,8 +144,19 @@ def check(m):
             yield _finding(m, made, loader, loop, again)
         return
     guards = [m.rank_guard(c) for c in calls]
-    if all(guards):
+    if all(guards) and all(_few_ranks_side(m, c, g) for c, g in zip(calls, guards)):
         yield from _set_on_some_ranks(m, samplers, calls, guards)
+
+
+def _few_ranks_side(m, call, guard) -> bool:
+    """``call`` sits on the side of ``guard``'s ``if`` that at most one rank takes (the body of
+    ``if rank == 0:``, the ``else`` of ``if rank != 0:``); not an early exit or a caller's test."""
+    for a in m.ancestors(call):
+        if isinstance(a, ast.If) and a.test is guard.test:
+            side = one_rank_side(m, a.test)
+            in_body = any(call is n for s in a.body for n in ast.walk(s))
+            return side == ("body" if in_body else "orelse")
+    return False
 
 
 def _set_on_some_ranks(m, samplers, calls, guards):
