@@ -105,14 +105,8 @@ def check(m):
         if m.dist_calls("init_process_group"):
             yield from _per_rank_results(m)
         return
-    for call in m.calls_named("DataLoader"):
-        if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3 or m.looks_like_eval(call):
-            continue
-        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(1)):
-            continue  # batch_size=None: the dataset yields whole batches itself, and such datasets shard
-        if m.rank_guard(call) is not None or single_process_arm(m, call):
-            continue  # one rank's loader (rank-0 evaluation), or the non-distributed branch
-        if not _built_here(m, _dataset(m, call)):
+    for call in _unsharded_loaders(m):
+        if m.looks_like_eval(call):
             continue
         yield m.finding(
             CODE,
@@ -125,6 +119,19 @@ def check(m):
         return
 
 
+def _unsharded_loaders(m):
+    """DataLoaders every rank builds over a dataset this file makes, with no sampler of their own."""
+    for call in m.calls_named("DataLoader"):
+        if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3:
+            continue
+        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(1)):
+            continue  # batch_size=None: the dataset yields whole batches itself, and such datasets shard
+        if m.rank_guard(call) is not None or single_process_arm(m, call):
+            continue  # one rank's loader (rank-0 evaluation), or the non-distributed branch
+        if _built_here(m, _dataset(m, call)):
+            yield call
+
+
 _SAVES = ("save", "savez", "savez_compressed", "save_file", "to_csv", "to_parquet")
 
 
@@ -132,15 +139,7 @@ def _per_rank_results(m):
     """A distributed job without a DDP model (feature extraction, inference) whose every rank loops
     over a whole, unsharded loader and saves each batch's results to a file named by its rank: the
     names say each rank should produce its own part, but every rank produces all of it."""
-    for call in m.calls_named("DataLoader"):
-        if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3:
-            continue
-        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(1)):
-            continue
-        if m.rank_guard(call) is not None or single_process_arm(m, call):
-            continue
-        if not _built_here(m, _dataset(m, call)):
-            continue
+    for call in _unsharded_loaders(m):
         for loop in passes(m, Flow(m, [call])):
             if not isinstance(loop, (ast.For, ast.AsyncFor)) or m.rank_guard(loop) is not None:
                 continue
