@@ -1,9 +1,11 @@
-"""DDP405: DataParallel in a distributed script.
+"""DDP405: DataParallel in a distributed script, or as a training script's multi-GPU path.
 
 ## What it does
 Finds `torch.nn.DataParallel` in a script that uses torch.distributed: as an error where DDP runs
 (or both wrappers stack), and as a note where it is the script's single-process multi-GPU fallback
-(`elif torch.cuda.device_count() > 1: model = nn.DataParallel(model)`).
+(`elif torch.cuda.device_count() > 1: model = nn.DataParallel(model)`). Also a note where a training
+script without torch.distributed (it calls `backward()` and an optimizer's `step()`) trains on
+several GPUs through DataParallel.
 
 ## Why is this bad?
 DataParallel is single-process multi-GPU: inside a DDP job each rank would replicate the model over
@@ -26,7 +28,7 @@ model = DDP(model.to(local_rank), device_ids=[local_rank])
 from __future__ import annotations
 
 CODE = "DDP405"
-TITLE = "DataParallel in a distributed script"
+TITLE = "DataParallel in a distributed script, or for multi-GPU training"
 KIND = "script"
 SEVERITY = "error"
 CONFIDENCE = "high"
@@ -34,6 +36,7 @@ CONFIDENCE = "high"
 
 def check(m):
     if not m.uses_distributed:
+        yield from _single_process_training(m)
         return
     for call in m.calls_named("DataParallel"):
         if m.conditional(call):
@@ -55,3 +58,21 @@ def check(m):
             SEVERITY,
             hint="wrap with DistributedDataParallel only, one process per GPU",
         )
+
+
+def _single_process_training(m):
+    """A training script with no torch.distributed whose multi-GPU path is DataParallel: one note, at
+    the first wrap. Inference and helpers that only unwrap or test for DataParallel stay quiet."""
+    calls = m.calls_named("DataParallel")
+    if not calls or not m.method_calls("backward") or not m.method_calls("step"):
+        return
+    yield m.finding(
+        CODE,
+        calls[0],
+        "`DataParallel` trains on several GPUs from one process: it copies the model to every GPU "
+        "each step and gathers the outputs on the first, so it is slower than DistributedDataParallel "
+        "even on one machine (PyTorch recommends DDP)",
+        "info",
+        hint="run one process per GPU with `torchrun --nproc-per-node=N` and wrap the model in "
+        "DistributedDataParallel",
+    )
