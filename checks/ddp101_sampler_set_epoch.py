@@ -143,6 +143,8 @@ def check(m):
         for made, loader, loop, again in _shuffling_passes(m, samplers):
             yield _finding(m, made, loader, loop, again)
         return
+    if any(isinstance(t, ast.Attribute) and t.attr == "epoch" for a in m.nodes(ast.Assign) for t in a.targets):
+        return  # `sampler.epoch = epoch` elsewhere may reseed the other ranks: unknown, not guilty
     guards = [m.rank_guard(c) for c in calls]
     if all(guards) and all(_few_ranks_side(m, c, g) for c, g in zip(calls, guards)):
         yield from _set_on_some_ranks(m, samplers, calls, guards)
