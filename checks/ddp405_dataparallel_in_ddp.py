@@ -1,11 +1,9 @@
-"""DDP405: DataParallel in a distributed script, or as a training script's multi-GPU path.
+"""DDP405: DataParallel in a distributed script.
 
 ## What it does
 Finds `torch.nn.DataParallel` in a script that uses torch.distributed: as an error where DDP runs
 (or both wrappers stack), and as a note where it is the script's single-process multi-GPU fallback
-(`elif torch.cuda.device_count() > 1: model = nn.DataParallel(model)`). Also a note where a training
-script without torch.distributed (it calls `backward()` and an optimizer's `step()`) trains on
-several GPUs through DataParallel.
+(`elif torch.cuda.device_count() > 1: model = nn.DataParallel(model)`).
 
 ## Why is this bad?
 DataParallel is single-process multi-GPU: inside a DDP job each rank would replicate the model over
@@ -28,7 +26,7 @@ model = DDP(model.to(local_rank), device_ids=[local_rank])
 from __future__ import annotations
 
 CODE = "DDP405"
-TITLE = "DataParallel in a distributed script, or for multi-GPU training"
+TITLE = "DataParallel in a distributed script"
 KIND = "script"
 SEVERITY = "error"
 CONFIDENCE = "high"
@@ -36,7 +34,6 @@ CONFIDENCE = "high"
 
 def check(m):
     if not m.uses_distributed:
-        yield from _single_process_training(m)
         return
     for call in m.calls_named("DataParallel"):
         if m.conditional(call):
@@ -58,21 +55,3 @@ def check(m):
             SEVERITY,
             hint="wrap with DistributedDataParallel only, one process per GPU",
         )
-
-
-def _single_process_training(m):
-    """A training script with no torch.distributed whose multi-GPU path is DataParallel: one note, at
-    the first wrap. Inference and helpers that only unwrap or test for DataParallel stay quiet."""
-    calls = m.calls_named("DataParallel")
-    if not calls or not m.method_calls("backward") or not m.method_calls("step"):
-        return
-    yield m.finding(
-        CODE,
-        calls[0],
-        "`DataParallel` trains on several GPUs from one process: it copies the model to every GPU "
-        "each step and gathers the outputs on the first, so it is slower than DistributedDataParallel "
-        "even on one machine (PyTorch recommends DDP)",
-        "info",
-        hint="run one process per GPU with `torchrun --nproc-per-node=N` and wrap the model in "
-        "DistributedDataParallel",
-    )

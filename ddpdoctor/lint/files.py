@@ -39,7 +39,6 @@ STRONG = (
     b"deepspeed import comm",
     b"global_rank",  # the job-wide rank by name (DDP402 trusts it even when set in another module)
     b"num_replicas=",  # a sampler sharded across processes (DDP107 reads any such call)
-    b"DataParallel(",  # single-process multi-GPU training, which DDP replaces (DDP405)
     # keywords only DDP's constructor takes: a DDP subclass built in this file (script/analysis.py)
     b"broadcast_buffers",
     b"find_unused_parameters",
