@@ -10,8 +10,9 @@
   of the file's own ``DataLoader`` subclasses whose ``super().__init__`` gets it, and the calls of
   loader factories (``create_train_loader(ds, bs, batch_sampler=sampler)``) that get it by keyword;
 - ``passes(m, loaders)``: the places that start a pass over a loader: ``for b in loader`` (also
-  ``enumerate(loader)``), ``iter(loader)``, and a loop over what an iteration wrapper made of it
-  (``bar = tqdm(loader)``; ``for b in bar``).
+  ``enumerate(loader)``), ``iter(loader)``, ``yield from loader`` (a generator that hands the
+  batches on: ``while True: yield from loader`` starts a new pass each time round), and a loop over
+  what an iteration wrapper made of it (``bar = tqdm(loader)``; ``for b in bar``).
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def _wrapped(m, loaders: Flow) -> Flow | None:
 
 def passes(m, loaders: Flow) -> Iterator[ast.AST]:
     """Loops over one of the loaders (or over a progress bar or ``enumerate`` made of it), then
-    ``iter(loader)`` calls (each starts a new pass)."""
+    ``iter(loader)`` calls and ``yield from loader`` (each starts a new pass)."""
     wrapped = _wrapped(m, loaders)
     for loop in m.nodes(ast.For, ast.AsyncFor):
         for n in ast.walk(loop.iter):
@@ -179,3 +180,6 @@ def passes(m, loaders: Flow) -> Iterator[ast.AST]:
     for c, _q in m.calls:
         if isinstance(c.func, ast.Name) and c.func.id == "iter" and c.args and loaders.held(c.args[0]):
             yield c
+    for y in m.nodes(ast.YieldFrom):
+        if loaders.held(y.value):
+            yield y
