@@ -268,7 +268,15 @@ def _global_option(m, name: str) -> bool:
     return dest is not None and dest.kind == "global"
 
 
-def _device_exprs(m):
+def _device_exprs(m) -> list[tuple[ast.AST, ast.AST]]:
+    """(where, the device index expression), found once per file: the rule goes over them three times."""
+    found = m.__dict__.get("_ddp402_devices")
+    if found is None:
+        found = m.__dict__["_ddp402_devices"] = list(_find_device_exprs(m))
+    return found
+
+
+def _find_device_exprs(m):
     for call, q in m.calls:
         f = call.func
         # torch.accelerator.set_device_index: the device-generic set_device of torch >= 2.6
