@@ -5,8 +5,11 @@ Finds `torch.save` that every rank reaches (per the per-rank interpreter, or syn
 code is not reached from the script's entry point) in a distributed script, writing to a path that
 does not depend on the rank. Also a rank test that one launch mode walks around
 (`not args.multiprocessing_distributed or args.rank == 0` where the file makes the job distributed
-by `world_size > 1` too), and a save inside the function that trains (reported at the save: the
-training must run on every rank, the save must not).
+by `world_size > 1` too), a save inside the function that trains (reported at the save: the
+training must run on every rank, the save must not), and a method's save with no rank test when
+another method of the same class guards its own save by the rank (`def save_network(self): if
+self.rank == 0: torch.save(...)` beside an unguarded `save_training_state`): the class decides who
+writes, and its callers, in another file, call both on every rank.
 
 ## Why is this bad?
 All N ranks write the same file at the same time: N times the I/O, and on shared file systems
@@ -45,6 +48,7 @@ from ddpdoctor.script.writers import (
     guarded_here,
     other_ranks_arm,
     per_process_path,
+    rank_guards,
     to_stream,
 )
 
@@ -81,7 +85,31 @@ def _unguarded_entry(m, call) -> bool:
         # followed up the file's own calls: a guard or a non-distributed arm (`else` of `if ddp:`)
         # around every way in keeps the other ranks out
         return every_rank_reaches(m, call)
+    if _guarded_sibling_save(m, call) is not None:
+        return True
     return any(fn.name.lower().startswith(n) or fn.name.lower().endswith(n) for n in _ENTRY_NAMES)
+
+
+def _guarded_sibling_save(m, call):
+    """Another method of the same class that guards its own ``torch.save`` by a rank test
+    (``def save_network(self): if self.rank == 0: torch.save(...)``), when ``call``'s method has no
+    caller in this file and no guard: the class's methods decide themselves who writes, so every
+    rank that calls this one writes. Returns that guarded save, or None."""
+    fn = m.enclosing_function(call)
+    cls = m.parents.get(fn) if fn is not None else None
+    if not isinstance(cls, ast.ClassDef) or m.call_sites(fn):
+        return None
+    for other in m.calls_named("torch.save"):
+        host = m.enclosing_function(other)
+        if (
+            host is not fn
+            and host is not None
+            and m.parents.get(host) is cls
+            and rank_guards(m, other)
+            and not _rank_in_path(m, other)
+        ):
+            return other
+    return None
 
 
 def _guard_on_the_way(m, call) -> bool:
@@ -283,6 +311,20 @@ def check(m):
         elif guarded_here(m, call) or not _unguarded_entry(m, call):
             continue
         arm = other_ranks_arm(m, call)
+        sibling = _guarded_sibling_save(m, call)
+        if sibling is not None:
+            test = rank_guards(m, sibling)[0]
+            yield m.finding(
+                CODE,
+                call,
+                f"`torch.save` has no rank test here, while `{m.enclosing_function(sibling).name}` of "
+                f"the same class saves only under `{ast.unparse(test)}` (line {test.lineno}): every rank "
+                f"that calls `{m.enclosing_function(call).name}` writes the same file at once",
+                SEVERITY,
+                hint=f"guard it the same way (`if {ast.unparse(test)}:`), then `dist.barrier()`",
+                chain=[test.lineno, call.lineno],
+            )
+            continue
         who = (
             f"every rank but the one the test at line {arm.lineno} lets through"
             if arm is not None

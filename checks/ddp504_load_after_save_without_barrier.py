@@ -7,7 +7,9 @@ Across functions (a trainer's save method and its load or evaluate method, a che
 `save()` and `load()`), it finds a rank-guarded save and an every-rank load of the same path where
 neither the saving function ends with a barrier after the write nor the loading one starts with
 one: reported at the load when this file calls the saving function, else at the save's rank test
-(a `save()` API that returns at once on the other ranks while rank 0 still writes).
+(a `save()` API that returns at once on the other ranks while rank 0 still writes). Also the other
+arm of the rank test itself (`if local_rank == 0: torch.save(w, p) else: while not
+os.path.exists(p): sleep(1); torch.load(p)`): waiting for the file to exist is no barrier.
 
 ## Why is this bad?
 Nothing makes the other ranks wait for rank 0 to finish writing: they read a missing, partial or
@@ -34,8 +36,10 @@ from __future__ import annotations
 import ast
 import re
 
+from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import guard_chains, rank_guards
+from ddpdoctor.script.ranks import reads_launcher_rank
+from ddpdoctor.script.writers import enclosing_statements, guard_chains, one_rank_side, rank_guards, to_stream
 
 CODE = "DDP504"
 TITLE = "Load after a rank-0 save without a barrier"
@@ -208,14 +212,74 @@ def _across_functions(m, saves, loads):
             break
 
 
+def _waits_for_another_file(m, load, save) -> bool:
+    """Before ``load``, its function waits in a loop for a path other than the one ``save`` writes
+    (a ``.done`` marker the writer creates after the save): a handshake through the file system, not
+    the race of waiting for the checkpoint itself to appear."""
+    saved = save.args[1] if len(save.args) > 1 else next((k.value for k in save.keywords if k.arg == "f"), None)
+    saved_text = ast.unparse(saved) if saved is not None else None
+    fn = m.enclosing_function(load)
+    for loop in m.nodes(ast.While):
+        if loop.lineno < load.lineno and m.enclosing_function(loop) is fn:
+            for c in ast.walk(loop.test):
+                if isinstance(c, ast.Call) and (dotted(c.func) or "").rsplit(".", 1)[-1] in ("exists", "isfile"):
+                    waited = c.args[0] if c.args else getattr(c.func, "value", None)
+                    if waited is not None and ast.unparse(waited) != saved_text:
+                        return True
+    return False
+
+
+def _other_arm_loads(m, saves, loads):
+    """(the load, the save) where one ``if`` on the rank has the one rank write a file and its other
+    arm, the one every other rank takes, read it with no barrier before (``if local_rank == 0:
+    torch.save(emb, p) else: while not os.path.exists(p): sleep(1); torch.load(p)``): the file
+    exists as soon as the write starts, so waiting for it is no barrier."""
+    syncs = [c.lineno for c in m.dist_calls(*COLLECTIVES)]  # a collective from the writer: it is done
+    for save in saves:
+        if to_stream(m, save, save.args[1] if len(save.args) > 1 else m.keyword(save, "f")):
+            continue  # into a buffer (sent by a broadcast), not a file
+        for st in enclosing_statements(m, save):
+            if not isinstance(st, ast.If) or st.test not in rank_guards(m, save):
+                continue
+            others = st.orelse if one_rank_side(m, st.test) == "body" else st.body
+            if not others:
+                continue
+            lo, hi = others[0].lineno, others[-1].end_lineno or others[-1].lineno
+            fn = m.enclosing_function(save)
+            s_words = _path_words(m, save.args[1] if len(save.args) > 1 else m.keyword(save, "f"), fn)
+            for load in loads:
+                if not lo <= load.lineno <= hi or m.enclosing_function(load) is not fn:
+                    continue
+                if any(lo <= ln < load.lineno for ln in [*_barrier_lines(m, fn), *syncs]):
+                    continue
+                if _waits_for_another_file(m, load, save):
+                    continue
+                arg = load.args[0] if load.args else m.keyword(load, "f")
+                if _same_path(s_words, _path_words(m, arg, fn)):
+                    yield load, save
+                    break
+
+
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
     if not m.calls_named("torch.save") or not m.calls_named("torch.load"):
         return
-    if not m.uses_distributed and not m.mentions("rank"):
+    if not m.uses_distributed and not m.mentions("rank") and not reads_launcher_rank(m):
         return
     reported: set[int] = set()
+    for load, save in _other_arm_loads(m, m.calls_named("torch.save"), m.calls_named("torch.load")):
+        reported.add(id(load))
+        yield m.finding(
+            CODE,
+            load,
+            f"the other ranks load this file while one rank writes it (line {save.lineno}) with no barrier "
+            "between: the file exists as soon as the write starts, so they can read a partial checkpoint "
+            f"({m.chain_text([save.lineno, load.lineno])})",
+            SEVERITY,
+            hint="call `dist.barrier()` after the write, on every rank, and load after it",
+            chain=[save.lineno, load.lineno],
+        )
     for where, save, load in _across_functions(m, m.calls_named("torch.save"), m.calls_named("torch.load")):
         reported.add(id(load))
         if where is load:
@@ -258,6 +322,7 @@ def check(m):
                         and load.arg == save.arg
                         and _syncs_before(t.events, j) == c0
                         and id(load.node) not in reported
+                        and not _waits_for_another_file(m, load.node, save.node)
                     ):
                         reported.add(id(load.node))
                         yield m.finding(

@@ -28,6 +28,7 @@ STRONG = (
     b"NCCL_PROTO",
     b"local_rank",
     b"local-rank",
+    b"LOCAL_RANK",  # the launcher's environment (os.environ["LOCAL_RANK"]): one of several processes
     b"distributed.launch",
     b"isend",
     b"irecv",

@@ -174,6 +174,23 @@ def _assignments(m) -> dict[str, list[tuple[ast.AST, ast.AST]]]:
     return out
 
 
+def assignments(m, key: str) -> list[tuple[ast.AST, ast.AST]]:
+    """(value, assignment) for every assignment of ``key`` (``saver``, ``self.saver``) in the file."""
+    return _assignments(m).get(key, [])
+
+
+def reads_launcher_rank(m) -> bool:
+    """The file reads a rank the launcher puts in each worker's environment (``os.environ["LOCAL_RANK"]``,
+    ``os.getenv("RANK")``, ``SLURM_PROCID``): it is written to run as one of several processes."""
+    cached = m.__dict__.get("_reads_launcher_rank")
+    if cached is None:
+        cached = m.__dict__["_reads_launcher_rank"] = any(
+            _env_key(m, node) in _ENV_KIND
+            for node in (*m.nodes(ast.Subscript), *(c for c, _q in m.calls))
+        )
+    return cached
+
+
 def _env_key(m, expr: ast.AST) -> str | None:
     """``RANK`` for ``os.environ["RANK"]``, ``os.environ.get("RANK", ...)``, ``os.getenv("RANK")``."""
     if isinstance(expr, ast.Subscript) and m.qualname(expr.value) == "os.environ":

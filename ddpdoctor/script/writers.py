@@ -196,6 +196,9 @@ def one_rank_side(m, test: ast.AST) -> str | None:
         if isinstance(test.op, ast.And):
             return "body" if "body" in sides else None  # one rank and anything: still one rank at most
         return "body" if sides == {"body"} else None  # `not ddp or rank == 0`: one process either way
+    presence = _presence_operand(test)
+    if presence is not None and presence_kind(m, test) is not None:
+        return "body" if presence[1] else "orelse"  # `if saver is not None:`: the ranks that hold it
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         op = test.ops[0]
         if isinstance(op, (ast.Eq, ast.Is)):
@@ -273,7 +276,98 @@ _WRITER_PREDICATES = ("process_zero", "should_save", "rank_zero_only", "is_chief
 def _is_rank_test(m, test: ast.AST) -> bool:
     if m.is_rank_guard(test) or any(w in ast.unparse(test).lower() for w in _WRITER_PREDICATES):
         return True
-    return ranks.guard_kind(m, test) is not None
+    return ranks.guard_kind(m, test) is not None or presence_kind(m, test) is not None
+
+
+def writer_guard_kind(m, test: ast.AST | None):
+    """ranks.guard_kind, where a test of a value that only some ranks hold counts as the rank test
+    that gave it to them (see presence_kind): ``(kind,)``, or None when no part of ``test`` looks at
+    the rank."""
+    if test is None:
+        return None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return writer_guard_kind(m, test.operand)
+    if isinstance(test, ast.BoolOp):
+        found = [g for v in test.values if (g := writer_guard_kind(m, v)) is not None]
+        if not found:
+            return None
+        kinds = {g[0] for g in found if g[0]}
+        return (kinds.pop() if len(kinds) == 1 else None,)
+    return ranks.guard_kind(m, test) or presence_kind(m, test)
+
+
+def _presence_operand(test: ast.AST) -> tuple[ast.AST, bool] | None:
+    """``x`` / ``x is not None`` -> (x, True); ``x is None`` -> (x, False); else None."""
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return test, True
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)):
+            return test.left, True
+        if isinstance(test.ops[0], (ast.Is, ast.Eq)):
+            return test.left, False
+    return None
+
+
+_PENDING = object()
+
+
+def presence_kind(m, test: ast.AST):
+    """A test of a value that only the ranks past a rank test hold: ``saver = None`` then ``if
+    args.local_rank == 0: saver = CheckpointSaver(...)``, and later ``if saver is not None:
+    saver.save_checkpoint()``. Testing the value is testing the rank again, of the same kind:
+    ``(kind,)``. None unless every other assignment of the name is ``None`` (or, for a plain truth
+    test, another false constant such as ``""``) and every one that gives it a value sits where one
+    rank test lets only one side of the ranks through."""
+    found = _presence(m, test)
+    return found[0] if found is not None else None
+
+
+def presence_origin(m, test: ast.AST) -> ast.AST | None:
+    """The rank test that gives the value ``test`` looks at to some ranks only (see presence_kind)."""
+    found = _presence(m, test)
+    return found[1] if found is not None else None
+
+
+def _presence(m, test: ast.AST):
+    found = _presence_operand(test)
+    if found is None:
+        return None
+    expr, _positive = found
+    key = dotted(expr)
+    if key is None or ranks.rank_kind(m, expr) is not None:
+        return None  # ``if rank:`` is a rank test of its own (guard_kind)
+    memo = _memo(m, "_writers_presence")
+    cache_key = (key, isinstance(test, ast.Compare))
+    if cache_key in memo:
+        hit = memo[cache_key]
+        return None if hit is _PENDING else hit
+    memo[cache_key] = _PENDING
+    absent = held = 0
+    kinds: set[str | None] = set()
+    origin = None
+    for value, node in ranks.assignments(m, key)[:32]:
+        if isinstance(value, ast.Constant) and (
+            value.value is None if isinstance(test, ast.Compare) else not value.value
+        ):
+            absent += 1
+            continue
+        tests = [t for t in rank_guards(m, node) if one_rank_side(m, t) is not None]
+        if not tests:
+            held = -1
+            break
+        held += 1
+        origin = origin or tests[-1]
+        kinds.update(g[0] for t in tests if (g := writer_guard_kind(m, t)) is not None)
+    out = None
+    if absent and held > 0:
+        out = ((kinds.pop() if len(kinds) == 1 else None,), origin)
+    memo[cache_key] = out
+    return out
 
 
 _MAX_CHAINS = 32  # ways into one function looked at; beyond that the answer would not change
