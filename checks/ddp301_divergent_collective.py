@@ -5,7 +5,10 @@ Compares every rank's sequence of collectives (all_reduce, broadcast, barrier, a
 new_group) and DistributedDataParallel forwards, as the per-rank interpreter computes them for world
 sizes 2..8 through rank-dependent branches (`rank == 0`, `rank % 2`, `local_rank`, `get_rank()`,
 `RANK`), early returns and calls to the file's own functions. Reports the first call where the ranks
-part ways. Branches where every rank reaches a matching call are fine.
+part ways. Branches where every rank reaches a matching call are fine. A handler registered on some
+ranks only (pytorch-ignite's `trainer.add_event_handler(Events.EPOCH_COMPLETED, lambda _:
+evaluator.run(val_loader))` under `if local_rank == 0:`) runs on those ranks only: its collectives
+and DDP forwards count there.
 
 ## Why is this bad?
 A collective completes only when every rank of the group calls it. If rank 0 alone calls

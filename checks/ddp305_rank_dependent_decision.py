@@ -14,8 +14,13 @@ collectives after an early `return` on a rank test. A value handed to a collecti
 Values computed from the rank's own batch are followed too, to a `break` or `return` out of a loop:
 the items of a loop over a data loader that runs a backward pass of the DDP model (each rank trains
 on its own shard) or the batches such a loop draws with `next(loader_iter)`, and what is computed
-from them, also through the file's own functions (a loss, a KL estimate, a drift). Their shape
-(`len(batch)`, `x.size(0)`) is alike on every rank and is not followed, nor are `if`s on them.
+from them, also through the file's own functions (a loss, a KL estimate, a drift; the batch handed
+to `self.train_step(batch)` is the rank's own inside it too). Their shape (`len(batch)`, `x.size(0)`)
+is alike on every rank and is not followed. An `if` on them is reported only where one way runs a
+collective (a forward or backward of a DDP model) and the other does not, and not when it tests the
+batch's layout, alike on every rank: a key or a type (`"mask" in batch`, `isinstance`), or `x is
+None` on a field read out of the batch as it is (`batch.get("mask")`). A score computed from the
+batch that is None for some contents (silent audio) is a value, not a layout.
 
 ## Why is this bad?
 Rank 0 alone knows the value, so rank 0 alone takes the branch, leaves the loop or runs one more
@@ -73,7 +78,15 @@ CONFIDENCE = "high"
 
 # a project's own wrapper of the process group (`distr.barrier()`, `comm.all_reduce(t)`)
 _WRAPPED = frozenset(
-    ("barrier", "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_gather_object", "wait_for_everyone")
+    (
+        "barrier",
+        "all_reduce",
+        "all_gather",
+        "broadcast",
+        "reduce_scatter",
+        "all_gather_object",
+        "wait_for_everyone",
+    )
 )
 
 
@@ -104,7 +117,9 @@ class _Comms:
         self.m = m
         # collectives of the whole job: one on a group of its own may have only these ranks as members
         direct = {
-            id(c) for c in m.dist_calls(*COLLECTIVES) if group_of(dist_op(m.qualname(c.func)) or "", c) is None
+            id(c)
+            for c in m.dist_calls(*COLLECTIVES)
+            if group_of(dist_op(m.qualname(c.func)) or "", c) is None
         }
         direct |= {id(c) for c in m.sync_calls}
         for op in _WRAPPED:
@@ -169,7 +184,9 @@ class _Comms:
         ]
         if not training:
             return frozenset(), {}
-        loaders = Flow(m, [c for c, q in m.calls if _names_loader((q or dotted(c.func) or "").rsplit(".", 1)[-1])])
+        loaders = Flow(
+            m, [c for c, q in m.calls if _names_loader((q or dotted(c.func) or "").rsplit(".", 1)[-1])]
+        )
 
         def loader(e: ast.AST) -> bool:
             e = _unwrap(e)
@@ -209,7 +226,9 @@ class _Comms:
                 own = self._own(n)
                 if own is not None and own in self.funcs:
                     receiver = n.func.value if isinstance(n.func, ast.Attribute) else None
-                    if receiver is None or (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")):
+                    if receiver is None or (
+                        isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")
+                    ):
                         through = n
                     elif maybe is None:
                         maybe = n
@@ -254,9 +273,9 @@ def _unwrap(it: ast.AST) -> ast.AST:
 
 def _names_loader(name: str | None) -> bool:
     """A data loader by its name or its class's (``train_loader``, ``DataLoader(...)``, ``val_dl``,
-    ``batches``)."""
+    ``batches``; ``train_ds`` too: iterated by a loop that trains, it hands out batches)."""
     last = (name or "").rsplit(".", 1)[-1].lower()
-    return "loader" in last or last in ("dl", "batches") or last.endswith(("_dl", "_batches"))
+    return "loader" in last or last in ("dl", "batches") or last.endswith(("_dl", "_batches", "_ds"))
 
 
 def _paired(m, call: ast.Call) -> bool:
@@ -354,12 +373,18 @@ def _judge(m, comms: _Comms, d: Decision):
             f"others wait in {comms.describe(c)} of the next iteration: it hangs",
             hint,
         )
+    if o.data and d.kind == "if":
+        # a batch's values pick one of two ways all the time (``if mask is not None: out =
+        # model(x, mask) else: out = model(x)``): only a way that communicates where the other does
+        # not parts the ranks
+        if (comms.first(d.node.body) is None) == (comms.first(d.node.orelse) is None):
+            return None
     c = comms.first(d.region)
     if c is None or _paired(m, c):
         return None
     what = "whether" if d.kind == "if" else "how often"
     return (
-        o.node,
+        d.node if o.data and d.kind == "if" else o.node,
         f"{set_where}; `{_short(d.test)}` (line {d.test.lineno}) then decides {what} the ranks run "
         f"{comms.describe(c)}: they part ways and the ones in the collective wait forever",
         hint,

@@ -374,7 +374,8 @@ def check(m):
         where, expr = min(uses, key=lambda u: (u[0].lineno, u[0].col_offset))
         passed = _passed_at(m, where, expr)
         via = f" (passed in by the call at line {passed})" if passed is not None else ""
-        more = sorted({w.lineno for w, _e in uses} - {where.lineno})
+        # the line of the rank itself: `device_ids=[rank]` inside a call that spans several lines
+        more = sorted({e.lineno for _w, e in uses} - {where.lineno, expr.lineno})
         also = f"; the same value is used as a device at line{'s' if len(more) > 1 else ''} " + ", ".join(
             map(str, more)
         ) if more else ""
@@ -397,12 +398,23 @@ def _value_key(m, expr: ast.AST) -> object:
     name = _bare_name(expr)
     if name is None:
         return dotted(expr) or id(expr)
-    reaching = _reaching_assignment(m, expr, name)
+    reaching = _reaching_assignment(m, expr, name) or _only_assignment_before(m, expr, name)
     if reaching is not None:
         return id(reaching)
     if _module_name_here(m, expr, name):
         return ("module", name)
     return (_scope(m, expr), name)
+
+
+def _only_assignment_before(m, use: ast.AST, name: str):
+    """The one assignment to ``name`` in ``use``'s function, when it comes before ``use``: one value
+    even when the two sit under separate ``if config['DDP']:`` tests (one finding per value)."""
+    fn = m.enclosing_function(use)
+    if fn is None:
+        return None
+    _reaching_assignment(m, use, name)  # builds the index
+    found = m.__dict__["_ddp402_assigns"].get((id(fn), name), ())
+    return found[0] if len(found) == 1 and found[0].lineno < use.lineno else None
 
 
 def _bare_name(expr: ast.AST) -> str | None:

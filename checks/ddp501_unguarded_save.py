@@ -40,7 +40,7 @@ from ddpdoctor.script.foreign import (
     place,
     reported_there,
 )
-from ddpdoctor.script.ranks import LOCAL, guard_kind
+from ddpdoctor.script.ranks import LOCAL, guard_kind, single_process_arm
 from ddpdoctor.script.writers import (
     every_process_side,
     every_rank_reaches,
@@ -115,12 +115,18 @@ def _guarded_sibling_save(m, call):
 def _guard_on_the_way(m, call) -> bool:
     """A rank test the interpreter could not evaluate (``args.rank % ngpus_per_node == 0``) still reads
     as a guard: on the save itself or on a call that led to it, on every way the ranks reach it (a
-    guarded way in, such as a rank-0-only retrain, leaves the other ways unguarded)."""
-    if guarded_here(m, call):
+    guarded way in, such as a rank-0-only retrain, leaves the other ways unguarded). So does the arm a
+    job takes only when it is not distributed (``else: train_single_gpu(args)`` of ``if args.ddp:``):
+    one process runs it, there is no other rank to write at the same time."""
+    if guarded_here(m, call) or single_process_arm(m, call):
         return True
     chains = {e.chain for run in m.runs for t in run.traces for e in t.events if e.node is call}
     lines = {ln for chain in chains for ln in chain}
-    guarded = {c.lineno for c, _ in m.calls if c.lineno in lines and guarded_here(m, c)}
+    guarded = {
+        c.lineno
+        for c, _ in m.calls
+        if c.lineno in lines and (guarded_here(m, c) or single_process_arm(m, c))
+    }
     return bool(chains) and all(guarded.intersection(chain) for chain in chains)
 
 

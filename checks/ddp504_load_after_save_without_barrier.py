@@ -10,6 +10,9 @@ one: reported at the load when this file calls the saving function, else at the 
 (a `save()` API that returns at once on the other ranks while rank 0 still writes). Also the other
 arm of the rank test itself (`if local_rank == 0: torch.save(w, p) else: while not
 os.path.exists(p): sleep(1); torch.load(p)`): waiting for the file to exist is no barrier.
+A load that comes first in program order (a resume at start-up, `fit()` loading before the loop
+that saves) reads the previous run's file and is not reported; nor is one on the path a job takes
+only when it is not distributed. One finding per load, naming every save it races with.
 
 ## Why is this bad?
 Nothing makes the other ranks wait for rank 0 to finish writing: they read a missing, partial or
@@ -38,7 +41,7 @@ import re
 
 from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import reads_launcher_rank
+from ddpdoctor.script.ranks import reads_launcher_rank, single_process_only
 from ddpdoctor.script.writers import enclosing_statements, guard_chains, one_rank_side, rank_guards, to_stream
 
 CODE = "DDP504"
@@ -52,6 +55,16 @@ _SYNC = ("collective", "ddp_forward")
 def _syncs_before(events, index: int) -> int:
     # a load past as many collectives as rank 0's save is in the same unsynchronised stretch
     return sum(1 for e in events[:index] if e.kind in _SYNC)
+
+
+def _after(r0, i: int, load_node: ast.AST, save_node: ast.AST) -> bool:
+    """The load comes after the save in program order: rank 0 itself reaches it after its save (a
+    resume that every rank runs before training starts reads the previous run's file, not this one).
+    A load rank 0 never reaches is placed by its line."""
+    at = [k for k, e in enumerate(r0) if e.node is load_node]
+    if at:
+        return any(k > i for k in at)
+    return load_node.lineno > save_node.lineno
 
 
 _BARRIERS = ("barrier", "monitored_barrier", "wait_for_everyone")
@@ -186,6 +199,53 @@ def _loads_first(m, fn_s, fn_l) -> bool:
     return id(fn_l) in built and id(fn_s) not in built
 
 
+def _leads_to(m, node: ast.AST) -> dict[int, tuple[ast.AST, list[ast.AST]]]:
+    """For the function holding ``node`` and each of its in-file callers, transitively: id(def) ->
+    (def, the nodes in it that lead to ``node``: the node itself, or calls on the way to it)."""
+    out: dict[int, tuple[ast.AST, list[ast.AST]]] = {}
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        fn = m.enclosing_function(n) or m.tree  # the module's own body calls in order too
+        if id(fn) in out:
+            out[id(fn)][1].append(n)
+            continue
+        out[id(fn)] = (fn, [n])
+        if fn is not m.tree:
+            todo.extend(_in_file_callers(m, fn))
+    return out
+
+
+def _loops(m, node: ast.AST, fn: ast.AST) -> set[int]:
+    out = set()
+    for a in m.ancestors(node):
+        if a is fn:
+            break
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+            out.add(id(a))
+    return out
+
+
+def _load_runs_first(m, save: ast.AST, load: ast.AST) -> bool:
+    """A function of this file leads to both, and in each such function everything that leads to
+    the load comes before everything that leads to the save, outside any loop around both
+    (``fit()``: resume with ``load_ckp()``, then train, which saves): within one run the load
+    reads the previous run's file, never this one's write. When no function of the file calls
+    both, the order is the caller's and the pair stays a finding (``fit()`` then ``test()``)."""
+    to_save, to_load = _leads_to(m, save), _leads_to(m, load)
+    common = [k for k in to_load if k in to_save]
+    if not common:
+        return False
+    for k in common:
+        fn, at_load = to_load[k]
+        at_save = to_save[k][1]
+        for ln in at_load:
+            for sv in at_save:
+                if ln.lineno >= sv.lineno or _loops(m, ln, fn) & _loops(m, sv, fn):
+                    return False
+    return True
+
+
 def _across_functions(m, saves, loads):
     """(where to report, the save, the load) for rank-guarded saves read by every rank elsewhere."""
     for save in saves:
@@ -200,7 +260,9 @@ def _across_functions(m, saves, loads):
             fn_l = m.enclosing_function(load)
             if fn_l is None or fn_l is fn_s or rank_guards(m, load) or m.guarded_by_rank(load):
                 continue
-            if _loads_first(m, fn_s, fn_l):
+            if single_process_only(m, load):
+                continue  # the path a job takes when it is not distributed: no other rank writes
+            if _loads_first(m, fn_s, fn_l) or _load_runs_first(m, save, load):
                 continue
             if any(ln < load.lineno for ln in _barrier_lines(m, fn_l)):
                 continue
@@ -280,18 +342,23 @@ def check(m):
             hint="call `dist.barrier()` after the write, on every rank, and load after it",
             chain=[save.lineno, load.lineno],
         )
-    for where, save, load in _across_functions(m, m.calls_named("torch.save"), m.calls_named("torch.load")):
-        reported.add(id(load))
+    pairs = list(_across_functions(m, m.calls_named("torch.save"), m.calls_named("torch.load")))
+    for where, save, load in pairs:
+        if id(load) in reported or id(where) in reported:
+            continue  # one finding per cause: the first save names it, the others are listed
+        reported |= {id(load), id(where)}
+        others = sorted({s.lineno for w, s, ld in pairs if s is not save and (ld is load or w is where)})
+        also = f" (also the saves on lines {', '.join(map(str, others))})" if others else ""
         if where is load:
             msg = (
-                f"every rank loads this file, which only one rank writes (line {save.lineno}), and nothing "
+                f"every rank loads this file, which only one rank writes (line {save.lineno}{also}), and nothing "
                 "between the two is a barrier: the others can read a partial or stale checkpoint "
                 f"({m.chain_text([save.lineno, load.lineno])})"
             )
         else:
             msg = (
                 f"the other ranks return from `{m.enclosing_function(save).name}` at once while this rank "
-                f"is still writing (line {save.lineno}), with no barrier; every rank loads it at line "
+                f"is still writing (line {save.lineno}{also}), with no barrier; every rank loads it at line "
                 f"{load.lineno}: a reader can get a partial or stale checkpoint "
                 f"({m.chain_text([where.lineno, save.lineno, load.lineno])})"
             )
@@ -321,6 +388,8 @@ def check(m):
                         and load.path is None
                         and load.arg == save.arg
                         and _syncs_before(t.events, j) == c0
+                        and _after(r0, i, load.node, save.node)
+                        and not single_process_only(m, load.node)
                         and id(load.node) not in reported
                         and not _waits_for_another_file(m, load.node, save.node)
                     ):

@@ -14,7 +14,7 @@ from ddpdoctor.core.report import Finding, Location, Severity
 from ddpdoctor.lint.config import LintConfig
 from ddpdoctor.lint.files import FILE_LIMIT, decode, discover, worth_parsing
 from ddpdoctor.lint.noqa import suppressed
-from ddpdoctor.lint.pyversion import needs_newer_python, parse_source
+from ddpdoctor.lint.pyversion import needs_newer_python, parse_source, removed_syntax
 from ddpdoctor.lint.rules import PARSE_CODE, on_by_default, script_rules
 from ddpdoctor.script.analysis import ModuleAnalysis
 
@@ -93,6 +93,13 @@ def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) ->
                     e.offset or 1,
                 )
             ]
+        old = removed_syntax(text, e.lineno)
+        if old is not None:
+            msg = (
+                f"SyntaxError: line {e.lineno} uses {old}: code for an older Python, which no "
+                "current Python parses; not linted until that line is changed"
+            )
+            return [_problem(path, "syntax", msg, e.lineno or 1, e.offset or 1)]
         return [_problem(path, "syntax", f"SyntaxError: {e.msg}", e.lineno or 1, e.offset or 1)]
     except (ValueError, MemoryError, RecursionError) as e:  # null bytes, absurd nesting
         return [_problem(path, "syntax", f"cannot parse: {type(e).__name__}: {e}")]

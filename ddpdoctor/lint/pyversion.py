@@ -40,6 +40,32 @@ def needs_newer_python(text: str, lineno: int | None, running=sys.version_info) 
     return None
 
 
+# (pattern on the failing line, what it is): syntax that a later Python removed, so no Python the
+# linter runs on can read the file
+_REMOVED: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"[(,]\s*async\s*="),
+        "`async=`, a keyword since Python 3.7 (PyTorch renamed it `non_blocking=`)",
+    ),
+    (re.compile(r"\b(async|await)\s*=[^=]|\.(async|await)\b|\bdef\s+(async|await)\b"),
+     "`async`/`await` as a name, keywords since Python 3.7"),
+    (re.compile(r"^\s*print\s+[^\s(=]"), "a Python 2 `print` statement"),
+    (re.compile(r"^\s*exec\s+[\"'\w]"), "a Python 2 `exec` statement"),
+)
+
+
+def removed_syntax(text: str, lineno: int | None) -> str | None:
+    """What the line of a SyntaxError uses that only an older Python accepted (Python 2, or ``async``
+    as a name before 3.7); None when it is not such a line."""
+    lines = text.splitlines()
+    if not lineno or not 0 < lineno <= len(lines):
+        return None
+    for pattern, what in _REMOVED:
+        if pattern.search(lines[lineno - 1]):
+            return what
+    return None
+
+
 _STARTS = (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
 
 

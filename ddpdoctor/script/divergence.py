@@ -106,6 +106,11 @@ class RankValues:
         self.unified: set[tuple] = set()  # keys handed to a collective somewhere
         self._sinks: list[tuple] = []  # (kind, node, test, ctrl, region) found by the walk
         self.funcs = {fn.name for fn in m.functions}
+        self._defs_named: dict[str, list] = {}
+        for f in m.functions:
+            self._defs_named.setdefault(f.name, []).append(f)
+        self._own_calls: list[tuple] = []  # (call, the function it is in): the file's own functions
+        self._params_done: set[tuple] = set()
         self._return_sites: list[tuple] = []  # (Return, fn, ctrl)
         self._handlers = 0  # depth of ``except`` handlers the walk is in
         self._leaf_memo: dict[int, tuple] = {}
@@ -117,6 +122,11 @@ class RankValues:
             self.decisions: list[Decision] = []
             return
         self._note_unifying()
+        if self._data_defs or self._draws:
+            for call, _q in m.calls:
+                callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
+                if callee in self._defs_named and (call.args or call.keywords):
+                    self._own_calls.append((call, m.enclosing_function(call)))
         for d in self.defs:
             self.by_key.setdefault(d.key, []).append(d)
         self._solve()
@@ -304,13 +314,18 @@ class RankValues:
                 name = d.key[1]
                 # a value changed where something failed on one rank (``except ImportError: use_wandb
                 # = False``) parts the ranks only on that failure: not followed, the usual run is
-                o = None if d.failure else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] != "attr")
+                o = (
+                    None
+                    if d.failure
+                    else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] != "attr")
+                )
                 if o is None and d.value is not None:
                     o = self.reads(d.value, d.fn, d.pos)
                 if o is not None:
                     d.origin = o
                     self.tainted.add(d.key)
                     changed = True
+            changed |= self._data_parameters()
             for r, fn, ctrl in self._return_sites:
                 have = self.returns.setdefault(fn.name, {})
                 if None in have:
@@ -334,9 +349,48 @@ class RankValues:
             if not changed:
                 break
 
+    def _data_parameters(self) -> bool:
+        """The rank's batch handed to the file's own function: the parameter that takes it holds the
+        rank's own data inside (``self.train_step(batch)``: ``batch`` in ``train_step``)."""
+        changed = False
+        for call, caller in self._own_calls:
+            callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            for a_pos, a in enumerate(call.args):
+                o = self.reads(a, caller) if not isinstance(a, ast.Starred) else None
+                if o is None or not o.data:
+                    continue
+                for f in self._defs_named[callee]:
+                    params = [*f.args.posonlyargs, *f.args.args]
+                    if isinstance(call.func, ast.Attribute) and params and params[0].arg in ("self", "cls"):
+                        params = params[1:]
+                    if a_pos < len(params):
+                        changed |= self._taint_param(f, params[a_pos].arg, o)
+            for k in call.keywords:
+                if k.arg is None:
+                    continue
+                o = self.reads(k.value, caller)
+                if o is None or not o.data:
+                    continue
+                for f in self._defs_named[callee]:
+                    if any(p.arg == k.arg for p in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)):
+                        changed |= self._taint_param(f, k.arg, o)
+        return changed
+
+    def _taint_param(self, f, name: str, o: Origin) -> bool:
+        key = (id(f), name)
+        if key in self._params_done:
+            return False
+        self._params_done.add(key)
+        d = _Def(key, f, f, None, None, None, origin=o)
+        self.defs.append(d)
+        self.by_key.setdefault(key, []).append(d)
+        self.tainted.add(key)
+        return True
+
     def _unifying_value(self, e: ast.AST, fn) -> bool:
         return any(
-            leaf[0] == "unify" or (leaf[0] == "name" and leaf[2] in self.unified) for leaf in self._leaves(e, fn)[1]
+            leaf[0] == "unify" or (leaf[0] == "name" and leaf[2] in self.unified)
+            for leaf in self._leaves(e, fn)[1]
         )
 
     def _may_read_tainted(self, d: _Def) -> bool:
@@ -362,7 +416,9 @@ class RankValues:
         if d.value is None:
             return False
         others = [
-            o for o in self.by_key.get(d.key, ()) if o is not d and o.ctrl is None and o.value is not None and o.fn is d.fn
+            o
+            for o in self.by_key.get(d.key, ())
+            if o is not d and o.ctrl is None and o.value is not None and o.fn is d.fn
         ]
         if not others:
             return False
@@ -426,7 +482,9 @@ class RankValues:
             if leaf[0] == "call":
                 rets = self.returns.get(leaf[1])
                 if rets:
-                    o = rets.get(None) or (rets.get(pos) if pos is not None else next(iter(rets.values()), None))
+                    o = rets.get(None) or (
+                        rets.get(pos) if pos is not None else next(iter(rets.values()), None)
+                    )
                     if o is not None:
                         return o
                 continue
@@ -464,7 +522,9 @@ class RankValues:
             if d.fn is not fn or d.origin is not None or d.stmt.lineno >= line:
                 continue
             parent = self.m.parents.get(d.stmt)
-            if d.unifying or (parent is not None and (id(parent) in holders or parent is fn) and d.ctrl is None):
+            if d.unifying or (
+                parent is not None and (id(parent) in holders or parent is fn) and d.ctrl is None
+            ):
                 if kill is None or d.stmt.lineno > kill.stmt.lineno:
                     kill = d
         loop = next((a for a in self.m.ancestors(use) if isinstance(a, _LOOPS)), None)
@@ -489,6 +549,26 @@ class RankValues:
                 return d.origin
         return None
 
+    def _layout_test(self, test: ast.AST, fn) -> bool:
+        """A test of a batch's layout, alike on every rank: a key or type test, or ``x is None`` on
+        a value read out of the batch as it is (a field a collate function leaves out for a whole
+        dataset), not on one computed from its contents (a score that is None on silent audio)."""
+        if _schema_test(test):
+            return True
+        if not (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        ):
+            return False
+        x = test.left
+        if not isinstance(x, ast.Name):
+            return _accessed(x)
+        defs = [d for d in self.by_key.get(self._key(x, fn), ()) if d.origin is not None and d.origin.data]
+        return all(d.value is None or _accessed(d.value) for d in defs)
+
     # -- decisions --------------------------------------------------------------------------------
     def _decisions(self) -> list[Decision]:
         out: list[Decision] = []
@@ -506,9 +586,9 @@ class RankValues:
                     out.append(Decision("exit", node, ctrl[1], o, region))
                 continue
             o = self.reads(test, fn)
-            if o is not None and not (o.data and kind == "if"):
-                # a batch's values decide ``if``s all the time (``if "labels" in batch``, a
-                # schedule): only leaving a loop on them is followed
+            if o is not None and not (o.data and kind == "if" and self._layout_test(test, fn)):
+                # a batch's layout decides ``if``s all the time (``if "labels" in batch``), alike on
+                # every rank: not followed
                 out.append(Decision(kind, node, test, o, region))
         return out
 
@@ -523,6 +603,33 @@ def _range_bound(it: ast.AST) -> ast.AST | None:
             return None
         it = it.args[0]
     return None
+
+
+_ACCESSORS = frozenset(("get", "pop", "setdefault", "to", "cuda", "cpu", "detach", "float", "half", "long"))
+
+
+def _accessed(v: ast.AST | None) -> bool:
+    """A value read out of a batch as it is (``batch["mask"]``, ``batch.get("mask")``,
+    ``inputs.labels.to(device)``), not computed from it."""
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _ACCESSORS:
+        v = v.func.value
+    return isinstance(v, (ast.Subscript, ast.Attribute, ast.Name))
+
+
+def _schema_test(test: ast.AST) -> bool:
+    """A test of a batch's layout, not of its values: a key or type (``"mask" in batch``,
+    ``isinstance(x, dict)``, ``hasattr``)."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in n.ops):
+            return True
+        if isinstance(n, ast.Call) and (dotted(n.func) or "") in (
+            "isinstance",
+            "hasattr",
+            "callable",
+            "type",
+        ):
+            return True
+    return False
 
 
 def _under_rank(ctrl) -> bool:

@@ -21,6 +21,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
+from ddpdoctor.script import event_engines
 from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 from ddpdoctor.script.values import FREE, UNKNOWN, bind_arguments, negation, truth_of, unknown_default
@@ -143,6 +144,31 @@ class FuncRef:
     cls: ClassRef | None = None
     bound_self: bool = False
     ctx: ModuleContext | None = None  # set for a function of another file of the project
+    # a function defined inside another: the frame it was defined in, whose names it reads
+    closure: dict | None = None
+
+
+@dataclass
+class LambdaRef:
+    """A ``lambda``, with the frame it was made in (its free names are read there when called)."""
+
+    node: ast.Lambda
+    closure: dict | None = None
+
+
+@dataclass
+class Engine:
+    """An event-driven training engine (see ddpdoctor.script.event_engines): ``run`` calls its step
+    (``process``, or a forward of ``model`` for ignite's supervised engines) on every batch."""
+
+    process: object = None  # FuncRef / LambdaRef
+    model: object = None
+
+
+@dataclass
+class EngineMethod:
+    engine: Engine
+    name: str
 
 
 @dataclass
@@ -300,6 +326,9 @@ class Interpreter:
         # per function being walked: the values of the returns in branches the walk could not decide
         self.returns_seen: list[list[object]] = []
         self.touched_rank = False  # did any value depend on the rank or world size?
+        # names that are the DDP model on one side of an undecidable test only (see RoleSplits)
+        self.splits = RoleSplits()
+        self.test_texts: dict[ast.AST, str] = {}
         # libraries whose calls may synchronise every rank (see ddpdoctor.script.sync_calls)
         self.sync_libraries = imported_libraries(aliases)
         self.sync_names = bool(self.sync_libraries) or any("_first" in name for name in aliases)
@@ -410,7 +439,9 @@ class Interpreter:
             # error paths behind UNKNOWN conditions are ignored like early returns (see _branch)
             raise _Raise(UNKNOWN)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
-            frame[st.name] = FuncRef(st)
+            ref = frame[st.name] = FuncRef(st, closure=frame if frame is not self.globals else None)
+            if st.decorator_list:
+                self._engine_decorators(st, ref, frame)
         elif t is ast.ClassDef:
             methods = {s.name: s for s in st.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
             frame[st.name] = ClassRef(st, methods)
@@ -427,14 +458,38 @@ class Interpreter:
         elif test is False:
             self.exec_block(st.orelse, frame)
         else:
-            if not st.orelse:
-                self._branch(st.body, frame)
-                return
+            key = self._test_key(st.test)
+            before = dict(frame), dict(self.attrs)
+            met = self.splits.meet(key, frame, self.attrs)
+            met.enter(True)
             self._branch(st.body, frame)
             after_body = dict(frame), dict(self.attrs)
-            self._branch(st.orelse, frame)
-            _forget_split_roles(frame, after_body[0])
-            _forget_split_roles(self.attrs, after_body[1])
+            mark = self.splits.tick
+            if st.orelse:
+                # the else arm starts from the state before the if: `model = model.cuda()` there
+                # is the plain model even when the body wrapped it in DDP
+                _reset(frame, before[0])
+                _reset(self.attrs, before[1])
+                met.enter(False)
+                self._branch(st.orelse, frame)
+            else:
+                _reset(frame, before[0])
+                _reset(self.attrs, before[1])
+                met.enter(False)
+            self.splits.join(key, frame, after_body[0], mark)
+            self.splits.join(key, self.attrs, after_body[1], mark)
+            met.leave()
+
+    def _test_key(self, test: ast.expr) -> tuple[str, bool]:
+        """The text of an ``if`` test without its ``not``s, and whether they negate it: two tests
+        with the same text decide alike while the names in them are not rebound."""
+        positive = True
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, positive = test.operand, not positive
+        text = self.test_texts.get(test)
+        if text is None:
+            text = self.test_texts[test] = ast.unparse(test)
+        return text, positive
 
     def _branch(self, body: list[ast.stmt], frame: dict) -> None:
         """A branch every rank may or may not take alike: walk it, ignore its early exits."""
@@ -473,6 +528,7 @@ class Interpreter:
     def bind(self, target: ast.AST, value: object, frame: dict) -> None:
         if isinstance(target, ast.Name):
             frame[target.id] = self._heuristic(target.id, value)
+            self.splits.wrote(frame, target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             elts = target.elts
             vals = value if isinstance(value, tuple) and len(value) == len(elts) else (UNKNOWN,) * len(elts)
@@ -482,6 +538,7 @@ class Interpreter:
             key = dotted(target)
             if key:
                 self.attrs[key] = self._heuristic(target.attr, value)
+                self.splits.wrote(self.attrs, key)
         elif isinstance(target, ast.Subscript):
             self.ev(target.value, frame)
 
@@ -555,8 +612,12 @@ class Interpreter:
                 return self.ev(e.body, frame)
             if truth is False:
                 return self.ev(e.orelse, frame)
+            met = self.splits.meet(self._test_key(e.test), frame, self.attrs)
+            met.enter(True)
             self.ev(e.body, frame)
+            met.enter(False)
             self.ev(e.orelse, frame)
+            met.restore()
             return UNKNOWN
         if t in (ast.Tuple, ast.List):
             return tuple(self.ev(x, frame) for x in e.elts if not isinstance(x, ast.Starred))
@@ -594,7 +655,9 @@ class Interpreter:
             return self.ev(e.value, frame)
         if t in (ast.ListComp, ast.GeneratorExp, ast.SetComp):
             return self._comprehension(e, frame)
-        # lambdas and dict comprehensions: their calls run later or many times; skip
+        if t is ast.Lambda:  # walked where it is called (or handed to an engine), not here
+            return LambdaRef(e, frame if frame is not self.globals else None)
+        # dict comprehensions: their calls run many times; skip
         return UNKNOWN
 
     def _comprehension(self, e: ast.ListComp | ast.GeneratorExp | ast.SetComp, frame: dict) -> object:
@@ -676,6 +739,9 @@ class Interpreter:
             return self.attrs[key]
         base = self.ev(e.value, frame)
         if base is not UNKNOWN:  # the usual case skips the three checks
+            if isinstance(base, Engine):
+                # its other attributes (``trainer.state``) are not modelled
+                return EngineMethod(base, e.attr) if e.attr in event_engines.METHODS else UNKNOWN
             if isinstance(base, DDPModel):
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
@@ -797,6 +863,10 @@ class Interpreter:
         if local is not UNKNOWN:  # the usual case: nothing this file defines
             if isinstance(local, FuncRef):
                 return self._invoke(local, node, args, kwargs, frame)
+            if isinstance(local, LambdaRef):
+                return self._invoke_lambda(local, node, args, kwargs)
+            if isinstance(local, EngineMethod):
+                return self._engine_call(local, node, args)
             if isinstance(local, ClassRef):
                 init = local.methods.get("__init__")
                 if init is not None:
@@ -841,6 +911,12 @@ class Interpreter:
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
+        made = event_engines.makes_engine(q)
+        if made is not None:
+            first = (
+                args[0] if args else kwargs.get("process_function" if made == "process" else "model", UNKNOWN)
+            )
+            return Engine(process=first) if made == "process" else Engine(model=first)
         if self.path is not None and last in _FS_WRITES and q not in ("torch.save",):
             self._record("fs", last, node)
         if q in ("torch.save",):
@@ -978,6 +1054,7 @@ class Interpreter:
             self.chain_paths.append(self.path)
         try:
             frame = self._bind(ref, args, kwargs)
+            _enclose(frame, ref.closure)
             if sources:
                 frame[_SRC] = (ref, node, caller)  # worked out only if a save/load asks (unparse is slow)
             result = self._walk_function(fn, frame)
@@ -988,6 +1065,57 @@ class Interpreter:
             self.chain_paths.pop()
             if saved is not None:
                 self.aliases, self.globals, self.path = saved
+
+    def _invoke_lambda(self, ref: LambdaRef, node: ast.AST, args: list, kwargs: dict) -> object:
+        fn = ref.node
+        if fn in self.stack or len(self.stack) >= MAX_DEPTH:
+            return UNKNOWN
+        frame = bind_arguments(
+            fn.args, args, kwargs, lambda d: self.ev(d, self.globals), {}, FREE, self._heuristic
+        )
+        _enclose(frame, ref.closure)
+        self.chain.append(node.lineno)
+        self.chain_paths.append(self.path)
+        self.stack.append(fn)
+        try:
+            return self.ev(fn.body, frame)
+        finally:
+            self.stack.pop()
+            self.chain.pop()
+            self.chain_paths.pop()
+
+    def _call_value(self, fn: object, node: ast.AST, args: list) -> object:
+        """Call a function value handed over (an engine's step, a handler), if the file defines it."""
+        if isinstance(fn, FuncRef):
+            return self._invoke(fn, node, args, {}, sources=False)
+        if isinstance(fn, LambdaRef):
+            return self._invoke_lambda(fn, node, args, {})
+        return UNKNOWN
+
+    def _engine_call(self, method: EngineMethod, node: ast.Call, args: list) -> object:
+        """``engine.run(data)``: one step, as a loop body runs once; ``engine.add_event_handler(ev,
+        handler, *args)``: the handler runs on this rank, so the walk calls it here."""
+        engine = method.engine
+        if method.name == event_engines.RUN:
+            if engine.process is not None:
+                self._call_value(engine.process, node, [engine, UNKNOWN])
+            elif isinstance(engine.model, DDPModel):
+                self._record("ddp_forward", "forward", node)
+        elif method.name == event_engines.ADD_HANDLER and len(args) > 1:
+            self._call_value(args[1], node, [engine, *args[2:]])
+        return UNKNOWN
+
+    def _engine_decorators(self, st: ast.AST, ref: FuncRef, frame: dict) -> None:
+        """``@engine.on(Events.X)``: the handler runs on the ranks that define it."""
+        for d in st.decorator_list:
+            if (
+                isinstance(d, ast.Call)
+                and isinstance(d.func, ast.Attribute)
+                and d.func.attr == event_engines.ON
+            ):
+                base = self.ev(d.func.value, frame)
+                if isinstance(base, Engine):
+                    self._call_value(ref, d, [base])
 
     def _context(self) -> ModuleContext:
         """The names of the file being walked now (path None: the linted file)."""
@@ -1026,14 +1154,117 @@ class Interpreter:
 _MISSING = object()
 
 
-def _forget_split_roles(store: dict, other: dict) -> None:
-    """After both arms of an ``if`` the walk cannot decide: a name that holds a DDP model after one
-    arm and something else after the other (``test_model = ema.model if use_ema else model``) is
-    not known to be the DDP model. Unknown is not guilty: no rule may call its use a DDP forward."""
-    for key, v in store.items():
-        o = other.get(key, _MISSING)
-        if o is not _MISSING and o is not v and isinstance(v, DDPModel) != isinstance(o, DDPModel):
-            store[key] = UNKNOWN
+def _reset(store: dict, saved: dict) -> None:
+    store.clear()
+    store.update(saved)
+
+
+@dataclass
+class _Split:
+    """``store[key]`` is ``when_true`` where ``test`` holds and ``when_false`` where it does not;
+    ``merged`` is what it reads as elsewhere."""
+
+    store: dict  # held, so that its id is not reused while the split is remembered
+    test: tuple[str, bool]
+    when_true: object
+    when_false: object
+    merged: object
+
+
+class RoleSplits:
+    """Path correlation of a model's role with the test it was wrapped under: after
+    ``if args.distributed: model = DDP(model) else: model = model.cuda()`` the name is not known to
+    be the DDP model (unknown is not guilty), but under the same test again (``if args.distributed:
+    model.module.state_dict() else: model.state_dict()``) each arm knows which one it holds."""
+
+    def __init__(self):
+        self.by_key: dict[tuple[int, str], _Split] = {}
+        # when each name or attribute was last bound (values are often the one UNKNOWN, so whether
+        # an arm rebound a name cannot be read from the value)
+        self.tick = 0
+        self.bound: dict[tuple[int, str], int] = {}
+
+    def wrote(self, store: dict, key: str) -> None:
+        self.tick += 1
+        sk = (id(store), key)
+        self.bound[sk] = self.tick
+        if self.by_key:
+            self.by_key.pop(sk, None)
+
+    def meet(self, test: tuple[str, bool], *stores: dict) -> _Met:
+        """The splits an ``if`` on ``test`` decides (none when nothing was split: the usual case)."""
+        found = []
+        if self.by_key:
+            for (sid, key), sp in self.by_key.items():
+                if sp.test[0] == test[0] and any(sid == id(st) for st in stores):
+                    if sp.store.get(key, _MISSING) is sp.merged:
+                        same = sp.test[1] == test[1]
+                        found.append((sp, key, sp.when_true if same else sp.when_false,
+                                      sp.when_false if same else sp.when_true))
+        return _Met(found)
+
+    def join(self, test: tuple[str, bool], store: dict, after_body: dict, mark: int) -> None:
+        """``store`` holds the state after the not-taken side of an undecidable ``if``; join in the
+        body's. A name only the body set keeps the body's value (as if that arm ran: in
+        ``if args.distributed: model = DDP(model)`` the model is the DDP one). A name that holds a
+        DDP model on one side only is remembered as split on ``test``; when the else arm bound it to
+        something else it reads as unknown elsewhere, so no rule calls its use a DDP forward or a
+        wrapper's state_dict."""
+        sid = id(store)
+        for key, b in after_body.items():
+            v = store.get(key, _MISSING)
+            if v is b:
+                continue
+            rebound = self.bound.get((sid, key), 0) > mark  # by the else arm
+            if isinstance(b, DDPModel) != isinstance(v, DDPModel) and v is not _MISSING:
+                merged = UNKNOWN if rebound else b
+                sp = self.by_key.get((id(store), key))
+                if sp is not None and sp.test[0] == test[0] and _same_pair(sp, b, v):
+                    merged = sp.merged  # the arms of a test this split is on: it stays as it was
+                store[key] = merged
+                # kept for the test's text without its ``not``: when_true is where that holds
+                self.by_key[(sid, key)] = _Split(
+                    store, (test[0], True), *((b, v) if test[1] else (v, b)), merged
+                )
+            elif not rebound:
+                store[key] = b  # the else arm left it alone
+                self.by_key.pop((sid, key), None)
+            else:
+                self.by_key.pop((sid, key), None)
+
+
+def _same_pair(sp: _Split, a: object, b: object) -> bool:
+    return (a is sp.when_true and b is sp.when_false) or (a is sp.when_false and b is sp.when_true)
+
+
+@dataclass
+class _Met:
+    """The splits one ``if`` decides: set each name to the value of the arm being walked."""
+
+    found: list
+
+    def enter(self, arm: bool) -> None:
+        for sp, key, on_true, on_false in self.found:
+            sp.store[key] = on_true if arm else on_false
+
+    def restore(self) -> None:
+        for sp, key, _t, _f in self.found:
+            sp.store[key] = sp.merged
+
+    def leave(self) -> None:
+        """After the if: a name neither arm rebound reads as before (its split still holds)."""
+        for sp, key, _t, _f in self.found:
+            now = sp.store.get(key, _MISSING)
+            if now is sp.when_true or now is sp.when_false:
+                sp.store[key] = sp.merged
+
+
+def _enclose(frame: dict, closure: dict | None) -> None:
+    """A nested function reads the names of the frame it was defined in that it does not bind."""
+    if closure:
+        for k, v in closure.items():
+            if k not in frame and k != _SRC:
+                frame[k] = v
 
 
 def _carry(value: object, ctx: ModuleContext | None) -> object:
@@ -1042,7 +1273,7 @@ def _carry(value: object, ctx: ModuleContext | None) -> object:
     if ctx is None:
         return value
     if isinstance(value, FuncRef) and value.ctx is None:
-        return FuncRef(value.node, _carry(value.cls, ctx), value.bound_self, ctx)
+        return FuncRef(value.node, _carry(value.cls, ctx), value.bound_self, ctx, value.closure)
     if isinstance(value, ClassRef) and value.ctx is None:
         return ClassRef(value.node, value.methods, ctx)
     if isinstance(value, Instance) and value.cls.ctx is None:

@@ -554,9 +554,15 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _single_when(test.operand, m)
         return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        # ``args.distributed and world_size > 1``: parts that each hold exactly in the one kind of
+        # run hold together exactly there too (one unknown part leaves the whole unknown)
+        parts = {_single_when(v, m) for v in test.values}
+        return parts.pop() if len(parts) == 1 else None
     name = dotted(test)
     if name is not None:
-        if name.rsplit(".", 1)[-1].lower() in _DISTRIBUTED_FLAGS:
+        last = name.rsplit(".", 1)[-1].lower()
+        if last in _DISTRIBUTED_FLAGS or ("." in name and last == "dist"):  # `args.dist`, not the module
             return False
         return True if m is not None and name in _refused_under_ddp(m) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
@@ -620,6 +626,26 @@ def single_process_arm(m, node: ast.AST) -> bool:
             return False
         child = a
     return False
+
+
+def single_process_only(m, node: ast.AST, depth: int = 0) -> bool:
+    """``node`` is on a single-process arm, or in a function of this file that is called, and only
+    from such arms, directly or through other functions (``else: train(args)`` of ``if args.ddp:``,
+    where ``train`` loads a checkpoint): one process runs it."""
+    if single_process_arm(m, node):
+        return True
+    fn = m.enclosing_function(node)
+    if fn is None or depth > 3:
+        return False
+    method = isinstance(m.parents.get(fn), ast.ClassDef)
+    sites = [
+        c
+        for c in m.call_sites(fn)
+        if m.enclosing_function(c) is not fn
+        # `train(args)` calls the file's function `train`; `model.train()` does not
+        and (isinstance(c.func, ast.Attribute) if method else isinstance(c.func, ast.Name))
+    ]
+    return bool(sites) and all(single_process_only(m, c, depth + 1) for c in sites)
 
 
 def _early_exit(st: ast.stmt) -> bool:

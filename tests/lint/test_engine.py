@@ -294,3 +294,15 @@ def test_result_cache_key_changes_with_the_python_version(monkeypatch):
     here = cache.rules_fingerprint()
     monkeypatch.setattr(cache.sys, "implementation", SimpleNamespace(cache_tag="cpython-399"))
     assert cache.rules_fingerprint() != here
+
+
+def test_syntax_an_older_python_accepted_says_what_it_is():
+    head = "import torch.distributed as dist\ndist.init_process_group()\n"
+    found = lint_source("old.py", head + "x = batch.cuda(async=True)\n")
+    assert [f.evidence["kind"] for f in found] == ["syntax"]
+    assert "line 3" in found[0].message and "non_blocking=" in found[0].message
+    found = lint_source("py2.py", head + "print 'rank', dist.get_rank()\n")
+    assert "Python 2 `print` statement" in found[0].message
+    # a plain syntax error is not called old code
+    bad = lint_source("bad.py", head + "def main(:\n    pass\n")
+    assert bad[0].message == "SyntaxError: invalid syntax"

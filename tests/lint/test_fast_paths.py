@@ -218,12 +218,13 @@ def test_collector_is_back_as_it_was_after_each_file():
 
 def _reference_enclosing_statements(m, node) -> list:
     """By the parent map: compound statements of node's own function whose body (or else, handler,
-    finally, case) holds it, outermost first."""
+    finally, case) holds it, outermost first. A lambda is no function of its own here: it runs only
+    where the statement that makes it runs (``if rank == 0: on(event, lambda _: save())``)."""
     out = []
     child = node
     for a in m.ancestors(node):
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            break
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child not in a.decorator_list:
+            break  # (a decorator runs where the def statement runs)
         if isinstance(a, (ast.ExceptHandler, ast.match_case)):
             child = a
             continue

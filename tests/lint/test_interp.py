@@ -153,3 +153,51 @@ def test_returns_that_agree_keep_their_value():
         dist.barrier()
     """
     assert ops_per_rank(src, (2,))[2] == [[], []]
+
+
+def test_nested_functions_and_lambdas_read_the_frame_they_were_made_in():
+    # ``leader`` and ``sync`` are locals of main(): a nested def or a lambda called later reads them
+    src = """
+    import torch.distributed as dist
+    def main():
+        leader = dist.get_rank() == 0
+        def report():
+            if leader:
+                dist.barrier()
+        sync = lambda t: dist.all_reduce(t)
+        report()
+        sync(t)
+    main()
+    """
+    got = ops_per_rank(src, sizes=(2,))[2]
+    assert got == [["barrier", "all_reduce"], ["all_reduce"]]
+
+
+def test_event_engine_handlers_run_on_the_ranks_that_register_them():
+    src = """
+    import torch.distributed as dist
+    from ignite.engine import Engine, Events
+    def step(engine, batch):
+        dist.all_reduce(batch)
+    def main():
+        trainer = Engine(step)
+        if dist.get_rank() == 0:
+            trainer.add_event_handler(Events.STARTED, lambda e: dist.barrier())
+        trainer.run(data)
+    main()
+    """
+    got = ops_per_rank(src, sizes=(2,))[2]
+    assert got == [["barrier", "all_reduce"], ["all_reduce"]]
+
+
+def test_an_engine_of_another_library_is_unknown():
+    src = """
+    import torch.distributed as dist
+    from mylib import Engine
+    def main():
+        trainer = Engine(None)
+        if dist.get_rank() == 0:
+            trainer.add_event_handler("start", lambda e: dist.barrier())
+    main()
+    """
+    assert ops_per_rank(src, sizes=(2,))[2] == [[], []]
