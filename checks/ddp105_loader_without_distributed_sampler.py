@@ -2,7 +2,9 @@
 
 ## What it does
 Finds a script that wraps its model in DistributedDataParallel but builds its training DataLoader
-with no sampler, and never uses a DistributedSampler or another way of sharding the data. Only a
+with no sampler (or a `RandomSampler`/`SequentialSampler`, which draw from the whole dataset), and
+never uses a DistributedSampler or another way of sharding the data in its code (a commented-out
+one does not count; a sampler of the script's own making, or `sampler=None` said out loud, does). Only a
 loader over a dataset this file builds itself, that every rank builds: a dataset handed in by a
 caller (which may have split it per rank), a factory given the rank, a rank-0 or non-distributed
 loader and a one-process job (`world_size=1`) stay quiet.
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.flow import Flow
+from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import single_process_arm
 
 CODE = "DDP105"
@@ -40,19 +44,43 @@ OPT_IN_BECAUSE = (
     "false, after the dataset-from-a-caller, one-process and rank-0 loader traps went quiet), and "
     "one true report is not enough to promise 0.95 on code nobody has seen"
 )
-# other ways a script shards its data across ranks
-_SHARDING = (
-    "DistributedSampler",
+# names that say the script shards its data across ranks some other way (read from the code, not
+# from comments: a commented-out DistributedSampler shards nothing)
+_SHARDING_NAMES = (
+    "distributedsampler",
     "split_dataset_by_node",
     "split_by_node",
-    ".shard(",
-    "IterableDataset",
+    "shard",
+    "iterabledataset",
     "num_replicas",
-    "Subset(",
-    "accelerator.prepare",
-    "DistributedBatchSampler",
-    "sampler=",
+    "distributedbatchsampler",
 )
+# a name that shards only when it is this exact name (``Subset``, not ``debug_subset_size``)
+_SHARDING_EXACT = ("subset",)
+# torch samplers that draw from the whole dataset on every rank: a loader given one is as
+# unsharded as a loader given none
+_WHOLE_DATASET_SAMPLERS = ("RandomSampler", "SequentialSampler")
+
+
+def _shards_somehow(m) -> bool:
+    """The code names a way of sharding (a DistributedSampler, ``dataset.shard``, a Subset, an
+    IterableDataset that may split itself, ``accelerator.prepare``), or gives a loader a sampler of
+    its own making: then a loader without one may be fed by it, so unknown."""
+    for n in m.nodes(ast.Name, ast.Attribute, ast.alias, ast.keyword, ast.ClassDef, ast.FunctionDef):
+        word = (
+            n.id if isinstance(n, ast.Name)
+            else n.attr if isinstance(n, ast.Attribute)
+            else n.name if isinstance(n, (ast.alias, ast.ClassDef, ast.FunctionDef))
+            else n.arg
+        )
+        if word and (any(w in word.lower() for w in _SHARDING_NAMES) or word.lower() in _SHARDING_EXACT):
+            return True
+    if any((dotted(c.func.value) or "").endswith("accelerator") for c in m.method_calls("prepare")):
+        return True
+    plain = Flow(m, m.calls_named(*_WHOLE_DATASET_SAMPLERS))
+    # ``sampler=None`` said out loud counts too: the author thought about sampling, and the dataset
+    # (an IterableDataset of another module, say) may split itself
+    return any(not plain.carries(k.value) for k in m.nodes(ast.keyword) if k.arg in ("sampler", "batch_sampler"))
 
 
 # words in a dataset factory's arguments that say it splits the data per rank itself
@@ -94,7 +122,7 @@ def _dataset(m, call: ast.Call) -> ast.AST | None:
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): one process drives every GPU, nothing to split
         return
-    if not m.ddp_constructors or m.mentions(*_SHARDING):
+    if not m.ddp_constructors or _shards_somehow(m):
         return
     for call in m.calls_named("DataLoader"):
         if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3 or m.looks_like_eval(call):
@@ -105,11 +133,16 @@ def check(m):
             continue  # one rank's loader (rank-0 evaluation), or the non-distributed branch
         if not _built_here(m, _dataset(m, call)):
             continue
+        given = m.keyword(call, "sampler")
+        what = (
+            "this DataLoader has no DistributedSampler"
+            if given is None or m.is_none(given)
+            else f"this DataLoader's sampler `{ast.unparse(given)}` draws from the whole dataset"
+        )
         yield m.finding(
             CODE,
             call,
-            "this DataLoader has no DistributedSampler in a DDP script: every rank "
-            "iterates the whole dataset",
+            f"{what} in a DDP script: every rank iterates the whole dataset",
             SEVERITY,
             hint="pass `sampler=DistributedSampler(dataset)` (and call set_epoch each epoch)",
         )

@@ -290,15 +290,17 @@ def _find_device_exprs(m):
             yield call, call.args[1]
         elif isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and len(call.args) == 1:
             yield call, call.args[0]
+        # a keyword is reported at its own value: in a call written over several lines
+        # (``DDP(model,\n device_ids=[rank],\n output_device=rank)``) that is the line to change
         for k in call.keywords:
             if (
                 k.arg in ("device_ids",)
                 and isinstance(k.value, (ast.List, ast.Tuple))
                 and len(k.value.elts) == 1
             ):
-                yield call, k.value.elts[0]
+                yield k.value, k.value.elts[0]
             elif k.arg in ("output_device", "device_id"):
-                yield call, k.value
+                yield k.value, k.value
     for node in m.nodes(ast.JoinedStr):
         if (
             node.values

@@ -42,6 +42,7 @@ from ddpdoctor.script.foreign import (
 )
 from ddpdoctor.script.ranks import LOCAL, guard_kind, single_process_arm
 from ddpdoctor.script.writers import (
+    checkpoint_helper_call,
     every_process_side,
     every_rank_reaches,
     guard_chains,
@@ -269,7 +270,12 @@ def check(m):
         return
     # per-rank files (and writes into a stream opened here) are meant to be written by every rank
     saves = [s for s in m.calls_named("torch.save") if not _rank_in_path(m, s) and not _to_stream(m, s)]
-    for test, side, proof, save in _guards_every_process_passes(m, saves):
+    # a checkpoint helper of another module (`model.save_model(...)` on an object built here) saves
+    # too: the rank test around it shows the file means it for one writer
+    helper_saves = [
+        c for c, _q in m.calls if checkpoint_helper_call(m, c) and not any(per_process_path(a, m) for a in c.args)
+    ]
+    for test, side, proof, save in _guards_every_process_passes(m, [*saves, *helper_saves]):
         flag = f"`{ast.unparse(side.operand)}`"
         dest = m.argparse_dests().get(side.operand.attr if isinstance(side.operand, ast.Attribute) else "")
         if dest is not None and dest.flags:

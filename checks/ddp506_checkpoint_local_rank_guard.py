@@ -6,8 +6,9 @@ checkpoint helper of another module: `save(...)`, `save_checkpoint(...)`, `saver
 whose only rank test is on the node-local rank (`local_rank == 0`, `LOCAL_RANK`, an argparse option
 fed by `--local_rank`, accelerate's `is_local_main_process`, or a value only those ranks hold:
 `saver = None; if args.local_rank == 0: saver = CheckpointSaver(...)` then `if saver is not None:`),
-in distributed code (torch.distributed, DDP, a DistributedSampler, accelerate, Horovod, or a file
-that reads the launcher's `LOCAL_RANK`) that can run on several nodes (nothing pins its rendezvous to
+in distributed code (torch.distributed, DDP, a DistributedSampler, accelerate, Horovod, a file
+that reads the launcher's `LOCAL_RANK`, or one that takes a rank modulo the GPUs of a node:
+`args.rank % ngpus_per_node == 0` in a trainer module) that can run on several nodes (nothing pins its rendezvous to
 localhost). Saves to a path that names the host or node are left alone.
 
 ## Why is this bad?
@@ -34,11 +35,11 @@ dist.barrier()
 from __future__ import annotations
 
 import ast
-import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import (
+    checkpoint_helper_call,
     every_process_side,
     every_rank_reaches,
     guard_chains,
@@ -79,55 +80,6 @@ def single_node(m) -> bool:
     return False
 
 
-# a call named like this saves a checkpoint (`save`, `save_checkpoint`, `save_model`,
-# `saver.save_checkpoint`, `ckpt_save`); pictures and plots are not checkpoints
-_CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|state|weight|network)|(checkpoint|ckpt).*save")
-_LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
-
-
-def _checkpoint_helper(m, call: ast.Call) -> bool:
-    """A call of a checkpoint-saving helper whose body this file does not hold: an imported
-    function (``from utils import save``; ``save_checkpoint(...)``) or a method
-    (``saver.save_checkpoint(epoch)``). This file's own helpers are followed to their
-    ``torch.save`` instead."""
-    f = call.func
-    q = m.qualname(f) or ""
-    if q.split(".", 1)[0] in _LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
-        return False
-    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-    if not name or any(fn.name == name for fn in m.functions):
-        return False  # this file's own helper (followed to its torch.save)
-    if isinstance(f, ast.Name):
-        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
-    else:
-        root = (dotted(f.value) or "").split(".", 1)[0]
-        named = root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower()))
-    # the name first: callee_guard may read and parse another file of the project to look inside
-    if not named or ranks.callee_guard(m, call) is not None:
-        return False  # not a checkpoint helper, or one that picks its rank
-    return isinstance(f, ast.Name) or _saver_made_here(m, f.value)
-
-
-# libraries whose trainers and accelerators pick the process that writes themselves
-# (`accelerator.save_model`, `trainer.save_checkpoint`, a DeepSpeed engine's per-rank shards)
-_SELF_CHOOSING = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "transformers")
-
-
-def _saver_made_here(m, receiver: ast.AST) -> bool:
-    """The object was built in this file by a class that is not one of those libraries'
-    (``saver = CheckpointSaver(...)``): what it does is a plain write. An object from elsewhere (a
-    parameter, an attribute set in another file) is unknown, and unknown is not guilty."""
-    key = dotted(receiver)
-    made = [v for v, _n in ranks.assignments(m, key)] if key else []
-    made = [v for v in made if not (isinstance(v, ast.Constant) and v.value is None)]
-    return bool(made) and all(
-        isinstance(v, ast.Call)
-        and (m.qualname(v.func) or "").split(".", 1)[0] not in _SELF_CHOOSING
-        and (dotted(v.func) or "").rsplit(".", 1)[-1] not in ("Accelerator", "Trainer", "Fabric")
-        for v in made
-    )
-
-
 def _saves(m):
     for call in m.calls_named("torch.save"):
         yield call, call.args[1] if len(call.args) > 1 else m.keyword(call, "f")
@@ -135,7 +87,7 @@ def _saves(m):
         if m.keyword(call, "is_main_process") is None:
             yield call, call.args[0] if call.args else m.keyword(call, "save_directory")
     for call, _q in m.calls:
-        if _checkpoint_helper(m, call):
+        if checkpoint_helper_call(m, call):
             path = next((a for a in reversed(call.args) if per_process_path(a, m)), None)
             yield call, path  # a rank-named argument (`f"ckpt_{rank}.pt"`) makes it per rank
 
@@ -145,7 +97,8 @@ def check(m):
         return
     # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)
     local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
-    if not (m.distributed_context or ranks.reads_launcher_rank(m)) or not m.mentions(*local_words):
+    several = m.distributed_context or ranks.reads_launcher_rank(m) or ranks.tests_rank_per_node(m)
+    if not several or not m.mentions(*local_words):
         return
     if single_node(m):
         return
@@ -172,6 +125,11 @@ def check(m):
                 lines.insert(0, origin.lineno)
                 held = f", true only where `{ast.unparse(origin)}` (line {origin.lineno})"
             via = m.chain_text(list(dict.fromkeys(lines)))
+            if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+                # `not F or (F and rank % n == 0)`: the other side lets every process through
+                others = [v for v in test.values if writer_guard_kind(m, v) is None]
+                if others:
+                    held += f"; where `{ast.unparse(others[0])}` holds, every process writes it"
             yield m.finding(
                 CODE,
                 test,

@@ -9,8 +9,16 @@ A `backward()` inside a helper of the same file counts, and so does a loss scale
 loss and the optimizer (`loss_scaler(loss, optimizer, update_grad=...)`, which does the backward and
 the step out of sight): then the gradients zeroed only every k-th iteration show the accumulation.
 Also finds
-`model.require_backward_grad_sync = ...` set after the model's forward in the same micro-step: DDP
-reads the flag during the forward, so the toggle applies to the wrong micro-step.
+`model.require_backward_grad_sync = ...` set after the model's forward in the same micro-step, and
+`with model.no_sync():` (also chosen by `model.no_sync() if not last else nullcontext()`) around
+the backward only, when the loss was made before the window (earlier in the function, or by the
+caller that passed it in, outside any no_sync window): DDP reads the flag during the forward, so
+the toggle applies to the wrong micro-step, and a window opened after the forward changes nothing.
+`model` is one the file wraps in DDP (or a helper named for it) or tests with
+`isinstance(model, DistributedDataParallel)`; FSDP's no_sync is read by the backward and stays out.
+A step and a `zero_grad()` under modulo tests of the same period in one per-iteration method
+(`if idx % period == 0: zero_grad()` ... `if idx % period == period - 1: step()`) is accumulation
+too, whatever the period is called.
 
 ## Why is this bad?
 Every `backward()` of a DDP model all-reduces all gradients. With accumulation only the last
@@ -42,6 +50,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import own_call_sites
 
 CODE = "DDP601"
 TITLE = "Gradient accumulation without no_sync"
@@ -66,7 +75,7 @@ def _may_be_ddp(m) -> bool:
     """The file wraps a model in DDP, imports the wrapper for a model it is handed, wraps it through
     a helper named for it (``smart_DDP(model)``, ``wrap_ddp``), or hands it to accelerate's
     ``Accelerator.prepare``, which wraps it in DDP in a distributed run."""
-    if m.ddp_constructors or any(
+    if m.ddp_constructors or m.ddp_wrapper_calls or any(
         v.rsplit(".", 1)[-1] == "DistributedDataParallel" and v.startswith("torch.")
         for v in m.aliases.values()
     ):
@@ -208,13 +217,39 @@ def _guarded_step(m, step: ast.Call, helpers):
         scope = loop
     else:
         scope = m.enclosing_function(step)
-        if scope is None or not _is_accum_test(if_node.test, strict=True):
+        if scope is None or not (
+            _is_accum_test(if_node.test, strict=True) or _zeroed_per_period(m, scope, if_node)
+        ):
             return None
     found = [c for c in _backwards(m, scope, helpers) if not _inside(m, c, if_node)]
     before = [c for c in found if c.lineno <= if_node.lineno]
     if not found:
         return None
     return if_node, (max(before, key=lambda c: c.lineno) if before else found[0])
+
+
+def _moduli(test: ast.AST) -> set[str]:
+    """The right operands of the ``%`` in a test: ``optimizer_period`` in ``i % self.optimizer_period == 0``."""
+    return {
+        ast.unparse(n.right) for n in ast.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+    }
+
+
+def _zeroed_per_period(m, fn: ast.AST, step_if: ast.If) -> bool:
+    """A per-iteration function (no loop of its own) that both steps and zeroes the gradients under
+    a modulo test of the same period (``if idx % period == 0: zero_grad()`` ...
+    ``if idx % period == period - 1: step()``): the gradients of the calls in between add up, which
+    is gradient accumulation however the period is named."""
+    period = _moduli(step_if.test)
+    if not period:
+        return False
+    for call in m.method_calls("zero_grad"):
+        if m.enclosing_function(call) is not fn:
+            continue
+        guard = next((a for a in m.ancestors(call) if isinstance(a, ast.If)), None)
+        if guard is not None and guard is not step_if and _inside(m, guard, fn) and period & _moduli(guard.test):
+            return True
+    return False
 
 
 def _else_arm_backward(m, step: ast.Call, helpers):
@@ -272,6 +307,137 @@ def _late_sync_toggle(m):
                 yield node, forward
 
 
+def _no_sync_owners(m, expr: ast.AST, depth: int = 0) -> list[ast.AST]:
+    """The objects whose ``no_sync()`` a ``with`` item enters: ``model.no_sync()``, either arm of
+    ``model.no_sync() if c else nullcontext()``, and a name given one of those in its function."""
+    if depth > 3:
+        return []
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "no_sync":
+        return [expr.func.value]
+    if isinstance(expr, ast.IfExp):
+        return [*_no_sync_owners(m, expr.body, depth + 1), *_no_sync_owners(m, expr.orelse, depth + 1)]
+    if isinstance(expr, ast.Name):
+        fn = m.enclosing_function(expr)
+        values = [
+            a.value
+            for a in m.nodes(ast.Assign)
+            if m.enclosing_function(a) is fn
+            and a.lineno < expr.lineno
+            and any(isinstance(t, ast.Name) and t.id == expr.id for t in a.targets)
+        ]
+        return _no_sync_owners(m, values[0], depth + 1) if len(values) == 1 else []
+    return []
+
+
+def _ddp_holders(m) -> set[str]:
+    """Names and attributes given a DDP model (``DistributedDataParallel(...)``, a helper named for
+    it), or tested for one (``isinstance(self.ddp, DistributedDataParallel)``): no_sync there is
+    DDP's, whose switch the forward reads. FSDP's no_sync is read by the backward, so a
+    backward-only window is right for it and it stays out."""
+    out = {n for c in (*m.ddp_constructors, *m.ddp_wrapper_calls) if (n := m.assigned_to(c))}
+    for call, _q in m.calls:
+        if (
+            isinstance(call.func, ast.Name)
+            and call.func.id == "isinstance"
+            and len(call.args) == 2
+            and any(
+                (m.qualname(t) or "").endswith(".DistributedDataParallel")
+                for t in ast.walk(call.args[1])
+                if isinstance(t, (ast.Name, ast.Attribute))
+            )
+            and (name := dotted(call.args[0]))
+        ):
+            out.add(name)
+    return out
+
+
+def _stored(nodes) -> set[str]:
+    out = set()
+    for st in nodes:
+        for n in ast.walk(st):
+            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store) and (d := dotted(n)):
+                out.add(d)
+    return out
+
+
+def _in_no_sync(m, node: ast.AST) -> bool:
+    """Inside some ``with`` that mentions no_sync in its function."""
+    for a in m.ancestors(node):
+        if isinstance(a, _FUNCS):
+            return False
+        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
+            _no_sync_owners(m, item.context_expr) for item in a.items
+        ):
+            return True
+    return False
+
+
+def _loss_before(m, w: ast.AST, backward: ast.Call) -> int | None:
+    """The line where the loss that ``backward`` runs on got its value before the ``with`` ``w``
+    (an assignment earlier in the function, or the call that passed it in as a parameter); None
+    when it may have been made inside ``w`` or inside another no_sync window."""
+    inner_as = {}
+    for n in ast.walk(w):
+        if isinstance(n, ast.withitem) and isinstance(n.optional_vars, ast.Name):
+            inner_as[n.optional_vars.id] = n.context_expr  # ``with amp.scale_loss(loss, opt) as scaled``
+    names = set()
+    for n in ast.walk(backward.func.value):
+        if isinstance(n, ast.Name) and n.id in inner_as:
+            names |= {d for a in ast.walk(inner_as[n.id]) if isinstance(a, ast.Name) and (d := a.id) != "self"}
+        elif isinstance(n, ast.Name) and n.id != "self":
+            names.add(n.id)
+    names -= set(inner_as)
+    if not names or names & _stored(w.body):
+        return None
+    fn = m.enclosing_function(w)
+    if fn is None:
+        return None
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    lines = []
+    for name in names:
+        made = [
+            a
+            for a in m.nodes(ast.Assign, ast.AnnAssign)
+            if m.enclosing_function(a) is fn and a.lineno < w.lineno and name in _stored([a])
+        ]
+        if made:
+            last = max(made, key=lambda a: a.lineno)
+            if _in_no_sync(m, last):
+                return None
+            lines.append(last.lineno)
+        elif name in params:
+            sites = [c for c in own_call_sites(m, fn) if m.enclosing_function(c) is not fn]
+            if not sites or any(_in_no_sync(m, c) for c in sites):
+                return None  # the caller may run the forward inside its own no_sync window
+            lines.append(sites[0].lineno)
+    return max(lines) if lines else None
+
+
+def _late_no_sync(m):
+    """``with model.no_sync():`` around the backward only, with the loss computed before it: DDP
+    arms the all-reduce during the forward, so this backward all-reduces all the same."""
+    holders = _ddp_holders(m)
+    if not holders:
+        return
+    for w in m.nodes(ast.With, ast.AsyncWith):
+        owners = [o for item in w.items for o in _no_sync_owners(m, item.context_expr)]
+        if not any(dotted(o) in holders for o in owners):
+            continue
+        if _in_no_sync(m, w):
+            continue
+        backwards = [
+            c
+            for st in w.body
+            for c in ast.walk(st)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+        ]
+        if not backwards:
+            continue
+        lines = [_loss_before(m, w, b) for b in backwards]
+        if all(ln is not None for ln in lines):
+            yield w, max(lines), dotted(owners[0])
+
+
 def _ddp_names(m) -> set[str]:
     """Names the file binds to a DDP-wrapped model (``ddp = DistributedDataParallel(net)``)."""
     out: set[str] = set()
@@ -313,6 +479,18 @@ def check(m):
             "micro-step does not sync, the first one does) and the replicas drift apart",
             SEVERITY,
             hint="set the flag before the forward (or use `with model.no_sync():` around the forward)",
+        )
+    for node, loss_line, owner in _late_no_sync(m):
+        yield m.finding(
+            CODE,
+            node,
+            f"`{owner}.no_sync()` wraps only the backward: its loss was made before the window "
+            f"(line {loss_line}), and DDP decides during the forward whether the next backward "
+            "all-reduces, so every accumulation step here still all-reduces the gradients",
+            SEVERITY,
+            hint="run the forward and the backward of each accumulation step inside the "
+            "`no_sync()` window",
+            chain=[loss_line, node.lineno],
         )
     if m.mentions("no_sync", "require_backward_grad_sync", ".accumulate(", "static_graph"):
         return

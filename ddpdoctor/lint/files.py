@@ -66,6 +66,7 @@ _COMM = (
 # can only be present where a shorter part of it is, so the tokens that share a part are tried only
 # when that part is (one pass instead of several); the answer is exactly that of trying them all.
 _RANK, _DISTRIBUTED, _NCCL = b"rank", b"istributed", b"NCCL_"
+PER_NODE = b"per_node"
 # ... or calls a project's DDP helper and tests a rank or the main process, or calls a barrier and
 # tests the main process (kernels' barriers and tensor ranks are neither)
 DDP_HELPERS = (b"ddp_wrap", b"_ddp(", b"_DDP(")
@@ -96,6 +97,8 @@ def worth_parsing(data: bytes) -> bool:
         return False
     if any(t in data for t in _WITH_RANK):
         return True
+    if PER_NODE in data:
+        return True  # a rank and a per-node GPU count: `rank % ngpus_per_node`, an mp.spawn worker's code
     return distributed and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 

@@ -597,13 +597,17 @@ class ModuleAnalysis:
         it (``ddp_wrap(model)``), accelerate's ``accelerator.prepare(model, ...)``, or a subclass of
         DistributedDataParallel made with keywords only DDP's constructor takes
         (``DistributedModel(module=m, broadcast_buffers=False)``)."""
-        own = {fn.name for fn in self.functions}
+        # a plain name calls a function, ``obj.f()`` may call a method: a method named like an
+        # imported helper (ClassyVision's ``self.init_distributed_data_parallel_model()`` beside
+        # the imported one it calls) does not hide the helper
+        methods = {fn.name for fn in self.functions if isinstance(self.parents.get(fn), ast.ClassDef)}
+        plain = {fn.name for fn in self.functions} - methods
         accelerate = any(v.split(".", 1)[0] == "accelerate" for v in self.aliases.values())
         return [
             c
             for c, q in self.calls
             if (c.args or c.keywords)
-            and (last := (q or "").rsplit(".", 1)[-1]) not in own
+            and (last := (q or "").rsplit(".", 1)[-1]) not in (plain if isinstance(c.func, ast.Name) else methods | plain)
             and (
                 (c.args and names_a_ddp_wrapper(last))
                 or (accelerate and c.args and last == "prepare" and (q or "").rsplit(".", 2)[-2:-1] == ["accelerator"])

@@ -197,9 +197,14 @@ def repeats(m, node: ast.AST, depth: int = 0) -> tuple[int, ...] | None:
     if depth > 4:
         return None
     fn = None
+    child = node
     for a in m.ancestors(node):
-        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+        # a ``for``'s iterable is evaluated once: ``for b in batches(ds):`` calls batches once
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)) and not (
+            isinstance(a, (ast.For, ast.AsyncFor)) and child is a.iter
+        ):
             return (a.lineno,)
+        child = a
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             fn = a
             break

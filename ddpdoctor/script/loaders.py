@@ -9,7 +9,8 @@
 - ``loader_calls(m, samplers)``: the ``DataLoader(...)`` calls given one of the samplers, and the calls
   of the file's own ``DataLoader`` subclasses whose ``super().__init__`` gets it;
 - ``passes(m, loaders)``: the places that start a pass over a loader: ``for b in loader`` (also
-  ``enumerate(loader)``) and ``iter(loader)``.
+  ``enumerate(loader)``), ``iter(loader)`` and ``yield from loader`` (a generator that hands the
+  batches on: ``while True: yield from loader`` starts a new pass each time round).
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
 
 
 def passes(m, loaders: Flow) -> Iterator[ast.AST]:
-    """Loops over one of the loaders, then ``iter(loader)`` calls (each starts a new pass)."""
+    """Loops over one of the loaders, then ``iter(loader)`` calls and ``yield from loader`` (each
+    starts a new pass)."""
     for loop in m.nodes(ast.For, ast.AsyncFor):
         for n in ast.walk(loop.iter):
             if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and loaders.held(n):
@@ -143,3 +145,6 @@ def passes(m, loaders: Flow) -> Iterator[ast.AST]:
     for c, _q in m.calls:
         if isinstance(c.func, ast.Name) and c.func.id == "iter" and c.args and loaders.held(c.args[0]):
             yield c
+    for y in m.nodes(ast.YieldFrom):
+        if loaders.held(y.value):
+            yield y

@@ -104,6 +104,12 @@ def is_property(fn: ast.AST) -> bool:
 
 def names_a_ddp_wrapper(last: str | None) -> bool:
     """A helper named for wrapping a model in DDP (``ddp_wrap``, ``wrap_ddp``, ``smart_DDP``,
-    ``build_ddp_model``): what it returns is the DDP model. Not ``ddp_setup`` or ``is_ddp``."""
+    ``build_ddp_model``, ``init_distributed_data_parallel_model``): what it returns is the DDP
+    model. Not ``ddp_setup``, ``init_ddp`` (a process group) or ``is_ddp``."""
     low = (last or "").lower()
-    return "ddp" in low and ("wrap" in low or "smart" in low or low.startswith(("to_", "make_", "build_")))
+    flat = low.replace("_", "")
+    if not ("ddp" in flat or "distributeddataparallel" in flat) or flat == "distributeddataparallel":
+        return False
+    if low.startswith(("is_", "has_", "get_", "unwrap", "save_", "load_")):
+        return False  # a question, or what is done with a DDP model: not what makes one
+    return "wrap" in low or "smart" in low or low.startswith(("to_", "make_", "build_")) or low.endswith("_model")

@@ -191,6 +191,34 @@ def reads_launcher_rank(m) -> bool:
     return cached
 
 
+def per_node_count(m, expr: ast.AST) -> bool:
+    """``expr`` is how many GPUs (processes) one node has: ``torch.cuda.device_count()``, a name
+    such as ``ngpus_per_node`` / ``nproc_per_node``, or a name this file assigns from one of those."""
+    if isinstance(expr, ast.Call):
+        return (m.qualname(expr.func) or "").endswith("cuda.device_count")
+    name = dotted(expr)
+    if name is None:
+        return False
+    if "per_node" in name.rsplit(".", 1)[-1].lower():
+        return True
+    return any(isinstance(v, ast.Call) and per_node_count(m, v) for v, _n in _assignments(m).get(name, ())[:8])
+
+
+def tests_rank_per_node(m) -> bool:
+    """The file takes a rank modulo the GPUs of a node (``args.rank % ngpus_per_node == 0``, the
+    ``mp.spawn`` scripts' "first process of this node"): it is written to run as several processes
+    on each of several nodes, whatever object holds the rank."""
+    cached = m.__dict__.get("_tests_rank_per_node")
+    if cached is None:
+        cached = m.__dict__["_tests_rank_per_node"] = any(
+            isinstance(node.op, ast.Mod)
+            and rank_kind(m, node.left) in (GLOBAL, LOCAL)
+            and per_node_count(m, node.right)
+            for node in m.nodes(ast.BinOp)
+        )
+    return cached
+
+
 def _env_key(m, expr: ast.AST) -> str | None:
     """``RANK`` for ``os.environ["RANK"]``, ``os.environ.get("RANK", ...)``, ``os.getenv("RANK")``."""
     if isinstance(expr, ast.Subscript) and m.qualname(expr.value) == "os.environ":

@@ -9,6 +9,7 @@ guard is guarded), so they also work where the per-rank interpreter does not rea
 from __future__ import annotations
 
 import ast
+import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
@@ -368,6 +369,55 @@ def _presence(m, test: ast.AST):
         out = ((kinds.pop() if len(kinds) == 1 else None,), origin)
     memo[cache_key] = out
     return out
+
+
+# a call named like this saves a checkpoint (`save`, `save_checkpoint`, `save_model`,
+# `saver.save_checkpoint`, `ckpt_save`); pictures and plots are not checkpoints
+_CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|state|weight|network)|(checkpoint|ckpt).*save")
+_LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
+
+
+def checkpoint_helper_call(m, call: ast.Call) -> bool:
+    """A call of a checkpoint-saving helper whose body this file does not hold: an imported
+    function (``from utils import save``; ``save_checkpoint(...)``) or a method
+    (``saver.save_checkpoint(epoch)``). This file's own helpers are followed to their
+    ``torch.save`` instead."""
+    f = call.func
+    q = m.qualname(f) or ""
+    if q.split(".", 1)[0] in _LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
+        return False
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    if not name or any(fn.name == name for fn in m.functions):
+        return False  # this file's own helper (followed to its torch.save)
+    if isinstance(f, ast.Name):
+        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
+    else:
+        root = (dotted(f.value) or "").split(".", 1)[0]
+        named = root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower()))
+    # the name first: callee_guard may read and parse another file of the project to look inside
+    if not named or ranks.callee_guard(m, call) is not None:
+        return False  # not a checkpoint helper, or one that picks its rank
+    return isinstance(f, ast.Name) or _saver_made_here(m, f.value)
+
+
+# libraries whose trainers and accelerators pick the process that writes themselves
+# (`accelerator.save_model`, `trainer.save_checkpoint`, a DeepSpeed engine's per-rank shards)
+_SELF_CHOOSING = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "transformers")
+
+
+def _saver_made_here(m, receiver: ast.AST) -> bool:
+    """The object was built in this file by a class that is not one of those libraries'
+    (``saver = CheckpointSaver(...)``): what it does is a plain write. An object from elsewhere (a
+    parameter, an attribute set in another file) is unknown, and unknown is not guilty."""
+    key = dotted(receiver)
+    made = [v for v, _n in ranks.assignments(m, key)] if key else []
+    made = [v for v in made if not (isinstance(v, ast.Constant) and v.value is None)]
+    return bool(made) and all(
+        isinstance(v, ast.Call)
+        and (m.qualname(v.func) or "").split(".", 1)[0] not in _SELF_CHOOSING
+        and (dotted(v.func) or "").rsplit(".", 1)[-1] not in ("Accelerator", "Trainer", "Fabric")
+        for v in made
+    )
 
 
 _MAX_CHAINS = 32  # ways into one function looked at; beyond that the answer would not change

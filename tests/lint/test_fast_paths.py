@@ -20,6 +20,7 @@ from ddpdoctor.lint.files import (
     _DIST,
     DDP_HELPERS,
     MAIN_TESTS,
+    PER_NODE,
     STRONG,
     decode,
     discover,
@@ -39,6 +40,8 @@ def _reference_worth_parsing(data: bytes) -> bool:
         return True
     if b"barrier(" in data and any(t in data for t in MAIN_TESTS if t != b"rank"):
         return True
+    if b"rank" in data and PER_NODE in data:
+        return True
     return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 
@@ -47,7 +50,7 @@ _PIECES = sorted(
     {t for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
-    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x"}
+    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_"}
 )
 
 
@@ -69,6 +72,9 @@ def test_prefilter_on_the_corpus_and_on_single_tokens():
     assert not worth_parsing(b"rank = 0\nbarrier")  # no torch.distributed, no call of a barrier
     assert worth_parsing(b"if distr.is_global_main:\n    pass\ndistr.barrier()")  # a project's wrapper
     assert worth_parsing(b"model = ddp_wrap(model)\nif ctx.is_main:\n    pass")
+    # a trainer module with no torch.distributed: a rank taken modulo a node's GPU count
+    assert worth_parsing(b"if args.rank % ngpus_per_node == 0:\n    save()")
+    assert not worth_parsing(b"ngpus_per_node = 8")  # no rank
 
 
 def _reference_discover(paths: list[str], exclude: tuple[str, ...]) -> list[Path]:

@@ -1,5 +1,6 @@
 """HF-style script: argparse --local_rank backed by LOCAL_RANK, is_main_process helpers."""
 import argparse
+import contextlib
 import logging
 import os
 
@@ -36,15 +37,16 @@ def train(args, model, train_dataset, tokenizer):
             train_sampler.set_epoch(epoch)
         for step, batch in enumerate(train_dataloader):
             model.train()
-            outputs = model(**batch)
-            loss = outputs[0]
-            if args.gradient_accumulation_steps > 1:
-                loss = loss / args.gradient_accumulation_steps
-            if (step + 1) % args.gradient_accumulation_steps != 0 and args.local_rank != -1:
-                with model.no_sync():
-                    loss.backward()
+            # the forward goes inside no_sync too: DDP arms the all-reduce during the forward
+            accumulating = (step + 1) % args.gradient_accumulation_steps != 0 and args.local_rank != -1
+            with model.no_sync() if accumulating else contextlib.nullcontext():
+                outputs = model(**batch)
+                loss = outputs[0]
+                if args.gradient_accumulation_steps > 1:
+                    loss = loss / args.gradient_accumulation_steps
+                loss.backward()
+            if accumulating:
                 continue
-            loss.backward()
             optimizer.step()
             model.zero_grad()
             global_step += 1

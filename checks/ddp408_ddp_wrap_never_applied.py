@@ -1,0 +1,174 @@
+"""DDP408: a DistributedDataParallel wrapper that is made or chosen but never applied.
+
+## What it does
+Finds a DDP wrapper that the code never gets to use on the path that made it:
+- the class put in a name (`Parallel = DistributedDataParallel`) in one arm of an `if`, while every
+  call of that name sits in the other arm (a wrapping loop indented one level too deep, under the
+  `else:` of the DataParallel choice);
+- a model wrapped into a local name (`ddp_model = DDP(model, ...)`) that is never read after that
+  line, so the training goes on with the unwrapped model.
+It stays quiet when the choice or the wrap sits in a loop (a later round may use it), when the name
+is declared `global`/`nonlocal`, or when the name is read anywhere after it.
+
+## Why is this bad?
+Gradients are all-reduced only by the forward and backward of the DDP module. A model that is
+never called through it trains on each process alone: every rank steps its own copy, the replicas
+drift apart, and the run looks healthy (losses fall on every rank) while it is N separate
+trainings.
+
+## Example
+```python
+if args.distributed:
+    Parallel, kwargs = DistributedDataParallel, {"device_ids": [local_rank]}
+else:
+    Parallel, kwargs = DataParallel, {}
+    for key in models:
+        models[key] = Parallel(models[key], **kwargs)
+```
+
+## Use instead
+```python
+if args.distributed:
+    Parallel, kwargs = DistributedDataParallel, {"device_ids": [local_rank]}
+else:
+    Parallel, kwargs = DataParallel, {}
+for key in models:
+    models[key] = Parallel(models[key], **kwargs)
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script.names import is_torch_name
+
+CODE = "DDP408"
+TITLE = "DDP wrapper made but never applied"
+KIND = "script"
+SEVERITY = "error"
+CONFIDENCE = "high"
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+
+
+def _arms(m, node: ast.AST, scope: ast.AST) -> dict[int, str]:
+    """{id of an ``if``: the arm ("body"/"orelse") ``node`` sits in} up to ``scope``."""
+    out = {}
+    child = node
+    for a in m.ancestors(node):
+        if a is scope:
+            break
+        if isinstance(a, ast.If) and child is not a.test:
+            out[id(a)] = "body" if any(child is s for s in a.body) else "orelse"
+        child = a
+    return out
+
+
+def _in_loop(m, node: ast.AST, scope: ast.AST) -> bool:
+    for a in m.ancestors(node):
+        if a is scope:
+            return False
+        if isinstance(a, _LOOPS):
+            return True
+    return False
+
+
+def _scope(m, node: ast.AST) -> ast.AST:
+    return next((a for a in m.ancestors(node) if isinstance(a, _SCOPES)), m.tree)
+
+
+def _declared_shared(scope: ast.AST, name: str) -> bool:
+    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(scope))
+
+
+def _reads(scope: ast.AST, name: str) -> list[ast.Name]:
+    """Reads of ``name`` in ``scope`` and the functions nested in it (closures read it too)."""
+    return [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+
+
+def _class_targets(m, assign: ast.Assign) -> list[str]:
+    """The names an assignment gives torch's DistributedDataParallel class (``P = DDP``, also one
+    position of ``P, kw = DDP, {...}``)."""
+    out = []
+    for t in assign.targets:
+        pairs = (
+            zip(t.elts, assign.value.elts)
+            if isinstance(t, ast.Tuple) and isinstance(assign.value, ast.Tuple) and len(t.elts) == len(assign.value.elts)
+            else [(t, assign.value)]
+        )
+        for target, value in pairs:
+            if (
+                isinstance(target, ast.Name)
+                and isinstance(value, (ast.Name, ast.Attribute))
+                and is_torch_name(m.qualname(value), "DistributedDataParallel")
+            ):
+                out.append(target.id)
+    return out
+
+
+def _chosen_never_called(m):
+    """(assignment, name, the reads that are all in another arm) for the DDP class put in a name."""
+    for assign in m.nodes(ast.Assign):
+        for name in _class_targets(m, assign):
+            scope = _scope(m, assign)
+            if _declared_shared(scope, name) or _in_loop(m, assign, scope):
+                continue
+            reads = _reads(scope, name)
+            if not reads:
+                continue  # an unused name: dead code, nothing to say about a path
+            here = _arms(m, assign, scope)
+            if not here:
+                continue  # chosen on every path: a read anywhere after it may be its use
+            if all(any(_arms(m, r, scope).get(i, arm) != arm for i, arm in here.items()) for r in reads):
+                yield assign, name, reads
+
+
+def _wrapped_never_read(m):
+    """(DDP call, name) for ``name = DistributedDataParallel(...)`` never read after that line."""
+    for call in m.ddp_constructors:
+        assign = m.parents.get(call)
+        if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+            continue
+        name = assign.targets[0].id
+        scope = _scope(m, assign)
+        if _declared_shared(scope, name) or _in_loop(m, assign, scope):
+            continue
+        if isinstance(scope, ast.ClassDef):
+            continue  # a class attribute: read through the class elsewhere
+        if isinstance(scope, ast.Module):
+            # a module's name may be read by its functions, or imported by another file
+            if any(n.id == name for n in _reads(scope, name)) or m.mentions("__all__", "import *"):
+                continue
+        elif any(r.lineno > assign.lineno or _scope(m, r) is not scope for r in _reads(scope, name)):
+            continue
+        if m.mentions("locals()", "vars()"):
+            continue
+        yield call, name
+
+
+def check(m):
+    for assign, name, reads in _chosen_never_called(m):
+        at = sorted({r.lineno for r in reads})
+        lines = ("line " if len(at) == 1 else "lines ") + ", ".join(map(str, at))
+        yield m.finding(
+            CODE,
+            assign,
+            f"`{name}` is set to DistributedDataParallel here, but it is only used on {lines}, "
+            "in another branch: on this path no model is ever wrapped, so each process trains its "
+            "own copy and no gradient is all-reduced",
+            SEVERITY,
+            hint=f"apply `{name}(...)` on this path too (a wrapping loop indented under the other "
+            "branch is the usual cause)",
+            chain=[assign.lineno, *at],
+        )
+    for call, name in _wrapped_never_read(m):
+        yield m.finding(
+            CODE,
+            call,
+            f"the DDP model put in `{name}` is never used after this line: training goes on with the "
+            "unwrapped model, so no gradient is all-reduced and each process trains its own copy",
+            SEVERITY,
+            hint=f"train with `{name}` (its forward and backward), or assign the wrapper back to the "
+            "name the loop uses",
+        )
