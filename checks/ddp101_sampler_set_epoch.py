@@ -2,7 +2,9 @@
 
 ## What it does
 Finds a shuffling `DistributedSampler` in a script with an epoch loop where `set_epoch` is never
-called on any sampler.
+called on any sampler (the loop may run over a progress bar or `enumerate` made of the loader), and
+one whose only `set_epoch` calls sit under a rank test (a rank-0 progress-bar branch) while every
+rank draws from it.
 
 ## Why is this bad?
 DistributedSampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` every epoch
@@ -35,6 +37,7 @@ from pathlib import Path
 from ddpdoctor.script.flow import Flow, repeats
 from ddpdoctor.script.loaders import loader_calls, made_by_factory, passes, sampler_calls
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.writers import one_rank_side
 
 CODE = "DDP101"
 TITLE = "DistributedSampler.set_epoch is never called"
@@ -114,10 +117,9 @@ def _no_shuffle(value) -> bool:
     return isinstance(value, ast.Constant) and value.value is False
 
 
-def check(m):
-    samplers = sampler_calls(m)
-    if not samplers or m.method_calls("set_epoch") or not m.nodes(ast.For, ast.AsyncFor, ast.While):
-        return
+def _shuffling_passes(m, samplers):
+    """(sampler made, its loader, the chain to its per-epoch pass) for each shuffling training sampler
+    whose loader is iterated once per epoch."""
     for call in samplers:
         if m.looks_like_eval(call):
             continue  # an evaluation sampler does not need set_epoch
@@ -129,7 +131,88 @@ def check(m):
             found = _epoch_pass(m, made)
             if found is None:
                 continue  # the loader goes to code in another file, which may well call set_epoch
-            yield _finding(m, made, *found)
+            yield made, *found
+
+
+def check(m):
+    samplers = sampler_calls(m)
+    if not samplers or not m.nodes(ast.For, ast.AsyncFor, ast.While):
+        return
+    calls = m.method_calls("set_epoch")
+    if not calls:
+        for made, loader, loop, again in _shuffling_passes(m, samplers):
+            yield _finding(m, made, loader, loop, again)
+        return
+    if any(isinstance(t, ast.Attribute) and t.attr == "epoch" for a in m.nodes(ast.Assign) for t in a.targets):
+        return  # `sampler.epoch = epoch` elsewhere may reseed the other ranks: unknown, not guilty
+    guards = [m.rank_guard(c) for c in calls]
+    if all(guards) and all(_few_ranks_side(m, c, g) for c, g in zip(calls, guards)):
+        yield from _set_on_some_ranks(m, samplers, calls, guards)
+
+
+def _few_ranks_side(m, call, guard) -> bool:
+    """``call`` sits on the side of ``guard``'s ``if`` that at most one rank takes (the body of
+    ``if rank == 0:``, the ``else`` of ``if rank != 0:``); not an early exit or a caller's test."""
+    for a in m.ancestors(call):
+        if isinstance(a, ast.If) and a.test is guard.test:
+            side = one_rank_side(m, a.test)
+            in_body = any(call is n for s in a.body for n in ast.walk(s))
+            return side == ("body" if in_body else "orelse")
+    return False
+
+
+def _set_on_some_ranks(m, samplers, calls, guards):
+    """Every ``set_epoch`` of the file sits under a rank test (a progress-bar branch on rank 0),
+    while the sampler's loader is drawn from on every rank: the other ranks never reshuffle, so
+    their shards come from another permutation than rank 0's (overlaps and gaps)."""
+    for made, _loader, loop, _again in _shuffling_passes(m, samplers):
+        if m.rank_guard(loop) is not None:
+            continue  # the pass itself is rank-only: whoever draws also sets the epoch
+        sampler = Flow(m, [made])
+        loaders = Flow(m, loader_calls(m, sampler))
+        mine = [(c, g) for c, g in zip(calls, guards) if _sets(c, sampler, loaders)]
+        if _both_arms(m, [c for c, _g in mine]):
+            continue  # ``if rank == 0: ...; set_epoch  else: set_epoch``: every rank sets it
+        for call, guard in mine:
+            test = ast.unparse(guard.test)
+            yield m.finding(
+                CODE,
+                call,
+                f"`set_epoch` runs only where `{test}` (line {guard.line}) holds, but every rank draws "
+                f"from this sampler (line {loop.lineno}): the other ranks never reshuffle, so their "
+                "shards come from another permutation than the ranks that do (samples repeated and "
+                "skipped)",
+                SEVERITY,
+                hint="call `sampler.set_epoch(epoch)` on every rank, outside the rank test",
+                chain=f"{Path(m.path).name}:{made.lineno} -> {Path(m.path).name}:{call.lineno}",
+            )
+            return
+
+
+def _both_arms(m, calls) -> bool:
+    """Two of the calls sit in the two arms of one ``if``."""
+    arms = set()
+    for c in calls:
+        child = c
+        for a in m.ancestors(c):
+            if isinstance(a, ast.If):
+                arms.add((id(a), any(child is s for s in a.body)))
+            child = a
+    return any((i, not side) in arms for i, side in arms)
+
+
+def _sets(call, sampler: Flow, loaders: Flow) -> bool:
+    """``call`` (a ``.set_epoch(...)``) is on the sampler, or on ``loader.sampler``/``batch_sampler``."""
+    target = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if target is None:
+        return False
+    if sampler.held(target):
+        return True
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr in ("sampler", "batch_sampler")
+        and loaders.held(target.value)
+    )
 
 
 def _finding(m, made, loader, _loop, again):

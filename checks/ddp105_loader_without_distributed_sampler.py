@@ -4,7 +4,9 @@
 Finds a script that wraps its model in DistributedDataParallel but builds its training DataLoader
 with no sampler (or a `RandomSampler`/`SequentialSampler`, which draw from the whole dataset), and
 never uses a DistributedSampler or another way of sharding the data in its code (a commented-out
-one does not count; a sampler of the script's own making, or `sampler=None` said out loud, does). Only a
+one does not count; a sampler of the script's own making, or `sampler=None` said out loud, does);
+and a distributed job without a DDP model (feature extraction, inference) whose every rank loops
+over an unsharded loader and saves each batch's results to a file named by its rank. Only a
 loader over a dataset this file builds itself, that every rank builds: a dataset handed in by a
 caller (which may have split it per rank), a factory given the rank, a rank-0 or non-distributed
 loader and a one-process job (`world_size=1`) stay quiet.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.flow import Flow
+from ddpdoctor.script.loaders import passes
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import single_process_arm
 
@@ -122,16 +125,16 @@ def _dataset(m, call: ast.Call) -> ast.AST | None:
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): one process drives every GPU, nothing to split
         return
-    if not m.ddp_constructors or _shards_somehow(m):
+    if not m.ddp_constructors and not m.dist_calls("init_process_group"):
         return
-    for call in m.calls_named("DataLoader"):
-        if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3 or m.looks_like_eval(call):
-            continue
-        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(1)):
-            continue  # batch_size=None: the dataset yields whole batches itself, and such datasets shard
-        if m.rank_guard(call) is not None or single_process_arm(m, call):
-            continue  # one rank's loader (rank-0 evaluation), or the non-distributed branch
-        if not _built_here(m, _dataset(m, call)):
+    if _shards_somehow(m):
+        return
+    if not m.ddp_constructors:
+        if m.dist_calls("init_process_group"):
+            yield from _per_rank_results(m)
+        return
+    for call in _unsharded_loaders(m):
+        if m.looks_like_eval(call):
             continue
         given = m.keyword(call, "sampler")
         what = (
@@ -147,3 +150,68 @@ def check(m):
             hint="pass `sampler=DistributedSampler(dataset)` (and call set_epoch each epoch)",
         )
         return
+
+
+def _unsharded_loaders(m):
+    """DataLoaders every rank builds over a dataset this file makes, with no sampler of their own."""
+    for call in m.calls_named("DataLoader"):
+        if m.keyword(call, "batch_sampler") is not None or len(call.args) > 3:
+            continue
+        if m.is_none(m.keyword(call, "batch_size") or ast.Constant(1)):
+            continue  # batch_size=None: the dataset yields whole batches itself, and such datasets shard
+        if m.rank_guard(call) is not None or single_process_arm(m, call):
+            continue  # one rank's loader (rank-0 evaluation), or the non-distributed branch
+        if _built_here(m, _dataset(m, call)):
+            yield call
+
+
+_SAVES = ("save", "savez", "savez_compressed", "save_file", "to_csv", "to_parquet")
+
+
+def _per_rank_results(m):
+    """A distributed job without a DDP model (feature extraction, inference) whose every rank loops
+    over a whole, unsharded loader and saves each batch's results to a file named by its rank: the
+    names say each rank should produce its own part, but every rank produces all of it."""
+    for call in _unsharded_loaders(m):
+        for loop in passes(m, Flow(m, [call])):
+            if not isinstance(loop, (ast.For, ast.AsyncFor)) or m.rank_guard(loop) is not None:
+                continue
+            if m.enclosing_function(loop) is not m.enclosing_function(call):
+                continue  # names are matched without scopes: stay with the loader's own function
+            save = next((c for c in _saves_in(loop) if _names_rank(m, c)), None)
+            if save is None:
+                continue
+            yield m.finding(
+                CODE,
+                call,
+                f"this DataLoader has no DistributedSampler, yet every rank loops over it (line "
+                f"{loop.lineno}) and saves its results to a file named by its rank (line "
+                f"{save.lineno}): each rank processes the whole dataset, so the work is done once per "
+                "rank and the combined parts hold every item that many times",
+                SEVERITY,
+                hint="pass `sampler=DistributedSampler(dataset, shuffle=False)` so each rank takes "
+                "its own share",
+            )
+            return
+
+
+def _saves_in(loop) -> list[ast.Call]:
+    return [
+        n
+        for n in ast.walk(loop)
+        if isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _SAVES
+    ]
+
+
+def _names_rank(m, save: ast.Call) -> bool:
+    """One of the save's arguments is a path built with the rank (``f"r{rank}_{i}.pth"``)."""
+    for a in (*save.args, *(k.value for k in save.keywords)):
+        if not isinstance(a, (ast.JoinedStr, ast.BinOp, ast.Call)):
+            continue
+        if any(
+            isinstance(n, (ast.Name, ast.Attribute)) and m.rank_kind(n) is not None
+            for n in ast.walk(a)
+            if isinstance(n, (ast.Name, ast.Attribute))
+        ):
+            return True
+    return False

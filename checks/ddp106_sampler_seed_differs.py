@@ -4,7 +4,9 @@
 Finds `DistributedSampler(..., seed=S)` (shuffling) where `S` comes from the rank
 (`dist.get_rank()`, `RANK`, a rank variable) or from a source each process draws for itself
 (`random.randint`, `np.random`, `time.time()`, `os.getpid()`), inline or through an assignment in
-the same function or module, and is not broadcast from one rank.
+the same function or module, and is not broadcast from one rank; and a `DistributedSampler`
+subclass whose own shuffle draws from the process's global random state (`torch.randperm(n)`
+without a generator seeded by `seed + epoch`) before slicing by `self.rank`.
 
 ## Why is this bad?
 DistributedSampler shuffles with a generator seeded by `seed + epoch` and then gives each rank every
@@ -139,9 +141,48 @@ def _why(m, seed: ast.AST, shared, depth: int = 0) -> tuple[ast.AST, str] | None
     return None
 
 
+# draws of a permutation from the process's global random state
+_GLOBAL_SHUFFLES = frozenset(
+    ("torch.randperm", "numpy.random.permutation", "numpy.random.shuffle", "random.shuffle", "random.sample")
+)
+# what a method does when it seeds its own draw (a generator, a seeded state, `self.seed + self.epoch`)
+_SEEDED = ("generator", "Generator", "manual_seed", "RandomState", "default_rng", ".seed", "epoch")
+
+
+def _own_shuffles(m):
+    """(draw, class) for each DistributedSampler subclass of this file that draws its permutation
+    from the global random state, ignoring the seed and epoch, and slices it by ``self.rank``."""
+    for cls in m.nodes(ast.ClassDef):
+        if not any((m.qualname(b) or dotted(b) or "").endswith("DistributedSampler") for b in cls.bases):
+            continue
+        if "self.rank" not in ast.unparse(cls):
+            continue
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            text = ast.unparse(fn)
+            if any(w in text for w in _SEEDED):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Call) and (m.qualname(n.func) or "") in _GLOBAL_SHUFFLES:
+                    yield n, cls
+                    break
+
+
 def check(m):
     if not m.uses_distributed and not m.distributed_context:
         return
+    for draw, cls in _own_shuffles(m):
+        yield m.finding(
+            CODE,
+            draw,
+            f"`{cls.name}` is a DistributedSampler that shuffles with `{ast.unparse(draw.func)}` from "
+            "each process's own random state, not from its seed and epoch: the ranks slice "
+            "different permutations, so samples repeat or go unseen",
+            SEVERITY,
+            hint="draw from `g = torch.Generator(); g.manual_seed(self.seed + self.epoch)` "
+            "(`torch.randperm(n, generator=g)`), as DistributedSampler does",
+        )
     samplers = m.calls_named("DistributedSampler")
     if not samplers:
         return

@@ -1,9 +1,10 @@
 """DDP107: a distributed sampler given the node-local rank among all the job's replicas.
 
 ## What it does
-Finds a sampler built with `num_replicas=` the job's world size and `rank=` a local rank
-(`LOCAL_RANK`, `local_rank`, `dist.get_node_local_rank()`): `DistributedSampler` or any sampler with
-the same `num_replicas`/`rank` contract, and the same split by Hugging Face datasets
+Finds a sampler built with `num_replicas=` the job's world size (also left out: torch's
+`DistributedSampler` then counts the whole process group) and `rank=` a local rank (`LOCAL_RANK`,
+`local_rank`, `dist.get_node_local_rank()`): `DistributedSampler` or any sampler with the same
+`num_replicas`/`rank` contract, and the same split by Hugging Face datasets
 (`split_dataset_by_node(ds, rank, world_size)`, `ds.shard(num_shards, index)`).
 
 ## Why is this bad?
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.loaders import sampler_calls
 from ddpdoctor.script.ranks import LOCAL
 
 CODE = "DDP107"
@@ -46,6 +48,9 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
     replicas, rank = m.keyword(call, "num_replicas"), m.keyword(call, "rank")
     if replicas is not None and rank is not None:
         return replicas, rank, ("num_replicas", "rank")
+    if rank is not None and replicas is None and _is_torch_sampler(m, call):
+        # torch's DistributedSampler counts the replicas of the default process group: the whole job
+        return None, rank, ("num_replicas", "rank")
     last = (qualname or "").rsplit(".", 1)[-1]
     if last == "split_dataset_by_node":
         rank = m.keyword(call, "rank") or (call.args[1] if len(call.args) > 1 else None)
@@ -56,6 +61,12 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
         index = m.keyword(call, "index") or (call.args[1] if len(call.args) > 1 else None)
         return (count, index, ("num_shards", "index")) if count is not None and index is not None else None
     return None
+
+
+def _is_torch_sampler(m, call: ast.Call) -> bool:
+    """``call`` makes torch's DistributedSampler, with no positional arguments past the dataset (the
+    second one would be ``num_replicas``)."""
+    return len(call.args) <= 1 and any(c is call for c in sampler_calls(m))
 
 
 def check(m):
@@ -69,14 +80,17 @@ def check(m):
         replicas, rank, (count_name, rank_name) = found
         if m.rank_kind(rank) != LOCAL:
             continue
-        text = ast.unparse(replicas).lower()
-        if isinstance(replicas, ast.Constant) or any(w in text for w in _PER_NODE_WORDS):
-            continue
+        if replicas is None:
+            count = f"`{count_name}` left out (the process group's world size)"
+        else:
+            text = ast.unparse(replicas).lower()
+            if isinstance(replicas, ast.Constant) or any(w in text for w in _PER_NODE_WORDS):
+                continue
+            count = f"`{count_name}={ast.unparse(replicas)}`"
         yield m.finding(
             CODE,
             rank,  # the wrong value: where a call spans lines, that is the line to change
-            f"`{rank_name}={ast.unparse(rank)}` is the rank on this node, but "
-            f"`{count_name}={ast.unparse(replicas)}` "
+            f"`{rank_name}={ast.unparse(rank)}` is the rank on this node, but {count} "
             "counts the whole job: on several nodes their ranks take the same shards and the rest of the "
             "data is never seen",
             SEVERITY,

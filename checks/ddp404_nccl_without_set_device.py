@@ -275,11 +275,16 @@ def check(m):
         return
     for call in inits:
         if _nccl(m, call) and (where is not None or _uses_current_device(m)):
+            # a group started by a helper: reported at the first place every rank puts work on
+            # the current GPU, in the code that calls the helper (the helper's line is not where
+            # the user looks, and other callers of it may select a device first)
+            moved = where is not None and m.enclosing_function(where) is not m.enclosing_function(call)
             yield m.finding(
                 CODE,
-                call,
-                "NCCL process group, but the script never calls `torch.cuda.set_device`: every "
-                "rank's current device is GPU 0",
+                where if moved else call,
+                f"NCCL process group (line {call.lineno}), but the script never calls "
+                "`torch.cuda.set_device`: every rank's current device is GPU 0"
+                + (", and this puts its work there" if moved else ""),
                 SEVERITY,
                 hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
             )

@@ -4,7 +4,10 @@ ast.parse reads only the running version's grammar, so under 3.11 PEP 695 generi
 "invalid syntax". Type parameters say nothing about how ranks behave, so the engine erases them
 (``def f[T](x)`` reads as ``def f(x)``, ``type A = B`` as ``A = B``) and lints the rest, every line
 where it was. Other syntax a later Python added (PEP 701 f-strings, PEP 758 ``except A, B``) cannot
-be erased that way: there the engine says which version the file needs instead of calling it broken."""
+be erased that way: there the engine says which version the file needs instead of calling it broken.
+Older code is read as its Python read it where that costs nothing: ``async`` was a plain name before
+3.7, and PyTorch < 0.4 code passes ``.cuda(async=True)``; the engine renames it in place and lints
+the file."""
 
 from __future__ import annotations
 
@@ -114,19 +117,45 @@ def erase_type_params(text: str) -> str | None:
     return "".join(lines)
 
 
+def rename_old_async(text: str) -> str | None:
+    """``text`` with ``async`` used as a keyword argument or a name (``x.cuda(async=True)``, the
+    PyTorch < 0.4 spelling, valid before Python 3.7) renamed to ``_asyn``, same length, so lines and
+    columns stay where they were; None when there is none or the text does not tokenize."""
+    if "async" not in text:
+        return None
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    spots = [
+        tok.start
+        for tok, after in zip(toks, toks[1:])
+        if tok.type == tokenize.NAME and tok.string == "async" and after.type == tokenize.OP and after.string == "="
+    ]
+    if not spots:
+        return None
+    lines = text.splitlines(keepends=True)
+    for row, col in spots:
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + "_asyn" + line[col + 5 :]
+    return "".join(lines)
+
+
 def parse_source(text: str, path: str) -> ast.Module:
     """``ast.parse``, and on a Python older than 3.12 a second try with the PEP 695 type parameters
-    erased (see erase_type_params); the first SyntaxError when that does not parse either."""
+    erased (see erase_type_params); then a try with an old ``async=`` keyword argument renamed (see
+    rename_old_async); the first SyntaxError when that does not parse either."""
     try:
         return _parse(text, path)
     except SyntaxError:
         erased = erase_type_params(text) if sys.version_info < (3, 12) else None
-        if erased is None:
-            raise
-        try:
-            return _parse(erased, path)
-        except SyntaxError:
-            pass
+        for retry in (erased, rename_old_async(erased or text)):
+            if retry is None:
+                continue
+            try:
+                return _parse(retry, path)
+            except SyntaxError:
+                pass
         raise
 
 

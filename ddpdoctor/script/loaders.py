@@ -6,11 +6,13 @@
   it (``def data_sampler(ds, shuffle): return DistributedSampler(ds, shuffle=shuffle)``), the calls of
   that function, each with what its ``shuffle`` argument is there: the sampler is made where the
   factory is called, and that is where the shuffle is chosen;
-- ``loader_calls(m, samplers)``: the ``DataLoader(...)`` calls given one of the samplers, and the calls
-  of the file's own ``DataLoader`` subclasses whose ``super().__init__`` gets it;
+- ``loader_calls(m, samplers)``: the ``DataLoader(...)`` calls given one of the samplers, the calls
+  of the file's own ``DataLoader`` subclasses whose ``super().__init__`` gets it, and the calls of
+  loader factories (``create_train_loader(ds, bs, batch_sampler=sampler)``) that get it by keyword;
 - ``passes(m, loaders)``: the places that start a pass over a loader: ``for b in loader`` (also
-  ``enumerate(loader)``), ``iter(loader)`` and ``yield from loader`` (a generator that hands the
-  batches on: ``while True: yield from loader`` starts a new pass each time round).
+  ``enumerate(loader)``), ``iter(loader)``, ``yield from loader`` (a generator that hands the
+  batches on: ``while True: yield from loader`` starts a new pass each time round), and a loop over
+  what an iteration wrapper made of it (``bar = tqdm(loader)``; ``for b in bar``).
 """
 
 from __future__ import annotations
@@ -121,6 +123,16 @@ def _super_init(node: ast.AST) -> bool:
 
 def loader_calls(m, samplers: Flow) -> list[ast.Call]:
     made = [dl for dl in m.calls_named("DataLoader") if samplers.carries(m.keyword(dl, "sampler"))]
+    # a loader factory of another module handed the sampler by keyword (``build_loader(ds, bs,
+    # batch_sampler=sampler)``): what it returns draws from the sampler
+    seen = {id(c) for c in made}
+    made += [
+        c
+        for c, _q in m.calls
+        if id(c) not in seen
+        and "loader" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower()
+        and any(samplers.carries(m.keyword(c, k)) for k in ("sampler", "batch_sampler"))
+    ]
     own = set()
     for cls in m.nodes(ast.ClassDef):
         if _subclasses_loader(m, cls) and any(
@@ -134,12 +146,35 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
     return made
 
 
+# calls whose result iterates their first argument afresh each time it is looped over: progress
+# bars and the builtins that wrap an iterable (``bar = tqdm(enumerate(loader))``; ``for b in bar``)
+_ITER_WRAPPERS = frozenset({"tqdm", "trange", "track", "enumerate", "zip", "iter", "islice", "chain"})
+
+
+def _wrapped(m, loaders: Flow) -> Flow | None:
+    """The values an iteration wrapper made of one of the loaders, wrappers of those included."""
+    def wraps(c: ast.Call, inner: set[int]) -> bool:
+        name = dotted(c.func)
+        if name is None or name.rsplit(".", 1)[-1] not in _ITER_WRAPPERS:
+            return False
+        return any(id(a) in inner or loaders.held(a) for a in c.args)
+
+    inner: set[int] = set()
+    for _ in range(2):  # tqdm(enumerate(loader)): the outer wrapper wraps the inner one
+        inner |= {id(c) for c, _q in m.calls if wraps(c, inner)}
+    seeds = [c for c, _q in m.calls if id(c) in inner]
+    return Flow(m, seeds) if seeds else None
+
+
 def passes(m, loaders: Flow) -> Iterator[ast.AST]:
-    """Loops over one of the loaders, then ``iter(loader)`` calls and ``yield from loader`` (each
-    starts a new pass)."""
+    """Loops over one of the loaders (or over a progress bar or ``enumerate`` made of it), then
+    ``iter(loader)`` calls and ``yield from loader`` (each starts a new pass)."""
+    wrapped = _wrapped(m, loaders)
     for loop in m.nodes(ast.For, ast.AsyncFor):
         for n in ast.walk(loop.iter):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and loaders.held(n):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and (
+                loaders.held(n) or (wrapped is not None and wrapped.held(n))
+            ):
                 yield loop
                 break
     for c, _q in m.calls:

@@ -209,6 +209,10 @@ def one_rank_side(m, test: ast.AST) -> str | None:
         right = test.comparators[0]
         if isinstance(op, ast.Gt) and isinstance(right, ast.Constant) and right.value == 0:
             return "orelse"
+        if isinstance(right, ast.Constant) and (
+            (isinstance(op, ast.LtE) and right.value == 0) or (isinstance(op, ast.Lt) and right.value == 1)
+        ):
+            return "body"  # `local_rank <= 0`: rank 0, or -1 when the run is not distributed
         return None
     if isinstance(test, (ast.Call, ast.Name, ast.Attribute)):
         if ranks.rank_kind(m, test) is not None:

@@ -132,6 +132,27 @@ def test_newer_python_syntax_is_named_not_called_broken():
     assert [f.evidence["kind"] for f in bad] == ["syntax"]
 
 
+def test_old_async_keyword_is_read_as_python_3_6_read_it():
+    # PyTorch < 0.4 spelt non-blocking copies `.cuda(async=True)`: a name before Python 3.7
+    from ddpdoctor.lint.pyversion import rename_old_async
+
+    src = (
+        "import torch\nimport torch.distributed as dist\n"
+        "def main(batch):\n    dist.init_process_group('nccl')\n"
+        "    x = batch.cuda(async=True)\n    torch.cuda.set_device(dist.get_rank())\n"
+    )
+    renamed = rename_old_async(src)
+    assert renamed is not None and "x = batch.cuda(_asyn=True)" in renamed
+    assert len(renamed.splitlines()) == len(src.splitlines())
+    assert rename_old_async("async def f():\n    await g()\n") is None  # the 3.7 keywords stay
+    found = lint_source("old.py", src)
+    assert all(f.code != "DDP000" for f in found)
+    assert [(f.code, f.location.line) for f in found if f.code == "DDP402"] == [("DDP402", 6)]
+    # a real syntax error elsewhere is still one
+    bad = lint_source("bad.py", src + "def main(:\n    pass\n")
+    assert [f.evidence["kind"] for f in bad] == ["syntax"]
+
+
 def test_select_ignore_extend_select(tmp_path):
     p = write(tmp_path, "train.py", BAD.replace("dist.destroy_process_group()", ""))
     codes = lambda cfg: {f.code for f in lint_paths([p], cfg, jobs=1)}  # noqa: E731
@@ -298,9 +319,12 @@ def test_result_cache_key_changes_with_the_python_version(monkeypatch):
 
 def test_syntax_an_older_python_accepted_says_what_it_is():
     head = "import torch.distributed as dist\ndist.init_process_group()\n"
-    found = lint_source("old.py", head + "x = batch.cuda(async=True)\n")
+    # `.cuda(async=True)` alone is renamed in place and linted (test_old_async_keyword_...); an
+    # `async` the renaming leaves alone still says what it is
+    assert all(f.code != "DDP000" for f in lint_source("old.py", head + "x = batch.cuda(async=True)\n"))
+    found = lint_source("old.py", head + "def async(x):\n    return x\n")
     assert [f.evidence["kind"] for f in found] == ["syntax"]
-    assert "line 3" in found[0].message and "non_blocking=" in found[0].message
+    assert "line 3" in found[0].message and "keywords since Python 3.7" in found[0].message
     found = lint_source("py2.py", head + "print 'rank', dist.get_rank()\n")
     assert "Python 2 `print` statement" in found[0].message
     # a plain syntax error is not called old code

@@ -1,0 +1,116 @@
+"""DDP108: each rank draws its own random train/validation split before a DistributedSampler.
+
+## What it does
+Finds `random_split(dataset, lengths)` without a `generator=` run by every rank of a script that
+starts the process group itself, whose result (or a dataset built from it in the same function)
+goes to a `DistributedSampler`, in a file that never seeds the random state (`torch.manual_seed`,
+`seed_everything`, any call named for a seed) with a value that is the same on every rank.
+
+## Why is this bad?
+`random_split` draws its permutation from the process's own random state. Unseeded (or seeded per
+rank), every rank gets a different split, and the DistributedSampler then hands each rank a slice of
+its *own* training set: the slices no longer partition one set — samples are trained on several
+times or never, and some of one rank's validation items are another rank's training data.
+
+## Example
+```python
+train_set, val_set = random_split(full, [n_train, n_val])
+sampler = DistributedSampler(train_set)
+```
+
+## Use instead
+```python
+train_set, val_set = random_split(full, [n_train, n_val], generator=torch.Generator().manual_seed(42))
+sampler = DistributedSampler(train_set)
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script.loaders import sampler_calls
+from ddpdoctor.script.names import dotted
+
+CODE = "DDP108"
+TITLE = "Random split differs between ranks"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "high"
+
+
+def check(m):
+    if not m.dist_calls("init_process_group"):
+        return  # a helper module: its caller may seed every rank alike before calling it
+    splits = [c for c in m.calls_named("random_split") if not _seeded_split(m, c)]
+    if not splits or _seeds_alike(m):
+        return
+    samplers = sampler_calls(m)
+    for split in splits:
+        if m.rank_guard(split) is not None:
+            continue  # one rank splits (and would have to share it)
+        fn = m.enclosing_function(split)
+        derived = _derived(split, fn if fn is not None else m.tree)
+        sampler = next(
+            (
+                s
+                for s in samplers
+                if m.enclosing_function(s) is fn and s.args and _uses(s.args[0], derived)
+            ),
+            None,
+        )
+        if sampler is None:
+            continue
+        yield m.finding(
+            CODE,
+            split,
+            "`random_split` without a generator draws its own split on every rank, and the "
+            f"DistributedSampler on line {sampler.lineno} shards each rank's own training set: the "
+            "shards do not partition one set, so samples repeat or go unseen and validation items "
+            "leak into other ranks' training",
+            SEVERITY,
+            hint="pass `generator=torch.Generator().manual_seed(SEED)` with the same SEED on every rank",
+        )
+
+
+def _seeded_split(m, call: ast.Call) -> bool:
+    return m.keyword(call, "generator") is not None or len(call.args) > 2
+
+
+def _seeds_alike(m) -> bool:
+    """A seeding call whose value does not come from the rank: every rank starts from one state.
+    A seed the file cannot see into (a helper named for it) counts as alike: unknown is not guilty."""
+    for call, q in m.calls:
+        name = (q or dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+        if "seed" not in name:
+            continue
+        args = [*call.args, *(k.value for k in call.keywords)]
+        if not any(
+            isinstance(n, (ast.Name, ast.Attribute)) and m.rank_kind(n) is not None
+            for a in args
+            for n in ast.walk(a)
+        ):
+            return True
+    return False
+
+
+def _derived(split: ast.Call, scope: ast.AST) -> set[str]:
+    """Names in ``scope`` that hold the split or a dataset built from it (``Wrapped(train_raw)``)."""
+    names: set[str] = set()
+    assigns = [n for n in ast.walk(scope) if isinstance(n, ast.Assign)]
+    for _ in range(4):
+        grew = False
+        for a in assigns:
+            if a.value is split or _uses(a.value, names):
+                for t in a.targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in names:
+                            names.add(n.id)
+                            grew = True
+        if not grew:
+            break
+    return names
+
+
+def _uses(e: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(e))

@@ -1,0 +1,270 @@
+"""DDP409: the training step calls the DDP model's `.module`, so gradients are never all-reduced.
+
+## What it does
+Finds a `loss.backward()` whose loss comes from a call through the wrapped model's `.module`
+(`model.module.encode(...)`, `self.model.module.loss_function(batch)`, `model.module(x)`) of a
+`DistributedDataParallel` model, in the function of the backward or in this file's functions it
+calls, when that step never calls the DDP model itself (`model(x)`). The loss is followed through
+names, dict entries, arithmetic, calls and the file's own return values. It stays quiet when the
+step also calls the DDP model, under `torch.no_grad()`/`inference_mode` (evaluation, generation),
+and in a file that all-reduces gradients by hand (`dist.all_reduce(p.grad)`).
+
+## Why is this bad?
+DistributedDataParallel all-reduces gradients from hooks that its own `forward` arms: it marks the
+parameters the step will produce gradients for and starts the bucketed all-reduce as the backward
+fills them. A forward through `.module` never runs the wrapper, so the backward computes local
+gradients only: every rank steps its optimizer with its own gradients and the replicas drift
+apart, silently — training looks normal, but each rank trains its own model on its own shard.
+
+## Example
+```python
+model = DDP(Seq2Seq().to(device), device_ids=[local_rank])
+for batch in loader:
+    memory = model.module.encode(batch.src)
+    out = model.module.decode(memory, batch.tgt)
+    loss_fn(out, batch.label).backward()
+```
+
+## Use instead
+```python
+class Seq2Seq(nn.Module):
+    def forward(self, src, tgt):            # one forward that runs every part the loss needs
+        return self.decode(self.encode(src), tgt)
+
+for batch in loader:
+    loss_fn(model(batch.src, batch.tgt), batch.label).backward()   # through the DDP wrapper
+```
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddpdoctor.script.flow import Flow
+from ddpdoctor.script.names import dotted
+
+CODE = "DDP409"
+TITLE = "Training step bypasses the DDP wrapper through .module"
+KIND = "script"
+SEVERITY = "error"
+CONFIDENCE = "high"
+
+_NO_GRAD = ("no_grad", "inference_mode")
+_DEPTH = 4  # calls followed from the function of the backward
+
+
+def check(m):
+    ddp = m.ddp_constructors
+    if not ddp:
+        return
+    models = Flow(m, ddp)
+    bypasses = [c for c, _q in m.calls if _through_module(c, models) and not _without_grad(m, c)]
+    if not bypasses or _grads_reduced_by_hand(m):
+        return
+    by_name: dict[str, list] = {}
+    for fn in m.functions:
+        by_name.setdefault(fn.name, []).append(fn)
+    reported: set[int] = set()
+    for bw in _backwards(m):
+        step = m.enclosing_function(bw)
+        if step is None:
+            continue  # module level: a script body, left to the per-rank rules
+        reach = _reachable(m, step, by_name)
+        if any(_ddp_forward(c, models) for fn in reach for c in _calls(fn)):
+            continue  # the step runs the wrapper's forward: the reducer is armed
+        mine = [c for c in bypasses if m.enclosing_function(c) in reach]
+        if not mine:
+            continue
+        feeding = [c for c in mine if _Taint(m, reach, [c]).reaches(bw)]
+        if not feeding:
+            continue
+        first = min(feeding, key=lambda c: (c.lineno, c.col_offset))
+        if id(first) in reported:
+            continue
+        reported.add(id(first))
+        yield m.finding(
+            CODE,
+            first,
+            f"`{ast.unparse(first.func)}` calls the model inside the DDP wrapper, and the backward on "
+            f"line {bw.lineno} starts from its output with no call of the DDP model in that step: "
+            "DistributedDataParallel never sees the forward, so the gradients are not all-reduced and "
+            "every rank trains its own copy of the model",
+            SEVERITY,
+            hint="call the DDP model itself (`model(...)`) in the training step: give the inner model a "
+            "`forward` that runs what the loss needs, and keep `.module` for saving and evaluation",
+            chain=f"{first.lineno} -> {bw.lineno}",
+        )
+
+
+def _through_module(call: ast.Call, models: Flow) -> bool:
+    """``model.module(...)``, ``model.module.fn(...)`` with ``model`` a DDP model."""
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr == "module":
+        return models.held(f.value)
+    return (
+        isinstance(f, ast.Attribute)
+        and isinstance(f.value, ast.Attribute)
+        and f.value.attr == "module"
+        and models.held(f.value.value)
+    )
+
+
+def _ddp_forward(call: ast.Call, models: Flow) -> bool:
+    f = call.func
+    if isinstance(f, (ast.Name, ast.Attribute)) and models.held(f):
+        return True
+    return isinstance(f, ast.Attribute) and f.attr == "forward" and models.held(f.value)
+
+
+def _without_grad(m, node: ast.AST) -> bool:
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
+            (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) or "")
+            .rsplit(".", 1)[-1]
+            in _NO_GRAD
+            for i in a.items
+        ):
+            return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return any(
+                (dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _NO_GRAD
+                for d in a.decorator_list
+            )
+    return False
+
+
+def _grads_reduced_by_hand(m) -> bool:
+    """The file reduces gradients itself (``dist.all_reduce(p.grad)``, ``average_gradients(model)``)."""
+    for call, _q in m.calls:
+        name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+        if "reduce" in name or "average" in name or "sync" in name:
+            text = ast.unparse(call).lower()
+            if "grad" in text:
+                return True
+    return False
+
+
+def _backwards(m) -> Iterator[ast.Call]:
+    for call, _q in m.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "backward":
+            yield call
+
+
+def _backward_inputs(call: ast.Call) -> list[ast.AST]:
+    """``loss.backward()``: the loss; ``accelerator.backward(loss)``: its arguments."""
+    f = call.func
+    out = [*call.args, *(k.value for k in call.keywords)]
+    if isinstance(f, ast.Attribute) and not out:
+        out.append(f.value)
+    elif isinstance(f, ast.Attribute) and isinstance(f.value, (ast.Call, ast.Subscript, ast.BinOp)):
+        out.append(f.value)  # scaler.scale(loss).backward(retain_graph=True)
+    return out
+
+
+def _calls(fn: ast.AST) -> Iterator[ast.Call]:
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call):
+            yield n
+
+
+def _callee(call: ast.Call) -> str | None:
+    """The file's function a call may run: ``f()``, ``self.f()``."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
+        return f.attr
+    return None
+
+
+def _reachable(m, step, by_name) -> set:
+    seen = {step}
+    todo = [(step, 0)]
+    while todo:
+        fn, depth = todo.pop()
+        if depth >= _DEPTH:
+            continue
+        for c in _calls(fn):
+            if _without_grad(m, c):
+                continue  # evaluation inside the step: no gradient comes from there
+            for target in by_name.get(_callee(c) or "", ()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append((target, depth + 1))
+    return seen
+
+
+class _Taint:
+    """What the ``.module`` calls' outputs reach inside the step's functions: names assigned from an
+    expression that holds one (any arithmetic or call on it), the functions that return one."""
+
+    def __init__(self, m, functions: set, seeds: list[ast.Call]):
+        self.seeds = {id(s) for s in seeds}
+        self.names: dict[int, set[str]] = {id(fn): set() for fn in functions}
+        self.returning: set[str] = set()
+        self.m = m
+        self._run(functions)
+
+    def _hot(self, e: ast.AST | None, fn) -> bool:
+        if e is None:
+            return False
+        names = self.names.get(id(fn), set())
+        for n in ast.walk(e):
+            if id(n) in self.seeds:
+                return True
+            if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names:
+                return True
+            if isinstance(n, ast.Call) and (_callee(n) or "") in self.returning:
+                return True
+        return False
+
+    def reaches(self, backward: ast.Call) -> bool:
+        fn = self.m.enclosing_function(backward)
+        return any(self._hot(e, fn) for e in _backward_inputs(backward))
+
+    def _run(self, functions: set) -> None:
+        for _ in range(4):
+            changed = False
+            for fn in functions:
+                names = self.names[id(fn)]
+                for n in ast.walk(fn):
+                    if isinstance(n, ast.Assign):
+                        targets, value = n.targets, n.value
+                    elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+                        targets, value = [n.target], n.value
+                    elif isinstance(n, (ast.For, ast.AsyncFor)):
+                        targets, value = [n.target], n.iter
+                    elif isinstance(n, ast.Return):
+                        if fn.name not in self.returning and self._hot(n.value, fn):
+                            self.returning.add(fn.name)
+                            changed = True
+                        continue
+                    else:
+                        continue
+                    if not self._hot(value, fn):
+                        continue
+                    for t in targets:
+                        for leaf in _leaves(t):
+                            if leaf not in names:
+                                names.add(leaf)
+                                changed = True
+            if not changed:
+                break
+
+
+def _leaves(t: ast.AST) -> Iterator[str]:
+    """The names an assignment target binds: ``a``, ``self.a``, ``d`` of ``d["k"]``, tuple items."""
+    if isinstance(t, (ast.Tuple, ast.List)):
+        for e in t.elts:
+            yield from _leaves(e)
+        return
+    if isinstance(t, ast.Starred):
+        yield from _leaves(t.value)
+        return
+    while isinstance(t, ast.Subscript):
+        t = t.value
+    name = dotted(t) if isinstance(t, (ast.Name, ast.Attribute)) else None
+    if name is not None:
+        yield name
