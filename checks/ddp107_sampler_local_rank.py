@@ -41,7 +41,7 @@ CONFIDENCE = "high"
 _PER_NODE_WORDS = ("local", "device_count", "nproc", "per_node", "gpus")
 
 
-def _shard_args(m, call: ast.Call):
+def _shard_args(m, call: ast.Call, qualname: str | None):
     """(count, index, their parameter names) of a call that shards data by a count of parts and the
     index of this process's part: any ``num_replicas=``/``rank=`` sampler, Hugging Face datasets'
     ``split_dataset_by_node(ds, rank, world_size)`` and ``ds.shard(num_shards, index)``."""
@@ -51,7 +51,7 @@ def _shard_args(m, call: ast.Call):
     if rank is not None and replicas is None and _is_torch_sampler(m, call):
         # torch's DistributedSampler counts the replicas of the default process group: the whole job
         return None, rank, ("num_replicas", "rank")
-    last = (m.qualname(call.func) or "").rsplit(".", 1)[-1]
+    last = (qualname or "").rsplit(".", 1)[-1]
     if last == "split_dataset_by_node":
         rank = m.keyword(call, "rank") or (call.args[1] if len(call.args) > 1 else None)
         size = m.keyword(call, "world_size") or (call.args[2] if len(call.args) > 2 else None)
@@ -73,8 +73,8 @@ def check(m):
     # no file-level gate: a call that takes both a count of replicas and this process's rank shards
     # data across processes by its own contract, even in a script whose process group is set up by
     # a helper in another module (`local_rank, world_size, rank = setup_distributed()`)
-    for call, _q in m.calls:
-        found = _shard_args(m, call)
+    for call, q in m.calls:
+        found = _shard_args(m, call, q)
         if found is None:
             continue
         replicas, rank, (count_name, rank_name) = found

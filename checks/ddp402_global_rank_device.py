@@ -25,8 +25,9 @@ torch.cuda.set_device(local_rank)
 from __future__ import annotations
 
 import ast
+import itertools
 
-from ddpdoctor.script.names import dist_op, dotted
+from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import GLOBAL, rank_kind
 from ddpdoctor.script.writers import spawn_calls
 
@@ -48,17 +49,41 @@ _SET_DEVICE = (
 _GLOBAL_NAMES = ("global_rank", "world_rank")
 
 
+def _holders(m) -> tuple[set[int], set[int]]:
+    """ids of the expressions of this file that hold a global rank source (``dist.get_rank()``,
+    ``os.environ["RANK"]``), and of those that hold a ``%``: each such node and its ancestors. The
+    rule asks this of every argument of every call; one pass over the few such nodes answers what a
+    walk of each expression would."""
+    found = m.__dict__.get("_ddp402_holders")
+    if found is None:
+        sources = m.dist_calls("get_rank", "get_global_rank")
+        env = [c for c in m.nodes(ast.Constant) if c.value in _GLOBAL_ENV]
+        if env:
+            sources += [c for c in env if isinstance(m.parents.get(c), (ast.Subscript, ast.Call))]
+        mods = [b for b in m.nodes(ast.BinOp) if isinstance(b.op, ast.Mod)]
+        found = m.__dict__["_ddp402_holders"] = (_with_ancestors(m, sources), _with_ancestors(m, mods))
+    return found
+
+
+def _with_ancestors(m, nodes: list) -> set[int]:
+    out: set[int] = set()
+    for n in nodes:
+        out.add(id(n))
+        for a in m.ancestors(n):
+            if id(a) in out:
+                break  # the rest of the chain is in already
+            out.add(id(a))
+    return out
+
+
+def _has_mod(m, expr: ast.AST) -> bool:
+    """``expr`` holds a ``%`` (``rank % gpus_per_node`` is a local index)."""
+    return id(expr) in _holders(m)[1]
+
+
 def _is_global_source(m, expr: ast.AST) -> bool:
-    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
-        return False  # rank % gpus_per_node is a local index
-    for n in ast.walk(expr):
-        if isinstance(n, ast.Call) and dist_op(m.qualname(n.func)) in ("get_rank", "get_global_rank"):
-            return True
-        if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
-            p = m.parents.get(n)
-            if isinstance(p, (ast.Subscript, ast.Call)):
-                return True
-    return False
+    sources, mods = _holders(m)
+    return id(expr) in sources and id(expr) not in mods  # rank % gpus_per_node is a local index
 
 
 def _scope(m, node) -> int:
@@ -88,7 +113,7 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
         return _uses_global(m, call.args[0], names, depth)  # "cuda:" + str(rank)
     if _is_global_source(m, expr):
         return True
-    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
+    if _has_mod(m, expr):
         return False
     if call is not None:
         return _returns_global(m, call, names, depth)
@@ -243,7 +268,15 @@ def _global_option(m, name: str) -> bool:
     return dest is not None and dest.kind == "global"
 
 
-def _device_exprs(m):
+def _device_exprs(m) -> list[tuple[ast.AST, ast.AST]]:
+    """(where, the device index expression), found once per file: the rule goes over them three times."""
+    found = m.__dict__.get("_ddp402_devices")
+    if found is None:
+        found = m.__dict__["_ddp402_devices"] = list(_find_device_exprs(m))
+    return found
+
+
+def _find_device_exprs(m):
     for call, q in m.calls:
         f = call.func
         # torch.accelerator.set_device_index: the device-generic set_device of torch >= 2.6
@@ -401,9 +434,19 @@ def _global_into_other_files(m, names: set):
     change."""
     if m.project is None:
         return
+    imported = m.project_imports
     for call, _q in m.calls:
         name = dotted(call.func)
-        found = m.resolve(name) if name else None
+        if not name or name.partition(".")[0] not in imported:
+            continue  # not a name imported here: resolve() would find nothing
+        # the arguments before the callee: most calls pass no global rank, and resolving one reads
+        # and parses the other file
+        bindable = [*itertools.takewhile(lambda a: not isinstance(a, ast.Starred), call.args)]
+        bindable += [k.value for k in call.keywords if k.arg]
+        global_args = {id(a) for a in bindable if _uses_global(m, a, names)}
+        if not global_args:
+            continue
+        found = m.resolve(name)
         if found is None:
             continue
         other, fn = found
@@ -416,7 +459,7 @@ def _global_into_other_files(m, names: set):
                 break
             bound[params[i]] = arg
         bound.update({k.arg: k.value for k in call.keywords if k.arg})
-        rank_params = {p: a for p, a in bound.items() if _uses_global(m, a, names)}
+        rank_params = {p: a for p, a in bound.items() if id(a) in global_args}
         if not rank_params:
             continue
         for where, expr in _device_exprs(other):

@@ -426,12 +426,17 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if q.split(".", 1)[0] in _LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
         return False
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-    if not name or any(fn.name == name for fn in m.functions) or ranks.callee_guard(m, call) is not None:
-        return False  # this file's own helper (followed to its torch.save), or one that picks its rank
+    if not name or any(fn.name == name for fn in m.functions):
+        return False  # this file's own helper (followed to its torch.save)
     if isinstance(f, ast.Name):
-        return q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
-    root = (dotted(f.value) or "").split(".", 1)[0]
-    return root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower())) and _saver_made_here(m, f.value)
+        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
+    else:
+        root = (dotted(f.value) or "").split(".", 1)[0]
+        named = root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower()))
+    # the name first: callee_guard may read and parse another file of the project to look inside
+    if not named or ranks.callee_guard(m, call) is not None:
+        return False  # not a checkpoint helper, or one that picks its rank
+    return isinstance(f, ast.Name) or _saver_made_here(m, f.value)
 
 
 # libraries whose trainers and accelerators pick the process that writes themselves

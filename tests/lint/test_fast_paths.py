@@ -380,3 +380,32 @@ def test_module_names_as_pathlib_gives_them():
     for roots in ([], ["."], [str(HERE)], [os.path.abspath(HERE)], ["tests", str(HERE / "corpus")], ["/abs"]):
         for f in files:
             assert _module_names(f, [Path(r).parts for r in roots]) == reference(f, [Path(r) for r in roots])
+
+
+def _walk_holds_global_source(m, expr) -> bool:
+    """DDP402's question answered the plain way: a walk of the expression."""
+    from ddpdoctor.checks.ddp402_global_rank_device import _GLOBAL_ENV
+
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
+        return False
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call) and dist_op(m.qualname(n.func)) in ("get_rank", "get_global_rank"):
+            return True
+        if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
+            if isinstance(m.parents.get(n), (ast.Subscript, ast.Call)):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_ddp402_source_index_matches_a_walk_of_each_expression(path):
+    from ddpdoctor.checks.ddp402_global_rank_device import _has_mod, _is_global_source
+
+    text = decode(path.read_bytes())
+    m = ModuleAnalysis(str(path), text, ast.parse(text))
+    for expr in ast.walk(m.tree):
+        if not isinstance(expr, ast.expr):
+            continue
+        assert _is_global_source(m, expr) == _walk_holds_global_source(m, expr), ast.unparse(expr)
+        has_mod = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr))
+        assert _has_mod(m, expr) == has_mod, ast.unparse(expr)
