@@ -55,9 +55,26 @@ def _unchanging_name(m, call, loop) -> str | None:
     return arg.id
 
 
+def _epoch_loop(m, call):
+    """The loop around ``call`` that can be the epoch loop: not one that walks over the samplers
+    themselves (``for s in samplers: s.set_epoch(epoch)`` gives each sampler the same epoch, as it
+    should); None when there is none in its function."""
+    receiver = {n.id for n in ast.walk(call.func.value) if isinstance(n, ast.Name)}
+    for a in m.ancestors(call):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(a, (ast.For, ast.AsyncFor)):
+            if receiver & {n.id for n in ast.walk(a.target) if isinstance(n, ast.Name)}:
+                continue
+            return a
+        if isinstance(a, ast.While):
+            return a
+    return None
+
+
 def check(m):
     for call in m.method_calls("set_epoch"):
-        loop = m.enclosing_loop(call)
+        loop = _epoch_loop(m, call) if isinstance(call.func, ast.Attribute) else m.enclosing_loop(call)
         if not call.args or loop is None:
             continue
         if isinstance(call.args[0], ast.Constant):

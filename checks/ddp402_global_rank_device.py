@@ -354,6 +354,8 @@ def _device_names(m, names: set) -> set:
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
+    if m.single_node:  # every rank on this host: the global rank is the local one
+        return
     yield from _named_global_devices(m)
     if not m.uses_distributed:
         return

@@ -40,7 +40,7 @@ from ddpdoctor.script.foreign import (
     place,
     reported_there,
 )
-from ddpdoctor.script.ranks import LOCAL, guard_kind, single_process_arm
+from ddpdoctor.script.ranks import LOCAL, callee_guard, guard_kind, single_process_arm
 from ddpdoctor.script.writers import (
     checkpoint_helper_call,
     every_process_side,
@@ -187,6 +187,8 @@ def _inconsistent_calls(m, saves):
         ]
         if len(sites) < 2 or any(_passes_rank(c) for c in sites):
             continue  # a helper told the rank decides itself who writes what
+        if callee_guard(m, sites[0]) is not None:
+            continue  # the helper runs on one rank by itself (`@main_process`, an early return)
         guarded = [c for c in sites if all(chain for chain in guard_chains(m, c))]
         if not guarded:
             continue

@@ -51,6 +51,25 @@ def _in_dataset_class(m, call) -> bool:
     return False
 
 
+def _downloaded_here(m, call) -> bool:
+    """The file was fetched from the web by the same function just before (``download_url_to_file(url,
+    p)`` then ``torch.load(p)``): published weights, not a checkpoint this job saved from its GPUs.
+    Which device their tensors were saved from is unknown, so the load is not called wrong."""
+    target = call.args[0] if call.args else m.keyword(call, "f")
+    if target is None:
+        return False
+    text = ast.unparse(target)
+    scope = m.enclosing_function(call) or m.tree
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Call) and n.lineno < call.lineno:
+            name = (dotted(n.func) or "").rsplit(".", 1)[-1].lower()
+            if ("download" in name or name == "urlretrieve") and any(
+                ast.unparse(a) == text for a in (*n.args, *(k.value for k in n.keywords))
+            ):
+                return True
+    return False
+
+
 _SIGN_WORDS = ("distributed", "ddp", "rank", "world_size", "is_main", "is_master")
 
 
@@ -169,6 +188,7 @@ def _unmapped(m, call) -> bool:
         # one process, nothing crowds onto another rank's GPU
         and not single_process_only(m, call)
         and not _in_dataset_class(m, call)
+        and not _downloaded_here(m, call)
         and not _class_apart_from_distributed(m, call)
     )
 

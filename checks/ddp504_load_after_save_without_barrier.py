@@ -241,6 +241,12 @@ def _load_runs_first(m, save: ast.AST, load: ast.AST) -> bool:
         at_save = to_save[k][1]
         for ln in at_load:
             for sv in at_save:
+                if ln is sv:
+                    # one call leads to both (`run()` calls `main`, which resumes, then trains): the
+                    # order is decided further down, unless that call repeats
+                    if _loops(m, ln, fn):
+                        return False
+                    continue
                 if ln.lineno >= sv.lineno or _loops(m, ln, fn) & _loops(m, sv, fn):
                     return False
     return True

@@ -54,8 +54,6 @@ KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
 
-_LOCALHOST = ("localhost", "127.0.0.1", "::1")
-
 
 def _local_only(m, test: ast.AST) -> bool:
     """The test reads the node-local rank and no global one (ddpdoctor.script.ranks knows the
@@ -63,21 +61,6 @@ def _local_only(m, test: ast.AST) -> bool:
     a value only those ranks hold (``if saver is not None:`` where ``saver`` is made under
     ``local_rank == 0``)."""
     return writer_guard_kind(m, test) == (ranks.LOCAL,)
-
-
-def single_node(m) -> bool:
-    """The script pins its rendezvous to this machine: it cannot run on several nodes."""
-    for key, value, _node, how in m.env_writes:
-        local = isinstance(value, ast.Constant) and str(value.value) in _LOCALHOST
-        if key == "MASTER_ADDR" and how == "assign" and local:
-            return True
-    for call in m.dist_calls("init_process_group"):
-        init = m.keyword(call, "init_method")
-        if isinstance(init, (ast.Constant, ast.JoinedStr)) and any(
-            h in ast.unparse(init) for h in _LOCALHOST
-        ):
-            return True
-    return False
 
 
 def _saves(m):
@@ -100,7 +83,7 @@ def check(m):
     several = m.distributed_context or ranks.reads_launcher_rank(m) or ranks.tests_rank_per_node(m)
     if not several or not m.mentions(*local_words):
         return
-    if single_node(m):
+    if m.single_node:
         return
     reported: set[int] = set()
     for save, path in _saves(m):

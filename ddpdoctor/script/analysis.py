@@ -32,6 +32,13 @@ from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
 MAX_FILE_STEPS = 60_000  # interpreter statements per file; beyond it, later entry points are skipped
 ENTRY_SIZES = 3  # functions walked as their own entry point use the first 3 world sizes
+_LOCALHOST = ("localhost", "127.0.0.1", "::1")
+# torch's own distributed test harness: its test cases start every rank as a process on this host
+_TORCH_TEST_HARNESS = (
+    "torch.testing._internal.common_distributed",
+    "torch.testing._internal.common_fsdp",
+    "torch.testing._internal.distributed",
+)
 _WORLD_NAMES = {"world_size", "WORLD_SIZE", "nprocs", "NPROCS", "num_processes", "n_procs", "num_procs"}
 # keywords of DistributedDataParallel.__init__ that no other common constructor takes: a call that
 # passes one builds a DDP model (a subclass or a thin wrapper of it)
@@ -448,6 +455,22 @@ class ModuleAnalysis:
             if not (isinstance(size, ast.Constant) and size.value == 1 and not isinstance(size.value, bool)):
                 return False
         return True
+
+    @cached_property
+    def single_node(self) -> bool:
+        """Every process of the job runs on this machine, so the global rank is the local one: the
+        file pins its rendezvous here (``MASTER_ADDR = "localhost"``, ``tcp://127.0.0.1:...``), or it
+        is a test built on torch's multi-process harness (``torch.testing._internal``'s
+        ``MultiProcessTestCase``, ``DTensorTestBase``, ...), which starts its ranks on one host."""
+        for key, value, _node, how in self.env_writes:
+            local = isinstance(value, ast.Constant) and str(value.value) in _LOCALHOST
+            if key == "MASTER_ADDR" and how == "assign" and local:
+                return True
+        for call in self.dist_calls("init_process_group"):
+            init = self.keyword(call, "init_method")
+            if isinstance(init, (ast.Constant, ast.JoinedStr)) and any(h in ast.unparse(init) for h in _LOCALHOST):
+                return True
+        return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
 
     @cached_property
     def pinned_rank(self) -> int | None:

@@ -37,6 +37,7 @@ _SHAPE_ATTRS = frozenset(("shape", "ndim", "dtype", "device", "is_cuda"))
 _UNIFYING = ("broadcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 @dataclass(frozen=True)
@@ -434,9 +435,19 @@ class RankValues:
         if found is not None:
             return found
         out: list = []
-        stack: list = [(e, False)]
+        stack: list = [(e, False, frozenset())]
         while stack:
-            n, shape = stack.pop()
+            n, shape, bound = stack.pop()
+            if isinstance(n, _COMPS):
+                # a comprehension's own loop names are its own (Python 3 scoping): `[p for p in ps]`
+                # does not read the `p` a loop around it sets on some ranks
+                inner_bound = bound | {t.id for g in n.generators for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+                for i, g in enumerate(n.generators):
+                    stack.append((g.iter, shape, bound if i == 0 else inner_bound))
+                    stack.extend((c, shape, inner_bound) for c in g.ifs)
+                elts = (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,)
+                stack.extend((c, shape, inner_bound) for c in elts)
+                continue
             if isinstance(n, ast.Call):
                 if id(n) in self._draws:
                     if not shape:
@@ -454,21 +465,23 @@ class RankValues:
                         out.append(("args", n))
                     continue
                 inner = shape or callee in _SHAPE_CALLS
-                stack.extend((a, inner) for a in n.args)
-                stack.extend((k.value, inner) for k in n.keywords)
+                stack.extend((a, inner, bound) for a in n.args)
+                stack.extend((k.value, inner, bound) for k in n.keywords)
                 if isinstance(n.func, ast.Attribute):
-                    stack.append((n.func.value, inner))
+                    stack.append((n.func.value, inner, bound))
+                continue
+            if isinstance(n, ast.Name) and n.id in bound:
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)):
                 key = self._key(n, fn)
                 if key is not None:
                     out.append(("name", n, key, shape))
                 if isinstance(n, ast.Attribute):
-                    stack.append((n.value, shape or n.attr in _SHAPE_ATTRS))
+                    stack.append((n.value, shape or n.attr in _SHAPE_ATTRS, bound))
                 continue
             if isinstance(n, (ast.Lambda, *_FUNCS)):
                 continue
-            stack.extend((c, shape) for c in ast.iter_child_nodes(n))
+            stack.extend((c, shape, bound) for c in ast.iter_child_nodes(n))
         found = self._leaf_memo[id(e)] = (e, tuple(out))  # (e kept: its id stays its own)
         return found
 

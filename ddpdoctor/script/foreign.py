@@ -42,6 +42,9 @@ def foreign_events(m, kind: str) -> list[ForeignEvent]:
                 anchor = m.event_anchor(e)
                 key = (id(anchor), id(e.node))
                 if key not in out:
+                    if writers.in_spawning_parent(m, anchor):
+                        continue  # called by the parent before it starts the workers: runs once
+
                     other = project.analysis(Path(e.path))
                     if other is None:
                         continue

@@ -395,7 +395,7 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         kinds = {g[0] for g in found if g[0]}
         return (kinds.pop() if len(kinds) == 1 else None,)
     if isinstance(test, ast.Compare):
-        if _only_negative_constants(test.comparators):
+        if _only_negative_constants(test.comparators) or _every_rank_holds(test):
             return None  # local_rank == -1: "not distributed", the same on every rank of a run
         if all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops) and all(
             isinstance(c, ast.Constant) and c.value is None for c in test.comparators
@@ -470,6 +470,15 @@ def predicate_attribute_kind(m, attr: str, depth: int = 0):
         out = (kinds.pop() if len(kinds) == 1 else None,)
     memo[key] = out
     return out
+
+
+def _every_rank_holds(test: ast.Compare) -> bool:
+    """``local_rank >= 0`` / ``rank < 0``: true (false) for every rank of a distributed run, so it asks
+    whether the run is distributed (or set up yet), not which rank this is."""
+    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.GtE, ast.Lt)):
+        return False
+    c = test.comparators[0]
+    return isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool)
 
 
 def _only_negative_constants(nodes) -> bool:
@@ -550,10 +559,13 @@ def _guard_in_other_files(m, fn: ast.AST, depth: int) -> Guard | None:
 
 
 def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
-    """Calls of this file's function or method ``fn``: ``f(...)``, ``self.f(...)``, ``obj.f(...)``, but
+    """Calls of this file's function or method ``fn``: ``f(...)``; for a method also ``self.f(...)`` and ``obj.f(...)``, but
     not ``torch.save`` for a method named ``save`` (a name reached through an import)."""
     out = []
     seen = set()
+    # a function of the module is called by its bare name here: `callbacks.run(...)` is some object's
+    # method, not this file's `def run`
+    method = isinstance(m.parents.get(fn), ast.ClassDef)
     for c in (*m.call_sites(fn), *m.method_calls(getattr(fn, "name", ""))):
         if id(c) in seen:
             continue
@@ -561,7 +573,7 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
         func = c.func
         if isinstance(func, ast.Name):
             out.append(c)
-        elif isinstance(func, ast.Attribute):
+        elif isinstance(func, ast.Attribute) and method:
             head = dotted(func.value)
             root = head.split(".", 1)[0] if head else None
             if root is None or root not in m.aliases:
@@ -595,7 +607,11 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
         return True if m is not None and name in _refused_under_ddp(m) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, right = dotted(test.left) or "", test.comparators[0]
+        if isinstance(test.left, ast.Call) and not test.left.args:
+            left = dotted(test.left.func) or ""  # dist.get_world_size() != 1
         last = left.rsplit(".", 1)[-1]
+        if last == "get_world_size":
+            last = "world_size"
         if last in ("world_size", "num_gpus", "ngpus") and isinstance(right, ast.Constant):
             if right.value == 1 and isinstance(test.ops[0], (ast.Eq, ast.LtE)):
                 return True
@@ -651,8 +667,35 @@ def single_process_arm(m, node: ast.AST) -> bool:
             if single is not None and (child in a.body) == single:
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
+            return not isinstance(a, ast.Lambda) and _refuses_many_before(m, a.body, node)
         child = a
+    return False
+
+
+def _refuses_many_before(m, body: list, node: ast.AST) -> bool:
+    """A statement of ``body`` before ``node`` leaves every distributed run (``if
+    dist.get_world_size() != 1: raise``, ``assert world_size == 1``): what follows runs in one
+    process only."""
+    for st in body:
+        if st.lineno >= node.lineno:
+            return False
+        if isinstance(st, ast.Assert) and _single_when(st.test, m) is True:
+            return True
+        if (
+            isinstance(st, ast.If)
+            and st.body
+            and _leaves_run(st.body[-1])
+            and _single_when(st.test, m) is False
+        ):
+            return True
+    return False
+
+
+def _leaves_run(st: ast.stmt) -> bool:
+    if isinstance(st, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+        return (dotted(st.value.func) or "") in ("sys.exit", "exit", "quit", "os._exit")
     return False
 
 

@@ -20,6 +20,7 @@ PER_PROCESS_WORDS = ("rank", "shard", "host", "node", "pid", "uuid", "tmp", "tem
 # a function named like this is where a script starts (its callers, if any, are not in this file)
 ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
 _SPAWNS = ("spawn", "start_processes")
+_SUBPROCESS = ("subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call")
 _MAX_DEPTH = 6  # caller chains followed this deep
 
 
@@ -31,15 +32,36 @@ def per_process_path(expr: ast.AST | None, m=None) -> bool:
     text = ast.unparse(expr).lower()
     if any(w in text for w in PER_PROCESS_WORDS):
         return True
-    if m is None or not isinstance(expr, ast.Name):
+    if m is None:
+        return False
+    if _reads_rank_loop(m, expr):
+        return True
+    if not isinstance(expr, ast.Name):
         return False
     scope = m.enclosing_function(expr) or m.tree
     return any(
         isinstance(node, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
-        and per_process_path(node.value)
+        and (per_process_path(node.value) or _reads_rank_loop(m, node.value))
         for node in ast.walk(scope)
     )
+
+
+def _reads_rank_loop(m, expr: ast.AST) -> bool:
+    """``expr`` reads the variable of a loop around it that walks this rank's share of the work
+    (``for i in range(rank, n, world_size)``, ``for f in files[rank::world_size]``): each rank gets
+    other values, so a path built from it is its own."""
+    used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    if not used:
+        return False
+    for a in m.ancestors(expr):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        if isinstance(a, (ast.For, ast.AsyncFor)) and "rank" in ast.unparse(a.iter).lower():
+            bound = {t.id for t in ast.walk(a.target) if isinstance(t, ast.Name)}
+            if used & bound:
+                return True
+    return False
 
 
 def _entry_like(fn) -> bool:
@@ -58,10 +80,23 @@ def spawn_calls(m) -> list[ast.Call]:
     return cached
 
 
-def _in_spawning_parent(m, node) -> bool:
+def _launches(m) -> list[ast.Call]:
+    """Where the file starts its workers: ``mp.spawn`` and the like, or a new Python process of its
+    own (``subprocess.Popen([sys.executable, "train.py", f"--rank={i}"])``, a hand-written launcher)."""
+    cached = m.__dict__.get("_writers_launches")
+    if cached is None:
+        cached = m.__dict__["_writers_launches"] = spawn_calls(m) + [
+            c
+            for c, q in m.calls
+            if q in _SUBPROCESS and c.args and "sys.executable" in ast.unparse(c.args[0])
+        ]
+    return cached
+
+
+def in_spawning_parent(m, node) -> bool:
     """Code of the function (or module level) that starts the workers, before it starts them: it
     runs once, in the parent."""
-    spawns = spawn_calls(m)
+    spawns = _launches(m)
     if not spawns:
         return False
     fn = m.enclosing_function(node)
@@ -82,7 +117,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     ``if rank == 0`` around it or around a call that leads to it, no early return on a rank test.
     A function this file never calls counts only when it looks like an entry point (a library
     helper's caller decides who writes)."""
-    if depth > _MAX_DEPTH or rank_guards(m, node) or _rank_function(m, node) or _in_spawning_parent(m, node):
+    if depth > _MAX_DEPTH or rank_guards(m, node) or _rank_function(m, node) or in_spawning_parent(m, node):
         return False
     if ranks.single_process_arm(m, node):
         return False  # the `else` of `if ddp:`: one process, no other rank to collide with

@@ -320,3 +320,11 @@ def test_a_standard_library_import_is_not_taken_for_a_project_file_of_that_name(
     assert p.module_path("logging", train) is None  # ...but `import logging` is the stdlib's
     assert p.module_path("pkg._dynamo.logging", train) == root / "pkg" / "_dynamo" / "logging.py"
     assert p.module_path("random", train) == root / "random.py"  # a top-level file shadows, as in Python
+
+
+def test_a_helper_the_spawning_parent_calls_before_the_workers_start_runs_once():
+    root = FIXTURES / "project_spawn_parent"
+    found = _codes([root / "bad"], ("DDP505",))
+    want = [(n, line) for n, line, _c in _expected(root / "bad" / "train.py")]
+    assert [(n, line) for n, line, _c, _m in found] == want
+    assert _codes([root / "ok"], ("DDP505",)) == []
