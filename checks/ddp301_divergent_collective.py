@@ -33,6 +33,7 @@ dist.barrier()                   # every rank reaches it
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from difflib import SequenceMatcher
 
 from ddpdoctor.script import ranks as rank_facts
@@ -86,6 +87,7 @@ def check(m):
     # one cause, one finding: a rank-0-only call that reaches several collectives is one finding at
     # that call, as severe as the worst of them (a DDP forward may hang; an all_reduce will)
     places: dict[tuple[int, int], object] = {}
+    guards: dict[tuple[int, int], object] = {}
     for run in m.runs:
         if not run.complete:
             continue
@@ -120,7 +122,31 @@ def check(m):
             place = (f.location.line, f.location.col)
             if place not in places or f.severity.rank > places[place].severity.rank:
                 places[place] = f
-    yield from places.values()
+                guards[place] = m.rank_guard(m.event_anchor(ev))
+    yield from _one_per_rank_test(places, guards)
+
+
+def _one_per_rank_test(places: dict, guards: dict):
+    """One cause, one finding: the collectives a single rank test keeps from the other ranks (an
+    early `return` on rank 0, say, before a whole training loop) are one finding, at the first of
+    them, naming the others' lines."""
+    by_guard: dict[object, list] = {}
+    for place, f in places.items():
+        g = guards.get(place)
+        by_guard.setdefault((g.path, id(g.test)) if g is not None else id(f), []).append(f)
+    for fs in by_guard.values():
+        fs.sort(key=lambda f: (f.location.line, f.location.col))
+        first, rest = fs[0], fs[1:]
+        if rest:
+            worst = max(fs, key=lambda f: f.severity.rank)
+            lines = ", ".join(str(f.location.line) for f in rest)
+            first = replace(
+                first,
+                severity=worst.severity,
+                message=f"{first.message}; the same rank test keeps the other ranks from the "
+                f"collectives on line{'s' if len(rest) > 1 else ''} {lines} too",
+            )
+        yield first
 
 
 def _identity(e) -> tuple:

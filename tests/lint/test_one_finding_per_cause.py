@@ -44,3 +44,48 @@ def test_a_load_raced_by_two_saves_is_one_finding_naming_both():
     found = lint_source("trainer.py", SRC, LintConfig(select=("DDP504",)))
     assert [f.location.line for f in found] == [25]
     assert "line 19" in found[0].message and "lines 21" in found[0].message
+
+
+
+EARLY_EXIT = """
+import torch.distributed as dist
+
+
+def stage(model):
+    rank = dist.get_rank()
+    if rank == 0:
+        return None
+    total = model.sum()
+    dist.all_reduce(total)
+    dist.barrier()
+    dist.broadcast(total, src=0)
+    return total
+
+
+def main(model):
+    dist.init_process_group("gloo")
+    stage(model)
+
+
+if __name__ == "__main__":
+    main(None)
+"""
+
+
+def _line(src: str, text: str) -> int:
+    return next(i for i, ln in enumerate(src.splitlines(), 1) if text in ln)
+
+
+def test_collectives_one_rank_test_keeps_from_the_others_are_one_finding():
+    # rank 0's early return keeps it from three collectives: one cause, so one DDP301 finding,
+    # at the first of them, naming the rest
+    found = lint_source("stage.py", EARLY_EXIT, LintConfig(select=("DDP301",)))
+    assert [f.location.line for f in found] == [_line(EARLY_EXIT, "all_reduce")]
+    rest = f"lines {_line(EARLY_EXIT, 'barrier')}, {_line(EARLY_EXIT, 'broadcast')}"
+    assert rest in found[0].message
+
+
+def test_collectives_under_two_rank_tests_stay_two_findings():
+    src = EARLY_EXIT.replace("    dist.barrier()\n", "    if rank == 1:\n        dist.barrier()\n")
+    found = lint_source("stage.py", src, LintConfig(select=("DDP301",)))
+    assert len(found) == 2, [f.message for f in found]
