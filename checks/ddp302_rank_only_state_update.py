@@ -59,6 +59,8 @@ def _stepped(call: ast.Call) -> str | None:
 def check(m):
     if not (m.ddp_constructors or m.ddp_params):
         return
+    # one cause, one finding: the steps one rank test decides are one finding, at the first
+    by_test: dict[tuple, list] = {}
     for call in m.method_calls("step"):
         owner = _stepped(call)
         if owner is None:
@@ -66,15 +68,23 @@ def check(m):
         guard = m.rank_guard(call)
         if guard is None:
             continue
+        by_test.setdefault((guard.path, id(guard.test)), []).append((call, owner, guard))
+    for steps in by_test.values():
+        steps.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
+        call, owner, guard = steps[0]
         via = f", reached through {m.chain_text(guard.chain, call.lineno)}" if guard.chain else ""
         test = ast.unparse(guard.test)
         if len(test) > 40:
             test = test[:37] + "..."
+        others = "".join(f" and `{o}.step()` (line {c.lineno})" for c, o, _g in steps[1:])
+        # the test may let the step through or keep it away (an early return before it): either
+        # way it runs on some ranks only, which is what the message says
         yield m.finding(
             CODE,
             call,
-            f"`{owner}.step()` runs only where `{test}` (line {guard.line}{via}): the other ranks keep "
-            "their old learning rate or weights, and the replicas silently drift apart",
+            f"`{owner}.step()`{others} depend{'' if others else 's'} on the rank test `{test}` "
+            f"(line {guard.line}{via}) and run{'' if others else 's'} on some ranks only: the other "
+            "ranks keep their old learning rate or weights, and the replicas silently drift apart",
             SEVERITY,
             hint="step schedulers and optimizers on every rank; keep only logging and saving under the "
             "rank test",

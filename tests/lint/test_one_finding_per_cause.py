@@ -89,3 +89,29 @@ def test_collectives_under_two_rank_tests_stay_two_findings():
     src = EARLY_EXIT.replace("    dist.barrier()\n", "    if rank == 1:\n        dist.barrier()\n")
     found = lint_source("stage.py", src, LintConfig(select=("DDP301",)))
     assert len(found) == 2, [f.message for f in found]
+
+
+STEPS = """
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train(model, optimizer, scheduler, loader):
+    model = DDP(model)
+    if dist.get_rank() == 0:
+        return
+    for batch in loader:
+        model(batch).sum().backward()
+        optimizer.step()
+        scheduler.step()
+"""
+
+
+def test_steps_one_rank_test_decides_are_one_finding_in_neutral_words():
+    # rank 0 leaves before the loop: the steps run on the other ranks, so the message must not
+    # say they run "only where rank == 0"
+    found = lint_source("train.py", STEPS, LintConfig(select=("DDP302",)))
+    assert [f.location.line for f in found] == [_line(STEPS, "optimizer.step")]
+    msg = found[0].message
+    assert f"`scheduler.step()` (line {_line(STEPS, 'scheduler.step')})" in msg
+    assert "runs only where" not in msg and "on some ranks only" in msg
