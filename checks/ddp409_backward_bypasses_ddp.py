@@ -66,7 +66,7 @@ def check(m):
     for fn in m.functions:
         by_name.setdefault(fn.name, []).append(fn)
     reported: set[int] = set()
-    for bw in _backwards(m):
+    for bw in m.method_calls("backward"):
         step = m.enclosing_function(bw)
         if step is None:
             continue  # module level: a script body, left to the per-rank rules
@@ -143,13 +143,6 @@ def _grads_reduced_by_hand(m) -> bool:
             if "grad" in text:
                 return True
     return False
-
-
-def _backwards(m) -> Iterator[ast.Call]:
-    for call, _q in m.calls:
-        f = call.func
-        if isinstance(f, ast.Attribute) and f.attr == "backward":
-            yield call
 
 
 def _backward_inputs(call: ast.Call) -> list[ast.AST]:
