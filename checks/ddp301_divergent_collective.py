@@ -60,9 +60,8 @@ def _label(ev, m=None) -> str:
     return f"{name} on {where}{via}"
 
 
-def _guard_text(m, ev) -> str:
+def _guard_text(g) -> str:
     """Which rank test lets only some ranks through, when the file shows one."""
-    g = m.rank_guard(m.event_anchor(ev))
     if g is None:
         return ""
     try:
@@ -118,11 +117,12 @@ def check(m):
             if id(ev.node) in reported:
                 continue
             reported.add(id(ev.node))
-            f = _finding(m, run, ev, ranks, groups, i)
+            guard = m.rank_guard(m.event_anchor(ev))
+            f = _finding(m, run, ev, ranks, groups, guard)
             place = (f.location.line, f.location.col)
             if place not in places or f.severity.rank > places[place].severity.rank:
                 places[place] = f
-                guards[place] = m.rank_guard(m.event_anchor(ev))
+                guards[place] = guard
     yield from _one_per_rank_test(places, guards)
 
 
@@ -231,7 +231,7 @@ def _first_divergence(seqs):
     return i, ranks, alt
 
 
-def _finding(m, run, ev, ranks, alt, i):
+def _finding(m, run, ev, ranks, alt, guard):
     instead = "; ".join(
         f"{_ranks(rs)} "
         + ("reach" if len(rs) > 1 else "reaches")
@@ -243,7 +243,7 @@ def _finding(m, run, ev, ranks, alt, i):
     return m.finding(
         CODE,
         _anchor(m, ev),
-        f"{_label(ev, m)} is reached by {_ranks(ranks)} only{_guard_text(m, ev)} (world size "
+        f"{_label(ev, m)} is reached by {_ranks(ranks)} only{_guard_text(guard)} (world size "
         f"{run.world_size}); {instead}: "
         + (
             f"{'they' if len(ranks) > 1 else 'it'} may wait forever (a DDP forward broadcasts the "
