@@ -44,6 +44,28 @@ def test_interleaved_ranks_get_a_reordered_mesh_and_ring():
     assert all(g.islands == 1 for g in cl.tp_dp.costs["tp"].groups)
 
 
+def test_cross_node_links_uneven_by_nic_sharing_keep_the_default_ring():
+    # pairs mode measures (0,2) and (1,3) at once through one NIC: each gets an uneven share. The ring
+    # that avoids the smaller share is "1.3x faster" on paper, but P2P001 calls no link slow: no gain.
+    ranks = ranks_for(2, 2)
+    values = matrix(ranks, noise=0.0)
+    set_link(values, 1, 2, 0.019)
+    set_link(values, 0, 3, 0.019)
+    set_link(values, 1, 3, 0.025)
+    set_link(values, 0, 2, 0.025)
+    cl = analyze(values, ranks)
+    assert not cl.ddp.reorder, cl.ddp.best
+
+
+def test_a_cross_node_link_the_check_calls_slow_is_routed_around():
+    ranks = ranks_for(2, 2)
+    values = matrix(ranks, noise=0.0)
+    set_link(values, 1, 2, 0.010)  # under half the typical 0.025: P2P001's slow_frac
+    cl = analyze(values, ranks)
+    assert cl.ddp.reorder and cl.ddp.best.order == [0, 1, 3, 2]
+    assert cl.ddp.default.bottleneck_GBps == 0.01 and cl.ddp.best.bottleneck_GBps == 0.025
+
+
 def test_one_island_keeps_the_defaults_with_the_reason():
     ranks = ranks_for(1, 4)
     cl = analyze(matrix(ranks), ranks)

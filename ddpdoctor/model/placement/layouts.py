@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ddpdoctor.core.world import WorldInfo
+from ddpdoctor.model.bandwidth.p2p_analysis import Thresholds
 from ddpdoctor.model.bandwidth.p2p_links import Links
 from ddpdoctor.model.placement.islands import Islands, find_islands, nvlink_domains
 from ddpdoctor.model.placement.meshes import DIMS, LayoutSpec, MeshLayout, parse_layout
@@ -43,6 +44,8 @@ MEASURE = {
 # Which dimension decides when a proposal is better in one and worse in another: the one that moves
 # the most bytes per step (TP per layer, then DP per step, then PP activations).
 PRIORITY = ("tp", "dp", "pp")
+# The same bar as P2P001's "slow" verdict, so a layout never routes around a link the check calls fine.
+HEALTHY_FRAC = Thresholds().slow_frac
 
 
 class LinkModel:
@@ -57,9 +60,19 @@ class LinkModel:
 
     def bw(self, i: int, j: int) -> float | None:
         v = self._links.get(i, j)
-        if v is not None or i == j:
+        if i == j:
             return v
-        return self.typical(self.island_of[i], self.island_of[j])
+        a, b = self.island_of[i], self.island_of[j]
+        if v is None:
+            return self.typical(a, b)
+        if a == b:
+            return v  # inside an island, links differ by their kind (NV2, NV1, PCIe, SYS): keep each
+        # Between two islands, a link P2P001 would not call slow (at least slow_frac of the typical)
+        # counts as the typical link: smaller differences are noise and NIC sharing (pairs measured at
+        # the same time split one NIC unevenly), and a ring "faster" by them gains nothing. Only a link
+        # the check would flag makes one ring better than another with as many crossings.
+        typical = self.typical(a, b)
+        return typical if typical is not None and v >= typical * HEALTHY_FRAC else v
 
     def typical(self, a: int, b: int) -> float | None:
         """Typical link between islands a and b (between mates of one island when a == b)."""
