@@ -71,6 +71,29 @@ def _is_accum_test(test: ast.AST, strict: bool = False) -> bool:
     return worded or any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test))
 
 
+def _accum_test(m, test: ast.AST, strict: bool = False, depth: int = 0) -> bool:
+    """``_is_accum_test``, following the names in the test to what they were given earlier in the
+    same function: ``should_step = (i + 1) % accum == 0; stepped = should_step or last;
+    if stepped:`` is the same test written in three lines."""
+    if _is_accum_test(test, strict):
+        return True
+    if depth >= 3:
+        return False
+    fn = m.enclosing_function(test)
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    for a in m.nodes(ast.Assign, ast.AnnAssign):
+        targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+        if (
+            a.value is not None
+            and a.lineno < test.lineno
+            and any(isinstance(t, ast.Name) and t.id in names for t in targets)
+            and m.enclosing_function(a) is fn
+            and _accum_test(m, a.value, strict, depth + 1)
+        ):
+            return True
+    return False
+
+
 def _may_be_ddp(m) -> bool:
     """The file wraps a model in DDP, imports the wrapper for a model it is handed, wraps it through
     a helper named for it (``smart_DDP(model)``, ``wrap_ddp``), or hands it to accelerate's
@@ -212,13 +235,13 @@ def _guarded_step(m, step: ast.Call, helpers):
         return None
     loop = m.enclosing_loop(step)
     if loop is not None:
-        if not _is_accum_test(if_node.test) or not _inside(m, if_node, loop):
+        if not _accum_test(m, if_node.test) or not _inside(m, if_node, loop):
             return None
         scope = loop
     else:
         scope = m.enclosing_function(step)
         if scope is None or not (
-            _is_accum_test(if_node.test, strict=True) or _zeroed_per_period(m, scope, if_node)
+            _accum_test(m, if_node.test, strict=True) or _zeroed_per_period(m, scope, if_node)
         ):
             return None
     found = [c for c in _backwards(m, scope, helpers) if not _inside(m, c, if_node)]
@@ -277,7 +300,7 @@ def _skipped_step(m, step: ast.Call, helpers):
         if (
             isinstance(st, ast.If)
             and any(isinstance(s, ast.Continue) for s in st.body)
-            and _is_accum_test(st.test)
+            and _accum_test(m, st.test)
         ):
             found = [c for c in _backwards(m, loop, helpers) if c.lineno < st.lineno]
             if found:

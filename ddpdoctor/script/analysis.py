@@ -26,7 +26,14 @@ from ddpdoctor.script.interp import (
     Trace,
     module_defs,
 )
-from ddpdoctor.script.names import collect_aliases, dist_op, dotted, names_a_ddp_wrapper, qualify
+from ddpdoctor.script.names import (
+    collect_aliases,
+    dist_op,
+    dotted,
+    names_a_ddp_wrapper,
+    qualify,
+    wraps_for_data_parallel,
+)
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
@@ -88,6 +95,16 @@ def _child_fields(cls: type) -> tuple[str, ...]:
         scalar = _SCALAR_FIELDS.get(cls, ())
         fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in scalar)
     return fields
+
+
+# Frameworks' launchers that call init_process_group for the script: every rank runs what follows.
+_GROUP_STARTERS = (
+    "deepspeed.init_distributed",
+    "colossalai.launch",
+    "colossalai.launch_from_torch",
+    "colossalai.launch_from_slurm",
+    "colossalai.launch_from_openmpi",
+)
 
 
 @dataclass
@@ -485,8 +502,11 @@ class ModuleAnalysis:
 
     @cached_property
     def is_training_script(self) -> bool:
-        """It creates the process group or the DDP model itself."""
-        return bool(self.dist_calls("init_process_group") or self.ddp_constructors)
+        """It creates the process group (itself, or through a framework's launcher that does) or
+        the DDP model itself."""
+        return bool(
+            self.dist_calls("init_process_group") or self.ddp_constructors or self.calls_named(*_GROUP_STARTERS)
+        )
 
     def mentions(self, *words: str) -> bool:
         return any(w in self.source for w in words)
@@ -633,6 +653,11 @@ class ModuleAnalysis:
             and (last := (q or "").rsplit(".", 1)[-1]) not in (plain if isinstance(c.func, ast.Name) else methods | plain)
             and (
                 (c.args and names_a_ddp_wrapper(last))
+                or (
+                    not (q or "").startswith("torch.")
+                    and self._rebinds_its_argument(c)
+                    and wraps_for_data_parallel(last, c, self.uses_distributed)
+                )
                 or (accelerate and c.args and last == "prepare" and (q or "").rsplit(".", 2)[-2:-1] == ["accelerator"])
                 or (
                     last != "DistributedDataParallel"
@@ -641,6 +666,11 @@ class ModuleAnalysis:
                 )
             )
         ]
+
+    def _rebinds_its_argument(self, call: ast.Call) -> bool:
+        """``model = f(model, ...)``: the call's result replaces its first argument."""
+        first = dotted(call.args[0]) if call.args else None
+        return first is not None and self.assigned_to(call) == first
 
     @cached_property
     def interesting_functions(self) -> set[int]:

@@ -113,3 +113,28 @@ def names_a_ddp_wrapper(last: str | None) -> bool:
     if low.startswith(("is_", "has_", "get_", "unwrap", "save_", "load_")):
         return False  # a question, or what is done with a DDP model: not what makes one
     return "wrap" in low or "smart" in low or low.startswith(("to_", "make_", "build_")) or low.endswith("_model")
+
+
+_OTHER_SHARDING = ("fsdp", "zero", "deepspeed", "fullyshard", "horovod", "tensorparallel", "modelparallel")
+_RANK_WORDS = frozenset({"local_rank", "localrank", "gpu", "gpu_id", "device_ids", "rank"})
+
+
+def wraps_for_data_parallel(last: str | None, call: ast.Call, distributed: bool) -> bool:
+    """A project helper that returns the model it is given wrapped for data-parallel training,
+    named in other words than DDP: ``model = make_data_parallel(model, cfg)`` in a file that sets
+    up torch.distributed, or ``model = wrap_model(model, device, opts.local_rank)`` (a wrapper told
+    its local rank places DDP on that GPU). Not FSDP, ZeRO, Horovod or tensor/model parallelism."""
+    low = (last or "").lower()
+    flat = low.replace("_", "")
+    if not call.args or flat in ("dataparallel", "") or any(w in flat for w in _OTHER_SHARDING):
+        return False
+    if low.startswith(("is_", "has_", "get_", "unwrap", "save_", "load_")):
+        return False
+    if "dataparallel" in flat:
+        return distributed
+    if "wrap" not in low:
+        return False
+    given = [*call.args[1:], *(k.value for k in call.keywords)]
+    words = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
+    words |= {k.arg.lower() for k in call.keywords if k.arg}
+    return bool(words & _RANK_WORDS)
