@@ -3,8 +3,8 @@
 ## What it does
 Finds, in a distributed script, file-system writes that every rank reaches with the same path:
 `os.makedirs`/`os.mkdir`/`Path.mkdir` without `exist_ok=True` (also behind an
-`if not os.path.exists(...)` check), `open(path, "w")` and `Path.write_text`, `np.save`, and
-`save_pretrained` of any library. Writes under a rank test (also through this file's helper
+`if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`,
+`open(path, "w")` and `Path.write_text`, `np.save`, and `save_pretrained` of any library. Writes under a rank test (also through this file's helper
 functions or an early `return`), paths that name the rank, host or process, and appends are left
 alone. `torch.save` is DDP501.
 
@@ -57,7 +57,7 @@ CONFIDENCE = "high"
 
 _NUMPY_SAVES = ("numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt")
 _MODE = re.compile(r"^[rwxabt+]{1,3}$")
-_HANDLED = ("FileExistsError", "OSError", "Exception", "BaseException", "IOError")
+_HANDLED = ("FileExistsError", "FileNotFoundError", "OSError", "Exception", "BaseException", "IOError")
 
 
 def _kw(call: ast.Call, name: str) -> ast.AST | None:
@@ -121,6 +121,16 @@ def _writes(m):
                 f.value,
                 "overwrites",
                 "at the same time: the last writer wins, partial files in between",
+            )
+        elif q == "shutil.rmtree" and call.args:
+            if _const(_kw(call, "ignore_errors")) is True or len(call.args) > 1:
+                continue
+            yield (
+                call,
+                call.args[0],
+                "removes",
+                "without `ignore_errors=True`: the ranks that lose the race get FileNotFoundError, "
+                "and a late rank deletes what another has already made again",
             )
         elif q in _NUMPY_SAVES and call.args:
             yield call, call.args[0], "writes", "at the same time: interleaved writes corrupt it"

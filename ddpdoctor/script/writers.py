@@ -69,6 +69,17 @@ def _entry_like(fn) -> bool:
     return any(name.startswith(n) or name.endswith(n) for n in ENTRY_NAMES)
 
 
+def _ddp_owner_init(m, fn) -> bool:
+    """The constructor of a class that wraps the model in DDP (a trainer or runner): every rank
+    builds its own, so every rank runs this ``__init__`` even though this file never calls it."""
+    cls = m.parents.get(fn)
+    if fn.name != "__init__" or not isinstance(cls, ast.ClassDef):
+        return False
+    return any(
+        cls.lineno <= c.lineno <= cls.end_lineno and any(a is cls for a in m.ancestors(c)) for c in m.ddp_constructors
+    )
+
+
 def spawn_calls(m) -> list[ast.Call]:
     cached = m.__dict__.get("_writers_spawns")
     if cached is None:
@@ -132,7 +143,11 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
         found = True  # the worker function every spawned rank runs
     else:
         sites = _callers(m, fn)
-        found = any(every_rank_reaches(m, s, depth + 1) for s in sites) if sites else _entry_like(fn)
+        found = (
+            any(every_rank_reaches(m, s, depth + 1) for s in sites)
+            if sites
+            else _entry_like(fn) or _ddp_owner_init(m, fn)
+        )
     memo[id(fn)] = found
     return found
 
