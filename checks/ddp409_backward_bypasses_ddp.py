@@ -59,7 +59,8 @@ def check(m):
     if not ddp:
         return
     models = Flow(m, ddp)
-    bypasses = [c for c, _q in m.calls if _through_module(c, models) and not _without_grad(m, c)]
+    getters = _unwrap_getters(m, models)
+    bypasses = [c for c, _q in m.calls if _through_module(c, models, getters) and not _without_grad(m, c)]
     if not bypasses or _grads_reduced_by_hand(m):
         return
     by_name: dict[str, list] = {}
@@ -79,14 +80,16 @@ def check(m):
         feeding = [c for c in mine if _Taint(m, reach, [c]).reaches(bw)]
         if not feeding:
             continue
-        first = min(feeding, key=lambda c: (c.lineno, c.col_offset))
+        # the step's own call first: one in a helper may feed the loss only through the data
+        first = min(feeding, key=lambda c: (m.enclosing_function(c) is not step, c.lineno, c.col_offset))
         if id(first) in reported:
             continue
         reported.add(id(first))
         yield m.finding(
             CODE,
             first,
-            f"`{ast.unparse(first.func)}` calls the model inside the DDP wrapper, and the backward on "
+            f"`{ast.unparse(first.func)}` calls the model inside the DDP wrapper{_via_getter(first, getters)}, "
+            f"and the backward on "
             f"line {bw.lineno} starts from its output with no call of the DDP model in that step: "
             "DistributedDataParallel never sees the forward, so the gradients are not all-reduced and "
             "every rank trains its own copy of the model",
@@ -97,9 +100,34 @@ def check(m):
         )
 
 
-def _through_module(call: ast.Call, models: Flow) -> bool:
-    """``model.module(...)``, ``model.module.fn(...)`` with ``model`` a DDP model."""
+def _unwrap_getters(m, models: Flow) -> set[str]:
+    """The file's functions that hand out the model inside the wrapper (``def _get_model(self):
+    return self.model.module``, often beside ``return self.model`` when it is not wrapped)."""
+    return {
+        fn.name
+        for fn in m.functions
+        for r in ast.walk(fn)
+        if isinstance(r, ast.Return)
+        and isinstance(r.value, ast.Attribute)
+        and r.value.attr == "module"
+        and models.held(r.value.value)
+    }
+
+
+def _via_getter(call: ast.Call, getters: set[str]) -> str:
+    inner = call.func.value if isinstance(call.func, ast.Attribute) else call.func
+    if isinstance(inner, ast.Call) and _callee(inner) in getters:
+        return f" (`{_callee(inner)}()` returns its `.module`)"
+    return ""
+
+
+def _through_module(call: ast.Call, models: Flow, getters: set[str] = frozenset()) -> bool:
+    """``model.module(...)``, ``model.module.fn(...)`` with ``model`` a DDP model, and the same
+    through a getter of the file (``self._get_model().compute_loss(batch)``)."""
     f = call.func
+    inner = f.value if isinstance(f, ast.Attribute) else f
+    if isinstance(inner, ast.Call) and not inner.args and _callee(inner) in getters:
+        return bool(call.args or call.keywords)  # a forward takes inputs; `.parameters()` does not
     if isinstance(f, ast.Attribute) and f.attr == "module":
         return models.held(f.value)
     return (
