@@ -22,6 +22,11 @@ batch's layout, alike on every rank: a key or a type (`"mask" in batch`, `isinst
 None` on a field read out of the batch as it is (`batch.get("mask")`). A score computed from the
 batch that is None for some contents (silent audio) is a value, not a layout.
 
+An exception is such a value too: a handler that catches what the DDP model's forward or backward
+raised on this rank's batch and moves on (`except SomeError: continue`, `break` or `return`, with no
+collective of its own and no re-raise at its top level) skips the step on that rank alone. Ctrl-C,
+`SystemExit` and `StopIteration` reach every rank alike and are left alone.
+
 ## Why is this bad?
 Rank 0 alone knows the value, so rank 0 alone takes the branch, leaves the loop or runs one more
 iteration. The others never see the decision: they wait in a collective that rank 0 does not join
@@ -309,6 +314,60 @@ def check(m):
         if d.origin.data:
             reported.add(id(d.origin.node))
         yield m.finding(CODE, anchor, message, SEVERITY, hint=hint)
+    if comms.backwards:
+        yield from _skips_on_exception(m, comms)
+
+
+# raised on every rank at once (Ctrl-C, exit) or by iteration itself: not a rank's own data
+_EVERY_RANK = frozenset(
+    ("KeyboardInterrupt", "SystemExit", "StopIteration", "StopAsyncIteration", "GeneratorExit")
+)
+_LEAVE = (ast.Continue, ast.Break, ast.Return)
+
+
+def _leaves(handler: ast.ExceptHandler) -> ast.stmt | None:
+    """The ``continue``/``break``/``return`` a handler ends with, at its top level; None when it
+    re-raises anywhere (an OOM handler that re-raises what it does not handle still skips, so only
+    a raise at its top level counts)."""
+    if any(isinstance(st, ast.Raise) for st in handler.body):
+        return None
+    last = handler.body[-1] if handler.body else None
+    return last if isinstance(last, _LEAVE) else None
+
+
+def _skips_on_exception(m, comms: _Comms):
+    """``try: loss = ddp_model(batch); loss.backward() except SomeError: continue``: the error comes
+    from this rank's own batch, so the ranks it hits skip the step's gradient all-reduce while the
+    others wait in it."""
+    for node in m.nodes(ast.Try):
+        c = next((n for n in _calls_in(node.body) if id(n) in comms.backwards or _in_step(comms, n)), None)
+        if c is None or _under_join(m, node):
+            continue
+        for h in node.handlers:
+            names = {(dotted(t) or "").rsplit(".", 1)[-1] for t in ast.walk(h.type)} if h.type else set()
+            if names & _EVERY_RANK or (leave := _leaves(h)) is None or comms.first(h.body) is not None:
+                continue
+            if not isinstance(leave, ast.Return) and m.enclosing_loop(leave) is not m.enclosing_loop(node):
+                continue
+            caught = ast.unparse(h.type) if h.type is not None else "any exception"
+            how = {ast.Continue: "continue", ast.Break: "break", ast.Return: "return"}[type(leave)]
+            yield m.finding(
+                CODE,
+                h,
+                f"a `{caught}` raised by this rank's own batch is caught here and the rank moves on "
+                f"(`{how}`, line {leave.lineno}) without {comms.describe(c)}: the other ranks run "
+                "it and wait for this one in its gradient all-reduce, or their collectives pair "
+                "with the wrong step",
+                SEVERITY,
+                hint="make every rank take the same path: filter such batches before training, or "
+                "all-reduce a 'skip' flag and let every rank skip the step together",
+            )
+            break
+
+
+def _in_step(comms: _Comms, c: ast.Call) -> bool:
+    """A call of the file's own function that runs a backward pass of the DDP model."""
+    return comms._own(c) in comms.train_funcs
 
 
 def _under_join(m, node: ast.AST) -> bool:
