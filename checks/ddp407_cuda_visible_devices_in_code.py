@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import spawn_calls
 
@@ -56,7 +57,9 @@ def _only_when_unset(m, node) -> bool:
 
 
 def _names(expr: ast.AST) -> set[str]:
-    return {dotted(n) for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+    """The values ``expr`` reads, whole: ``args.gpu_id``, not also ``args`` (which ``args.gpu`` reads too)."""
+    found = {dotted(n) for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+    return {n for n in found if not any(o.startswith(n + ".") for o in found)}
 
 
 def _indexed_by(m, names: set[str]) -> ast.AST | None:
@@ -83,6 +86,8 @@ def check(m):
     for key, value, node, how in m.env_writes:
         if key != _VAR or how != "assign" or value is None or _only_when_unset(m, node):
             continue
+        if ranks.single_process_arm(m, node):
+            continue  # `if not args.distributed:`: the one-process run picks its GPU this way
         if isinstance(value, ast.Constant):
             if str(value.value).strip() in ("", "-1"):
                 continue  # hiding every GPU (a CPU-only run) overrides nothing
