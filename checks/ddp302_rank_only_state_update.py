@@ -3,7 +3,9 @@
 ## What it does
 Finds `scheduler.step()`, `optimizer.step()` (and `scaler.step(optimizer)`) that run only under a
 rank test (`if rank == 0:`, `if args.nr == 0 and scheduler:`, `if is_main_process():`, an early
-return on the rank, or a guard around every call of the function that does it) in a DDP script.
+return on the rank, or a guard around every call of the function that does it) in a DDP script, and
+an optimizer's, scheduler's or scaler's `load_state_dict(...)` under such a test (a resume that
+restores their state on rank 0 only).
 
 ## Why is this bad?
 DDP keeps the replicas equal by averaging gradients, but each rank applies them with its own
@@ -69,6 +71,8 @@ def check(m):
         if guard is None:
             continue
         by_test.setdefault((guard.path, id(guard.test)), []).append((call, owner, guard))
+    # one finding per rank test: a load under the test that also keeps a step away is the same cause
+    yield from _restored(m, {key[1] for key in by_test})
     for steps in by_test.values():
         steps.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
         call, owner, guard = steps[0]
@@ -88,5 +92,29 @@ def check(m):
             SEVERITY,
             hint="step schedulers and optimizers on every rank; keep only logging and saving under the "
             "rank test",
+            guard_line=guard.line,
+        )
+
+
+def _restored(m, reported: set[int]):
+    """``optimizer.load_state_dict(ckpt["optimizer"])`` under a rank test: DDP broadcasts the model's
+    weights from rank 0 when it wraps the model, but nothing sends the optimizer's moments or the
+    scheduler's position to the other ranks."""
+    seen = set(reported)
+    for call in m.method_calls("load_state_dict"):
+        owner = _stepped(call) if call.args else None
+        guard = m.rank_guard(call) if owner is not None else None
+        if guard is None or id(guard.test) in seen:
+            continue
+        seen.add(id(guard.test))
+        yield m.finding(
+            CODE,
+            call,
+            f"`{owner}.load_state_dict()` depends on the rank test `{ast.unparse(guard.test)[:40]}` "
+            f"(line {guard.line}): the state is restored on some ranks only, and the others resume "
+            "with a fresh optimizer or schedule, so the same averaged gradients move the replicas "
+            "apart (DDP broadcasts the weights when it wraps the model, not the optimizer's state)",
+            SEVERITY,
+            hint="load the checkpoint on every rank (`map_location` to the rank's own device)",
             guard_line=guard.line,
         )
