@@ -55,6 +55,45 @@ def _read_anywhere(m, dest: str) -> bool:
     return False
 
 
+def _parser_of_other_files(m, call: ast.Call) -> bool:
+    """The option is declared in a function that returns the parser or what it parsed (``def
+    get_args(): ...; return parser.parse_args()``): the training code of another file reads it, and
+    nothing in this one (a setup helper handed ``args``) may take the rank from LOCAL_RANK instead."""
+    fn = m.enclosing_function(call)
+    if fn is None:
+        return False
+    if any(_hands_args_to_setup(c) for c, _q in m.calls):
+        return False
+    parsed = {"parser"}
+    for a in ast.walk(fn):
+        if isinstance(a, ast.Assign) and _parses(a.value):
+            parsed |= {t.id for t in a.targets if isinstance(t, ast.Name)}
+    for r in ast.walk(fn):
+        if isinstance(r, ast.Return) and r.value is not None:
+            values = r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]
+            if any(_parses(v) or (isinstance(v, ast.Name) and v.id in parsed) for v in values):
+                return True
+    return False
+
+
+def _parses(e: ast.AST) -> bool:
+    return (
+        isinstance(e, ast.Call)
+        and isinstance(e.func, ast.Attribute)
+        and e.func.attr
+        in (
+            "parse_args",
+            "parse_known_args",
+        )
+    )
+
+
+def _hands_args_to_setup(c: ast.Call) -> bool:
+    """``init_distributed_mode(args)``, ``setup_dist(args)``: a helper that sets up the group."""
+    name = (dotted(c.func) or "").rsplit(".", 1)[-1].lower()
+    return bool(c.args) and "dist" in name and ("init" in name or "setup" in name)
+
+
 _FLAGS = ("--local_rank", "--local-rank")
 # calls whose string arguments are text for a person to read, not a command to run
 _MESSAGE_CALLS = frozenset(
@@ -138,7 +177,7 @@ def check(m):
             )
             hint = "drop the option and launch with torchrun"
         elif not _read_anywhere(m, _dest(m, call)):
-            if not m.dist_calls("init_process_group"):
+            if not m.dist_calls("init_process_group") and not _parser_of_other_files(m, call):
                 # declared only so that the old launcher's flag is accepted; the process group and
                 # the rank are set up in another file (`init_distributed_mode(args)`): unknown, quiet
                 continue
@@ -147,6 +186,15 @@ def check(m):
                 "torch.distributed.launch passes it, and under torchrun whatever reads it gets the default"
             )
             hint = "drop the option and launch with torchrun"
+            if not m.dist_calls("init_process_group"):
+                message = (
+                    "`--local_rank` is declared for the training code this parser serves, but only the "
+                    "deprecated torch.distributed.launch passes it: under torchrun whatever reads "
+                    "`args.local_rank` gets the default"
+                )
+                hint = (
+                    "use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK where it is used"
+                )
         else:
             message = (
                 "`--local_rank` is only passed by the deprecated torch.distributed.launch; "
