@@ -3,10 +3,11 @@
 ## What it does
 Finds, in a distributed script, file-system writes that every rank reaches with the same path:
 `os.makedirs`/`os.mkdir`/`Path.mkdir` without `exist_ok=True` (also behind an
-`if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`,
-`open(path, "w")` and `Path.write_text`, `np.save`, and `save_pretrained` of any library. Writes under a rank test (also through this file's helper
-functions or an early `return`), paths that name the rank, host or process, and appends are left
-alone. `torch.save` is DDP501.
+`if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`, a torchvision
+(torchaudio, torchtext) dataset built with `download=True` (not after a barrier), `open(path, "w")`
+and `Path.write_text`, `np.save`, and `save_pretrained` of any library. Writes under a rank test
+(also through this file's helper functions or an early `return`), paths that name the rank, host
+or process, and appends are left alone. `torch.save` is DDP501.
 
 ## Why is this bad?
 The ranks start together, so they race: `makedirs` without `exist_ok` raises `FileExistsError` on
@@ -58,6 +59,26 @@ CONFIDENCE = "high"
 _NUMPY_SAVES = ("numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt")
 _MODE = re.compile(r"^[rwxabt+]{1,3}$")
 _HANDLED = ("FileExistsError", "FileNotFoundError", "OSError", "Exception", "BaseException", "IOError")
+
+
+# datasets that fetch their files on construction with download=True, with no lock between processes
+_DOWNLOADERS = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")
+
+
+_DOWNLOAD_HINT = (
+    "download on rank 0 first (`if dist.get_rank() == 0:` build it), `dist.barrier()`, then build "
+    "it on every rank"
+)
+
+
+def _after_barrier(m, call: ast.Call) -> bool:
+    """A barrier earlier in the same function: the rank-0-downloads-first idiom, where the others
+    construct the dataset once the files are there (download=True then only checks them)."""
+    fn = m.enclosing_function(call)
+    return any(
+        b.lineno < call.lineno and m.enclosing_function(b) is fn
+        for b in (*m.dist_calls("barrier"), *m.method_calls("barrier"), *m.method_calls("wait_for_everyone"))
+    )
 
 
 def _kw(call: ast.Call, name: str) -> ast.AST | None:
@@ -122,6 +143,20 @@ def _writes(m):
                 "overwrites",
                 "at the same time: the last writer wins, partial files in between",
             )
+        elif (
+            q
+            and q.startswith(_DOWNLOADERS)
+            and _const(_kw(call, "download")) is True
+            and not _after_barrier(m, call)
+        ):
+            path = _kw(call, "root") or (call.args[0] if call.args else None)
+            yield (
+                call,
+                path,
+                "downloads into",
+                "at the same time: the ranks write and extract the same archive together, which "
+                "corrupts it or fails the integrity check on a fresh folder",
+            )
         elif q == "shutil.rmtree" and call.args:
             if _const(_kw(call, "ignore_errors")) is True or len(call.args) > 1:
                 continue
@@ -161,7 +196,9 @@ def check(m):
             call,
             f"every rank {verb} `{target}` {why}",
             SEVERITY,
-            hint="write on rank 0 only (`if dist.get_rank() == 0:`) then `dist.barrier()`; "
+            hint=_DOWNLOAD_HINT
+            if verb == "downloads into"
+            else "write on rank 0 only (`if dist.get_rank() == 0:`) then `dist.barrier()`; "
             "`os.makedirs(..., exist_ok=True)` for folders",
         )
     yield from _writes_in_other_files(m)

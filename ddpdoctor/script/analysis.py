@@ -97,6 +97,9 @@ def _child_fields(cls: type) -> tuple[str, ...]:
     return fields
 
 
+# Parameters that hand a function its process's rank.
+_RANK_PARAMS = frozenset(("rank", "local_rank", "global_rank"))
+
 # Frameworks' launchers that call init_process_group for the script: every rank runs what follows.
 _GROUP_STARTERS = (
     "deepspeed.init_distributed",
@@ -345,8 +348,11 @@ class ModuleAnalysis:
         return out
 
     def call_sites(self, fn: ast.AST) -> list[ast.Call]:
+        cls = self.parents.get(fn)
+        if isinstance(cls, ast.ClassDef) and getattr(fn, "name", None) == "__init__":
+            return list(self._calls_by_last_name.get(cls.name, ()))  # `Logger(...)` runs its __init__
         sites = list(self._calls_by_last_name.get(getattr(fn, "name", None), ()))
-        if isinstance(self.parents.get(fn), ast.ClassDef):
+        if isinstance(cls, ast.ClassDef):
             # a method is not called through another object the instance holds: in a Trainer,
             # `self.model.train()` is nn.Module.train, not Trainer.train
             sites = [c for c in sites if not _through_self_attribute(c.func)]
@@ -603,13 +609,20 @@ class ModuleAnalysis:
     @cached_property
     def ddp_params(self) -> frozenset[str]:
         """Parameter names that hold a DDP-wrapped model handed in by another file: the file imports
-        DistributedDataParallel without building one, and unwraps that name somewhere
-        (``unwrap_model(model)``, ``model.module``, ``hasattr(model, "module")``)."""
-        if self.ddp_constructors or not any(
-            v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
-        ):
+        DistributedDataParallel without building one, or its functions are handed the rank and test
+        it (a per-rank training loop: ``def train(rank, model, ...): ... if rank == 0:``), and it
+        unwraps that name somewhere (``unwrap_model(model)``, ``model.module``, ``hasattr(model,
+        "module")``)."""
+        if self.ddp_constructors:
             return frozenset()
         params = {a.arg for fn in self.functions for a in (*fn.args.posonlyargs, *fn.args.args)}
+        imports_ddp = any(
+            v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
+        )
+        if not imports_ddp and not (
+            params & _RANK_PARAMS and any(self.is_rank_guard(n.test) for n in self.nodes(ast.If))
+        ):
+            return frozenset()
         out = set()
         for node in self.nodes(ast.Attribute):
             if node.attr == "module" and isinstance(node.value, ast.Name):

@@ -204,6 +204,15 @@ def rank_guards(m, node: ast.AST) -> list[ast.AST]:
         and _is_rank_test(m, st.test)
         and one_rank_side(m, st.test) != ("orelse" if _in_body(st, node) else "body")
     ]
+    # `Logger(out) if rank == 0 else None`: the same test, inside an expression
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, _DEFS):
+            break
+        if isinstance(a, ast.IfExp) and child is not a.test and _is_rank_test(m, a.test):
+            if one_rank_side(m, a.test) != ("body" if child is a.orelse else "orelse"):
+                out.append(a.test)
+        child = a
     fn = m.enclosing_function(node)
     if fn is not None:
         for st in fn.body:
