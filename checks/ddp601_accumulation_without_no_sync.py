@@ -98,7 +98,7 @@ def _may_be_ddp(m) -> bool:
     """The file wraps a model in DDP, imports the wrapper for a model it is handed, wraps it through
     a helper named for it (``smart_DDP(model)``, ``wrap_ddp``), or hands it to accelerate's
     ``Accelerator.prepare``, which wraps it in DDP in a distributed run."""
-    if m.ddp_constructors or m.ddp_wrapper_calls or any(
+    if m.ddp_constructors or m.ddp_wrapper_calls or m.ddp_params or any(
         v.rsplit(".", 1)[-1] == "DistributedDataParallel" and v.startswith("torch.")
         for v in m.aliases.values()
     ):
@@ -244,11 +244,32 @@ def _guarded_step(m, step: ast.Call, helpers):
             _accum_test(m, if_node.test, strict=True) or _zeroed_per_period(m, scope, if_node)
         ):
             return None
+    if _own_step(m, if_node, step, helpers):
+        return None
     found = [c for c in _backwards(m, scope, helpers) if not _inside(m, c, if_node)]
     before = [c for c in found if c.lineno <= if_node.lineno]
     if not found:
         return None
     return if_node, (max(before, key=lambda c: c.lineno) if before else found[0])
+
+
+def _own_step(m, if_node: ast.If, step: ast.Call, helpers) -> bool:
+    """The ``if`` makes a whole step of its own (``zero_grad()``, a backward, ``step()``: a lazy
+    regulariser every k iterations), or the same optimizer also steps on every iteration outside
+    it: what the backwards before it made is not being accumulated for this step."""
+    calls = [c for c in ast.walk(if_node) if isinstance(c, ast.Call)]
+    zeroed = [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "zero_grad"]
+    own = _backwards(m, if_node, helpers)
+    if zeroed and any(b.lineno > min(zeroed) for b in own):
+        return True
+    owner = dotted(step.func.value) if isinstance(step.func, ast.Attribute) else None
+    loop = m.enclosing_loop(step)
+    if owner is None or loop is None:
+        return False
+    return any(
+        c is not step and dotted(c.func.value) == owner and not _inside(m, c, if_node) and m.enclosing_loop(c) is loop
+        for c in m.method_calls("step")
+    )
 
 
 def _moduli(test: ast.AST) -> set[str]:
