@@ -339,7 +339,13 @@ def _skips_on_exception(m, comms: _Comms):
     """``try: loss = ddp_model(batch); loss.backward() except SomeError: continue``: the error comes
     from this rank's own batch, so the ranks it hits skip the step's gradient all-reduce while the
     others wait in it."""
+    loops, draws = comms.training_loops()
+    batch_loops = set(loops) | {id(loop) for _call, loop in draws.values()}
     for node in m.nodes(ast.Try):
+        # the step on one batch: an error there comes from this rank's own data (an error around a
+        # whole epoch may come from a callback that judges metrics every rank shares)
+        if id(m.enclosing_loop(node)) not in batch_loops:
+            continue
         c = next((n for n in _calls_in(node.body) if id(n) in comms.backwards or _in_step(comms, n)), None)
         if c is None or _under_join(m, node):
             continue
