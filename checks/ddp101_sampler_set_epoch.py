@@ -4,7 +4,10 @@
 Finds a shuffling `DistributedSampler` in a script with an epoch loop where `set_epoch` is never
 called on any sampler (the loop may run over a progress bar or `enumerate` made of the loader), and
 one whose only `set_epoch` calls sit under a rank test (a rank-0 progress-bar branch) while every
-rank draws from it.
+rank draws from it. Also a `set_epoch` that runs once before an engine iterates the loader for many
+epochs (`trainer.run(loader, max_epochs=n)`), and a script that never calls `set_epoch` on the
+training loader it gets from another file's factory told the run is distributed
+(`get_train_loader(..., distributed)`) and iterates every epoch.
 
 ## Why is this bad?
 DistributedSampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` every epoch
@@ -135,8 +138,12 @@ def _shuffling_passes(m, samplers):
 
 
 def check(m):
+    yield from _set_once_before_engine(m)  # an engine's run loops over the epochs out of sight
     samplers = sampler_calls(m)
-    if not samplers or not m.nodes(ast.For, ast.AsyncFor, ast.While):
+    if not m.nodes(ast.For, ast.AsyncFor, ast.While):
+        return
+    if not samplers:
+        yield from _helper_loaders(m)
         return
     calls = m.method_calls("set_epoch")
     if not calls:
@@ -230,3 +237,91 @@ def _finding(m, made, loader, _loop, again):
         hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
         chain=chain,
     )
+
+
+# argument names that tell a loader factory the job is distributed
+_DIST_FLAGS = frozenset(("distributed", "is_distributed", "ddp", "use_ddp", "is_ddp", "use_distributed", "dist"))
+
+
+def _helper_loaders(m):
+    """A training script that never calls ``set_epoch`` and gets its training loader from another
+    file's factory told that the job is distributed (``get_train_loader(..., distributed)``): such a
+    factory gives the loader a DistributedSampler, and nothing here reshuffles it per epoch."""
+    if not m.is_training_script or m.method_calls("set_epoch"):
+        return
+    own = {fn.name for fn in m.functions}
+    for call, _q in m.calls:
+        last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+        if "loader" not in last.lower() or last in own or m.looks_like_eval(call):
+            continue
+        given = [*call.args, *(k.value for k in call.keywords)]
+        flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
+        flags |= {k.arg.lower() for k in call.keywords if k.arg}
+        if not flags & _DIST_FLAGS:
+            continue
+        for loop in passes(m, _loader_flow(m, call)):
+            again = repeats(m, loop)
+            if again is None:
+                continue
+            chain = " -> ".join(f"{Path(m.path).name}:{ln}" for ln in (call.lineno, *again, loop.lineno))
+            yield m.finding(
+                CODE,
+                next((n for n in m.nodes(ast.For, ast.AsyncFor, ast.While) if n.lineno == again[0]), call),
+                f"the training loader from `{last}(...)` (line {call.lineno}), made for a distributed "
+                f"run, is iterated every epoch (line {again[0]}) and nothing in this script calls "
+                "`set_epoch`: a DistributedSampler it was given shuffles every epoch the same way "
+                f"[{chain}]",
+                SEVERITY,
+                hint="call `train_loader.sampler.set_epoch(epoch)` at the start of each epoch",
+                chain=chain,
+            )
+            return
+
+
+def _loader_flow(m, call: ast.Call) -> Flow:
+    """What holds the loader a factory returned: the call's value, or in ``train_loader, n =
+    factory(...)`` the target named for a loader."""
+    parent = m.parents.get(call)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Tuple):
+        names = [d for e in parent.targets[0].elts if (d := dotted(e)) and "loader" in d.rsplit(".", 1)[-1].lower()]
+        if names:
+            return Flow(m, [], {n: call.lineno for n in names})
+    return Flow(m, [call])
+
+
+_EPOCH_KEYWORDS = ("max_epochs", "num_epochs", "epochs", "n_epochs")
+
+
+def _set_once_before_engine(m):
+    """``loader.sampler.set_epoch(e)`` run once, then ``trainer.run(loader, max_epochs=n)``: an
+    engine iterates the loader for every epoch after that single call, so epochs 2..n shuffle like
+    the first (the call belongs in the engine's epoch-started event)."""
+    for c in m.method_calls("set_epoch"):
+        recv = c.func.value if isinstance(c.func, ast.Attribute) else None
+        base = dotted(recv.value) if isinstance(recv, ast.Attribute) and recv.attr == "sampler" else None
+        if base is None or repeats(m, c) is not None:
+            continue
+        fn = m.enclosing_function(c)
+        for run, _q in m.calls:
+            if run.lineno <= c.lineno or m.enclosing_function(run) is not fn or repeats(m, run) is not None:
+                continue
+            epochs = next((k for k in run.keywords if k.arg in _EPOCH_KEYWORDS), None)
+            if epochs is None or (isinstance(epochs.value, ast.Constant) and epochs.value.value in (0, 1)):
+                continue
+            if not any(dotted(a) == base for a in run.args):
+                continue
+            yield m.finding(
+                CODE,
+                c,
+                f"`set_epoch` runs once, here, and `{_short_call(run)}` (line {run.lineno}) then iterates "
+                f"`{base}` for `{ast.unparse(epochs.value)}` epochs: every epoch after the first shuffles the "
+                "same way",
+                SEVERITY,
+                hint="call `set_epoch(epoch)` at the start of every epoch (an epoch-started event "
+                "handler of the engine)",
+            )
+            break
+
+
+def _short_call(c: ast.Call) -> str:
+    return f"{dotted(c.func) or 'run'}(...)"
