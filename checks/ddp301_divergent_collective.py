@@ -78,7 +78,7 @@ def _ranks(rs: list[int]) -> str:
 
 
 def check(m):
-    if not (m.uses_distributed or m.ddp_params or m.sync_calls or m.ddp_wrapper_calls):
+    if not (m.uses_distributed or m.ddp_params or m.sync_calls or m.ddp_wrapper_calls or m.handed_ddp_attrs):
         return
     if m.pinned_rank is not None:
         return  # one rank's own program (rank=0 hard-coded): the others' code is not here

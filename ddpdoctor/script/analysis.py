@@ -697,6 +697,9 @@ class ModuleAnalysis:
             nodes += [
                 c for c, _q in self.calls if isinstance(c.func, ast.Name) and c.func.id in self.ddp_params
             ]
+        handed = {a for attrs in self.handed_ddp_attrs.values() for a in attrs}
+        if handed:
+            nodes += [c for c, _q in self.calls if dotted(c.func) in handed]
         for node in nodes:
             fn = self.enclosing_function(node)
             if fn is not None:
@@ -750,9 +753,9 @@ class ModuleAnalysis:
     @cached_property
     def class_ddp_attrs(self) -> dict[int, tuple[str, ...]]:
         """id of a class -> the ``self.x`` attributes it sets to ``DistributedDataParallel(...)``."""
-        out: dict[int, list[str]] = {}
+        out: dict[int, list[str]] = {k: list(v) for k, v in self.handed_ddp_attrs.items()}
         if not self.ddp_constructors:
-            return {}
+            return {k: tuple(v) for k, v in out.items()}
         classes = self.nodes(ast.ClassDef)
         for call in self.ddp_constructors:
             target = self.assigned_to(call)
@@ -762,6 +765,35 @@ class ModuleAnalysis:
             if owner is not None and owner in classes:
                 out.setdefault(id(owner), []).append(target)
         return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def handed_ddp_attrs(self) -> dict[int, tuple[str, ...]]:
+        """id of a class -> the ``self.x`` attributes that hold a DDP model another file hands in: the
+        constructor is given the rank and stores a parameter as ``self.x``, and the class unwraps it
+        (``self.x.module``, ``hasattr(self.x, "module")``): a per-rank trainer of a wrapped model."""
+        out: dict[int, tuple[str, ...]] = {}
+        for cls in self.nodes(ast.ClassDef):
+            init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            if init is None:
+                continue
+            params = {a.arg for a in (*init.args.args[1:], *init.args.kwonlyargs)}
+            if not params & _RANK_PARAMS:
+                continue
+            stored = {
+                d
+                for st in ast.walk(init)
+                if isinstance(st, ast.Assign) and isinstance(st.value, ast.Name) and st.value.id in params
+                for t in st.targets
+                if (d := dotted(t)) is not None and d.startswith("self.")
+            }
+            unwrapped = {
+                d
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Attribute) and n.attr == "module" and (d := dotted(n.value)) in stored
+            }
+            if unwrapped:
+                out[id(cls)] = tuple(sorted(unwrapped))
+        return out
 
     @cached_property
     def rank_nodes(self) -> dict[int, str]:
