@@ -39,7 +39,8 @@ def assert_shaped_rate(p2p: dict, src: int, dst: int) -> None:
     assert 0.90 <= pair["best_GBps"] / RATE_GBPS <= 1.05, (
         f"node{src} -> node{dst}: batches at {reps} x the rate"
     )
-    assert p2p["data"]["matrix"]["values"][src][dst] <= pair["best_GBps"], pair
+    # the matrix holds the median rounded to 6 decimals; rounding keeps the order, so compare rounded
+    assert p2p["data"]["matrix"]["values"][src][dst] <= round(pair["best_GBps"], 6), pair
 
 
 def test_shaped_direction_measures_the_shaped_rate_and_is_asymmetric(tmp_path):
