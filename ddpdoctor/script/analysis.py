@@ -8,6 +8,7 @@ computed when a rule asks for ``runs``.
 from __future__ import annotations
 
 import ast
+import re
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -96,6 +97,10 @@ def _child_fields(cls: type) -> tuple[str, ...]:
         fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in scalar)
     return fields
 
+
+# The words of a name (`dataset_train_val`, `TestSet`, `val_dl`), and those that name an evaluation split.
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_EVAL_WORDS = frozenset(("val", "valid", "validation", "dev", "holdout"))
 
 # Parameters that hand a function its process's rank.
 _RANK_PARAMS = frozenset(("rank", "local_rank", "global_rank"))
@@ -278,7 +283,12 @@ class ModuleAnalysis:
         words += " " + " ".join(
             ast.unparse(k.value) for k in call.keywords if k.arg in ("dataset", "data_source")
         )
-        return any(w in words.lower() for w in ("val", "test", "eval", "dev_"))
+        tokens = {t.lower() for t in _WORD.findall(words)}
+        if "train" in tokens or "training" in tokens:
+            return False  # `dataset_train_val`: the training split (with its validation part)
+        return bool(tokens & _EVAL_WORDS) or any(
+            t.startswith(("test", "eval", "val")) and not t.startswith("valu") for t in tokens
+        )  # `valset`, `testloader`, `evalset`; not `values`
 
     def enclosing_loop(self, node: ast.AST) -> ast.AST | None:
         for a in self.ancestors(node):
@@ -460,6 +470,8 @@ class ModuleAnalysis:
         Horovod, wraps its model in DDP through a helper or subclass)."""
         if self.uses_distributed or self.ddp_wrapper_calls:
             return True
+        if self.calls_named("torch.nn.SyncBatchNorm.convert_sync_batchnorm"):
+            return True  # batch norm synchronised across ranks: the model trains in a distributed job
         markers = (".DistributedDataParallel", ".DistributedSampler", "accelerate.Accelerator")
         return any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values()) or bool(
             self.calls_named("DistributedSampler")
@@ -692,6 +704,7 @@ class ModuleAnalysis:
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
         nodes += self.sync_calls
         nodes += self.ddp_wrapper_calls  # the DDP model's forwards are what such a function may do
+        nodes += self.ddp_constructors  # and what the function that builds the DDP model does with it
         nodes += self.calls_named("torch.save", "torch.load")
         if self.ddp_params:
             nodes += [

@@ -99,7 +99,7 @@ MAX_UNROLL = 8  # enough for p2p loops over the world; epoch loops run once
 
 @dataclass
 class Event:
-    kind: str  # collective | p2p | wait | ddp_forward | save | load | state_dict | spawn | fs
+    kind: str  # collective | p2p | wait | ddp_forward | save | load | state_dict | spawn | fs | missing_attr
     op: str
     node: ast.AST
     chain: tuple[int, ...] = ()  # lines of the calls that led here (outermost first)
@@ -126,6 +126,20 @@ class Trace:
 
 
 # nn.Module methods that return the module itself
+# The public methods of DistributedDataParallel (nn.Module's and its own, torch 2.13): any other
+# method called on the wrapper is not there (nn.Module's __getattr__ finds only parameters, buffers
+# and the submodule `module`) and raises AttributeError.
+DDP_METHODS = frozenset(
+    """add_module apply bfloat16 buffers children compile cpu cuda double eval extra_repr float forward
+    gather get_buffer get_extra_state get_parameter get_submodule half ipu join join_hook load_state_dict
+    modules mtia named_buffers named_children named_modules named_parameters no_sync parameters
+    register_backward_hook register_buffer register_comm_hook register_forward_hook
+    register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
+    register_load_state_dict_post_hook register_load_state_dict_pre_hook register_module
+    register_parameter register_state_dict_post_hook register_state_dict_pre_hook requires_grad_
+    scatter set_extra_state set_submodule share_memory state_dict to to_empty to_kwargs train type
+    will_sync_module_buffers xpu zero_grad""".split()
+)
 _RETURNS_SELF = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"))
 
 
@@ -214,6 +228,11 @@ class _Continue(Exception):
 
 class _Exit(Exception):
     """The rank stops: sys.exit(), raise, or the step budget."""
+
+
+class _ExitCall(_Exit):
+    """The script exits (sys.exit(), raise SystemExit): on a branch every rank takes alike, only the
+    ranks of runs that take it stop; the walk goes on along the other way."""
 
 
 _BINOPS = {
@@ -435,7 +454,7 @@ class Interpreter:
         elif t is ast.Raise:
             exc = st.exc.func if isinstance(st.exc, ast.Call) else st.exc
             if isinstance(exc, ast.Name) and exc.id == "SystemExit":
-                raise _Exit()  # a clean exit, like sys.exit()
+                raise _ExitCall()  # a clean exit, like sys.exit()
             # error paths behind UNKNOWN conditions are ignored like early returns (see _branch)
             raise _Raise(UNKNOWN)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
@@ -495,7 +514,7 @@ class Interpreter:
         """A branch every rank may or may not take alike: walk it, ignore its early exits."""
         try:
             self.exec_block(body, frame)
-        except _Raise:
+        except (_Raise, _ExitCall):
             pass
         except _Return as r:
             if self.returns_seen:  # the function may return this instead: see _walk_function
@@ -884,6 +903,8 @@ class Interpreter:
                     self._record("state_dict", "state_dict", node)
                 elif local[2] in ("forward",):
                     self._record("ddp_forward", "forward", node)
+                elif not local[2].startswith("_") and local[2] not in DDP_METHODS:
+                    self._record("missing_attr", local[2], node)  # AttributeError: it is on `.module`
                 return UNKNOWN
         if isinstance(func, ast.Attribute) and func.attr == "wait" and node.args == []:
             base = self.ev(func.value, frame)
@@ -931,7 +952,7 @@ class Interpreter:
             v = self._env(args[0]) if args else UNKNOWN
             return v if v is not UNKNOWN else (args[1] if len(args) > 1 and _concrete(args[1]) else UNKNOWN)
         if q in ("sys.exit", "exit", "quit", "os._exit"):
-            raise _Exit()
+            raise _ExitCall()
         if q in ("int", "str", "bool", "float") and len(args) == 1 and _concrete(args[0]):
             try:
                 return {"int": int, "str": str, "bool": bool, "float": float}[q](args[0])

@@ -1,0 +1,77 @@
+"""DDP411: a method of the model called on its DDP wrapper.
+
+## What it does
+Follows the DDP model (`model = DistributedDataParallel(net)`) through names, attributes and the
+calls of this file's functions, and finds a call of a method the wrapper does not have
+(`model.decoder_forward(x)`, `model.generate(...)`, `model.compute_loss(batch)`): the public
+methods of `DistributedDataParallel` are nn.Module's and its own (`no_sync`, `join`,
+`register_comm_hook`, ...). Calls on a branch that tests whether the model is wrapped
+(`isinstance(model, DistributedDataParallel)`, `hasattr(model, "module")`) are left alone.
+
+## Why is this bad?
+DDP does not forward attribute lookups to the model it wraps: nn.Module's `__getattr__` finds only
+parameters, buffers and submodules, and the only submodule is `module`. The call raises
+`AttributeError: 'DistributedDataParallel' object has no attribute ...` on every rank, often only
+in the branch a flag enables (`--att-rate > 0`) or after hours of training, at the first
+evaluation.
+
+## Example
+```python
+model = DDP(model, device_ids=[local_rank])
+...
+att_loss = model.decoder_forward(memory, mask)
+```
+
+## Use instead
+```python
+att_loss = model.module.decoder_forward(memory, mask)   # no gradient sync through it, or
+# give the model a forward() that runs the decoder too, and call model(...)
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+CODE = "DDP411"
+TITLE = "Method of the model called on its DDP wrapper"
+KIND = "script"
+SEVERITY = "error"
+CONFIDENCE = "high"
+
+
+def _tests_wrapping(m, node: ast.AST) -> bool:
+    """Under an ``if`` (or conditional expression) that asks whether the model is wrapped."""
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.If, ast.IfExp, ast.While)):
+            text = ast.unparse(a.test)
+            if "isinstance" in text or "module" in text or "DistributedDataParallel" in text:
+                return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+    return False
+
+
+def check(m):
+    if not m.ddp_constructors:
+        return
+    seen: set[int] = set()
+    for run in m.runs:
+        for t in run.traces:
+            for e in t.events:
+                if e.kind != "missing_attr" or e.path is not None or id(e.node) in seen:
+                    continue
+                seen.add(id(e.node))
+                if _tests_wrapping(m, e.node):
+                    continue
+                via = f", reached through {m.chain_text(e.chain, e.node.lineno)}" if e.chain else ""
+                yield m.finding(
+                    CODE,
+                    e.node,
+                    f"`{ast.unparse(e.node.func)}(...)` calls `{e.op}`, which the DDP wrapper does not "
+                    f"have{via}: DDP passes only its forward on to the model, so this raises "
+                    f"AttributeError ('DistributedDataParallel' object has no attribute '{e.op}')",
+                    SEVERITY,
+                    hint=f"call it on the wrapped model (`.module.{e.op}(...)`), or run it in the "
+                    "model's forward so that DDP sees it",
+                )
