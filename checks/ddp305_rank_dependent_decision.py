@@ -137,7 +137,9 @@ class _Comms:
                 direct.add(id(c))
         wraps = [*m.ddp_constructors, *m.ddp_wrapper_calls]
         self.backwards: set[int] = set()
-        if wraps or m.mentions("accelerator.backward"):
+        # a model converted to SyncBatchNorm is trained across ranks: its forward and backward sync
+        sync_bn = m.calls_named("torch.nn.SyncBatchNorm.convert_sync_batchnorm")
+        if wraps or sync_bn or m.mentions("accelerator.backward"):
             # a backward pass of a DDP model all-reduces the gradients
             self.backwards = {id(c) for c in m.method_calls("backward")}
             direct |= self.backwards
@@ -344,9 +346,14 @@ def _skips_on_exception(m, comms: _Comms):
     for node in m.nodes(ast.Try):
         # the step on one batch: an error there comes from this rank's own data (an error around a
         # whole epoch may come from a callback that judges metrics every rank shares)
-        if id(m.enclosing_loop(node)) not in batch_loops:
+        loop = m.enclosing_loop(node)
+        if loop is None or (id(loop) not in batch_loops and not _steps_itself(comms, loop)):
             continue
+        # the step inside the try, or, for an error while fetching the batch, the rest of the
+        # iteration that the handler's `continue` skips
         c = next((n for n in _calls_in(node.body) if id(n) in comms.backwards or _in_step(comms, n)), None)
+        if c is None:
+            c = next((n for n in _calls_in(_after(m, node, loop)) if id(n) in comms.backwards), None)
         if c is None or _under_join(m, node):
             continue
         for h in node.handlers:
@@ -369,6 +376,27 @@ def _skips_on_exception(m, comms: _Comms):
                 "all-reduce a 'skip' flag and let every rank skip the step together",
             )
             break
+
+
+def _steps_itself(comms: _Comms, loop: ast.AST) -> bool:
+    """The loop's own body runs the DDP backward (a loop over training steps, however it gets its
+    batches), not only through a function that may run a whole epoch."""
+    return any(id(n) in comms.backwards for n in _calls_in(loop.body))
+
+
+def _after(m, node: ast.AST, loop: ast.AST) -> list[ast.stmt]:
+    """The statements of the loop's iteration that follow ``node``."""
+    out: list[ast.stmt] = []
+    cur = node
+    while cur is not loop:
+        stmt, block = m.statement_in_block(cur)
+        if stmt is None or block is None:
+            break
+        out += block[block.index(stmt) + 1 :]
+        cur = m.parents.get(stmt)
+        if cur is None:
+            break
+    return out
 
 
 def _in_step(comms: _Comms, c: ast.Call) -> bool:
