@@ -59,11 +59,12 @@ def _stepped(call: ast.Call) -> str | None:
 
 
 def check(m):
-    if not (m.ddp_constructors or m.ddp_params):
-        return
     # one cause, one finding: the steps one rank test decides are one finding, at the first
     by_test: dict[tuple, list] = {}
-    for call in m.method_calls("step"):
+    # steps only where the file knows the DDP model; a restore under a rank test wherever ranks are
+    # tested (the test says the job has several ranks, whoever builds the DDP model)
+    stepping = bool(m.ddp_constructors or m.ddp_params)
+    for call in m.method_calls("step") if stepping else ():
         owner = _stepped(call)
         if owner is None:
             continue
@@ -71,7 +72,7 @@ def check(m):
         if guard is None:
             continue
         by_test.setdefault((guard.path, id(guard.test)), []).append((call, owner, guard))
-    # one finding per rank test: a load under the test that also keeps a step away is the same cause
+    # a load under a test that also keeps a step away is the same cause: the step's finding says it
     yield from _restored(m, {key[1] for key in by_test})
     for steps in by_test.values():
         steps.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
