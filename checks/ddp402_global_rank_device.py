@@ -1,8 +1,9 @@
 """DDP402: the global rank used as a CUDA device index.
 
 ## What it does
-Finds `torch.cuda.set_device`, `torch.device("cuda", i)`, `f"cuda:{i}"`, `.to(i)`, `.cuda(i)` and
-`device_ids=[i]` where `i` comes from `dist.get_rank()` or the `RANK` environment variable.
+Finds `torch.cuda.set_device`, `torch.device("cuda", i)`, `torch.device(i)`, `f"cuda:{i}"`,
+`.to(i)`, `.cuda(i)` and `device_ids=[i]` where `i` comes from `dist.get_rank()` or the `RANK`
+environment variable.
 
 ## Why is this bad?
 The global rank counts GPUs across all nodes; each node only has devices 0..7. On the second node
@@ -288,6 +289,8 @@ def _find_device_exprs(m):
             yield call, call.args[0]
         elif q == "torch.device" and len(call.args) == 2:
             yield call, call.args[1]
+        elif q == "torch.device" and len(call.args) == 1 and not isinstance(call.args[0], ast.Constant):
+            yield call, call.args[0]  # torch.device(i) with an int is cuda:i
         elif isinstance(f, ast.Attribute) and f.attr in ("cuda", "to") and len(call.args) == 1:
             yield call, call.args[0]
         # a keyword is reported at its own value: in a call written over several lines

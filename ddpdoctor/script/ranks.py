@@ -77,7 +77,7 @@ _PREDICATES = {
 }
 # and the names built like them: is_global_main, is_local_master_process, is_rank0_worker
 _PREDICATE_NAME = re.compile(
-    r"^is_(?:(global|local|node)_)?(?:main|master|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker))?$"
+    r"^i[sf]_(?:(global|local|node)_)?(?:main|master|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker))?$"
 )
 _MAX_DEPTH = 6
 
