@@ -704,7 +704,6 @@ class ModuleAnalysis:
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
         nodes += self.sync_calls
         nodes += self.ddp_wrapper_calls  # the DDP model's forwards are what such a function may do
-        nodes += self.ddp_constructors  # and what the function that builds the DDP model does with it
         nodes += self.calls_named("torch.save", "torch.load")
         if self.ddp_params:
             nodes += [
