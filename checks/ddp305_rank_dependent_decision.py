@@ -341,9 +341,12 @@ def _skips_on_exception(m, comms: _Comms):
     """``try: loss = ddp_model(batch); loss.backward() except SomeError: continue``: the error comes
     from this rank's own batch, so the ranks it hits skip the step's gradient all-reduce while the
     others wait in it."""
+    tries = [t for t in m.nodes(ast.Try) if any(_leaves(h) is not None for h in t.handlers)]
+    if not tries:
+        return
     loops, draws = comms.training_loops()
     batch_loops = set(loops) | {id(loop) for _call, loop in draws.values()}
-    for node in m.nodes(ast.Try):
+    for node in tries:
         # the step on one batch: an error there comes from this rank's own data (an error around a
         # whole epoch may come from a callback that judges metrics every rank shares)
         loop = m.enclosing_loop(node)

@@ -105,11 +105,10 @@ def _unwrap_getters(m, models: Flow) -> set[str]:
     return self.model.module``, often beside ``return self.model`` when it is not wrapped)."""
     return {
         fn.name
-        for fn in m.functions
-        for r in ast.walk(fn)
-        if isinstance(r, ast.Return)
-        and isinstance(r.value, ast.Attribute)
+        for r in m.nodes(ast.Return)
+        if isinstance(r.value, ast.Attribute)
         and r.value.attr == "module"
+        and (fn := m.enclosing_function(r)) is not None
         and models.held(r.value.value)
     }
 

@@ -69,6 +69,7 @@ _COMM = (
 _RANK, _DISTRIBUTED, _NCCL = b"rank", b"istributed", b"NCCL_"
 PER_NODE = b"per_node"
 UNWRAP = b".module."
+RANK_ZERO = (b"rank == 0", b"rank==0")
 # ... or calls a project's DDP helper and tests a rank or the main process, or calls a barrier and
 # tests the main process (kernels' barriers and tensor ranks are neither)
 DDP_HELPERS = (b"ddp_wrap", b"_ddp(", b"_DDP(")
@@ -101,8 +102,8 @@ def worth_parsing(data: bytes) -> bool:
         return True
     if PER_NODE in data:
         return True  # a rank and a per-node GPU count: `rank % ngpus_per_node`, an mp.spawn worker's code
-    if UNWRAP in data:
-        return True  # a rank and a wrapped model's `.module.`: a per-rank training loop of a DDP job
+    if UNWRAP in data and any(t in data for t in RANK_ZERO):
+        return True  # a rank-0 test and a wrapped model's `.module.`: a per-rank training loop of a DDP job
     return distributed and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 

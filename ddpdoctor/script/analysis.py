@@ -625,15 +625,13 @@ class ModuleAnalysis:
         it (a per-rank training loop: ``def train(rank, model, ...): ... if rank == 0:``), and it
         unwraps that name somewhere (``unwrap_model(model)``, ``model.module``, ``hasattr(model,
         "module")``)."""
-        if self.ddp_constructors:
+        if self.ddp_constructors or not self.mentions("module"):
             return frozenset()
         params = {a.arg for fn in self.functions for a in (*fn.args.posonlyargs, *fn.args.args)}
         imports_ddp = any(
             v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
         )
-        if not imports_ddp and not (
-            params & _RANK_PARAMS and any(self.is_rank_guard(n.test) for n in self.nodes(ast.If))
-        ):
+        if not imports_ddp and not params & _RANK_PARAMS:
             return frozenset()
         out = set()
         for node in self.nodes(ast.Attribute):
@@ -648,7 +646,10 @@ class ModuleAnalysis:
                 and any(isinstance(a, ast.Constant) and a.value == "module" for a in call.args[1:])
             ):
                 out.add(call.args[0].id)
-        return frozenset(out & params)
+        out &= params
+        if out and not imports_ddp and not any(self.is_rank_guard(n.test) for n in self.nodes(ast.If)):
+            return frozenset()  # handed a rank but never testing it: not a per-rank training loop
+        return frozenset(out)
 
     @cached_property
     def sync_calls(self) -> list[ast.Call]:

@@ -21,6 +21,7 @@ from ddpdoctor.lint.files import (
     DDP_HELPERS,
     MAIN_TESTS,
     PER_NODE,
+    RANK_ZERO,
     STRONG,
     UNWRAP,
     decode,
@@ -43,7 +44,7 @@ def _reference_worth_parsing(data: bytes) -> bool:
         return True
     if b"rank" in data and PER_NODE in data:
         return True
-    if b"rank" in data and UNWRAP in data:
+    if b"rank" in data and UNWRAP in data and any(t in data for t in RANK_ZERO):
         return True
     return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
@@ -53,7 +54,7 @@ _PIECES = sorted(
     {t for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
-    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module"}
+    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module", *RANK_ZERO, b"rank =="}
 )
 
 
