@@ -245,19 +245,23 @@ _DIST_FLAGS = frozenset(("distributed", "is_distributed", "ddp", "use_ddp", "is_
 
 def _helper_loaders(m):
     """A training script that never calls ``set_epoch`` and gets its training loader from another
-    file's factory told that the job is distributed (``get_train_loader(..., distributed)``): such a
+    file's factory told that the job is distributed (``get_train_loader(..., distributed)``), named
+    for it (``get_dataset_distributed``) or handed the rank and world size to shard by: such a
     factory gives the loader a DistributedSampler, and nothing here reshuffles it per epoch."""
     if not m.is_training_script or m.method_calls("set_epoch"):
         return
     own = {fn.name for fn in m.functions}
     for call, _q in m.calls:
         last = (dotted(call.func) or "").rsplit(".", 1)[-1]
-        if "loader" not in last.lower() or last in own or m.looks_like_eval(call):
+        low = last.lower()
+        if not ("loader" in low or "dataset" in low) or last in own or m.looks_like_eval(call):
             continue
         given = [*call.args, *(k.value for k in call.keywords)]
         flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
         flags |= {k.arg.lower() for k in call.keywords if k.arg}
-        if not flags & _DIST_FLAGS:
+        # told so (`distributed`), named so (`get_dataset_distributed`), or handed the shard to make
+        sharded = {"rank", "global_rank"} & flags and {"world_size", "num_replicas"} & flags
+        if not (flags & _DIST_FLAGS or "distributed" in low or sharded):
             continue
         for loop in passes(m, _loader_flow(m, call)):
             again = repeats(m, loop)
@@ -266,16 +270,16 @@ def _helper_loaders(m):
             chain = " -> ".join(f"{Path(m.path).name}:{ln}" for ln in (call.lineno, *again, loop.lineno))
             yield m.finding(
                 CODE,
-                next((n for n in m.nodes(ast.For, ast.AsyncFor, ast.While) if n.lineno == again[0]), call),
+                call,
                 f"the training loader from `{last}(...)` (line {call.lineno}), made for a distributed "
                 f"run, is iterated every epoch (line {again[0]}) and nothing in this script calls "
                 "`set_epoch`: a DistributedSampler it was given shuffles every epoch the same way "
                 f"[{chain}]",
                 SEVERITY,
-                hint="call `train_loader.sampler.set_epoch(epoch)` at the start of each epoch",
+                hint="call `<loader>.sampler.set_epoch(epoch)` at the start of each epoch",
                 chain=chain,
             )
-            return
+            break  # one finding per factory call
 
 
 def _loader_flow(m, call: ast.Call) -> Flow:

@@ -9,7 +9,8 @@ fed by `--local_rank`, accelerate's `is_local_main_process`, or a value only tho
 in distributed code (torch.distributed, DDP, a DistributedSampler, accelerate, Horovod, a file
 that reads the launcher's `LOCAL_RANK`, or one that takes a rank modulo the GPUs of a node:
 `args.rank % ngpus_per_node == 0` in a trainer module) that can run on several nodes (nothing pins its rendezvous to
-localhost). Saves to a path that names the host or node are left alone.
+localhost). Saves to a path that names the host or node are left alone. Also Hugging Face's
+`save_on_each_node=True`, which makes the Trainer save from local rank 0 of every node.
 
 ## Why is this bad?
 Every node has a local rank 0, so on N nodes N processes write the same checkpoint at the same time.
@@ -78,6 +79,8 @@ def _saves(m):
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
+    if not m.single_node:
+        yield from _saved_on_each_node(m)
     # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)
     local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
     several = m.distributed_context or ranks.reads_launcher_rank(m) or ranks.tests_rank_per_node(m)
@@ -125,3 +128,20 @@ def check(m):
                 writer=dotted(save.func) or "save",
             )
             break
+
+
+def _saved_on_each_node(m):
+    """``TrainingArguments(..., save_on_each_node=True)``: Hugging Face's Trainer then saves from the
+    local main process of every node, which its own documentation rules out for nodes that share
+    storage: they write the same files."""
+    for call, _q in m.calls:
+        value = m.keyword(call, "save_on_each_node")
+        if isinstance(value, ast.Constant) and value.value is True:
+            yield m.finding(
+                CODE,
+                value,
+                "`save_on_each_node=True` makes the Trainer write every checkpoint from local rank 0 of "
+                "each node: on nodes that share the output directory they write the same files at once",
+                SEVERITY,
+                hint="leave `save_on_each_node` False when the nodes share storage (the main process saves)",
+            )

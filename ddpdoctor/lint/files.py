@@ -40,6 +40,7 @@ STRONG = (
     b"global_rank",  # the job-wide rank by name (DDP402 trusts it even when set in another module)
     b"num_replicas=",  # a sampler sharded across processes (DDP107 reads any such call)
     b"convert_sync_batchnorm",  # batch norm synchronised across ranks: a model trained by every rank
+    b"save_on_each_node",  # Hugging Face's multi-node saving switch (DDP506)
     # keywords only DDP's constructor takes: a DDP subclass built in this file (script/analysis.py)
     b"broadcast_buffers",
     b"find_unused_parameters",
