@@ -7,6 +7,7 @@ and exits with its own code."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -77,14 +78,18 @@ def test_healthy_ddp_job_runs_and_exits_with_its_own_code(tmp_path):
     assert set(watched) <= set(unwatched), sorted(set(watched) - set(unwatched))
 
 
+_LAUNCHER_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")  # torchrun's own log lines (glog prefix)
+
+
 def _steady(log: str) -> list[str]:
-    """A torchrun log without what changes from one run to the next: digits (times, pids), and the
-    per-rank failure lines, which list whichever ranks torchrun saw exit before it stopped the rest."""
+    """A torchrun log without what changes from one run to the next: torchrun's own log lines (which
+    ranks it saw fail first, which it then stopped with SIGTERM), the per-rank failure report (the
+    same), and digits (times, pids). What is left is what the job's processes printed."""
     out, report = [], False
     for line in log.splitlines():
         if line.startswith("Failures:"):
             report = True
-        if not report and "failed (exitcode" not in line:
+        if not report and not _LAUNCHER_LOG.match(line):
             out.append("".join("#" if c.isdigit() else c for c in line))
         if report and line.startswith("===="):
             report = False
