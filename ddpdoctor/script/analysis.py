@@ -102,6 +102,9 @@ def _child_fields(cls: type) -> tuple[str, ...]:
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _EVAL_WORDS = frozenset(("val", "valid", "validation", "dev", "holdout"))
 
+# Calls that iterate what they are given: `for i, x in enumerate(tqdm(loader))` iterates the loader.
+_ITER_WRAPPERS = frozenset(("enumerate", "tqdm", "iter", "islice", "zip", "track", "progress_bar", "chain"))
+
 # Parameters that hand a function its process's rank.
 _RANK_PARAMS = frozenset(("rank", "local_rank", "global_rank"))
 
@@ -318,8 +321,16 @@ class ModuleAnalysis:
         return out
 
     def iterates_loader(self, it: ast.AST, loaders: set[str]) -> bool:
-        for n in ast.walk(it):
-            name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+        """The ``for`` iterates a loader itself, maybe through ``enumerate``/``tqdm``/``zip``; not a
+        ``range(loader.sampler.epoch, n)`` that only reads an attribute of one."""
+        stack = [it]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, ast.Call):
+                if (dotted(e.func) or "").rsplit(".", 1)[-1] in _ITER_WRAPPERS:
+                    stack.extend(e.args)
+                continue
+            name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
             if name and (name in loaders or "loader" in name.rsplit(".", 1)[-1].lower()):
                 return True
         return False
