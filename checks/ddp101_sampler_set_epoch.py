@@ -246,7 +246,8 @@ _DIST_FLAGS = frozenset(("distributed", "is_distributed", "ddp", "use_ddp", "is_
 def _helper_loaders(m):
     """A training script that never calls ``set_epoch`` and gets its training loader from another
     file's factory told that the job is distributed (``get_train_loader(..., distributed)``), named
-    for it (``get_dataset_distributed``) or handed the rank and world size to shard by: such a
+    for it (``get_dataset_distributed``, ``prepare_dataloader_ddp``) or handed the rank (and the
+    world size, unless it is named for a loader) to shard by: such a
     factory gives the loader a DistributedSampler, and nothing here reshuffles it per epoch."""
     if not m.is_training_script or m.method_calls("set_epoch"):
         return
@@ -260,8 +261,8 @@ def _helper_loaders(m):
         flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
         flags |= {k.arg.lower() for k in call.keywords if k.arg}
         # told so (`distributed`), named so (`get_dataset_distributed`), or handed the shard to make
-        sharded = {"rank", "global_rank"} & flags and {"world_size", "num_replicas"} & flags
-        if not (flags & _DIST_FLAGS or "distributed" in low or sharded):
+        sharded = {"rank", "global_rank"} & flags and ({"world_size", "num_replicas"} & flags or "loader" in low)
+        if not (flags & _DIST_FLAGS or "distrib" in low or "ddp" in low or sharded):
             continue
         for loop in passes(m, _loader_flow(m, call)):
             again = repeats(m, loop)

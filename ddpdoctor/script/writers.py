@@ -69,6 +69,13 @@ def _entry_like(fn) -> bool:
     return any(name.startswith(n) or name.endswith(n) for n in ENTRY_NAMES)
 
 
+def _handed_the_rank(fn) -> bool:
+    """A function given the rank and the world size (``def get_loaders(..., world_size, rank)``):
+    its caller hands every rank its own, so every rank runs it."""
+    names = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    return bool(names & {"rank", "local_rank", "global_rank"}) and bool(names & {"world_size", "num_replicas"})
+
+
 def _ddp_owner_init(m, fn) -> bool:
     """The constructor of a class that wraps the model in DDP (a trainer or runner): every rank
     builds its own, so every rank runs this ``__init__`` even though this file never calls it."""
@@ -146,7 +153,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
         found = (
             any(every_rank_reaches(m, s, depth + 1) for s in sites)
             if sites
-            else _entry_like(fn) or _ddp_owner_init(m, fn)
+            else _entry_like(fn) or _ddp_owner_init(m, fn) or _handed_the_rank(fn)
         )
     memo[id(fn)] = found
     return found
