@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"
@@ -53,6 +54,16 @@ def _read_anywhere(m, dest: str) -> bool:
         ):
             return True
     return False
+
+
+def _set_by_the_script(m, dest: str) -> bool:
+    """The script starts its own workers (``mp.spawn``) and gives the option's attribute their index
+    (``args.local_rank = gpu`` in the worker): no launcher passes the option, and its value is never
+    used. (Overwritten from LOCAL_RANK under a launcher it is still reported: the old launcher of
+    torch >= 2.0 passes ``--local-rank``, which the parser then rejects.)"""
+    return bool(spawn_calls(m)) and any(
+        isinstance(t, ast.Attribute) and t.attr == dest for a in m.nodes(ast.Assign) for t in a.targets
+    )
 
 
 def _parser_of_other_files(m, call: ast.Call) -> bool:
@@ -163,6 +174,8 @@ def check(m):
         default = m.keyword(call, "default")
         if default is not None and "LOCAL_RANK" in ast.unparse(default):
             continue  # the default comes from torchrun's LOCAL_RANK: works under both launchers
+        if _set_by_the_script(m, _dest(m, call)):
+            continue  # `args.local_rank = gpu` in an mp.spawn worker: the option's value is never used
         if m.keyword_is(call, "required", True):
             message = (
                 "`--local_rank` is required, but only the deprecated torch.distributed.launch passes "
