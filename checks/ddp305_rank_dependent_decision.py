@@ -329,8 +329,8 @@ _LEAVE = (ast.Continue, ast.Break, ast.Return)
 
 def _leaves(handler: ast.ExceptHandler) -> ast.stmt | None:
     """The ``continue``/``break``/``return`` a handler ends with, at its top level; None when it
-    re-raises anywhere (an OOM handler that re-raises what it does not handle still skips, so only
-    a raise at its top level counts)."""
+    re-raises at its top level. A raise nested under a test (an OOM handler that re-raises what it
+    does not handle) leaves the skip in place for the errors it does handle."""
     if any(isinstance(st, ast.Raise) for st in handler.body):
         return None
     last = handler.body[-1] if handler.body else None
@@ -363,7 +363,7 @@ def _skips_on_exception(m, comms: _Comms):
             names = {(dotted(t) or "").rsplit(".", 1)[-1] for t in ast.walk(h.type)} if h.type else set()
             if names & _EVERY_RANK or (leave := _leaves(h)) is None or comms.first(h.body) is not None:
                 continue
-            if not isinstance(leave, ast.Return) and m.enclosing_loop(leave) is not m.enclosing_loop(node):
+            if not isinstance(leave, ast.Return) and m.enclosing_loop(leave) is not loop:
                 continue
             caught = ast.unparse(h.type) if h.type is not None else "any exception"
             how = {ast.Continue: "continue", ast.Break: "break", ast.Return: "return"}[type(leave)]

@@ -87,16 +87,11 @@ def _parser_of_other_files(m, call: ast.Call) -> bool:
     return False
 
 
+_PARSE_CALLS = ("parse_args", "parse_known_args")
+
+
 def _parses(e: ast.AST) -> bool:
-    return (
-        isinstance(e, ast.Call)
-        and isinstance(e.func, ast.Attribute)
-        and e.func.attr
-        in (
-            "parse_args",
-            "parse_known_args",
-        )
-    )
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _PARSE_CALLS
 
 
 def _hands_args_to_setup(c: ast.Call) -> bool:

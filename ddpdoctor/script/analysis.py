@@ -105,9 +105,6 @@ _EVAL_WORDS = frozenset(("val", "valid", "validation", "dev", "holdout"))
 # Calls that iterate what they are given: `for i, x in enumerate(tqdm(loader))` iterates the loader.
 _ITER_WRAPPERS = frozenset(("enumerate", "tqdm", "iter", "islice", "zip", "track", "progress_bar", "chain"))
 
-# Parameters that hand a function its process's rank.
-_RANK_PARAMS = frozenset(("rank", "local_rank", "global_rank"))
-
 # Frameworks' launchers that call init_process_group for the script: every rank runs what follows.
 _GROUP_STARTERS = (
     "deepspeed.init_distributed",
@@ -642,7 +639,7 @@ class ModuleAnalysis:
         imports_ddp = any(
             v.startswith("torch.") and v.endswith(".DistributedDataParallel") for v in self.aliases.values()
         )
-        if not imports_ddp and not params & _RANK_PARAMS:
+        if not imports_ddp and not params & rank_facts.RANK_PARAMS:
             return frozenset()
         out = set()
         for node in self.nodes(ast.Attribute):
@@ -801,7 +798,7 @@ class ModuleAnalysis:
             if init is None:
                 continue
             params = {a.arg for a in (*init.args.args[1:], *init.args.kwonlyargs)}
-            if not params & _RANK_PARAMS:
+            if not params & rank_facts.RANK_PARAMS:
                 continue
             stored = {
                 d

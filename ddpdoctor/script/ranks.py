@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from ddpdoctor.script.names import dist_op, dotted, is_property
 
 GLOBAL, LOCAL, NODE = "global", "local", "node"
+# Parameters that hand a function its process's rank (``def train(rank, model, ...)``).
+RANK_PARAMS = frozenset(("rank", "local_rank", "global_rank"))
 
 _ENV_KIND = {
     "RANK": GLOBAL,

@@ -73,7 +73,7 @@ def _handed_the_rank(fn) -> bool:
     """A function given the rank and the world size (``def get_loaders(..., world_size, rank)``):
     its caller hands every rank its own, so every rank runs it."""
     names = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    return bool(names & {"rank", "local_rank", "global_rank"}) and bool(names & {"world_size", "num_replicas"})
+    return bool(names & ranks.RANK_PARAMS) and bool(names & {"world_size", "num_replicas"})
 
 
 def _ddp_owner_init(m, fn) -> bool:
