@@ -35,7 +35,7 @@ import ast
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.loaders import passes
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import single_process_arm
+from ddpdoctor.script.ranks import callee_reads_rank, single_process_arm
 
 CODE = "DDP105"
 TITLE = "DataLoader without DistributedSampler in a DDP script"
@@ -100,7 +100,9 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
         return False
     if isinstance(expr, ast.Call):
         text = ast.unparse(expr).lower()
-        return not any(w in text for w in _PER_RANK_ARGS)
+        # a factory that asks for the rank itself (`load_data(opt)` splitting its files by
+        # `get_rank()`) builds each rank its own part
+        return not any(w in text for w in _PER_RANK_ARGS) and not callee_reads_rank(m, expr)
     if isinstance(expr, ast.Subscript):  # splits["train"], data[:n]
         return _built_here(m, expr.value, depth + 1)
     if not isinstance(expr, ast.Name):

@@ -125,10 +125,13 @@ def _lint_tree(path: str, text: str, tree: ast.Module, config: LintConfig, rules
             out.append(_problem(path, "internal", f"internal error in {spec.code}: {type(e).__name__}: {e}"))
             continue
         lines = module.lines
+        dead = module.shadowed_defs if found else ()
         for f in found:
             line = f.location.line if f.location else 1
             if 0 < line <= len(lines) and suppressed(lines[line - 1], f.code):
                 continue
+            if dead and any(a <= line <= b for a, b in dead):
+                continue  # in a def that a later def of the same name replaces: never runs
             out.append(f)
     if module.runs_truncated:  # the step budget of the per-rank simulation ran out somewhere
         out.append(_problem(path, BUDGET_KIND, "partly linted: the per-rank simulation of this file reached "

@@ -212,6 +212,28 @@ class ModuleAnalysis:
     def lines(self) -> list[str]:
         return self.source.splitlines()
 
+    @cached_property
+    def shadowed_defs(self) -> list[tuple[int, int]]:
+        """(first, last line) of each def that a later def of the same name in the same module or
+        class body replaces before anything can call it: dead code (RepVGG's utils.py defines
+        ``load_checkpoint`` twice; only the second is ever called). Decorated defs are kept
+        (``@overload``, ``@x.setter`` and ``@f.register`` make a second def meaningful)."""
+        out = []
+        for body in [self.tree.body, *(c.body for c in self.nodes(ast.ClassDef))]:
+            last: dict[str, ast.AST] = {}
+            for st in body:
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    last[st.name] = st
+            for st in body:
+                if (
+                    isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and last[st.name] is not st
+                    and not st.decorator_list
+                    and not last[st.name].decorator_list
+                ):
+                    out.append((st.lineno, st.end_lineno or st.lineno))
+        return out
+
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         p = self.parents.get(node)
         while p is not None:

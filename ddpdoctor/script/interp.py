@@ -266,6 +266,17 @@ _FS_WRITES = frozenset(
 )
 
 
+def _tests_for_wrapper(q: str, arg: ast.expr, value: object, aliases: dict[str, str]) -> object:
+    """The truth of ``hasattr(ddp_model, arg)`` or ``isinstance(ddp_model, arg)``, or UNKNOWN."""
+    if q == "hasattr":
+        return True if value == "module" or value in DDP_METHODS else UNKNOWN
+    classes = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+    names = [(qualify(dotted(c), aliases) or "").rsplit(".", 1)[-1] for c in classes]
+    if "DistributedDataParallel" in names:
+        return True
+    return UNKNOWN
+
+
 def _concrete(*vals) -> bool:
     return all(isinstance(v, _CONCRETE) for v in vals)
 
@@ -932,6 +943,10 @@ class Interpreter:
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
+        if q in ("hasattr", "isinstance") and len(args) == 2 and isinstance(args[0], DDPModel):
+            # `hasattr(model, "module")`, `isinstance(model, DDP)`: true of the DDP wrapper, so the
+            # other arm runs the plain model only (BigVGAN's validation picks its forward so)
+            return _tests_for_wrapper(q, node.args[1], args[1], self.aliases)
         made = event_engines.makes_engine(q)
         if made is not None:
             first = (

@@ -193,6 +193,35 @@ def reads_launcher_rank(m) -> bool:
     return cached
 
 
+_RANK_QUERIES = ("get_rank", "get_world_size", "get_global_rank", "get_local_rank")
+
+
+def callee_reads_rank(m, call: ast.Call, depth: int = 0) -> bool:
+    """The function ``call`` runs (this file's or, in a project, another file's) asks for the rank
+    or the world size, itself or through its own helpers: ``load_data(opt)`` that splits its
+    files with ``np.array_split(files, get_world_size())[get_rank()]`` builds each rank its part."""
+    name = dotted(call.func)
+    if name is None or depth > 2:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    fn, mod = next((f for f in m.functions if f.name == last), None), m
+    if fn is None and m.project is not None:
+        found = m.resolve(name)
+        if found is not None:
+            mod, fn = found
+    if fn is None:
+        return False
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        inner = dotted(node.func) or ""
+        if inner.rsplit(".", 1)[-1] in _RANK_QUERIES or _env_key(mod, node) in _ENV_KIND:
+            return True
+        if node is not call and inner and callee_reads_rank(mod, node, depth + 1):
+            return True
+    return False
+
+
 def per_node_count(m, expr: ast.AST) -> bool:
     """``expr`` is how many GPUs (processes) one node has: ``torch.cuda.device_count()``, a name
     such as ``ngpus_per_node`` / ``nproc_per_node``, or a name this file assigns from one of those."""

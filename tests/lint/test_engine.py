@@ -330,3 +330,37 @@ def test_syntax_an_older_python_accepted_says_what_it_is():
     # a plain syntax error is not called old code
     bad = lint_source("bad.py", head + "def main(:\n    pass\n")
     assert bad[0].message == "SyntaxError: invalid syntax"
+
+
+_SHADOWED = '''
+import torch
+import torch.distributed as dist
+
+
+def load_checkpoint(model, path):
+    model.load_state_dict(torch.load(path))
+
+
+{second}
+
+
+def main(model, path):
+    dist.init_process_group("nccl")
+    load_checkpoint(model, path)
+'''
+
+
+def test_a_def_that_a_later_def_of_the_same_name_replaces_is_not_reported():
+    later = (
+        "def load_checkpoint(model, path):\n"
+        "    model.load_state_dict(torch.load(path, map_location='cpu'))"
+    )
+    alone = lint_source("t.py", _SHADOWED.format(second=""), LintConfig(select=("DDP503",)))
+    assert [f.location.line for f in alone] == [7]
+    replaced = lint_source("t.py", _SHADOWED.format(second=later), LintConfig(select=("DDP503",)))
+    assert replaced == []
+    # a decorated second def (`@overload`, `@x.setter`) does not make the first one dead
+    decorated = lint_source(
+        "t.py", _SHADOWED.format(second="@some.register\n" + later), LintConfig(select=("DDP503",))
+    )
+    assert [f.location.line for f in decorated] == [7]

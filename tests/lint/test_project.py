@@ -328,3 +328,33 @@ def test_a_helper_the_spawning_parent_calls_before_the_workers_start_runs_once()
     want = [(n, line) for n, line, _c in _expected(root / "bad" / "train.py")]
     assert [(n, line) for n, line, _c, _m in found] == want
     assert _codes([root / "ok"], ("DDP505",)) == []
+
+
+def test_a_dataset_split_per_rank_in_another_module_is_not_unsharded(tmp_path):
+    """contriever's pattern: train.py builds a RandomSampler over ``data.load_data(opt)``, and
+    data.py splits its files by ``get_rank()`` in a helper: each rank draws from its own part."""
+    (tmp_path / "data.py").write_text(
+        "import numpy as np\n"
+        "import torch.distributed as dist\n\n\n"
+        "def _files(paths):\n"
+        "    return list(np.array_split(paths, dist.get_world_size()))[dist.get_rank()]\n\n\n"
+        "def load_data(opt):\n"
+        "    return Shards(_files(opt.paths))\n"
+    )
+    train = tmp_path / "train.py"
+    train.write_text(
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "from torch.utils.data import DataLoader, RandomSampler\n\n"
+        "import data\n\n\n"
+        "def main(opt):\n"
+        "    dist.init_process_group('nccl')\n"
+        "    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))\n"
+        "    dataset = data.load_data(opt)\n"
+        "    loader = DataLoader(dataset, sampler=RandomSampler(dataset), batch_size=4)\n"
+        "    for x in loader:\n"
+        "        model(x).sum().backward()\n"
+    )
+    assert _codes([tmp_path], ("DDP105",)) == []
+    # alone, train.py cannot see the split: the loader looks unsharded
+    assert [c for _n, _l, c, _m in _codes([train], ("DDP105",))] == ["DDP105"]
