@@ -175,7 +175,7 @@ def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> 
         return False
     if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)):
         return False  # the spawned process index is the local rank by construction
-    method = isinstance(m.parents.get(fn), ast.ClassDef)
+    method = m.is_method(fn)
     if method and index is not None and params and params[0].arg in ("self", "cls"):
         index -= 1
     sites = [c for c in m.call_sites(fn) if m.enclosing_function(c) is not fn]
@@ -453,7 +453,7 @@ def _global_into_other_files(m, names: set):
         if found is None:
             continue
         other, fn = found
-        if isinstance(fn, ast.Lambda) or isinstance(other.parents.get(fn), ast.ClassDef):
+        if isinstance(fn, ast.Lambda) or other.is_method(fn):
             continue  # a method's first parameter is bound elsewhere: positions would not line up
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
         bound: dict[str, ast.AST] = {}

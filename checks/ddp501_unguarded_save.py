@@ -177,7 +177,7 @@ def _inconsistent_calls(m, saves):
             if fn is not None
             else [c for c, _q in m.calls if isinstance(c.func, ast.Name) and c.func.id == name]
         )
-        method = fn is not None and isinstance(m.parents.get(fn), ast.ClassDef)
+        method = m.is_method(fn)
         # a method is called as obj.name(...), a function as name(...): two defs may share a name
         sites = [
             c

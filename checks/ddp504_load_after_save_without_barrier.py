@@ -151,7 +151,7 @@ def _barrier_lines(m, fn) -> list[int]:
 
 
 def _in_file_callers(m, fn) -> list[ast.Call]:
-    method = isinstance(m.parents.get(fn), ast.ClassDef)
+    method = m.is_method(fn)
     out = []
     for c in m.call_sites(fn):
         if m.enclosing_function(c) is fn:

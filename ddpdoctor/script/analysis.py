@@ -203,6 +203,23 @@ class ModuleAnalysis:
         return out
 
     @cached_property
+    def _method_ids(self) -> frozenset[int]:
+        return frozenset(
+            id(st)
+            for c in self.nodes(ast.ClassDef)
+            for st in c.body
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
+        )
+
+    @cached_property
+    def function_names(self) -> frozenset[str]:
+        return frozenset(fn.name for fn in self.functions)
+
+    def is_method(self, fn: ast.AST | None) -> bool:
+        """A def straight in a class body (without building the parent map)."""
+        return fn is not None and id(fn) in self._method_ids
+
+    @cached_property
     def _functions_by_body(self) -> tuple[list, list[tuple[int, int]]]:
         """The defs sorted by where their bodies start, and those starts (for bisect)."""
         fns = sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
@@ -699,7 +716,7 @@ class ModuleAnalysis:
         # a plain name calls a function, ``obj.f()`` may call a method: a method named like an
         # imported helper (ClassyVision's ``self.init_distributed_data_parallel_model()`` beside
         # the imported one it calls) does not hide the helper
-        methods = {fn.name for fn in self.functions if isinstance(self.parents.get(fn), ast.ClassDef)}
+        methods = {fn.name for fn in self.functions if self.is_method(fn)}
         plain = {fn.name for fn in self.functions} - methods
         accelerate = any(v.split(".", 1)[0] == "accelerate" for v in self.aliases.values())
         return [

@@ -596,7 +596,7 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
     seen = set()
     # a function of the module is called by its bare name here: `callbacks.run(...)` is some object's
     # method, not this file's `def run`
-    method = isinstance(m.parents.get(fn), ast.ClassDef)
+    method = m.is_method(fn)
     for c in (*m.call_sites(fn), *m.method_calls(getattr(fn, "name", ""))):
         if id(c) in seen:
             continue
@@ -739,7 +739,7 @@ def single_process_only(m, node: ast.AST, depth: int = 0) -> bool:
     fn = m.enclosing_function(node)
     if fn is None or depth > 3:
         return False
-    method = isinstance(m.parents.get(fn), ast.ClassDef)
+    method = m.is_method(fn)
     sites = [
         c
         for c in m.call_sites(fn)

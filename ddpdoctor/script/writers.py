@@ -457,7 +457,7 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if q.split(".", 1)[0] in _LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
         return False
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-    if not name or any(fn.name == name for fn in m.functions):
+    if not name or name in m.function_names:
         return False  # this file's own helper (followed to its torch.save)
     if isinstance(f, ast.Name):
         named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
