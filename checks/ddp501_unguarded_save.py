@@ -268,10 +268,31 @@ def check(m):
             hint="call it under the same rank test, then `dist.barrier()`",
             chain=[guarded.lineno, call.lineno],
         )
-    if not m.is_training_script and not m.dist_calls("get_rank"):
-        return
     # per-rank files (and writes into a stream opened here) are meant to be written by every rank
     saves = [s for s in m.calls_named("torch.save") if not _rank_in_path(m, s) and not _to_stream(m, s)]
+    # an imported saving helper called under a rank test in one place is evidence, as for the
+    # siblings above, that several ranks run this file (navillm's train.py: DDP and the process
+    # group are made in its helpers' module). This file's own helpers wait for the test below: a
+    # library's one-process trainer (whose subclass guards its save) is no training script.
+    training = m.is_training_script or bool(m.dist_calls("get_rank"))
+    helpers: set[int] = set()  # their saves are reported at the call that reaches them on every rank
+    for call, name, fn, guarded in _inconsistent_calls(m, saves):
+        if fn is not None and not training:
+            continue
+        if fn is not None:
+            helpers.add(id(fn))
+        yield m.finding(
+            CODE,
+            call,
+            f"every rank calls `{name}` here, which saves a checkpoint, while line {guarded.lineno} calls it "
+            f"on one rank only: here all ranks write the same file at once "
+            f"({m.chain_text(_save_chain(m, call, fn))})",
+            SEVERITY,
+            hint="call it under the same rank test (`if dist.get_rank() == 0:`), then `dist.barrier()`",
+            chain=[call.lineno, guarded.lineno],
+        )
+    if not training:
+        return
     # a checkpoint helper of another module (`model.save_model(...)` on an object built here) saves
     # too: the rank test around it shows the file means it for one writer
     helper_saves = [
@@ -296,20 +317,6 @@ def check(m):
             SEVERITY,
             hint="test the global rank on every launch path (`if dist.get_rank() == 0:`), then `dist.barrier()`",
             chain=[proof.lineno, test.lineno, save.lineno],
-        )
-    helpers: set[int] = set()  # their saves are reported at the call that reaches them on every rank
-    for call, name, fn, guarded in _inconsistent_calls(m, saves):
-        if fn is not None:
-            helpers.add(id(fn))
-        yield m.finding(
-            CODE,
-            call,
-            f"every rank calls `{name}` here, which saves a checkpoint, while line {guarded.lineno} calls it "
-            f"on one rank only: here all ranks write the same file at once "
-            f"({m.chain_text(_save_chain(m, call, fn))})",
-            SEVERITY,
-            hint="call it under the same rank test (`if dist.get_rank() == 0:`), then `dist.barrier()`",
-            chain=[call.lineno, guarded.lineno],
         )
     for call in saves:
         if id(m.enclosing_function(call)) in helpers:

@@ -22,6 +22,7 @@ from ddpdoctor.lint.files import (
     MAIN_TESTS,
     PER_NODE,
     RANK_ZERO,
+    SAVE_HELPERS,
     STRONG,
     UNWRAP,
     decode,
@@ -46,6 +47,8 @@ def _reference_worth_parsing(data: bytes) -> bool:
         return True
     if b"rank" in data and UNWRAP in data and any(t in data for t in RANK_ZERO):
         return True
+    if b"rank" in data and any(t in data for t in SAVE_HELPERS) and any(t in data for t in RANK_ZERO):
+        return True
     return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 
@@ -54,7 +57,7 @@ _PIECES = sorted(
     {t for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
-    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module", *RANK_ZERO, b"rank =="}
+    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module", *RANK_ZERO, b"rank ==", *SAVE_HELPERS, b"save_"}
 )
 
 
