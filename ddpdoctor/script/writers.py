@@ -447,6 +447,11 @@ _CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|state|weight|networ
 _LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
 
 
+def _joined(name: str) -> str:
+    """The name in lower case without underscores: ``save_check_point`` says checkpoint too."""
+    return name.lower().replace("_", "")
+
+
 def checkpoint_helper_call(m, call: ast.Call) -> bool:
     """A call of a checkpoint-saving helper whose body this file does not hold: an imported
     function (``from utils import save``; ``save_checkpoint(...)``) or a method
@@ -460,10 +465,10 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if not name or name in m.function_names:
         return False  # this file's own helper (followed to its torch.save)
     if isinstance(f, ast.Name):
-        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(name.lower())))
+        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
     else:
         root = (dotted(f.value) or "").split(".", 1)[0]
-        named = root not in m.aliases and bool(_CHECKPOINT_CALL.search(name.lower()))
+        named = root not in m.aliases and bool(_CHECKPOINT_CALL.search(_joined(name)))
     # the name first: callee_guard may read and parse another file of the project to look inside
     if not named or ranks.callee_guard(m, call) is not None:
         return False  # not a checkpoint helper, or one that picks its rank

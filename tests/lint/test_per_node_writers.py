@@ -26,3 +26,22 @@ def test_launch_mode_test_around_a_helper_names_the_flag_and_the_call():
     assert "`--spawn`" in found.message
     assert "DDP501_bad_launch_mode_helper.py:23" in found.message  # the helper call it keeps
     assert "one writer per node" in found.message
+
+
+def test_a_checkpoint_helper_is_known_by_its_words_with_or_without_underscores():
+    """``save_check_point`` (Post2Vec's util) says checkpoint as ``save_checkpoint`` does; a plot
+    saver does not."""
+    import ast
+
+    from ddpdoctor.script.analysis import ModuleAnalysis
+    from ddpdoctor.script.writers import checkpoint_helper_call
+
+    src = (
+        "from util.util import save_check_point, save_checkpoint, save_figure\n"
+        "save_check_point(model, path)\n"
+        "save_checkpoint(model, path)\n"
+        "save_figure(fig, path)\n"
+    )
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    calls = {c.func.id: checkpoint_helper_call(m, c) for c, _q in m.calls}
+    assert calls == {"save_check_point": True, "save_checkpoint": True, "save_figure": False}
