@@ -178,12 +178,15 @@ def check(m):
             )
             hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` instead of `required=True`"
         elif env_too:
+            if set(_FLAGS) <= set(flags) or m.method_calls("parse_known_args"):
+                continue  # both spellings accepted (or unknown flags ignored), LOCAL_RANK read: works
             message = (
-                "`--local_rank` is the interface of the deprecated torch.distributed.launch; this "
-                "script reads LOCAL_RANK from the environment as well, so the option is dead weight "
-                "(and torch>=2.0's launcher passes `--local-rank`, with a hyphen)"
+                "`--local_rank` is the spelling of torch<2.0's torch.distributed.launch only: from "
+                "torch 2.0 that launcher passes `--local-rank=N` (with a hyphen), which this parser "
+                "rejects (\"unrecognized arguments\") before LOCAL_RANK, which this script also "
+                "reads, is used"
             )
-            hint = "drop the option and launch with torchrun"
+            hint = "accept both spellings (`add_argument('--local_rank', '--local-rank', ...)`), or drop the option and launch with torchrun"
         elif not _read_anywhere(m, _dest(m, call)):
             if not m.dist_calls("init_process_group") and not _parser_of_other_files(m, call):
                 # declared only so that the old launcher's flag is accepted; the process group and
