@@ -34,7 +34,7 @@ _ROUNDS = 4
 _SHAPE_CALLS = frozenset(("len", "size", "numel", "dim", "nelement"))
 _SHAPE_ATTRS = frozenset(("shape", "ndim", "dtype", "device", "is_cuda"))
 # calls whose result is the same on every rank (a collective or a wrapper of one)
-_UNIFYING = ("broadcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all")
+_UNIFYING = ("broadcast", "bcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all")  # bcast: mpi4py
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -82,6 +82,16 @@ class _Def:
 def _is_unifying(call: ast.Call) -> bool:
     name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
     return any(w in name for w in _UNIFYING)
+
+
+def _same_block(parent: ast.AST, stmt: ast.stmt, holders: set[int]) -> bool:
+    """``stmt`` sits in the list of ``parent`` (a body, an ``else``) that also holds one of
+    ``holders`` (the use and its ancestors), not in the other arm."""
+    for name in ("body", "orelse", "finalbody", "handlers"):
+        block = getattr(parent, name, None)
+        if isinstance(block, list) and any(s is stmt for s in block):
+            return any(id(s) in holders for s in block)
+    return False
 
 
 def _exits(body: list) -> bool:
@@ -535,8 +545,12 @@ class RankValues:
             if d.fn is not fn or d.origin is not None or d.stmt.lineno >= line:
                 continue
             parent = self.m.parents.get(d.stmt)
+            # (a clean def in the very statement list that holds the use runs before it on every
+            # way there, also inside an `if` on something else: `t = clock()` then `if t < buf:`)
             if d.unifying or (
-                parent is not None and (id(parent) in holders or parent is fn) and d.ctrl is None
+                parent is not None
+                and (id(parent) in holders or parent is fn)
+                and (d.ctrl is None or _same_block(parent, d.stmt, holders | {id(use)}))
             ):
                 if kill is None or d.stmt.lineno > kill.stmt.lineno:
                     kill = d

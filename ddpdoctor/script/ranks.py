@@ -222,6 +222,42 @@ def callee_reads_rank(m, call: ast.Call, depth: int = 0) -> bool:
     return False
 
 
+def _pins_here(m) -> bool:
+    for node in m.nodes(ast.Assign):
+        for t in node.targets:
+            if (
+                isinstance(t, ast.Subscript)
+                and dotted(t.value) == "os.environ"
+                and isinstance(t.slice, ast.Constant)
+                and t.slice.value == "CUDA_VISIBLE_DEVICES"
+                and "rank" in ast.unparse(node.value).lower()
+            ):
+                return True
+    return False
+
+
+def pins_one_gpu_per_process(m) -> bool:
+    """This file, or a project module it imports, sets CUDA_VISIBLE_DEVICES from the rank
+    (guided-diffusion's ``dist_util.setup_dist``: ``os.environ["CUDA_VISIBLE_DEVICES"] =
+    f"{rank % GPUS_PER_NODE}"``): each process sees one GPU, its own, as cuda:0."""
+    cached = m.__dict__.get("_pins_one_gpu")
+    if cached is not None:
+        return cached
+    found = m.mentions("CUDA_VISIBLE_DEVICES") and _pins_here(m)
+    if not found and m.project is not None:
+        for module, attr, level in m.project_imports.values():
+            for mod in (module, f"{module}.{attr}" if module and attr else None):
+                path = m.project.module_path(mod, m.path, level) if mod else None
+                other = m.project.analysis(path) if path is not None and str(path) != m.path else None
+                if other is not None and other.mentions("CUDA_VISIBLE_DEVICES") and _pins_here(other):
+                    found = True
+                    break
+            if found:
+                break
+    m.__dict__["_pins_one_gpu"] = found
+    return found
+
+
 def per_node_count(m, expr: ast.AST) -> bool:
     """``expr`` is how many GPUs (processes) one node has: ``torch.cuda.device_count()``, a name
     such as ``ngpus_per_node`` / ``nproc_per_node``, or a name this file assigns from one of those."""
@@ -688,14 +724,63 @@ def distributed_when_true(test: ast.AST) -> bool:
     return _single_when(test) is False
 
 
+def _group_starts(m) -> list[tuple[int, int]]:
+    """(line, column) of the calls that start the process group or wrap the model in DDP
+    (``init_process_group``, ``init_distributed_mode(args)``, ``DDP(model)``)."""
+    cached = m.__dict__.get("_group_starts")
+    if cached is None:
+        calls = [*m.dist_calls("init_process_group"), *m.ddp_constructors]
+        calls += [c for c, q in m.calls if (q or "").rsplit(".", 1)[-1].startswith("init_dist")]
+        cached = m.__dict__["_group_starts"] = [(c.lineno, c.col_offset) for c in calls]
+    return cached
+
+
+def _starts_group(m, stmts: list) -> bool:
+    if not stmts:
+        return False
+    lo, hi = stmts[0].lineno, stmts[-1].end_lineno or stmts[-1].lineno
+    return any(lo <= ln <= hi for ln, _c in _group_starts(m))
+
+
+def _mode_value(test: ast.AST) -> tuple[str, object] | None:
+    """``args.dist == "OFF"``: (the name, the constant) of a test of a mode option."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and isinstance(test.comparators[0], ast.Constant)
+    ):
+        name = dotted(test.left)
+        if name is not None:
+            return name, test.comparators[0].value
+    return None
+
+
+def _other_mode_starts_group(m, test: ast.AST) -> bool:
+    """``if args.dist == "OFF":`` where the file starts the process group under ``if args.dist ==
+    "ON":`` and not under this test: the mode option picks one process or many, and this arm is
+    the one process."""
+    mine = _mode_value(test)
+    if mine is None or not _group_starts(m):
+        return False
+    for other in m.nodes(ast.If):
+        theirs = _mode_value(other.test)
+        if theirs is not None and theirs[0] == mine[0] and theirs[1] != mine[1] and _starts_group(m, other.body):
+            return True
+    return False
+
+
 def single_process_arm(m, node: ast.AST) -> bool:
     """``node`` runs only when the job is not distributed (the ``else`` of ``if ddp:``, the body of
-    ``if world_size == 1:``): one process, so no rank test there can part ranks."""
+    ``if world_size == 1:``, of ``if args.dist == "OFF":`` beside ``if args.dist == "ON":
+    init_process_group(...)``): one process, so no rank test there can part ranks."""
     child = node
     for a in m.ancestors(node):
         if isinstance(a, ast.If) and child is not a.test:
             single = _single_when(a.test, m)
             if single is not None and (child in a.body) == single:
+                return True
+            if child in a.body and not _starts_group(m, a.body) and _other_mode_starts_group(m, a.test):
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return not isinstance(a, ast.Lambda) and _refuses_many_before(m, a.body, node)

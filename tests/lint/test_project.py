@@ -358,3 +358,29 @@ def test_a_dataset_split_per_rank_in_another_module_is_not_unsharded(tmp_path):
     assert _codes([tmp_path], ("DDP105",)) == []
     # alone, train.py cannot see the split: the loader looks unsharded
     assert [c for _n, _l, c, _m in _codes([train], ("DDP105",))] == ["DDP105"]
+
+
+def test_one_gpu_per_process_set_by_an_imported_module_leaves_cuda_0_loads_alone(tmp_path):
+    """guided-diffusion's family: dist_util.setup_dist() sets CUDA_VISIBLE_DEVICES from the rank, so
+    a checkpoint saved from cuda:0 comes back onto each process's own GPU."""
+    (tmp_path / "dist_util.py").write_text(
+        "import os\n"
+        "import torch.distributed as dist\n\n\n"
+        "def setup_dist(rank):\n"
+        "    os.environ['CUDA_VISIBLE_DEVICES'] = f'{rank % 8}'\n"
+        "    dist.init_process_group('nccl')\n"
+    )
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import torch\n"
+        "import torch.distributed as dist\n\n"
+        "import dist_util\n\n\n"
+        "def main(rank, path):\n"
+        "    dist_util.setup_dist(rank)\n"
+        "    state = torch.load(path)\n"
+        "    dist.barrier()\n"
+        "    return state\n"
+    )
+    assert _codes([tmp_path], ("DDP503",)) == []
+    # alone, sample.py cannot see where the GPUs are pinned
+    assert [c for _n, _l, c, _m in _codes([sample], ("DDP503",))] == ["DDP503"]
