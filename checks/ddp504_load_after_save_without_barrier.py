@@ -226,6 +226,17 @@ def _loops(m, node: ast.AST, fn: ast.AST) -> set[int]:
     return out
 
 
+def _never_called(m, fn: ast.AST) -> bool:
+    """A top-level function of a script (it has its own ``__main__`` block, which does not reach
+    the function) that the file never names outside its own body (no call, no callback) and, when
+    linted with its project, no other file calls: dead code, no order to race."""
+    if fn not in m.tree.body or not m.mentions("__main__"):
+        return False
+    if any(n.id == fn.name and not fn.lineno <= n.lineno <= fn.end_lineno for n in m.nodes(ast.Name)):
+        return False
+    return m.project is None or not m.project.callers(m.path, fn.name)
+
+
 def _load_runs_first(m, save: ast.AST, load: ast.AST) -> bool:
     """A function of this file leads to both, and in each such function everything that leads to
     the load comes before everything that leads to the save, outside any loop around both
@@ -270,6 +281,8 @@ def _across_functions(m, saves, loads):
                 continue  # the path a job takes when it is not distributed: no other rank writes
             if _loads_first(m, fn_s, fn_l) or _load_runs_first(m, save, load):
                 continue
+            if _never_called(m, fn_l):
+                continue  # a loader nothing here (nor, in a project, elsewhere) calls: no order to race
             if any(ln < load.lineno for ln in _barrier_lines(m, fn_l)):
                 continue
             arg = load.args[0] if load.args else m.keyword(load, "f")

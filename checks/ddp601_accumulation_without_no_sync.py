@@ -201,7 +201,7 @@ def _accum_range_loop(m, step: ast.Call, helpers):
     stmt, block = m.statement_in_block(step)
     while block is not None:
         for earlier in block[: block.index(stmt)]:
-            for loop in ast.walk(earlier):
+            for loop in _run_here(earlier):
                 if isinstance(loop, (ast.For, ast.AsyncFor)) and _splits_batch(m, loop):
                     found = _backwards(m, loop, helpers)
                     if found:
@@ -211,6 +211,18 @@ def _accum_range_loop(m, step: ast.Call, helpers):
             return None
         stmt, block = m.statement_in_block(parent)
     return None
+
+
+def _run_here(stmt: ast.stmt):
+    """The nodes of ``stmt`` that run where it stands: not the bodies of the functions and classes
+    it defines (a `def capture(...)` above the `__main__` block runs only when called)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*_FUNCS, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def _splits_batch(m, loop: ast.For) -> bool:
