@@ -5,7 +5,9 @@ Follows the DDP model (`model = DistributedDataParallel(net)`) through names, at
 calls of this file's functions, and finds a call of a method the wrapper does not have
 (`model.decoder_forward(x)`, `model.generate(...)`, `model.compute_loss(batch)`): the public
 methods of `DistributedDataParallel` are nn.Module's and its own (`no_sync`, `join`,
-`register_comm_hook`, ...). Calls on a branch that tests whether the model is wrapped
+`register_comm_hook`, ...); and a read of an attribute the wrapper does not have, used as an object
+(`model.model.state_dict()`, `model.encoder.layers`: DDP's own attributes, `module`, and those the
+script sets on the wrapper itself are known). Calls on a branch that tests whether the model is wrapped
 (`isinstance(model, DistributedDataParallel)`, `hasattr(model, "module")`) are left alone.
 
 ## Why is this bad?
@@ -56,6 +58,7 @@ def check(m):
     if not m.ddp_constructors:
         return
     seen: set[int] = set()
+    read: dict[str, list] = {}  # attribute reads by name: one finding per name, at the first
     for run in m.runs:
         for t in run.traces:
             for e in t.events:
@@ -65,6 +68,9 @@ def check(m):
                 if _tests_wrapping(m, e.node):
                     continue
                 via = f", reached through {m.chain_text(e.chain, e.node.lineno)}" if e.chain else ""
+                if isinstance(e.node, ast.Attribute):  # `model.model.state_dict()`
+                    read.setdefault(e.op, []).append((e.node, via))
+                    continue
                 yield m.finding(
                     CODE,
                     e.node,
@@ -75,3 +81,17 @@ def check(m):
                     hint=f"call it on the wrapped model (`.module.{e.op}(...)`), or run it in the "
                     "model's forward so that DDP sees it",
                 )
+    for name, places in read.items():
+        places.sort(key=lambda p: (p[0].lineno, p[0].col_offset))
+        node, via = places[0]
+        others = sorted({n.lineno for n, _v in places[1:] if n.lineno != node.lineno})
+        also = f" (also line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})" if others else ""
+        yield m.finding(
+            CODE,
+            node,
+            f"`{ast.unparse(node)}` reads `{name}`, which the DDP wrapper does not have{via}{also}: it "
+            f"holds the model as `module`, so this raises AttributeError ('DistributedDataParallel' "
+            f"object has no attribute '{name}')",
+            SEVERITY,
+            hint=f"read it from the wrapped model (`.module.{name}`)",
+        )

@@ -856,6 +856,22 @@ class ModuleAnalysis:
         return out
 
     @cached_property
+    def set_attribute_names(self) -> frozenset[str]:
+        """Attribute names the file assigns on objects it holds (``model.epoch = e``,
+        ``setattr(model, "name", ...)``), not on ``self`` in a class body: a network's own
+        ``self.model = ...`` is not on the DDP wrapper that holds the network."""
+        out = {
+            t.attr
+            for a in self.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign)
+            for t in (a.targets if isinstance(a, ast.Assign) else [a.target])
+            if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id == "self")
+        }
+        for c, q in self.calls:
+            if q == "setattr" and len(c.args) > 1 and isinstance(c.args[1], ast.Constant):
+                out.add(str(c.args[1].value))
+        return frozenset(out)
+
+    @cached_property
     def rank_nodes(self) -> dict[int, str]:
         """ids of the attributes and subscripts compared in this file that hold a rank, by kind
         (``self.gpu_id == 0`` after ``self.gpu_id = int(os.environ["LOCAL_RANK"])``)."""
@@ -993,6 +1009,7 @@ class ModuleAnalysis:
         resolver = self._resolver()
 
         rank_nodes = self.rank_nodes
+        set_attributes = self.set_attribute_names
         class_ddp_attrs = self.class_ddp_attrs
 
         touched = []  # not kept on self: an interpreter holds the resolver, which holds self (a cycle
@@ -1002,6 +1019,7 @@ class ModuleAnalysis:
             it = Interpreter(self.tree, self.aliases, w, r, self._defs, self._syntax)
             it.resolve = resolver
             it.rank_nodes = rank_nodes
+            it.set_attributes = set_attributes
             it.class_ddp_attrs = class_ddp_attrs
             trace = walk(it)
             self.steps += it.steps

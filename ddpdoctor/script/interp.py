@@ -140,6 +140,17 @@ DDP_METHODS = frozenset(
     scatter set_extra_state set_submodule share_memory state_dict to to_empty to_kwargs train type
     will_sync_module_buffers xpu zero_grad""".split()
 )
+# Its data attributes (an instance's, torch 2.13, and nn.Module's `training`): reading any other
+# attribute of the wrapper (`model.model.state_dict()`, `model.encoder.layers`) raises AttributeError.
+DDP_ATTRIBUTES = frozenset(
+    """module batched_grad_copy broadcast_bucket_size bucket_bytes_cap bucket_bytes_cap_default
+    bucket_bytes_cap_list device device_ids device_type dim find_unused_parameters forward_sync_buffers
+    gradient_as_bucket_view is_multi_device_module logger mixed_precision modules_buffers
+    named_module_buffers output_device parameters_to_ignore process_group reducer
+    require_backward_grad_sync require_forward_param_sync skip_all_reduce_unused_params static_graph
+    training use_side_stream_for_tensor_copies broadcast_buffers call_super_init dump_patches
+    join_device join_process_group""".split()
+)
 _RETURNS_SELF = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"))
 
 
@@ -350,6 +361,7 @@ class Interpreter:
         # ids of attribute/subscript nodes the file shows to hold a rank (``self.gpu_id``,
         # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.script.ranks)
         self.rank_nodes: dict[int, str] = {}
+        self.set_attributes: frozenset[str] = frozenset()  # `x.name = ...` somewhere in the file
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.next_req = 0
         self.open_loops: list[ast.AST] = []  # ``while`` loops being walked (see Event.open_loop)
@@ -769,6 +781,12 @@ class Interpreter:
             return self.attrs[key]
         base = self.ev(e.value, frame)
         if base is not UNKNOWN:  # the usual case skips the three checks
+            if base.__class__ is tuple and len(base) == 3 and base[0] == "ddp_attr":
+                name = base[2]
+                if not name.startswith("_") and name not in DDP_ATTRIBUTES and name not in DDP_METHODS:
+                    if name not in self.set_attributes:
+                        self._record("missing_attr", name, e.value)  # `ddp.model.state_dict()`
+                return UNKNOWN
             if isinstance(base, Engine):
                 # its other attributes (``trainer.state``) are not modelled
                 return EngineMethod(base, e.attr) if e.attr in event_engines.METHODS else UNKNOWN
