@@ -69,6 +69,18 @@ def _entry_like(fn) -> bool:
     return any(name.startswith(n) or name.endswith(n) for n in ENTRY_NAMES)
 
 
+def _dispatched_from(m, fn):
+    """The ``functools.singledispatch`` function that ``fn`` is registered on (``@run.register``),
+    when this file defines it: calls of that function run ``fn``."""
+    for d in fn.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if isinstance(target, ast.Attribute) and target.attr == "register" and isinstance(target.value, ast.Name):
+            base = next((f for f in m.functions if f.name == target.value.id and f is not fn), None)
+            if base is not None:
+                return base
+    return None
+
+
 def _handed_the_rank(fn) -> bool:
     """A function given the rank and the world size (``def get_loaders(..., world_size, rank)``):
     its caller hands every rank its own, so every rank runs it."""
@@ -150,11 +162,17 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
         found = True  # the worker function every spawned rank runs
     else:
         sites = _callers(m, fn)
-        found = (
-            any(every_rank_reaches(m, s, depth + 1) for s in sites)
-            if sites
-            else _entry_like(fn) or _ddp_owner_init(m, fn) or _handed_the_rank(fn)
-        )
+        base = None if sites else _dispatched_from(m, fn)
+        if base is not None:
+            # `@run_training.register def _(config: dict)`: runs wherever run_training is called,
+            # and run_training is an entry of its own (its other overloads call it again)
+            found = _entry_like(base) or any(every_rank_reaches(m, s, depth + 1) for s in _callers(m, base))
+        else:
+            found = (
+                any(every_rank_reaches(m, s, depth + 1) for s in sites)
+                if sites
+                else _entry_like(fn) or _ddp_owner_init(m, fn) or _handed_the_rank(fn)
+            )
     memo[id(fn)] = found
     return found
 
