@@ -60,7 +60,12 @@ def check(m):
         return
     models = Flow(m, ddp)
     getters = _unwrap_getters(m, models)
-    bypasses = [c for c, _q in m.calls if _through_module(c, models, getters) and not _without_grad(m, c)]
+    unwrapped = _unwrapped_names(m, models)
+    bypasses = [
+        c
+        for c, _q in m.calls
+        if (_through_module(c, models, getters) or _through_alias(m, c, unwrapped)) and not _without_grad(m, c)
+    ]
     if not bypasses or _grads_reduced_by_hand(m):
         return
     by_name: dict[str, list] = {}
@@ -111,6 +116,33 @@ def _unwrap_getters(m, models: Flow) -> set[str]:
         and (fn := m.enclosing_function(r)) is not None
         and models.held(r.value.value)
     }
+
+
+def _unwrapped_names(m, models: Flow) -> dict[int, set[str]]:
+    """id of a function -> its local names given the model inside the wrapper (``sam_model =
+    self.model.module``, often on the multi-GPU arm beside ``sam_model = self.model``)."""
+    out: dict[int, set[str]] = {}
+    for a in m.nodes(ast.Assign):
+        v = a.value
+        if isinstance(v, ast.Attribute) and v.attr == "module" and models.held(v.value):
+            fn = m.enclosing_function(a)
+            for t in a.targets:
+                if isinstance(t, ast.Name) and fn is not None:
+                    out.setdefault(id(fn), set()).add(t.id)
+    return out
+
+
+def _through_alias(m, call: ast.Call, unwrapped: dict[int, set[str]]) -> bool:
+    """``sam_model(x)`` or ``sam_model.image_encoder(x)`` with ``sam_model`` such a name: a forward
+    (it takes inputs) of the model inside the wrapper."""
+    if not unwrapped or not (call.args or call.keywords):
+        return False
+    f = call.func
+    base = f.value if isinstance(f, ast.Attribute) else f
+    if not isinstance(base, ast.Name):
+        return False
+    fn = m.enclosing_function(call)
+    return fn is not None and base.id in unwrapped.get(id(fn), ())
 
 
 def _via_getter(call: ast.Call, getters: set[str]) -> str:

@@ -57,7 +57,7 @@ TITLE = "Gradient accumulation without no_sync"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
-_ACCUM_WORDS = ("accum", "grad_acc", "micro")
+_ACCUM_WORDS = ("accum", "grad_acc", "gradient_acc", "accmul", "micro")  # (and common misspellings)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
