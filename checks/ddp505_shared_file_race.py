@@ -5,7 +5,7 @@ Finds, in a distributed script, file-system writes that every rank reaches with 
 `os.makedirs`/`os.mkdir`/`Path.mkdir` without `exist_ok=True` (also behind an
 `if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`, a torchvision
 (torchaudio, torchtext) dataset built with `download=True` (not after a barrier), `open(path, "w")`
-and `Path.write_text`, `np.save`, and `save_pretrained` of any library. Writes under a rank test
+and `Path.write_text`, `np.save`, a matplotlib `savefig`, and `save_pretrained` of any library. Writes under a rank test
 (also through this file's helper functions or an early `return`), paths that name the rank, host
 or process, and appends are left alone. `torch.save` is DDP501.
 
@@ -167,6 +167,10 @@ def _writes(m):
                 "without `ignore_errors=True`: the ranks that lose the race get FileNotFoundError, "
                 "and a late rank deletes what another has already made again",
             )
+        elif last == "savefig" and isinstance(f, ast.Attribute) and (call.args or _kw(call, "fname")):
+            # plt.savefig / fig.savefig: each rank draws its own curve into the same image file
+            path = call.args[0] if call.args else _kw(call, "fname")
+            yield call, path, "overwrites", "at the same time: the last writer wins, partial images in between"
         elif q in _NUMPY_SAVES and call.args:
             yield call, call.args[0], "writes", "at the same time: interleaved writes corrupt it"
         elif last == "save_pretrained" and isinstance(f, ast.Attribute):

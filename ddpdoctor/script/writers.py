@@ -24,9 +24,10 @@ _SUBPROCESS = ("subprocess.Popen", "subprocess.run", "subprocess.call", "subproc
 _MAX_DEPTH = 6  # caller chains followed this deep
 
 
-def per_process_path(expr: ast.AST | None, m=None) -> bool:
+def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     """The path names the rank, node or process (``f"ckpt_rank{rank}.pt"``, ``gethostname()``); with
-    ``m``, a plain variable is looked up in its function's assignments (``p = join(d, pid)``)."""
+    ``m``, a plain variable is looked up in its function's assignments (``p = join(d, pid)``), and a
+    parameter in what this file's calls pass for it (``save(x, path_prefix=f"{out}/rank{rank}")``)."""
     if expr is None:
         return False
     text = ast.unparse(expr).lower()
@@ -36,15 +37,49 @@ def per_process_path(expr: ast.AST | None, m=None) -> bool:
         return False
     if _reads_rank_loop(m, expr):
         return True
-    if not isinstance(expr, ast.Name):
+    if depth < 2 and _per_process_argument(m, expr, depth):
+        return True
+    # a variable, or the variable a method call starts from (`out_path.replace(".npy", "")`)
+    base = expr
+    while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute):
+        base = base.func.value
+    if not isinstance(base, ast.Name):
         return False
-    scope = m.enclosing_function(expr) or m.tree
+    scope = m.enclosing_function(base) or m.tree
     return any(
         isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+        and any(isinstance(t, ast.Name) and t.id == base.id for t in node.targets)
         and (per_process_path(node.value) or _reads_rank_loop(m, node.value))
         for node in ast.walk(scope)
     )
+
+
+def _per_process_argument(m, expr: ast.AST, depth: int) -> bool:
+    """A parameter of the path's function that every call of it in this file (one at least) gives a
+    per-process path."""
+    fn = m.enclosing_function(expr)
+    if fn is None or isinstance(fn, ast.Lambda):
+        return False
+    positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    params = set(positional) | {a.arg for a in fn.args.kwonlyargs}
+    used = [n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in params]
+    if not used:
+        return False
+    offset = 1 if m.is_method(fn) else 0  # `self` is not passed at the call
+    sites = [c for c in m.call_sites(fn) if m.enclosing_function(c) is not fn]
+    if not sites:
+        return False
+    for name in used:
+        for c in sites:
+            given = next((k.value for k in c.keywords if k.arg == name), None)
+            if given is None and name in positional:
+                i = positional.index(name) - offset
+                given = c.args[i] if 0 <= i < len(c.args) and not isinstance(c.args[i], ast.Starred) else None
+            if not per_process_path(given, m, depth + 1):
+                break
+        else:
+            return True
+    return False
 
 
 def _reads_rank_loop(m, expr: ast.AST) -> bool:
