@@ -47,30 +47,17 @@ def _unwrap_test(test: ast.AST) -> bool:
     return "DistributedDataParallel" in text or "DDP" in text or "hasattr" in text and "module" in text
 
 
-def _unwraps(arm: list, owner: str | None) -> bool:
-    """The arm reads ``owner.module``: its author takes the model out of the wrapper there."""
-    return owner is not None and any(
-        isinstance(n, ast.Attribute) and n.attr == "module" and dotted(n.value) == owner
-        for st in arm
-        for n in ast.walk(st)
-    )
-
-
 def _not_the_wrapper_branch(m, node) -> bool:
     """In the ``else`` of an "is it wrapped?" test: the model there is the plain one. So is it in
     the other arm of an ``if`` whose one arm unwraps the same model (``if args.multi_gpu: sd =
     self.model.module.state_dict() else: sd = self.model.state_dict()``): the test is the wrapping's."""
-    owner = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
-    owner_name = dotted(owner) if owner is not None else None
+    if m.in_plain_arm(node):
+        return True
     child = node
     for a in m.ancestors(node):
-        if isinstance(a, (ast.If, ast.IfExp)):
-            body = a.body if isinstance(a, ast.If) else [a.body]
+        if isinstance(a, (ast.If, ast.IfExp)) and _unwrap_test(a.test):
             orelse = a.orelse if isinstance(a, ast.If) else [a.orelse]
-            in_else = any(child is s for s in orelse)
-            if in_else and _unwrap_test(a.test):
-                return True
-            if _unwraps(body if in_else else orelse, owner_name):
+            if any(child is s for s in orelse):
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False

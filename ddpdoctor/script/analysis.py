@@ -215,6 +215,33 @@ class ModuleAnalysis:
     def function_names(self) -> frozenset[str]:
         return frozenset(fn.name for fn in self.functions)
 
+    def in_plain_arm(self, call: ast.AST) -> bool:
+        """``call`` (``X.state_dict()``, ``X(batch)``) sits in the arm of an ``if`` whose other arm
+        takes ``X`` out of its wrapper (``if args.multi_gpu: X.module...``): the author unwraps
+        exactly where ``X`` is wrapped, so here ``X`` is the plain model."""
+        if not isinstance(call, ast.Call):
+            return False
+        f = call.func
+        owner = dotted(f.value if isinstance(f, ast.Attribute) and f.attr in ("state_dict", "forward") else f)
+        if owner is None or not self.mentions(".module"):
+            return False
+        child = call
+        for a in self.ancestors(call):
+            if isinstance(a, (ast.If, ast.IfExp)):
+                body = a.body if isinstance(a, ast.If) else [a.body]
+                orelse = a.orelse if isinstance(a, ast.If) else [a.orelse]
+                other = body if any(child is s for s in orelse) else orelse if any(child is s for s in body) else []
+                if any(
+                    isinstance(n, ast.Attribute) and n.attr == "module" and dotted(n.value) == owner
+                    for st in other
+                    for n in ast.walk(st)
+                ):
+                    return True
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return False
+            child = a
+        return False
+
     def is_method(self, fn: ast.AST | None) -> bool:
         """A def straight in a class body (without building the parent map)."""
         return fn is not None and id(fn) in self._method_ids
