@@ -5,7 +5,7 @@ Finds, in a distributed script, file-system writes that every rank reaches with 
 `os.makedirs`/`os.mkdir`/`Path.mkdir` without `exist_ok=True` (also behind an
 `if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`, a torchvision
 (torchaudio, torchtext) dataset built with `download=True` (not after a barrier), `open(path, "w")`
-and `Path.write_text`, `np.save`, a matplotlib `savefig`, and `save_pretrained` of any library. Writes under a rank test
+and `Path.write_text`, `np.save`, a matplotlib `savefig`, a pandas `to_csv` (`to_json`, ...), and `save_pretrained` of any library. Writes under a rank test
 (also through this file's helper functions or an early `return`), paths that name the rank, host
 or process, and appends are left alone. `torch.save` is DDP501.
 
@@ -99,6 +99,9 @@ def _handles_exists(m, node) -> bool:
     )
 
 
+_TABLE_WRITES = frozenset(("to_csv", "to_json", "to_parquet", "to_pickle", "to_excel", "to_feather"))
+
+
 def _writes(m):
     """(call, path expression, what it does) for each write this rule knows."""
     for call, q in m.calls:
@@ -171,6 +174,10 @@ def _writes(m):
             # plt.savefig / fig.savefig: each rank draws its own curve into the same image file
             path = call.args[0] if call.args else _kw(call, "fname")
             yield call, path, "overwrites", "at the same time: the last writer wins, partial images in between"
+        elif last in _TABLE_WRITES and isinstance(f, ast.Attribute) and (call.args or _kw(call, "path_or_buf")):
+            # pandas: `log_df.to_csv(f"{check_dir}/training_logs.csv")` after every epoch
+            path = call.args[0] if call.args else _kw(call, "path_or_buf")
+            yield call, path, "overwrites", "at the same time: the last writer wins, partial files in between"
         elif q in _NUMPY_SAVES and call.args:
             yield call, call.args[0], "writes", "at the same time: interleaved writes corrupt it"
         elif last == "save_pretrained" and isinstance(f, ast.Attribute):
