@@ -1,10 +1,13 @@
 """DDP108: each rank draws its own random train/validation split before a DistributedSampler.
 
 ## What it does
-Finds `random_split(dataset, lengths)` without a `generator=` run by every rank of a script that
-starts the process group itself, whose result (or a dataset built from it in the same function)
-goes to a `DistributedSampler`, in a file that never seeds the random state (`torch.manual_seed`,
-`seed_everything`, any call named for a seed) with a value that is the same on every rank.
+Finds `random_split(dataset, lengths)` without a `generator=` (or scikit-learn's `train_test_split`
+without a `random_state`) run by every rank of a script that starts the process group itself (or
+is a distributed script with its own `__main__`), whose result (or a dataset built from it in the
+same function) goes to a `DistributedSampler` or to a loader factory named for a distributed run
+(`get_distributed_dataloader(train_set)`), in a file that never seeds the random state
+(`torch.manual_seed`, `np.random.seed`, `seed_everything`, any call named for a seed) with a value
+that is the same on every rank.
 
 ## Why is this bad?
 `random_split` draws its permutation from the process's own random state. Unseeded (or seeded per
@@ -40,9 +43,12 @@ CONFIDENCE = "high"
 
 
 def check(m):
-    if not m.dist_calls("init_process_group"):
-        return  # a helper module: its caller may seed every rank alike before calling it
+    # a helper module's caller may seed every rank alike before calling it: only a script that
+    # starts the process group, or a distributed script with its own entry, is judged
+    if not m.dist_calls("init_process_group") and not (m.distributed_context and m.mentions("__main__")):
+        return
     splits = [c for c in m.calls_named("random_split") if not _seeded_split(m, c)]
+    splits += [c for c in m.calls_named("sklearn.model_selection.train_test_split") if _unseeded_sklearn(m, c)]
     if not splits or _seeds_alike(m):
         return
     samplers = sampler_calls(m)
@@ -54,23 +60,55 @@ def check(m):
         sampler = next(
             (
                 s
-                for s in samplers
-                if m.enclosing_function(s) is fn and s.args and _uses(s.args[0], derived)
+                for s in [*samplers, *_distributed_factories(m)]
+                if m.enclosing_function(s) is fn
+                and any(_uses(a, derived) for a in [*s.args[:1], *(k.value for k in s.keywords if k.arg == "dataset")])
             ),
             None,
         )
         if sampler is None:
             continue
+        what = "`random_split` without a generator" if _last(split) == "random_split" else (
+            "`train_test_split` without a `random_state`"
+        )
+        by = (
+            f"the DistributedSampler on line {sampler.lineno}"
+            if sampler in samplers
+            else f"the distributed loader `{_last(sampler)}(...)` on line {sampler.lineno}"
+        )
         yield m.finding(
             CODE,
             split,
-            "`random_split` without a generator draws its own split on every rank, and the "
-            f"DistributedSampler on line {sampler.lineno} shards each rank's own training set: the "
-            "shards do not partition one set, so samples repeat or go unseen and validation items "
-            "leak into other ranks' training",
+            f"{what} draws its own split on every rank, and {by} shards each rank's own training "
+            "set: the shards do not partition one set, so samples repeat or go unseen and validation "
+            "items leak into other ranks' training",
             SEVERITY,
-            hint="pass `generator=torch.Generator().manual_seed(SEED)` with the same SEED on every rank",
+            hint="pass `generator=torch.Generator().manual_seed(SEED)` (sklearn: `random_state=SEED`) "
+            "with the same SEED on every rank",
         )
+
+
+def _last(call: ast.Call) -> str:
+    return (dotted(call.func) or "").rsplit(".", 1)[-1]
+
+
+def _unseeded_sklearn(m, call: ast.Call) -> bool:
+    state = m.keyword(call, "random_state")
+    return state is None or m.is_none(state)
+
+
+def _distributed_factories(m) -> list[ast.Call]:
+    """Calls of another file's loader factory named for a distributed run
+    (``get_distribued_dataloader(train_dataset, bs)``): it shards what it is given per rank."""
+    own = {fn.name for fn in m.functions}
+    out = []
+    for call, _q in m.calls:
+        low = _last(call).lower()
+        if _last(call) in own or not ("loader" in low or "sampler" in low):
+            continue
+        if "distrib" in low or "ddp" in low:
+            out.append(call)
+    return out
 
 
 def _seeded_split(m, call: ast.Call) -> bool:
