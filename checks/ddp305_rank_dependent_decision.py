@@ -22,6 +22,10 @@ batch's layout, alike on every rank: a key or a type (`"mask" in batch`, `isinst
 None` on a field read out of the batch as it is (`batch.get("mask")`). A score computed from the
 batch that is None for some contents (silent audio) is a value, not a layout.
 
+So is an `if` on such a value that leaves the iteration before the backward (`if torch.isnan(loss):
+continue`): the ranks where it holds skip the step's gradient all-reduce (reported at the `if`,
+and what the skip later makes differ, a step counter, is not reported again).
+
 An exception is such a value too: a handler that catches what the DDP model's forward or backward
 raised on this rank's batch and moves on (`except SomeError: continue`, `break` or `return`, with no
 collective of its own and no re-raise at its top level) skips the step on that rank alone. Ctrl-C,
@@ -301,6 +305,23 @@ def check(m):
         return
     values = RankValues(m, *comms.training_loops())
     reported: set[int] = set()
+    # a step skipped on a value of the rank's own batch (`if torch.isnan(loss): continue`) is the
+    # cause; what it later makes differ (a step counter) is not a finding of its own
+    if comms.backwards:
+        for node, leave, c, origin in _skips_on_batch_value(m, comms, values):
+            reported |= {id(node), id(origin.node)}
+            how = {ast.Continue: "continue", ast.Break: "break", ast.Return: "return"}[type(leave)]
+            yield m.finding(
+                CODE,
+                node,
+                f"`{_short(node.test)}` is computed from this rank's own batch, and where it holds the "
+                f"rank moves on (`{how}`, line {leave.lineno}) without {comms.describe(c)}: the other "
+                "ranks run it and wait for this one in its gradient all-reduce, or their collectives "
+                "pair with the wrong step",
+                SEVERITY,
+                hint="make every rank take the same path: all-reduce a 'skip' flag (or the loss) and "
+                "let every rank skip the step together",
+            )
     # one finding per batch that decides: first the exit out of the batch's own loop
     decisions = sorted(values.decisions, key=lambda d: d.origin.data and d.region[:1] != (d.origin.node,))
     for d in decisions:
@@ -379,6 +400,36 @@ def _skips_on_exception(m, comms: _Comms):
                 "all-reduce a 'skip' flag and let every rank skip the step together",
             )
             break
+
+
+def _skips_on_batch_value(m, comms: _Comms, values):
+    """``if torch.isnan(loss): continue`` before the backward, in a loop over this rank's batches:
+    the test reads a value of the rank's own batch, so the ranks where it holds skip the step's
+    gradient all-reduce while the others wait in it. Yields (the if, its exit, the skipped call,
+    the origin of the batch value)."""
+    loops, draws = comms.training_loops()
+    batch_loops = set(loops) | {id(loop) for _call, loop in draws.values()}
+    for node in m.nodes(ast.If):
+        if node.orelse or not node.body or not isinstance(node.body[-1], _LEAVE):
+            continue
+        if comms.first(node.body) is not None:
+            continue  # the arm that leaves communicates itself
+        loop = m.enclosing_loop(node)
+        if loop is None or (id(loop) not in batch_loops and not _steps_itself(comms, loop)):
+            continue
+        leave = node.body[-1]
+        if not isinstance(leave, ast.Return) and m.enclosing_loop(leave) is not loop:
+            continue
+        fn = m.enclosing_function(node)
+        o = values.reads(node.test, fn)
+        if o is None or not o.data or values.layout_test(node.test, fn):
+            continue
+        c = next(
+            (n for n in _calls_in(_after(m, node, loop)) if id(n) in comms.backwards or _in_step(comms, n)),
+            None,
+        )
+        if c is not None and not _under_join(m, node):
+            yield node, leave, c, o
 
 
 def _steps_itself(comms: _Comms, loop: ast.AST) -> bool:

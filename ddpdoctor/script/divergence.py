@@ -576,7 +576,7 @@ class RankValues:
                 return d.origin
         return None
 
-    def _layout_test(self, test: ast.AST, fn) -> bool:
+    def layout_test(self, test: ast.AST, fn) -> bool:
         """A test of a batch's layout, alike on every rank: a key or type test, or ``x is None`` on
         a value read out of the batch as it is (a field a collate function leaves out for a whole
         dataset), not on one computed from its contents (a score that is None on silent audio)."""
@@ -613,7 +613,7 @@ class RankValues:
                     out.append(Decision("exit", node, ctrl[1], o, region))
                 continue
             o = self.reads(test, fn)
-            if o is not None and not (o.data and kind == "if" and self._layout_test(test, fn)):
+            if o is not None and not (o.data and kind == "if" and self.layout_test(test, fn)):
                 # a batch's layout decides ``if``s all the time (``if "labels" in batch``), alike on
                 # every rank: not followed
                 out.append(Decision(kind, node, test, o, region))
