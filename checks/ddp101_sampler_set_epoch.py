@@ -58,11 +58,21 @@ def _epoch_pass(m, sampler_call):
         return None
     loader = min(made, key=lambda c: abs(c.lineno - sampler_call.lineno))
     loaders = Flow(m, made)
+    if any(
+        _accelerate_prepare(c) and any(loaders.carries(a) for a in c.args) for c in m.method_calls("prepare")
+    ):
+        # accelerate's prepared loader sets the epoch of the sampler it holds at each pass
+        return None
     for loop in passes(m, loaders):
         again = repeats(m, loop)
         if again is not None:
             return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
     return _epoch_pass_elsewhere(m, loader, loaders)
+
+
+def _accelerate_prepare(call: ast.Call) -> bool:
+    f = call.func
+    return isinstance(f, ast.Attribute) and (dotted(f.value) or "").rsplit(".", 1)[-1] == "accelerator"
 
 
 def _handed_on(m, loaders: Flow):

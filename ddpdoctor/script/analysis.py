@@ -577,7 +577,11 @@ class ModuleAnalysis:
                 return True
         for call in self.dist_calls("init_process_group"):
             init = self.keyword(call, "init_method")
-            if isinstance(init, (ast.Constant, ast.JoinedStr)) and any(h in ast.unparse(init) for h in _LOCALHOST):
+            # a string literal in it names this host (also `'tcp://127.0.0.1:{}'.format(port)`)
+            if init is not None and any(
+                isinstance(n, ast.Constant) and isinstance(n.value, str) and any(h in n.value for h in _LOCALHOST)
+                for n in ast.walk(init)
+            ):
                 return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
 
