@@ -394,13 +394,24 @@ def _rank_function(m, node: ast.AST) -> bool:
 
 
 # "am I the writer?" predicates of training libraries that name no rank
-_WRITER_PREDICATES = ("process_zero", "should_save", "rank_zero_only", "is_chief")
+_WRITER_PREDICATES = ("process_zero", "rank_zero_only", "is_chief")
 
 
 def _is_rank_test(m, test: ast.AST) -> bool:
     if m.is_rank_guard(test) or any(w in ast.unparse(test).lower() for w in _WRITER_PREDICATES):
         return True
+    if _should_save_flag(test):
+        return True
     return ranks.guard_kind(m, test) is not None or presence_kind(m, test) is not None
+
+
+def _should_save_flag(test: ast.AST) -> bool:
+    """Hugging Face's ``args.should_save``: a flag true on the process that writes. A method of the
+    project's own named so (``accelerator.should_save()``) may test the step count instead."""
+    called = {id(n.func) for n in ast.walk(test) if isinstance(n, ast.Call)}
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == "should_save" and id(n) not in called for n in ast.walk(test)
+    )
 
 
 def writer_guard_kind(m, test: ast.AST | None):
