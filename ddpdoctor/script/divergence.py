@@ -95,7 +95,12 @@ def _same_block(parent: ast.AST, stmt: ast.stmt, holders: set[int]) -> bool:
 
 
 def _exits(body: list) -> bool:
-    return any(isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break)) for s in body)
+    # (also from inside a `with`: `with open(cache) as f: return pickle.load(f)`)
+    return any(
+        isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break))
+        or (isinstance(s, (ast.With, ast.AsyncWith)) and _exits(s.body))
+        for s in body
+    )
 
 
 class RankValues:
