@@ -5,7 +5,8 @@ Finds uses of the deprecated `torch.distributed.launch` launcher and an argparse
 option that is not backed by the `LOCAL_RANK` environment variable. An option nothing in the file
 reads (under any name it fills: `"--rank", "--local_rank"` fill `args.rank`) in a file that leaves
 the process group to a setup helper elsewhere is left alone: it is kept so the old launcher's flag
-is accepted, and that helper picks the rank.
+is accepted, and that helper picks the rank. So is an option beside a read of `LOCAL_RANK` (torchrun
+works): that one is DDP412's, opt-in.
 
 ## Why is this bad?
 `torch.distributed.launch` is deprecated in favour of `torchrun`, which does not pass
@@ -30,8 +31,8 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.launch_args import local_rank_options, reads_local_rank_env
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"
@@ -54,16 +55,6 @@ def _read_anywhere(m, dest: str) -> bool:
         ):
             return True
     return False
-
-
-def _set_by_the_script(m, dest: str) -> bool:
-    """The script starts its own workers (``mp.spawn``) and gives the option's attribute their index
-    (``args.local_rank = gpu`` in the worker): no launcher passes the option, and its value is never
-    used. (Overwritten from LOCAL_RANK under a launcher it is still reported: the old launcher of
-    torch >= 2.0 passes ``--local-rank``, which the parser then rejects.)"""
-    return bool(spawn_calls(m)) and any(
-        isinstance(t, ast.Attribute) and t.attr == dest for a in m.nodes(ast.Assign) for t in a.targets
-    )
 
 
 def _parser_of_other_files(m, call: ast.Call) -> bool:
@@ -100,7 +91,6 @@ def _hands_args_to_setup(c: ast.Call) -> bool:
     return bool(c.args) and "dist" in name and ("init" in name or "setup" in name)
 
 
-_FLAGS = ("--local_rank", "--local-rank")
 # calls whose string arguments are text for a person to read, not a command to run
 _MESSAGE_CALLS = frozenset(
     ("print", "debug", "info", "warning", "warn", "error", "exception", "critical", "log", "echo", "secho")
@@ -118,12 +108,6 @@ def _in_message(m, node: ast.AST) -> bool:
         if isinstance(a, ast.stmt):
             return False
     return False
-
-
-def _dest(m, call: ast.Call) -> str:
-    """Where argparse stores the option: ``"--rank", "--local_rank"`` both fill ``args.rank``."""
-    found = next((d.dest for d in m.argparse_dests().values() if d.node is call), None)
-    return found or "local_rank"
 
 
 def check(m):
@@ -160,17 +144,10 @@ def check(m):
                 SEVERITY,
                 hint="use `torchrun` (same options, minus --use_env)",
             )
-    # read from the environment: the quoted key, not `config.LOCAL_RANK` filled from the option
-    env_too = m.mentions('"LOCAL_RANK"', "'LOCAL_RANK'")
-    for call in m.method_calls("add_argument"):
-        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        if not any(f in _FLAGS for f in flags):
-            continue
-        default = m.keyword(call, "default")
-        if default is not None and "LOCAL_RANK" in ast.unparse(default):
-            continue  # the default comes from torchrun's LOCAL_RANK: works under both launchers
-        if _set_by_the_script(m, _dest(m, call)):
-            continue  # `args.local_rank = gpu` in an mp.spawn worker: the option's value is never used
+    # with LOCAL_RANK read too the option only matters under the old launcher: DDP412 (opt-in)
+    env_too = reads_local_rank_env(m)
+    for opt in local_rank_options(m):
+        call = opt.call
         if m.keyword_is(call, "required", True):
             message = (
                 "`--local_rank` is required, but only the deprecated torch.distributed.launch passes "
@@ -178,16 +155,8 @@ def check(m):
             )
             hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` instead of `required=True`"
         elif env_too:
-            if set(_FLAGS) <= set(flags) or m.method_calls("parse_known_args"):
-                continue  # both spellings accepted (or unknown flags ignored), LOCAL_RANK read: works
-            message = (
-                "`--local_rank` is the spelling of torch<2.0's torch.distributed.launch only: from "
-                "torch 2.0 that launcher passes `--local-rank=N` (with a hyphen), which this parser "
-                "rejects (\"unrecognized arguments\") before LOCAL_RANK, which this script also "
-                "reads, is used"
-            )
-            hint = "accept both spellings (`add_argument('--local_rank', '--local-rank', ...)`), or drop the option and launch with torchrun"
-        elif not _read_anywhere(m, _dest(m, call)):
+            continue
+        elif not _read_anywhere(m, opt.dest):
             if not m.dist_calls("init_process_group") and not _parser_of_other_files(m, call):
                 # declared only so that the old launcher's flag is accepted; the process group and
                 # the rank are set up in another file (`init_distributed_mode(args)`): unknown, quiet
@@ -213,5 +182,4 @@ def check(m):
             )
             hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly"
         # at the option's name: where a call spans lines, that is the line to change
-        flag = next(a for a in call.args if isinstance(a, ast.Constant) and a.value in _FLAGS)
-        yield m.finding(CODE, flag, message, SEVERITY, hint=hint)
+        yield m.finding(CODE, opt.flag, message, SEVERITY, hint=hint)
