@@ -6,7 +6,9 @@ Finds a DDP wrapper that the code never gets to use on the path that made it:
   call of that name sits in the other arm (a wrapping loop indented one level too deep, under the
   `else:` of the DataParallel choice);
 - a model wrapped into a local name (`ddp_model = DDP(model, ...)`) that is never read after that
-  line, so the training goes on with the unwrapped model.
+  line, so the training goes on with the unwrapped model;
+- a wrapper built and dropped (`DistributedDataParallel(model, ...)` as a statement of its own) in
+  code that then trains (a backward after it); a constructor test that trains nothing is left alone.
 It stays quiet when the choice or the wrap sits in a loop (a later round may use it), when the name
 is declared `global`/`nonlocal`, or when the name is read anywhere after it.
 
@@ -162,6 +164,24 @@ def check(m):
             "branch is the usual cause)",
             chain=[assign.lineno, *at],
         )
+    for call in m.ddp_constructors:
+        # `DistributedDataParallel(model, ...)` alone, in a function that then trains (a backward
+        # after it, there or in a function defined in it): a constructor test trains nothing
+        fn = m.enclosing_function(call)
+        end = fn.end_lineno if fn is not None else len(m.lines)
+        if isinstance(m.parents.get(call), ast.Expr) and any(
+            call.lineno < b.lineno <= end for b in m.method_calls("backward")
+        ):
+            model = ast.unparse(call.args[0]) if call.args else "the model"
+            yield m.finding(
+                CODE,
+                call,
+                f"the DDP wrapper made here is thrown away (the call's result is not kept): training "
+                f"goes on with `{model}` itself, so no gradient is all-reduced and each process "
+                "trains its own copy",
+                SEVERITY,
+                hint=f"keep it: `{model} = DistributedDataParallel({model}, ...)`, and train with it",
+            )
     for call, name in _wrapped_never_read(m):
         yield m.finding(
             CODE,
