@@ -398,6 +398,8 @@ _WRITER_PREDICATES = ("process_zero", "rank_zero_only", "is_chief")
 
 
 def _is_rank_test(m, test: ast.AST) -> bool:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(_every_rank_may_pass(v) for v in test.values):
+        return False  # `(rank == 0 and step % k == 0) or step >= last`: every rank at the last step
     if m.is_rank_guard(test) or any(w in ast.unparse(test).lower() for w in _WRITER_PREDICATES):
         return True
     if _should_save_flag(test):
@@ -412,6 +414,18 @@ def _should_save_flag(test: ast.AST) -> bool:
     return any(
         isinstance(n, ast.Attribute) and n.attr == "should_save" and id(n) not in called for n in ast.walk(test)
     )
+
+
+_JOB_WORDS = ("rank", "dist", "world", "gpu", "local", "main", "master", "ddp", "parallel", "process", "node")
+
+
+def _every_rank_may_pass(test: ast.AST) -> bool:
+    """A comparison of the training's progress (``step >= max_steps``, ``epoch == epochs - 1``) that
+    says nothing about the process: when it holds, it holds on every rank."""
+    if not isinstance(test, ast.Compare):
+        return False
+    text = ast.unparse(test).lower()
+    return not any(w in text for w in _JOB_WORDS) and any(w in text for w in ("step", "epoch", "iter"))
 
 
 def writer_guard_kind(m, test: ast.AST | None):
