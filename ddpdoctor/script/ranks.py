@@ -193,6 +193,18 @@ def reads_launcher_rank(m) -> bool:
     return cached
 
 
+def callee_def(m, name: str):
+    """(module, def) of the function a call named ``name`` runs: this file's by its last name, else,
+    in a project, another file's through the imports; (m, None) when neither shows it."""
+    last = name.rsplit(".", 1)[-1]
+    fn = next((f for f in m.functions if f.name == last), None)
+    if fn is None and m.project is not None:
+        found = m.resolve(name)
+        if found is not None:
+            return found
+    return m, fn
+
+
 _RANK_QUERIES = ("get_rank", "get_world_size", "get_global_rank", "get_local_rank")
 
 
@@ -203,12 +215,7 @@ def callee_reads_rank(m, call: ast.Call, depth: int = 0) -> bool:
     name = dotted(call.func)
     if name is None or depth > 2:
         return False
-    last = name.rsplit(".", 1)[-1]
-    fn, mod = next((f for f in m.functions if f.name == last), None), m
-    if fn is None and m.project is not None:
-        found = m.resolve(name)
-        if found is not None:
-            mod, fn = found
+    mod, fn = callee_def(m, name)
     if fn is None:
         return False
     for node in ast.walk(fn):
@@ -584,12 +591,8 @@ def callee_guard(m, call: ast.Call) -> Guard | None:
     name = dotted(call.func)
     if name is None:
         return None
+    mod, fn = callee_def(m, name)
     last = name.rsplit(".", 1)[-1]
-    fn, mod = next((f for f in m.functions if f.name == last), None), m
-    if fn is None and m.project is not None:
-        found = m.resolve(name)
-        if found is not None:
-            mod, fn = found
     if fn is not None:
         body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         # an early return on the rank first, or a body that is one `if <rank test>:`
