@@ -38,6 +38,7 @@ import ast
 from pathlib import Path
 
 from ddpdoctor.script.flow import Flow, repeats
+from ddpdoctor.script.interp import is_accelerate_prepare
 from ddpdoctor.script.loaders import loader_calls, made_by_factory, passes, sampler_calls
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import one_rank_side
@@ -59,7 +60,7 @@ def _epoch_pass(m, sampler_call):
     loader = min(made, key=lambda c: abs(c.lineno - sampler_call.lineno))
     loaders = Flow(m, made)
     if any(
-        _accelerate_prepare(c) and any(loaders.carries(a) for a in c.args) for c in m.method_calls("prepare")
+        is_accelerate_prepare(c) and any(loaders.carries(a) for a in c.args) for c in m.method_calls("prepare")
     ):
         # accelerate's prepared loader sets the epoch of the sampler it holds at each pass
         return None
@@ -68,11 +69,6 @@ def _epoch_pass(m, sampler_call):
         if again is not None:
             return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
     return _epoch_pass_elsewhere(m, loader, loaders)
-
-
-def _accelerate_prepare(call: ast.Call) -> bool:
-    f = call.func
-    return isinstance(f, ast.Attribute) and (dotted(f.value) or "").rsplit(".", 1)[-1] == "accelerator"
 
 
 def _handed_on(m, loaders: Flow):

@@ -100,11 +100,10 @@ def _unseeded_sklearn(m, call: ast.Call) -> bool:
 def _distributed_factories(m) -> list[ast.Call]:
     """Calls of another file's loader factory named for a distributed run
     (``get_distribued_dataloader(train_dataset, bs)``): it shards what it is given per rank."""
-    own = {fn.name for fn in m.functions}
     out = []
     for call, _q in m.calls:
         low = _last(call).lower()
-        if _last(call) in own or not ("loader" in low or "sampler" in low):
+        if _last(call) in m.function_names or not ("loader" in low or "sampler" in low):
             continue
         if "distrib" in low or "ddp" in low:
             out.append(call)

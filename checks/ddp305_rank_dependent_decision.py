@@ -154,11 +154,10 @@ class _Comms:
             direct |= {id(c) for c, _q in m.calls if dotted(c.func) in models}
             # another module's training function handed the DDP model (`train(cfg, loader, model,
             # ...)` once per epoch): its forwards and backwards all-reduce out of sight
-            own_names = {fn.name for fn in m.functions}
             for c, q in m.calls:
                 last = (q or dotted(c.func) or "").rsplit(".", 1)[-1]
                 if (
-                    last not in own_names
+                    last not in m.function_names
                     and (last.startswith("train") or last == "fit")
                     and not (q or "").startswith("torch.")
                     and any(dotted(a) in models for a in [*c.args, *(k.value for k in c.keywords)])

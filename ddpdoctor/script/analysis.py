@@ -218,9 +218,17 @@ class ModuleAnalysis:
     def in_plain_arm(self, call: ast.AST) -> bool:
         """``call`` (``X.state_dict()``, ``X(batch)``) sits in the arm of an ``if`` whose other arm
         takes ``X`` out of its wrapper (``if args.multi_gpu: X.module...``): the author unwraps
-        exactly where ``X`` is wrapped, so here ``X`` is the plain model."""
+        exactly where ``X`` is wrapped, so here ``X`` is the plain model. (Asked once per event of
+        every per-rank trace: remembered per node.)"""
         if not isinstance(call, ast.Call):
             return False
+        memo = self.__dict__.setdefault("_plain_arm", {})
+        found = memo.get(id(call))
+        if found is None:
+            found = memo[id(call)] = self._in_plain_arm(call)
+        return found
+
+    def _in_plain_arm(self, call: ast.Call) -> bool:
         f = call.func
         owner = dotted(f.value if isinstance(f, ast.Attribute) and f.attr in ("state_dict", "forward") else f)
         if owner is None or not self.mentions(".module"):

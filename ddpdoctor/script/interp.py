@@ -292,7 +292,8 @@ def _concrete(*vals) -> bool:
     return all(isinstance(v, _CONCRETE) for v in vals)
 
 
-def _is_accelerate_prepare(node: ast.Call) -> bool:
+def is_accelerate_prepare(node: ast.Call) -> bool:
+    """``accelerator.prepare(...)`` with something to prepare."""
     func = node.func
     return (
         isinstance(func, ast.Attribute)
@@ -783,9 +784,8 @@ class Interpreter:
         if base is not UNKNOWN:  # the usual case skips the three checks
             if base.__class__ is tuple and len(base) == 3 and base[0] == "ddp_attr":
                 name = base[2]
-                if not name.startswith("_") and name not in DDP_ATTRIBUTES and name not in DDP_METHODS:
-                    if name not in self.set_attributes:
-                        self._record("missing_attr", name, e.value)  # `ddp.model.state_dict()`
+                if not (name.startswith("_") or name in DDP_ATTRIBUTES or name in DDP_METHODS or name in self.set_attributes):
+                    self._record("missing_attr", name, e.value)  # `ddp.model.state_dict()`
                 return UNKNOWN
             if isinstance(base, Engine):
                 # its other attributes (``trainer.state``) are not modelled
@@ -953,7 +953,7 @@ class Interpreter:
             if row is not None:  # a library call with a collective inside
                 self._record("collective", row.op, node, library=dotted(node.func))
                 return UNKNOWN
-            if "accelerate" in self.sync_libraries and _is_accelerate_prepare(node):
+            if "accelerate" in self.sync_libraries and is_accelerate_prepare(node):
                 # accelerate's Accelerator.prepare wraps the model in DDP in a distributed run and
                 # gives the objects back in the order they came
                 wrapped = tuple(DDPModel() if _names_a_model(a) else UNKNOWN for a in node.args)
