@@ -114,6 +114,12 @@ _GROUP_STARTERS = (
     "colossalai.launch_from_openmpi",
 )
 
+# The names projects give their own "start the process group" helper (`utils.init_distributed_mode`,
+# `ddp_setup`, `setup_dist`): a script that calls one imported from elsewhere is a training script.
+_SETUP_HELPER = re.compile(
+    r"(?:init|setup)_?(?:dist|distributed|ddp)(?:_mode|_training|_env|_process_group)?|(?:dist|distributed|ddp)_?(?:setup|init)"
+)
+
 
 @dataclass
 class _Place:
@@ -606,11 +612,24 @@ class ModuleAnalysis:
 
     @cached_property
     def is_training_script(self) -> bool:
-        """It creates the process group (itself, or through a framework's launcher that does) or
-        the DDP model itself."""
+        """It creates the process group (itself, through a framework's launcher, or through a helper
+        of another file named for it, such as ``utils.init_distributed_mode``) or the DDP model."""
         return bool(
-            self.dist_calls("init_process_group") or self.ddp_constructors or self.calls_named(*_GROUP_STARTERS)
+            self.dist_calls("init_process_group")
+            or self.ddp_constructors
+            or self.calls_named(*_GROUP_STARTERS)
+            or self._calls_setup_helper
         )
+
+    @cached_property
+    def _calls_setup_helper(self) -> bool:
+        own = self.function_names
+        for call, _q in self.calls:
+            name = dotted(call.func)
+            last = name.rsplit(".", 1)[-1] if name else ""
+            if _SETUP_HELPER.fullmatch(last.lower()) and last not in own:
+                return True
+        return False
 
     def mentions(self, *words: str) -> bool:
         return any(w in self.source for w in words)
