@@ -75,6 +75,7 @@ RANK_NAMES = {
     "global_rank": "rank",
     "world_rank": "rank",
     "local_rank": "local",
+    "device_id": "local",  # a process's own GPU index kept by a trainer: its local rank
     "world_size": "world",
     "local_world_size": "world",
 }
