@@ -4,7 +4,8 @@
 Finds, in a distributed script, file-system writes that every rank reaches with the same path:
 `os.makedirs`/`os.mkdir`/`Path.mkdir` without `exist_ok=True` (also behind an
 `if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`, a torchvision
-(torchaudio, torchtext) dataset built with `download=True` (not after a barrier), `open(path, "w")`
+(torchaudio, torchtext) dataset built with `download=True` and a PyG or OGB dataset (which downloads
+and preprocesses whenever its files are missing), not after a barrier, `open(path, "w")`
 and `Path.write_text`, `np.save`, a matplotlib `savefig`, a pandas `to_csv` (`to_json`, ...), and `save_pretrained` of any library. Writes under a rank test
 (also through this file's helper functions or an early `return`), paths that name the rank, host
 or process, and appends are left alone. `torch.save` is DDP501.
@@ -63,6 +64,15 @@ _HANDLED = ("FileExistsError", "FileNotFoundError", "OSError", "Exception", "Bas
 
 # datasets that fetch their files on construction with download=True, with no lock between processes
 _DOWNLOADERS = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")
+# ... and those that download and preprocess into `root` whenever the files are missing, with no flag
+# and no lock (PyG's Dataset runs its download() and process() in __init__; OGB's Pyg*/Dgl* datasets too)
+_ALWAYS_DOWNLOADERS = (
+    "torch_geometric.datasets.",
+    "ogb.graphproppred.",
+    "ogb.nodeproppred.",
+    "ogb.linkproppred.",
+    "ogb.lsc.",
+)
 
 
 _DOWNLOAD_HINT = (
@@ -79,6 +89,16 @@ def _after_barrier(m, call: ast.Call) -> bool:
         b.lineno < call.lineno and m.enclosing_function(b) is fn
         for b in (*m.dist_calls("barrier"), *m.method_calls("barrier"), *m.method_calls("wait_for_everyone"))
     )
+
+
+def _downloads(q: str, call: ast.Call) -> bool:
+    """The dataset this constructor builds fetches its files into its root when they are missing."""
+    if q.startswith(_DOWNLOADERS):
+        return _const(_kw(call, "download")) is True
+    last = q.rsplit(".", 1)[-1]
+    # a class (not a module function such as `torch_geometric.datasets.utils...`), and not the
+    # generated in-memory ones
+    return q.startswith(_ALWAYS_DOWNLOADERS) and last[:1].isupper() and not last.startswith("Fake")
 
 
 def _kw(call: ast.Call, name: str) -> ast.AST | None:
@@ -146,16 +166,12 @@ def _writes(m):
                 "overwrites",
                 "at the same time: the last writer wins, partial files in between",
             )
-        elif (
-            q
-            and q.startswith(_DOWNLOADERS)
-            and _const(_kw(call, "download")) is True
-            and not _after_barrier(m, call)
-        ):
-            path = _kw(call, "root") or (call.args[0] if call.args else None)
+        elif q and _downloads(q, call) and not _after_barrier(m, call):
+            # OGB's datasets take the name first and the root as a keyword
+            first = call.args[0] if call.args and not q.startswith("ogb.") else None
             yield (
                 call,
-                path,
+                _kw(call, "root") or first,
                 "downloads into",
                 "at the same time: the ranks write and extract the same archive together, which "
                 "corrupts it or fails the integrity check on a fresh folder",
