@@ -80,17 +80,16 @@ def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) ->
     except SyntaxError as e:
         newer = needs_newer_python(text, e.lineno)
         if newer is not None:
-            version, what = newer
             running = ".".join(map(str, sys.version_info[:2]))
             return [
                 _problem(
                     path,
                     "python-version",
-                    f"needs Python {version}+: line {e.lineno} uses {what}, which Python {running} "
-                    f"(running ddpdoctor) cannot parse; run ddpdoctor with Python {version} or newer "
-                    "to lint this file",
-                    e.lineno or 1,
-                    e.offset or 1,
+                    f"needs Python {newer.version}+: line {newer.line} uses {newer.what}, which Python "
+                    f"{running} (running ddpdoctor) cannot parse; run ddpdoctor with Python "
+                    f"{newer.version} or newer to lint this file",
+                    newer.line,
+                    e.offset if e.lineno == newer.line and e.offset else 1,
                 )
             ]
         old = removed_syntax(text, e.lineno)

@@ -17,6 +17,7 @@ import re
 import sys
 import tokenize
 import warnings
+from dataclasses import dataclass
 
 # (pattern on the failing line, the version that added it, what it is)
 _NEWER: tuple[tuple[re.Pattern[str], tuple[int, int], str], ...] = (
@@ -30,17 +31,29 @@ _NEWER: tuple[tuple[re.Pattern[str], tuple[int, int], str], ...] = (
 )
 
 
-def needs_newer_python(text: str, lineno: int | None, running=sys.version_info) -> tuple[str, str] | None:
-    """(``"3.12"``, what) when the SyntaxError at ``lineno`` is syntax of a newer Python than
-    ``running``; None for a plain syntax error."""
+@dataclass(frozen=True)
+class NewerSyntax:
+    version: str  # "3.12"
+    what: str  # "nested f-string quotes (PEP 701)"
+    line: int  # where it is (the parser may have blamed a later line of the statement)
+
+
+def needs_newer_python(text: str, lineno: int | None, running=sys.version_info) -> NewerSyntax | None:
+    """What newer syntax, and where, when the SyntaxError at ``lineno`` is syntax of a newer Python
+    than ``running``; None for a plain syntax error."""
     lines = text.splitlines()
     if not lineno or not 0 < lineno <= len(lines):
         return None
-    line = lines[lineno - 1]
-    for pattern, version, what in _NEWER:
-        if tuple(running[:2]) < version and pattern.search(line):
-            return f"{version[0]}.{version[1]}", what
+    # the parser may blame the end of the statement (the `)` of a call that spans lines) rather than
+    # the line with the new syntax: look at the few lines before it too, nearest first
+    for at in range(lineno, max(0, lineno - _LOOKBACK), -1):
+        for pattern, version, what in _NEWER:
+            if tuple(running[:2]) < version and pattern.search(lines[at - 1]):
+                return NewerSyntax(f"{version[0]}.{version[1]}", what, at)
     return None
+
+
+_LOOKBACK = 4
 
 
 # (pattern on the failing line, what it is): syntax that a later Python removed, so no Python the

@@ -110,9 +110,15 @@ def test_newer_python_syntax_is_named_not_called_broken():
 
     head = "import torch.distributed as dist\ndist.init_process_group()\n"
     src = head + "def first[T](xs: list[T]) -> T:\n    return xs[0]\n"
-    assert needs_newer_python(src, 3, (3, 11)) == ("3.12", "a generic function (PEP 695)")
-    assert needs_newer_python("type Pair = tuple[int, int]\n", 1, (3, 11))[0] == "3.12"
-    assert needs_newer_python("class Box[T]:\n", 1, (3, 10))[0] == "3.12"
+    newer = needs_newer_python(src, 3, (3, 11))
+    assert (newer.version, newer.what, newer.line) == ("3.12", "a generic function (PEP 695)", 3)
+    assert needs_newer_python("type Pair = tuple[int, int]\n", 1, (3, 11)).version == "3.12"
+    assert needs_newer_python("class Box[T]:\n", 1, (3, 10)).version == "3.12"
+    # the parser blames the `)` that ends a call spanning lines; the f-string is two lines up
+    call = 'print(\n    f"got {" ".join(args)}"\n)\n'
+    newer = needs_newer_python(call, 3, (3, 11))
+    assert (newer.version, newer.line) == ("3.12", 2)
+    assert needs_newer_python('print(\n    "plain"\n)\n', 3, (3, 11)) is None
     assert needs_newer_python("type Pair = tuple[int, int]\n", 1, (3, 12)) is None
     assert needs_newer_python("def main(:\n", 1, (3, 11)) is None
     # PEP 695 type parameters are erased on older Pythons: the file is linted, lines where they were
