@@ -263,6 +263,8 @@ def _helper_loaders(m):
         low = last.lower()
         if not ("loader" in low or "dataset" in low) or last in own or m.looks_like_eval(call):
             continue
+        if last[:1].isupper():
+            continue  # a loader class of its own (`DistributedBucketingDataLoader(rank, world, ...)`) shards and reshuffles its own way
         given = [*call.args, *(k.value for k in call.keywords)]
         flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
         flags |= {k.arg.lower() for k in call.keywords if k.arg}
