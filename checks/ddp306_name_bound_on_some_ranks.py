@@ -1,0 +1,224 @@
+"""DDP306: a name bound only on some ranks, then read on every rank.
+
+## What it does
+Finds a variable whose every assignment sits under a rank test (`if rank == 0: writer =
+SummaryWriter()`, after `if rank != 0: return`) and that a later line reads on every rank: in the
+same function, or, for a name bound at module level, in a function that every rank runs. Names
+bound anywhere outside a rank test (`writer = None` first), parameters, `global` names and reads
+under a rank test of their own are left alone.
+
+## Why is this bad?
+On the ranks that skipped the test the name was never bound, so the read raises `NameError`
+(`UnboundLocalError` in a function) there: those ranks die, often at the end of training or at the
+first step, and the ranks still alive wait for them in the next collective until the timeout.
+
+## Example
+```python
+if rank == 0:
+    losses = []
+for batch in loader:
+    loss = model(batch).mean()
+    losses.append(loss.item())
+```
+
+## Use instead
+```python
+losses = []
+for batch in loader:
+    loss = model(batch).mean()
+    losses.append(loss.item())
+```
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddpdoctor.script import ranks
+from ddpdoctor.script.writers import every_rank_reaches, one_rank_side, rank_guards
+
+CODE = "DDP306"
+TITLE = "Name bound on some ranks only, read on every rank"
+KIND = "script"
+SEVERITY = "error"
+CONFIDENCE = "high"
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# handlers that would catch the NameError a read of an unbound name raises
+_CATCHES = frozenset(("NameError", "UnboundLocalError", "Exception", "BaseException"))
+
+
+def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``scope``'s own body, not those of a function, class or comprehension in it
+    (their names are their own); the header of a nested def (its decorators, defaults) is ours."""
+    stack = list(scope.body) if not isinstance(scope, ast.Lambda) else [scope.body]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            stack.extend(node.decorator_list)
+            stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
+            continue
+        if isinstance(node, (*_SCOPES, *_COMPREHENSIONS)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _bindings(scope: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.Name]], set[str]]:
+    """(name -> binding nodes, name -> reads, names this scope must leave alone) of ``scope``."""
+    bound: dict[str, list[ast.AST]] = {}
+    reads: dict[str, list[ast.Name]] = {}
+    skip: set[str] = set()
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = scope.args
+        skip |= {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        skip |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                reads.setdefault(node.id, []).append(node)
+            else:
+                bound.setdefault(node.id, []).append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.setdefault(node.name, []).append(node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound.setdefault((alias.asname or alias.name).split(".")[0], []).append(node)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.setdefault(node.name, []).append(node)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            skip.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.setdefault(node.rest, []).append(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            skip.add(node.value)  # `if "writer" in locals():`: the script checks for itself
+    return bound, reads, skip
+
+
+def _caught(m, node: ast.AST) -> bool:
+    """Inside a ``try`` whose handlers catch a NameError (or every exception)."""
+    for a in m.ancestors(node):
+        if isinstance(a, _SCOPES):
+            return False
+        if isinstance(a, ast.Try) and any(node is n for s in a.body for n in ast.walk(s)):
+            for h in a.handlers:
+                names = [h.type] if not isinstance(h.type, ast.Tuple) else list(h.type.elts)
+                if h.type is None or any(isinstance(n, ast.Name) and n.id in _CATCHES for n in names):
+                    return True
+    return False
+
+
+_RANK_WORDS = ("rank", "main", "master", "global_zero", "rank_zero", "rank0", "device_id")
+
+
+def _names_a_rank(m, test: ast.AST) -> bool:
+    """The test tells ranks apart by a value, not by the launcher's environment (``'RANK' in
+    os.environ`` is alike on every rank): a side only one rank takes, or a name that says rank."""
+    if one_rank_side(m, test) is not None:
+        return True
+    if isinstance(test, ast.Name) and ranks.guard_kind(m, test) is not None:
+        return True  # `is_logger`, set from `get_rank() == 0` earlier
+    words = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)]
+    words += [n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)]
+    return any(w in word.lower() for word in words for w in _RANK_WORDS)
+
+
+def _rank_only(m, sites: list[ast.AST]) -> ast.AST | None:
+    """The rank test when every binding sits under the same one; None otherwise (bindings under
+    ``rank == 0`` and ``rank == 1``, arms of one chain, may well cover every rank)."""
+    tests = []
+    arms: dict[int, set[bool]] = {}
+    for b in sites:
+        guards = [g for g in rank_guards(m, b) if _names_a_rank(m, g)]
+        if not guards:
+            return None
+        tests.append(guards[0])
+        for g in guards:
+            arm = _arm(m, b, g)
+            if arm is not None:
+                arms.setdefault(id(g), set()).add(arm)
+    if len({ast.unparse(t) for t in tests}) > 1 or any(len(a) > 1 for a in arms.values()):
+        return None  # bound in both arms of a rank test (`if len(chunks) > rank: ... else: ...`)
+    return tests[0]
+
+
+def _arm(m, node: ast.AST, test: ast.AST) -> bool | None:
+    """True when ``node`` is in the body of the ``if`` whose test is ``test``, False in its else."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and a.test is test:
+            return any(child is s for s in a.body)
+        child = a
+    return None
+
+
+def _unguarded_read(m, reads: list[ast.Name], after: int) -> ast.Name | None:
+    for r in sorted(reads, key=lambda n: (n.lineno, n.col_offset)):
+        if r.lineno > after and not rank_guards(m, r) and not _caught(m, r) and every_rank_reaches(m, r):
+            return r
+    return None
+
+
+def _report(m, found: list[tuple[str, ast.Name]], test: ast.AST, where: str):
+    """One finding per rank test: the names it alone binds, at the first line that reads one."""
+    found = sorted(found, key=lambda f: (f[1].lineno, f[1].col_offset))
+    names = [n for n, _r in found]
+    shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    read = found[0][1]
+    error = "UnboundLocalError" if where == "function" else "NameError"
+    verb = "is" if len(names) == 1 else "are"
+    lines = sorted({r.lineno for _n, r in found})
+    at = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
+    return m.finding(
+        CODE,
+        read,
+        f"{shown} {verb} bound only where `{ast.unparse(test)}` (line {test.lineno}) holds, but every "
+        f"rank reads {'it' if len(names) == 1 else 'them'} ({at}): the other ranks die with {error}",
+        SEVERITY,
+        hint=f"bind {'it' if len(names) == 1 else 'them'} on every rank first (`{names[0]} = None`) and "
+        "test where only some ranks use it",
+        chain=m.chain_text([test.lineno], read.lineno),
+    )
+
+
+def _scope_findings(m, scope, bound, reads, skip, where: str, out: dict) -> None:
+    for name, sites in bound.items():
+        if name in skip:
+            continue
+        test = _rank_only(m, sites)
+        if test is None:
+            continue
+        read = _unguarded_read(m, reads.get(name, []), min(s.lineno for s in sites))
+        if read is not None:
+            out.setdefault((id(test), where), (test, []))[1].append((name, read))
+
+
+def check(m):
+    found: dict = {}
+    module_bound, module_reads, module_skip = _bindings(m.tree)
+    _scope_findings(m, m.tree, module_bound, module_reads, module_skip, "module", found)
+    reported = {n for _t, names in found.values() for n, _r in names}
+    # module-level names bound on some ranks only, read in a function every rank runs
+    rank_only = {}
+    for name, sites in module_bound.items():
+        if name in module_skip or name in reported:
+            continue
+        test = _rank_only(m, sites)
+        if test is not None:
+            rank_only[name] = (test, min(s.lineno for s in sites))
+    for fn in m.functions:
+        bound, reads, skip = _bindings(fn)
+        _scope_findings(m, fn, bound, reads, skip, "function", found)
+        for name, (test, first) in list(rank_only.items()):
+            if name in bound or name in skip or name not in reads:
+                continue
+            read = _unguarded_read(m, reads[name], first)
+            if read is not None:
+                found.setdefault((id(test), "module"), (test, []))[1].append((name, read))
+                del rank_only[name]
+    for (_id, where), (test, names) in found.items():
+        yield _report(m, names, test, where)
