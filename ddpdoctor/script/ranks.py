@@ -791,6 +791,34 @@ def single_process_arm(m, node: ast.AST) -> bool:
     return False
 
 
+def distributed_arm(m, node: ast.AST) -> ast.If | None:
+    """The ``if`` of ``node``'s own function whose test sends it to the distributed arm (the body of
+    ``if args.distributed:``, of ``if local_rank != -1:``, the ``else`` of ``if world_size == 1:``):
+    ``node`` runs in a multi-process run only."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and child is not a.test:
+            single = _single_when(a.test, m)
+            if single is not None and (child in a.body) != single:
+                return a
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return None
+        child = a
+    return None
+
+
+def dataparallel_in_distributed_run(m, call: ast.Call) -> bool:
+    """The distributed run itself goes through this ``DataParallel(...)``: it is not behind any
+    ``if`` of its function, or it is in the arm of a distributed-mode test that runs under DDP."""
+    node: ast.AST = call
+    fn = m.enclosing_function(node)
+    while fn is not None and m.enclosing_function(fn) is not None and not m.is_method(fn):
+        node, fn = fn, m.enclosing_function(fn)  # a def nested in a function runs where it is defined
+    if single_process_only(m, node):
+        return False  # `else: train(args)` of `if args.dist:`: one process
+    return not m.conditional(node) or distributed_arm(m, node) is not None
+
+
 def _refuses_many_before(m, body: list, node: ast.AST) -> bool:
     """A statement of ``body`` before ``node`` leaves every distributed run (``if
     dist.get_world_size() != 1: raise``, ``assert world_size == 1``): what follows runs in one

@@ -50,7 +50,7 @@ def test_per_rule_precision_counts_true_false_and_conflicting_labels(tmp_path, c
 
     corpus = tmp_path / "c"
     corpus.mkdir()
-    # our own three-line script: DDP405 (DataParallel in a distributed script) on line 3
+    # our own three-line script: DDP413 (DataParallel in a distributed script) on line 3
     script = 'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl"); m = torch.nn.DataParallel(x)\n'
     (corpus / "a.py").write_text(script)
     (corpus / "b.py").write_text(script)
@@ -61,7 +61,7 @@ def test_per_rule_precision_counts_true_false_and_conflicting_labels(tmp_path, c
     assert per_rule([str(corpus), str(tmp_path / "absent")]) == 0
     out = capsys.readouterr().out
     assert "absent is not here" in out
-    row = next(ln for ln in out.splitlines() if ln.startswith("DDP405"))
+    row = next(ln for ln in out.splitlines() if ln.startswith("DDP413"))
     assert row.split()[1:6] == ["1", "1", "0", "1", "0.50"]  # true, false, unlabelled, conflict, precision
     assert "false: c/b.py N2.1" in out and "label conflict (line is also a bug's anchor): c/a.py N1.1" in out
 
