@@ -841,7 +841,7 @@ class ModuleAnalysis:
             if self.steps > MAX_FILE_STEPS:
                 self.runs_truncated = True
                 break
-            if id(fn) in self.interesting_functions and id(fn) not in entered:
+            if id(fn) in self.interesting_functions and id(fn) not in entered and not self._handed_on_some_ranks(fn):
                 cls = classes.get(id(fn))
                 params = self.ddp_params
                 runs = self._runs_for(
@@ -858,6 +858,25 @@ class ModuleAnalysis:
 
     steps = 0
     runs_truncated = False
+
+    def _handed_on_some_ranks(self, fn) -> bool:
+        """``fn`` is never called here, only handed on (``register_forward_hook(fn)``), and every
+        place that hands it on is under a rank test: it runs on those ranks only, so walking it as
+        an entry of every rank would invent what the other ranks do."""
+        refs = self._handed_names.get(fn.name)
+        if not refs or self.call_sites(fn):
+            return False
+        return all(self.rank_guard(n) is not None for n in refs)
+
+    @cached_property
+    def _handed_names(self) -> dict[str, list[ast.Name]]:
+        """Names read as values, not called: ``hook`` in ``register_forward_hook(hook)``."""
+        called = {id(c.func) for c, _q in self.calls}
+        out: dict[str, list[ast.Name]] = {}
+        for n in self.nodes(ast.Name):
+            if isinstance(n.ctx, ast.Load) and id(n) not in called:
+                out.setdefault(n.id, []).append(n)
+        return out
 
     @cached_property
     def _defs(self) -> dict:

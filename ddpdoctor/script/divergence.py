@@ -559,6 +559,11 @@ class RankValues:
             ):
                 if kill is None or d.stmt.lineno > kill.stmt.lineno:
                     kill = d
+        # `if main: x = a` and `if not main: x = b`: together every rank sets it, the later one last
+        for d in defs:
+            if d.fn is fn and d.origin is not None and d.stmt.lineno < line and _complemented(d, defs, line):
+                if kill is None or d.stmt.lineno > kill.stmt.lineno:
+                    kill = d
         loop = next((a for a in self.m.ancestors(use) if isinstance(a, _LOOPS)), None)
         for d in defs:
             if d.origin is None:
@@ -623,6 +628,36 @@ class RankValues:
                 # every rank: not followed
                 out.append(Decision(kind, node, test, o, region))
         return out
+
+
+def _negated(test: ast.AST) -> str:
+    """The text of ``not test``: ``rank != 0`` for ``rank == 0``, ``main`` for ``not main``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return ast.unparse(test.operand)
+    flip = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in flip:
+        return ast.unparse(ast.Compare(test.left, [flip[type(test.ops[0])]()], test.comparators))
+    return ast.unparse(ast.UnaryOp(ast.Not(), test))
+
+
+def _complemented(d: _Def, defs: list[_Def], line: int) -> bool:
+    """``d`` sits right under a rank test and an earlier def of the same name in the same function
+    sits right under its negation (``if main: x = a`` ... ``if not main: x = b``): every rank sets it."""
+    c = d.ctrl
+    if not (isinstance(c, tuple) and c[0] == "rank" and c[2] is None and not c[3]):
+        return False
+    want = _negated(c[1])
+    return any(
+        e is not d
+        and e.fn is d.fn
+        and e.stmt.lineno < line
+        and isinstance(e.ctrl, tuple)
+        and e.ctrl[0] == "rank"
+        and e.ctrl[2] is None
+        and not e.ctrl[3]
+        and ast.unparse(e.ctrl[1]) == want
+        for e in defs
+    )
 
 
 def _range_bound(it: ast.AST) -> ast.AST | None:

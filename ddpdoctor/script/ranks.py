@@ -304,9 +304,29 @@ def _env_key(m, expr: ast.AST) -> str | None:
     return None
 
 
+_DEVICE_NAMES = frozenset(("device", "cuda_device", "gpu_device"))
+
+
+def _device_index_test(test: ast.Compare) -> bool:
+    """``self.device == 0``: a device kept as its GPU index (one process per GPU), compared with an
+    index, tells the processes of a node apart like the local rank. (A device compared with a string
+    or a ``torch.device`` is the same on every rank, and a bare ``device`` says nothing.)"""
+    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.LtE, ast.Gt)):
+        return False
+    left, right = test.left, test.comparators[0]
+    name = (dotted(left) or "").rsplit(".", 1)[-1].lower()
+    return (
+        name in _DEVICE_NAMES
+        and isinstance(right, ast.Constant)
+        and type(right.value) is int
+        and right.value == 0
+    )
+
+
 def _by_name(name: str, m=None) -> str | None:
     if m is not None and m.__dict__.get("_rank_strict"):
         return None  # strict_rank_kind: evidence only, not what a name suggests
+    name = name.lower()  # `cfg.GPU_ID`, `LOCAL_RANK` as a config constant
     return _NAME_KIND.get(name) or (LOCAL if "local_rank" in name else None)
 
 
@@ -479,6 +499,8 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
             k = rank_kind(m, side, depth + 1)
             if k is not None:
                 return (k,)
+        if _device_index_test(test):
+            return (LOCAL,)
         return None
     if isinstance(test, ast.Call):
         name = (dotted(test.func) or "").rsplit(".", 1)[-1]
@@ -646,7 +668,8 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
         elif isinstance(func, ast.Attribute) and method:
             head = dotted(func.value)
             root = head.split(".", 1)[0] if head else None
-            if root is None or root not in m.aliases:
+            # `self.model.train()` is an object the instance holds (nn.Module.train), not this method
+            if (root is None or root not in m.aliases) and not (head or "").startswith("self."):
                 out.append(c)
     return out
 

@@ -163,3 +163,44 @@ def test_callee_guard_of_wrappers():
     assert m.callee_guard(calls["save_on_master"]).kind == "global"
     assert m.callee_guard(calls["log_local"]).kind == "local"
     assert m.callee_guard(calls["print"]) is None
+
+
+def _module(src: str) -> ModuleAnalysis:
+    src = textwrap.dedent(src)
+    return ModuleAnalysis("t.py", src, ast.parse(src))
+
+
+def test_a_held_objects_method_is_not_a_call_of_the_classs_own():
+    from ddpdoctor.script.ranks import own_call_sites
+
+    m = _module(
+        """
+        class Engine:
+            def train(self):
+                pass
+
+            def evaluate(self):
+                self.model.train()
+                self.train()
+                engine.train()
+        """
+    )
+    train = next(f for f in m.functions if f.name == "train")
+    # `self.model.train()` is nn.Module.train of an object the engine holds
+    assert [c.lineno for c in own_call_sites(m, train)] == [8, 9]
+
+
+def test_rank_tests_by_device_index_and_upper_case_constants():
+    from ddpdoctor.script.ranks import LOCAL, guard_kind
+
+    m = _module(
+        """
+        def f(self, device):
+            if self.device == 0: pass
+            if self.cfg.GPU_ID == 0: pass
+            if device == "cuda": pass
+            if self.device.type == 0: pass
+        """
+    )
+    tests = [n.test for n in m.nodes(ast.If)]
+    assert [guard_kind(m, t) for t in tests] == [(LOCAL,), (LOCAL,), None, None]
