@@ -12,13 +12,13 @@ GPU (`batch.cuda()`) without ever calling `set_device`: the finding points at th
 that every rank runs (a move under `if rank == 0:` is right, GPU 0 is rank 0's own).
 
 An NCCL process group with no `set_device` is reported where something then works on the current
-GPU (an unindexed `.cuda()`, a `barrier()` without `device_ids`, an object collective,
-`torch.cuda.current_device()`).
+GPU (an unindexed `.cuda()`, an object collective, `torch.cuda.current_device()`).
 
 ## Why is this bad?
-NCCL and PyTorch use the *current* CUDA device for communicators, `barrier()` and object
-collectives. Without `set_device`, every rank's current device is GPU 0: ranks create contexts on
-GPU 0, `barrier()` may hang or use the wrong GPU, and GPU 0 runs out of memory.
+PyTorch puts the current CUDA device's work there: an unindexed `.cuda()`, object collectives
+(`all_gather_object`, `broadcast_object_list`), `torch.cuda.current_device()`. Without
+`set_device`, every rank's current device is GPU 0: ranks create contexts on GPU 0, their object
+collectives meet there, and GPU 0 runs out of memory.
 
 ## Example
 ```python
@@ -230,12 +230,12 @@ _ON_CURRENT_DEVICE = ("broadcast_object_list", "all_gather_object", "gather_obje
 
 
 def _uses_current_device(m) -> bool:
-    """Something in the file works on the current GPU: an object collective, a ``barrier()`` given
-    no ``device_ids``, or ``torch.cuda.current_device()``. A script that places every tensor and its
-    DDP model by index and calls none of these is not hurt by GPU 0 being every rank's current one."""
-    if m.dist_calls(*_ON_CURRENT_DEVICE) or m.calls_named("torch.cuda.current_device"):
-        return True
-    return any(m.keyword(c, "device_ids") is None for c in m.dist_calls("barrier"))
+    """Something in the file works on the current GPU: an object collective or
+    ``torch.cuda.current_device()``. A script that places every tensor and its DDP model by index
+    and calls none of these is not hurt by GPU 0 being every rank's current one."""
+    # (a `barrier()` with no `device_ids` is not counted: NCCL then uses the device this group
+    # already worked on, else rank % GPUs, as torch 2.13's barrier() documents)
+    return bool(m.dist_calls(*_ON_CURRENT_DEVICE) or m.calls_named("torch.cuda.current_device"))
 
 
 def check(m):
