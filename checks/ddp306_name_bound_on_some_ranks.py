@@ -127,9 +127,73 @@ def _names_a_rank(m, test: ast.AST) -> bool:
     return any(w in word.lower() for word in words for w in _RANK_WORDS)
 
 
-def _rank_only(m, sites: list[ast.AST]) -> ast.AST | None:
+class _Cheap:
+    """Where a binding can be under a rank test at all, found once per file without the rank
+    analysis of each binding: the lines inside the arms of an ``if`` on a rank, and each function's
+    first early exit on one. Most bindings are in neither, and most functions hold neither: this
+    keeps the rule cheap on big files."""
+
+    def __init__(self, m):
+        self.m = m
+        lines = m.source.count("\n") + 3
+        self.in_if = bytearray(lines)
+        self._exits: dict[int, int] = {}
+        for st in m.nodes(ast.If):
+            if not _may_test_a_rank(m, st.test):
+                continue
+            last = (st.orelse or st.body)[-1]
+            for ln in range(st.body[0].lineno, (last.end_lineno or last.lineno) + 1):
+                self.in_if[ln] = 1
+        # running count of marked lines: does a function hold any?
+        self._count = [0] * (lines + 1)
+        for i in range(1, lines):
+            self._count[i] = self._count[i - 1] + self.in_if[i]
+
+    def _first_exit(self, fn) -> int:
+        first = self._exits.get(id(fn))
+        if first is None:
+            first = next(
+                (
+                    st.lineno
+                    for st in fn.body
+                    if isinstance(st, ast.If)
+                    and any(isinstance(x, (ast.Return, ast.Raise)) for x in st.body)
+                    and _may_test_a_rank(self.m, st.test)
+                ),
+                1 << 30,
+            )
+            self._exits[id(fn)] = first
+        return first
+
+    def scope_may_hold(self, fn) -> bool:
+        end = min(fn.end_lineno or fn.lineno, len(self._count) - 1)
+        return self._count[end] > self._count[fn.lineno - 1] or self._first_exit(fn) < (1 << 30)
+
+    def maybe_guarded(self, node: ast.AST) -> bool:
+        if self.in_if[node.lineno]:
+            return True
+        fn = self.m.enclosing_function(node)
+        return fn is not None and node.lineno > self._first_exit(fn)
+
+
+_GATE_WORDS = ("rank", "main", "master", "zero", "gpu", "device", "local", "leader", "chief")
+
+
+def _may_test_a_rank(m, test: ast.AST) -> bool:
+    """A cheap, wider test than ``_names_a_rank`` for the gate: a name that may say rank, or a bare
+    name the file sets from a rank test (``is_logger = rank == 0``)."""
+    for n in ast.walk(test):
+        word = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
+        if word is not None and any(w in word.lower() for w in _GATE_WORDS):
+            return True
+    return isinstance(test, ast.Name) and ranks.guard_kind(m, test) is not None
+
+
+def _rank_only(m, sites: list[ast.AST], cheap: _Cheap) -> ast.AST | None:
     """The rank test when every binding sits under the same one; None otherwise (bindings under
     ``rank == 0`` and ``rank == 1``, arms of one chain, may well cover every rank)."""
+    if not all(cheap.maybe_guarded(b) for b in sites):
+        return None  # a binding under no test at all: every rank has the name
     tests = []
     arms: dict[int, set[bool]] = {}
     for b in sites:
@@ -185,11 +249,11 @@ def _report(m, found: list[tuple[str, ast.Name]], test: ast.AST, where: str):
     )
 
 
-def _scope_findings(m, scope, bound, reads, skip, where: str, out: dict) -> None:
+def _scope_findings(m, bound, reads, skip, where: str, out: dict, cheap: _Cheap) -> None:
     for name, sites in bound.items():
-        if name in skip:
+        if name in skip or name not in reads:
             continue
-        test = _rank_only(m, sites)
+        test = _rank_only(m, sites, cheap)
         if test is None:
             continue
         read = _unguarded_read(m, reads.get(name, []), min(s.lineno for s in sites))
@@ -199,20 +263,23 @@ def _scope_findings(m, scope, bound, reads, skip, where: str, out: dict) -> None
 
 def check(m):
     found: dict = {}
+    cheap = _Cheap(m)
     module_bound, module_reads, module_skip = _bindings(m.tree)
-    _scope_findings(m, m.tree, module_bound, module_reads, module_skip, "module", found)
+    _scope_findings(m, module_bound, module_reads, module_skip, "module", found, cheap)
     reported = {n for _t, names in found.values() for n, _r in names}
     # module-level names bound on some ranks only, read in a function every rank runs
     rank_only = {}
     for name, sites in module_bound.items():
         if name in module_skip or name in reported:
             continue
-        test = _rank_only(m, sites)
+        test = _rank_only(m, sites, cheap)
         if test is not None:
             rank_only[name] = (test, min(s.lineno for s in sites))
     for fn in m.functions:
+        if not rank_only and not cheap.scope_may_hold(fn):
+            continue  # nothing here is bound under a rank test, and no module name is either
         bound, reads, skip = _bindings(fn)
-        _scope_findings(m, fn, bound, reads, skip, "function", found)
+        _scope_findings(m, bound, reads, skip, "function", found, cheap)
         for name, (test, first) in list(rank_only.items()):
             if name in bound or name in skip or name not in reads:
                 continue

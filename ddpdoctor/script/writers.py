@@ -398,6 +398,15 @@ _WRITER_PREDICATES = ("process_zero", "rank_zero_only", "is_chief")
 
 
 def _is_rank_test(m, test: ast.AST) -> bool:
+    # asked again for every statement after an early exit: remembered per test
+    memo = _memo(m, "_writers_rank_test")
+    found = memo.get(id(test))
+    if found is None:
+        found = memo[id(test)] = _rank_test(m, test)
+    return found
+
+
+def _rank_test(m, test: ast.AST) -> bool:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(_every_rank_may_pass(v) for v in test.values):
         return False  # `(rank == 0 and step % k == 0) or step >= last`: every rank at the last step
     if m.is_rank_guard(test) or any(w in ast.unparse(test).lower() for w in _WRITER_PREDICATES):
