@@ -263,6 +263,8 @@ def _helper_loaders(m):
         low = last.lower()
         if not ("loader" in low or "dataset" in low) or last in own or m.looks_like_eval(call):
             continue
+        if _names_an_eval_split(last):
+            continue  # `get_eval_data_loader(...)`: an evaluation loader needs no reshuffling
         if last[:1].isupper():
             continue  # a loader class of its own (`DistributedBucketingDataLoader(rank, world, ...)`) shards and reshuffles its own way
         given = [*call.args, *(k.value for k in call.keywords)]
@@ -338,3 +340,9 @@ def _set_once_before_engine(m):
 
 def _short_call(c: ast.Call) -> str:
     return f"{dotted(c.func) or 'run'}(...)"
+
+
+def _names_an_eval_split(name: str) -> bool:
+    """``get_eval_data_loader``, ``build_val_loader``, ``test_dataloader``; not ``get_train_loader``."""
+    words = set(name.lower().replace("dataloader", "_loader").split("_"))
+    return not words & {"train", "training"} and bool(words & {"eval", "val", "valid", "validation", "test", "dev"})

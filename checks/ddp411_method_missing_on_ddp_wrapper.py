@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.names import dotted
+
 CODE = "DDP411"
 TITLE = "Method of the model called on its DDP wrapper"
 KIND = "script"
@@ -67,6 +69,8 @@ def check(m):
                 seen.add(id(e.node))
                 if _tests_wrapping(m, e.node):
                     continue
+                if m.in_plain_arm(e.node, _receiver(e.node)):
+                    continue  # `if n_gpus > 1: self.model.module.f() else: self.model.f()`
                 via = f", reached through {m.chain_text(e.chain, e.node.lineno)}" if e.chain else ""
                 if isinstance(e.node, ast.Attribute):  # `model.model.state_dict()`
                     read.setdefault(e.op, []).append((e.node, via))
@@ -95,3 +99,9 @@ def check(m):
             SEVERITY,
             hint=f"read it from the wrapped model (`.module.{name}`)",
         )
+
+
+def _receiver(node: ast.AST) -> str | None:
+    """``self.model`` for ``self.model.f(...)`` and for ``self.model.attr``."""
+    target = node.func if isinstance(node, ast.Call) else node
+    return dotted(target.value) if isinstance(target, ast.Attribute) else None

@@ -221,22 +221,26 @@ class ModuleAnalysis:
     def function_names(self) -> frozenset[str]:
         return frozenset(fn.name for fn in self.functions)
 
-    def in_plain_arm(self, call: ast.AST) -> bool:
+    def in_plain_arm(self, call: ast.AST, owner: str | None = None) -> bool:
         """``call`` (``X.state_dict()``, ``X(batch)``) sits in the arm of an ``if`` whose other arm
         takes ``X`` out of its wrapper (``if args.multi_gpu: X.module...``): the author unwraps
         exactly where ``X`` is wrapped, so here ``X`` is the plain model. (Asked once per event of
-        every per-rank trace: remembered per node.)"""
-        if not isinstance(call, ast.Call):
+        every per-rank trace: remembered per node.)
+        ``owner``: the object to look for (``self.model`` for ``self.model.format_batch(...)``);
+        by default the call's own receiver for ``state_dict``/``forward``, else the called name."""
+        if not isinstance(call, (ast.Call, ast.Attribute)):
             return False
         memo = self.__dict__.setdefault("_plain_arm", {})
-        found = memo.get(id(call))
+        key = (id(call), owner)
+        found = memo.get(key)
         if found is None:
-            found = memo[id(call)] = self._in_plain_arm(call)
+            found = memo[key] = self._in_plain_arm(call, owner)
         return found
 
-    def _in_plain_arm(self, call: ast.Call) -> bool:
-        f = call.func
-        owner = dotted(f.value if isinstance(f, ast.Attribute) and f.attr in ("state_dict", "forward") else f)
+    def _in_plain_arm(self, call: ast.AST, owner: str | None) -> bool:
+        if owner is None and isinstance(call, ast.Call):
+            f = call.func
+            owner = dotted(f.value if isinstance(f, ast.Attribute) and f.attr in ("state_dict", "forward") else f)
         if owner is None or not self.mentions(".module"):
             return False
         child = call
