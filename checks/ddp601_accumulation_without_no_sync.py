@@ -178,6 +178,13 @@ def _optimizer_steps(m) -> list[ast.Call]:
         owner = (dotted(call.func.value) or "").lower()
         if any(w in owner for w in ("sched", "lr", "warmup", "tqdm", "bar", "env")):
             continue
+        if (
+            call.args
+            and not owner.rsplit(".", 1)[-1].startswith("opt")
+            and "scaler" not in owner
+            and not any(_last(a).startswith("opt") or "optim" in _last(a) for a in call.args)
+        ):
+            continue  # `ap_calculator.step(preds, gts)`: a step of something given data, not an optimizer
         out.append(call)
     helpers = {fn.name for fn in filter(None, (m.enclosing_function(c) for c in out))}
     helpers -= {"step", "__call__"}  # an optimizer's own step, a wrapper object's call
