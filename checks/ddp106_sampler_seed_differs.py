@@ -97,17 +97,11 @@ def _reaching(m, name: str, use: ast.AST) -> list[ast.Assign]:
     out = []
     for a in reversed(found):
         out.append(a)
-        if not any(isinstance(p, (ast.If, ast.Try, ast.For, ast.While)) and p is not fn for p in _up_to(m, a, fn)):
+        if not any(
+            isinstance(p, (ast.If, ast.Try, ast.For, ast.While)) and p is not fn
+            for p in m.ancestors_below(a, fn)
+        ):
             break  # unconditional: nothing earlier reaches the use
-    return out
-
-
-def _up_to(m, node: ast.AST, fn) -> list[ast.AST]:
-    out = []
-    for p in m.ancestors(node):
-        if p is fn:
-            break
-        out.append(p)
     return out
 
 

@@ -270,18 +270,8 @@ def _guarded_step(m, step: ast.Call, helpers):
     if not found:
         return None
     # the backward every micro-step runs, rather than an optional second one (an adversarial pass)
-    plain = [c for c in before if not any(isinstance(a, ast.If) for a in _between(m, c, scope))]
+    plain = [c for c in before if not any(isinstance(a, ast.If) for a in m.ancestors_below(c, scope))]
     return if_node, max(plain or before, key=lambda c: c.lineno) if before else found[0]
-
-
-def _between(m, node: ast.AST, scope: ast.AST) -> list[ast.AST]:
-    """The ancestors of ``node`` below ``scope``."""
-    out = []
-    for a in m.ancestors(node):
-        if a is scope:
-            break
-        out.append(a)
-    return out
 
 
 def _own_step(m, if_node: ast.If, step: ast.Call, helpers) -> bool:

@@ -296,6 +296,15 @@ class ModuleAnalysis:
                     out.append((st.lineno, st.end_lineno or st.lineno))
         return out
 
+    def ancestors_below(self, node: ast.AST, scope: ast.AST | None) -> list[ast.AST]:
+        """The ancestors of ``node``, nearest first, up to (not including) ``scope``."""
+        out = []
+        for a in self.ancestors(node):
+            if a is scope:
+                break
+            out.append(a)
+        return out
+
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         p = self.parents.get(node)
         while p is not None:
