@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from ddpdoctor.script.analysis import names_eval_split
 from ddpdoctor.script.flow import Flow, repeats
 from ddpdoctor.script.interp import is_accelerate_prepare
 from ddpdoctor.script.loaders import loader_calls, made_by_factory, passes, sampler_calls
@@ -263,7 +264,7 @@ def _helper_loaders(m):
         low = last.lower()
         if not ("loader" in low or "dataset" in low) or last in own or m.looks_like_eval(call):
             continue
-        if _names_an_eval_split(last):
+        if names_eval_split(last):
             continue  # `get_eval_data_loader(...)`: an evaluation loader needs no reshuffling
         if last[:1].isupper():
             continue  # a loader class of its own (`DistributedBucketingDataLoader(rank, world, ...)`) shards and reshuffles its own way
@@ -341,8 +342,3 @@ def _set_once_before_engine(m):
 def _short_call(c: ast.Call) -> str:
     return f"{dotted(c.func) or 'run'}(...)"
 
-
-def _names_an_eval_split(name: str) -> bool:
-    """``get_eval_data_loader``, ``build_val_loader``, ``test_dataloader``; not ``get_train_loader``."""
-    words = set(name.lower().replace("dataloader", "_loader").split("_"))
-    return not words & {"train", "training"} and bool(words & {"eval", "val", "valid", "validation", "test", "dev"})

@@ -122,9 +122,16 @@ def _names_a_rank(m, test: ast.AST) -> bool:
         return True
     if isinstance(test, ast.Name) and ranks.guard_kind(m, test) is not None:
         return True  # `is_logger`, set from `get_rank() == 0` earlier
-    words = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)]
-    words += [n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)]
-    return any(w in word.lower() for word in words for w in _RANK_WORDS)
+    return _says(test, _RANK_WORDS)
+
+
+def _says(test: ast.AST, words: tuple[str, ...]) -> bool:
+    """A name or attribute of ``test`` (not a string in it) holds one of ``words``."""
+    for n in ast.walk(test):
+        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
+        if name is not None and any(w in name.lower() for w in words):
+            return True
+    return False
 
 
 class _Cheap:
@@ -182,11 +189,7 @@ _GATE_WORDS = ("rank", "main", "master", "zero", "gpu", "device", "local", "lead
 def _may_test_a_rank(m, test: ast.AST) -> bool:
     """A cheap, wider test than ``_names_a_rank`` for the gate: a name that may say rank, or a bare
     name the file sets from a rank test (``is_logger = rank == 0``)."""
-    for n in ast.walk(test):
-        word = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-        if word is not None and any(w in word.lower() for w in _GATE_WORDS):
-            return True
-    return isinstance(test, ast.Name) and ranks.guard_kind(m, test) is not None
+    return _says(test, _GATE_WORDS) or (isinstance(test, ast.Name) and ranks.guard_kind(m, test) is not None)
 
 
 def _rank_only(m, sites: list[ast.AST], cheap: _Cheap) -> ast.AST | None:
@@ -195,29 +198,19 @@ def _rank_only(m, sites: list[ast.AST], cheap: _Cheap) -> ast.AST | None:
     if not all(cheap.maybe_guarded(b) for b in sites):
         return None  # a binding under no test at all: every rank has the name
     tests = []
-    arms: dict[int, set[bool]] = {}
+    arms: dict[int, set[str]] = {}
     for b in sites:
         guards = [g for g in rank_guards(m, b) if _names_a_rank(m, g)]
         if not guards:
             return None
         tests.append(guards[0])
         for g in guards:
-            arm = _arm(m, b, g)
+            arm = ranks.arm_of(m, b, g)
             if arm is not None:
                 arms.setdefault(id(g), set()).add(arm)
     if len({ast.unparse(t) for t in tests}) > 1 or any(len(a) > 1 for a in arms.values()):
         return None  # bound in both arms of a rank test (`if len(chunks) > rank: ... else: ...`)
     return tests[0]
-
-
-def _arm(m, node: ast.AST, test: ast.AST) -> bool | None:
-    """True when ``node`` is in the body of the ``if`` whose test is ``test``, False in its else."""
-    child = node
-    for a in m.ancestors(node):
-        if isinstance(a, ast.If) and a.test is test:
-            return any(child is s for s in a.body)
-        child = a
-    return None
 
 
 def _unguarded_read(m, reads: list[ast.Name], after: int) -> ast.Name | None:

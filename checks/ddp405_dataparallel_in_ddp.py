@@ -55,4 +55,3 @@ def check(m):
             "info",
             hint="launch with `torchrun --nproc-per-node=N` and use the DDP path instead",
         )
-

@@ -59,4 +59,3 @@ def check(m):
             SEVERITY,
             hint="wrap with DistributedDataParallel (`DDP(model, device_ids=[local_rank])`), one process per GPU",
         )
-

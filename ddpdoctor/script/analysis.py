@@ -102,6 +102,17 @@ def _child_fields(cls: type) -> tuple[str, ...]:
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _EVAL_WORDS = frozenset(("val", "valid", "validation", "dev", "holdout"))
 
+def names_eval_split(words: str) -> bool:
+    """Names that say a validation/test split (``val_loader``, ``get_eval_data_loader``, ``testset``),
+    not the training one (``dataset_train_val``)."""
+    tokens = {t.lower() for t in _WORD.findall(words)}
+    if "train" in tokens or "training" in tokens:
+        return False  # `dataset_train_val`: the training split (with its validation part)
+    return bool(tokens & _EVAL_WORDS) or any(
+        t.startswith(("test", "eval", "val")) and not t.startswith("valu") for t in tokens
+    )  # `valset`, `testloader`, `evalset`; not `values`
+
+
 # Calls that iterate what they are given: `for i, x in enumerate(tqdm(loader))` iterates the loader.
 _ITER_WRAPPERS = frozenset(("enumerate", "tqdm", "iter", "islice", "zip", "track", "progress_bar", "chain"))
 
@@ -376,12 +387,7 @@ class ModuleAnalysis:
         words += " " + " ".join(
             ast.unparse(k.value) for k in call.keywords if k.arg in ("dataset", "data_source")
         )
-        tokens = {t.lower() for t in _WORD.findall(words)}
-        if "train" in tokens or "training" in tokens:
-            return False  # `dataset_train_val`: the training split (with its validation part)
-        return bool(tokens & _EVAL_WORDS) or any(
-            t.startswith(("test", "eval", "val")) and not t.startswith("valu") for t in tokens
-        )  # `valset`, `testloader`, `evalset`; not `values`
+        return names_eval_split(words)
 
     def enclosing_loop(self, node: ast.AST) -> ast.AST | None:
         for a in self.ancestors(node):

@@ -895,7 +895,7 @@ def _early_exit(st: ast.stmt) -> bool:
     )
 
 
-def _arm(m, node: ast.AST, test: ast.AST) -> str | None:
+def arm_of(m, node: ast.AST, test: ast.AST) -> str | None:
     """Which arm of the ``if`` whose condition is ``test`` holds ``node``: "body" or "orelse"."""
     child = node
     for a in m.ancestors(node):
@@ -911,7 +911,7 @@ def _both_arms(m, sites: list[ast.Call], guards: list[Guard]) -> bool:
     arms: dict[int, set[str | None]] = {}
     for site, g in zip(sites, guards):
         if not g.chain:  # the test is in the caller's own function, around the call
-            arms.setdefault(id(g.test), set()).add(_arm(m, site, g.test))
+            arms.setdefault(id(g.test), set()).add(arm_of(m, site, g.test))
     return any({"body", "orelse"} <= found for found in arms.values())
 
 
