@@ -29,7 +29,7 @@ from bisect import bisect_left
 from ddpdoctor.script.foreign import callee, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import pins_one_gpu_per_process, single_process_only
-from ddpdoctor.script.writers import per_process_path
+from ddpdoctor.script.writers import other_ranks_arm, per_process_path
 
 CODE = "DDP503"
 TITLE = "torch.load without map_location"
@@ -202,7 +202,8 @@ def check(m):
         return  # each process sees its own GPU alone, as cuda:0: nothing crowds onto another's
     yield from _loads_in_other_files(m)
     for call in m.calls_named("torch.load"):
-        if m.rank_guard(call) is None and _unmapped(m, call):  # one rank loading crowds nothing
+        # one rank loading crowds nothing; the `else` of `if rank == 0` is every other rank
+        if (m.rank_guard(call) is None or other_ranks_arm(m, call) is not None) and _unmapped(m, call):
             yield m.finding(
                 CODE,
                 call,

@@ -342,6 +342,10 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
         last = q.rsplit(".", 1)[-1]
         if last in ("int", "str") and expr.args:
             return rank_kind(m, expr.args[0], depth + 1)
+        if isinstance(expr.func, ast.Name) and not expr.args and not expr.keywords:
+            own = _returned_kind(m, expr.func.id, depth)  # what this file's helper returns beats its name
+            if own is not None:
+                return own
         op = dist_op(q)
         if op in ("get_rank", "get_global_rank") and not expr.args and m.keyword(expr, "group") is None:
             return GLOBAL
@@ -436,6 +440,26 @@ def _from_assignments(m, key: str, depth: int) -> str | None:
             k = rank_kind(m, value, depth + 1)
             if k:
                 kinds.add(k)
+    memo[key] = out = kinds.pop() if len(kinds) == 1 else None
+    return out
+
+
+def _returned_kind(m, name: str, depth: int) -> str | None:
+    """``def _get_rank(): return int(os.environ.get("LOCAL_RANK", 0))``: the one kind every value
+    this file's function returns has (a helper called without arguments, so its result does not
+    depend on what the caller hands it). Memoised per file, name and strictness."""
+    memo = m.__dict__.setdefault("_returned_kind_memo", {})
+    key = (name, bool(m.__dict__.get("_rank_strict")))
+    if key in memo:
+        return None if memo[key] is _PENDING else memo[key]
+    memo[key] = _PENDING  # a helper that calls itself
+    fns = _functions_named(m).get(name, ())
+    kinds = {
+        rank_kind(m, node.value, depth + 1)
+        for fn in fns[-1:]  # the def that runs: a later def of the name replaces an earlier one
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Return) and node.value is not None and not _is_plain_constant(node.value)
+    }
     memo[key] = out = kinds.pop() if len(kinds) == 1 else None
     return out
 
@@ -963,3 +987,49 @@ def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) ->
             return None
         child = a
     return None
+
+
+_WORLD_ENV = frozenset(("WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"))
+
+
+def _launcher_world_size(m, expr: ast.AST | None, depth: int = 0) -> bool:
+    """``expr`` is the world size a launcher put in the environment (``WORLD_SIZE``, also through
+    ``int()``, names assigned from it and this file's argument-free helpers), or absent, when
+    ``env://`` reads it there. A count of this machine's GPUs is not: that script is one node's."""
+    if expr is None:
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    if _env_key(m, expr) in _WORLD_ENV:
+        return True
+    if isinstance(expr, ast.Call):
+        if (m.qualname(expr.func) or "").rsplit(".", 1)[-1] == "int" and expr.args:
+            return _launcher_world_size(m, expr.args[0], depth + 1)
+        if isinstance(expr.func, ast.Name) and not expr.args:
+            fns = _functions_named(m).get(expr.func.id, ())
+            returns = [n.value for fn in fns[-1:] for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value]
+            return bool(returns) and all(_launcher_world_size(m, r, depth + 1) for r in returns)
+        return False
+    name = dotted(expr)
+    values = [v for v, _n in _assignments(m).get(name, ())[:8]] if name else []
+    return bool(values) and all(_launcher_world_size(m, v, depth + 1) for v in values)
+
+
+def local_rank_as_group_rank(m) -> list[tuple[ast.Call, ast.AST]]:
+    """``init_process_group(rank=int(os.environ["LOCAL_RANK"]), world_size=int(os.environ["WORLD_SIZE"]))``:
+    the calls that hand the process group this node's rank where the world is the launcher's, with
+    the rank expression. Evidence only (the environment, argparse flags, assignments), not names."""
+    found = m.__dict__.get("_local_rank_as_group_rank")
+    if found is not None:
+        return found
+    found = []
+    # a rendezvous pinned to this machine (``tcp://127.0.0.1``): one node, where local is global
+    for call in () if m.single_node else m.dist_calls("init_process_group"):
+        rank = m.keyword(call, "rank") or (call.args[4] if len(call.args) > 4 else None)
+        world = m.keyword(call, "world_size") or (call.args[3] if len(call.args) > 3 else None)
+        if rank is None or strict_rank_kind(m, rank) != LOCAL:
+            continue
+        if _launcher_world_size(m, world):
+            found.append((call, rank))
+    m.__dict__["_local_rank_as_group_rank"] = found
+    return found

@@ -1,0 +1,56 @@
+"""DDP414: the node-local rank handed to the process group as its rank.
+
+## What it does
+Finds `init_process_group(rank=...)` where the rank is the node-local one (`LOCAL_RANK` from the
+environment, a `--local_rank` option, a name assigned from either, or a helper of the file that
+returns it) while the world size is the launcher's (`WORLD_SIZE`, `LOCAL_WORLD_SIZE` from the
+environment, or left to `env://`). Only evidence counts: a parameter merely called `gpu` (the
+`mp.spawn` index) is not followed, and a script whose rendezvous is hard-wired to this machine
+(`tcp://127.0.0.1`, `MASTER_ADDR = "localhost"`) or whose world is this machine's GPU count is
+written for one node, where the local rank is the global one.
+
+## Why is this bad?
+torchrun (and `torch.distributed.launch`, Slurm) number the processes of each node from 0 in
+`LOCAL_RANK`. On two nodes both node's first processes claim rank 0, the second node's ranks never
+fill the world: the rendezvous fails ("duplicate rank") or waits until its timeout. It works on one
+node, so it is found only when the job scales out, and every `rank == 0` action would run once per
+node.
+
+## Example
+```python
+local_rank = int(os.environ["LOCAL_RANK"])
+dist.init_process_group("nccl", rank=local_rank, world_size=int(os.environ["WORLD_SIZE"]))
+```
+
+## Use instead
+```python
+dist.init_process_group("nccl")          # env:// reads RANK and WORLD_SIZE that torchrun sets
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))   # the local rank is the device, not the rank
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script.ranks import local_rank_as_group_rank
+
+CODE = "DDP414"
+TITLE = "Node-local rank passed as the process-group rank"
+KIND = "script"
+SEVERITY = "error"
+CONFIDENCE = "high"
+
+
+def check(m):
+    for call, rank in local_rank_as_group_rank(m):
+        yield m.finding(
+            CODE,
+            call,
+            f"the process group's rank is the node-local rank (`{ast.unparse(rank)}`) in a world the "
+            "launcher sizes over every node: on a second node the processes claim ranks 0, 1, ... "
+            "again, so the rendezvous fails or hangs, and rank-0-only work runs once per node",
+            SEVERITY,
+            hint="pass the global rank (`int(os.environ['RANK'])`), or leave `rank` and `world_size` "
+            "out: torchrun's env:// sets them",
+        )
