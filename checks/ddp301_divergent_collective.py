@@ -47,6 +47,8 @@ CONFIDENCE = "high"
 
 def _label(ev, m=None) -> str:
     name = "the DDP model's forward" if ev.kind == "ddp_forward" else f"`{ev.op}`"
+    if ev.kind == "ddp_forward" and ev.arg:  # inside a function of another module handed the wrapper
+        name = f"the DDP model's forward inside `{ev.arg}(...)`, which is handed the DDP wrapper,"
     if ev.library:
         name = f"`{ev.library}` (a {ev.op} of every rank inside it)"
     via = ""
@@ -87,6 +89,7 @@ def check(m):
     # that call, as severe as the worst of them (a DDP forward may hang; an all_reduce will)
     places: dict[tuple[int, int], object] = {}
     guards: dict[tuple[int, int], object] = {}
+    inferred: set[tuple[int, int]] = set()
     for run in m.runs:
         if not run.complete:
             continue
@@ -129,19 +132,21 @@ def check(m):
             if place not in places or f.severity.rank > places[place].severity.rank:
                 places[place] = f
                 guards[place] = guard
-    yield from _one_per_rank_test(places, guards)
+            if ev.kind == "ddp_forward" and ev.arg:
+                inferred.add(place)  # a forward its callee's name implies, not one the walk saw
+    yield from _one_per_rank_test(places, guards, inferred)
 
 
-def _one_per_rank_test(places: dict, guards: dict):
+def _one_per_rank_test(places: dict, guards: dict, inferred: set = frozenset()):
     """One cause, one finding: the collectives a single rank test keeps from the other ranks (an
     early `return` on rank 0, say, before a whole training loop) are one finding, at the first of
-    them, naming the others' lines."""
+    them that the walk saw (before those only a callee's name implies), naming the others' lines."""
     by_guard: dict[object, list] = {}
     for place, f in places.items():
         g = guards.get(place)
         by_guard.setdefault((g.path, id(g.test)) if g is not None else id(f), []).append(f)
     for fs in by_guard.values():
-        fs.sort(key=lambda f: (f.location.line, f.location.col))
+        fs.sort(key=lambda f: ((f.location.line, f.location.col) in inferred, f.location.line, f.location.col))
         first, rest = fs[0], fs[1:]
         if rest:
             worst = max(fs, key=lambda f: f.severity.rank)

@@ -321,12 +321,13 @@ def check(m):
     if comms.backwards:
         for node, leave, c, origin in _skips_on_batch_value(m, comms, values):
             reported |= {id(node), id(origin.node)}
-            how = {ast.Continue: "continue", ast.Break: "break", ast.Return: "return"}[type(leave)]
+            how = _how(leave)
             yield m.finding(
                 CODE,
                 node,
                 f"`{_short(node.test)}` is computed from this rank's own batch, and where it holds the "
-                f"rank moves on (`{how}`, line {leave.lineno}) without {comms.describe(c)}: the other "
+                f"rank {'ends with status 0' if isinstance(leave, ast.Expr) else 'moves on'} (`{how}`, "
+                f"line {leave.lineno}) without {comms.describe(c)}: the other "
                 "ranks run it and wait for this one in its gradient all-reduce, or their collectives "
                 "pair with the wrong step",
                 SEVERITY,
@@ -357,6 +358,24 @@ _EVERY_RANK = frozenset(
     ("KeyboardInterrupt", "SystemExit", "StopIteration", "StopAsyncIteration", "GeneratorExit")
 )
 _LEAVE = (ast.Continue, ast.Break, ast.Return)
+_CLEAN_EXITS = ("exit", "quit", "sys.exit", "os._exit")
+
+
+def _clean_exit(m, st: ast.stmt) -> bool:
+    """``exit()``, ``sys.exit(0)``: the process ends with status 0, so the launcher waits for the
+    others instead of stopping the job, and they wait in their next collective for this one."""
+    if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
+        return False
+    call = st.value
+    if (m.qualname(call.func) or dotted(call.func)) not in _CLEAN_EXITS:
+        return False
+    args = call.args
+    return not args or (isinstance(args[0], ast.Constant) and args[0].value in (0, None))
+
+
+def _how(leave: ast.stmt) -> str:
+    kind = {ast.Continue: "continue", ast.Break: "break", ast.Return: "return"}.get(type(leave))
+    return kind or ast.unparse(leave).strip()
 
 
 def _leaves(handler: ast.ExceptHandler) -> ast.stmt | None:
@@ -421,15 +440,18 @@ def _skips_on_batch_value(m, comms: _Comms, values):
     loops, draws = comms.training_loops()
     batch_loops = set(loops) | {id(loop) for _call, loop in draws.values()}
     for node in m.nodes(ast.If):
-        if node.orelse or not node.body or not isinstance(node.body[-1], _LEAVE):
+        if node.orelse or not node.body:
+            continue
+        leave = node.body[-1]
+        ends = _clean_exit(m, leave)
+        if not ends and not isinstance(leave, _LEAVE):
             continue
         if comms.first(node.body) is not None:
             continue  # the arm that leaves communicates itself
         loop = m.enclosing_loop(node)
         if loop is None or (id(loop) not in batch_loops and not _steps_itself(comms, loop)):
             continue
-        leave = node.body[-1]
-        if not isinstance(leave, ast.Return) and m.enclosing_loop(leave) is not loop:
+        if not ends and not isinstance(leave, ast.Return) and m.enclosing_loop(leave) is not loop:
             continue
         fn = m.enclosing_function(node)
         o = values.reads(node.test, fn)

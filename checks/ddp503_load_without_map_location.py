@@ -190,6 +190,18 @@ def _unmapped(m, call) -> bool:
         and not _in_dataset_class(m, call)
         and not _downloaded_here(m, call)
         and not _class_apart_from_distributed(m, call)
+        and not _moved_at_once(m, call)
+    )
+
+
+def _moved_at_once(m, call) -> bool:
+    """``torch.load("mean.pt").cuda()``: one tensor, moved by the code that loads it (a checkpoint is a
+    dict and has no ``.cuda()``); what crowds a GPU is a checkpoint, not a small saved tensor."""
+    parent = m.parents.get(call)
+    return (
+        isinstance(parent, ast.Attribute)
+        and parent.attr in ("cuda", "to")
+        and isinstance(m.parents.get(parent), ast.Call)
     )
 
 

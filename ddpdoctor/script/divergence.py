@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dist_op, dotted
 from ddpdoctor.script.ranks import guard_kind
 
 _ROUNDS = 4
@@ -82,6 +82,34 @@ class _Def:
 def _is_unifying(call: ast.Call) -> bool:
     name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
     return any(w in name for w in _UNIFYING)
+
+
+# collectives whose result only one rank (``dst``) holds: the others keep their own value
+_TO_ONE_RANK = frozenset(("reduce", "gather", "gather_object", "reduce_multigpu"))
+
+
+def _reduces_to_one_rank(m, call: ast.Call) -> bool:
+    """``reduce_loss(loss)``, this file's helper whose only collectives are ``dist.reduce`` or
+    ``dist.gather``: what its name promises holds on the destination rank alone."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    fn = next((f for f in m.functions if f.name == call.func.id), None)
+    if fn is None:
+        return False
+    ops = {dist_op(m.qualname(n.func) or "") for n in ast.walk(fn) if isinstance(n, ast.Call)} - {None}
+    return bool(ops) and ops <= _TO_ONE_RANK
+
+
+def _bound_result(m, call: ast.Call) -> set[str] | None:
+    """The names the result of ``call`` is assigned to, or None when the call stands alone."""
+    parent = m.parents.get(call)
+    if isinstance(parent, ast.Assign) and parent.value is call:
+        targets = parent.targets
+    elif isinstance(parent, (ast.AnnAssign, ast.AugAssign)) and parent.value is call:
+        targets = [parent.target]
+    else:
+        return None
+    return {d for t in targets for n in ast.walk(t) if (d := dotted(n)) is not None}
 
 
 def _same_block(parent: ast.AST, stmt: ast.stmt, holders: set[int]) -> bool:
@@ -277,10 +305,11 @@ class RankValues:
     def _note_unifying(self) -> None:
         """Names handed to a collective: ``dist.broadcast(stop, 0)`` makes ``stop`` the same everywhere."""
         m = self.m
-        for call, _q in m.calls:
-            if not _is_unifying(call):
+        for call, q in m.calls:
+            if not _is_unifying(call) or dist_op(q or "") in _TO_ONE_RANK or _reduces_to_one_rank(m, call):
                 continue
             fn = None
+            bound = _bound_result(m, call)
             for a in (*call.args, *(k.value for k in call.keywords)):
                 while isinstance(a, ast.Subscript):
                     a = a.value
@@ -288,7 +317,9 @@ class RankValues:
                     if fn is None:
                         fn = m.enclosing_function(call)
                     key = self._key(a, fn)
-                    if key is not None:
+                    # `reduced = reduce_dict(losses)`: the result is the same everywhere, `losses`
+                    # stays this rank's own (an in-place call stands alone or is bound back)
+                    if key is not None and (bound is None or dotted(a) in bound):
                         self.unified.add(key)
 
     # -- solving: which defs and returns are rank-dependent -----------------------------------------

@@ -22,7 +22,16 @@ import operator
 from dataclasses import dataclass, field
 
 from ddpdoctor.script import event_engines
-from ddpdoctor.script.names import dist_op, dotted, is_property, is_torch_name, names_a_ddp_wrapper, qualify
+from ddpdoctor.script.names import (
+    DISTRIBUTED_FLAGS,
+    dist_op,
+    dotted,
+    is_property,
+    is_torch_name,
+    names_a_ddp_wrapper,
+    names_evaluation,
+    qualify,
+)
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 from ddpdoctor.script.values import FREE, UNKNOWN, bind_arguments, negation, truth_of, unknown_default
 
@@ -762,6 +771,8 @@ class Interpreter:
                 return base[key]
             except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
+        if base is UNKNOWN and isinstance(key, str) and key.lower() in DISTRIBUTED_FLAGS:
+            return True  # `cfg["DDP"]` read from a file: in the distributed run it holds
         return self._rank_node(e) if self.rank_nodes else UNKNOWN
 
     def _env(self, key: object) -> object:
@@ -815,6 +826,8 @@ class Interpreter:
                 return self._named_value(e.attr)
             if e.attr in MAIN_PROCESS_NAMES:
                 return self.rank == 0 if e.attr != "is_local_main_process" else self.local == 0
+            if e.attr.lower() in DISTRIBUTED_FLAGS:
+                return True  # `args.distributed` set where the walk cannot see: this run is one
             if self.rank_nodes:
                 return self._rank_node(e)
         return UNKNOWN
@@ -962,6 +975,10 @@ class Interpreter:
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
+        if last and names_evaluation(last) and any(isinstance(a, DDPModel) for a in (*args, *kwargs.values())):
+            # `evaluate(ddp_model, val_loader)` of another module: it runs the wrapper's forward
+            self._record("ddp_forward", "forward", node, arg=last)
+            return UNKNOWN
         if q in ("hasattr", "isinstance") and len(args) == 2 and isinstance(args[0], DDPModel):
             # `hasattr(model, "module")`, `isinstance(model, DDP)`: true of the DDP wrapper, so the
             # other arm runs the plain model only (BigVGAN's validation picks its forward so)

@@ -6,6 +6,7 @@ Pure ast; the module being read is never imported.
 from __future__ import annotations
 
 import ast
+import re
 
 
 def collect_aliases(imports) -> dict[str, str]:
@@ -138,3 +139,21 @@ def wraps_for_data_parallel(last: str | None, call: ast.Call, distributed: bool)
     words = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
     words |= {k.arg.lower() for k in call.keywords if k.arg}
     return bool(words & _RANK_WORDS)
+
+
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_EVALUATION_WORDS = frozenset(
+    ("eval", "evaluate", "evaluation", "validate", "validation", "valid", "val", "test", "testing",
+     "inference", "infer", "predict")
+)
+
+
+def names_evaluation(name: str) -> bool:
+    """A function named for running a model over held-out data (``evaluate``, ``validate_one_epoch``,
+    ``test_model``, ``run_inference``): handed a model, it calls the model's forward."""
+    return any(w.lower() in _EVALUATION_WORDS for w in _NAME_WORD.findall(name))
+
+
+# flags that say "this run is distributed" (`args.distributed`, `cfg["DDP"]`): the per-rank walk
+# simulates a distributed run, where they hold
+DISTRIBUTED_FLAGS = frozenset(("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp"))

@@ -19,7 +19,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ddpdoctor.script.names import dist_op, dotted, is_property
+from ddpdoctor.script.names import DISTRIBUTED_FLAGS, dist_op, dotted, is_property
 
 GLOBAL, LOCAL, NODE = "global", "local", "node"
 # Parameters that hand a function its process's rank (``def train(rank, model, ...)``).
@@ -76,10 +76,11 @@ _PREDICATES = {
     "is_local_main": LOCAL,
     "local_master": LOCAL,
     "is_local_rank_zero": LOCAL,
+    "primary": GLOBAL,  # `if primary():` (a process that is "the primary one")
 }
 # and the names built like them: is_global_main, is_local_master_process, is_rank0_worker
 _PREDICATE_NAME = re.compile(
-    r"^i[sf]_(?:(global|local|node)_)?(?:main|master|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker))?$"
+    r"^i[sf]_(?:(global|local|node)_)?(?:main|master|primary|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker))?$"
 )
 _MAX_DEPTH = 6
 
@@ -699,9 +700,7 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
 
 
 # flags that say "this run is distributed" (``if args.distributed:``, ``if ddp:``)
-_DISTRIBUTED_FLAGS = frozenset(
-    ("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "multi_gpu", "multigpu", "is_ddp")
-)
+_DISTRIBUTED_FLAGS = DISTRIBUTED_FLAGS | {"multi_gpu", "multigpu"}
 
 
 def _single_when(test: ast.AST, m=None) -> bool | None:
@@ -716,6 +715,9 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
         # run hold together exactly there too (one unknown part leaves the whole unknown)
         parts = {_single_when(v, m) for v in test.values}
         return parts.pop() if len(parts) == 1 else None
+    if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
+        key = test.slice.value  # `cfg["DDP"]`
+        return False if isinstance(key, str) and key.lower() in _DISTRIBUTED_FLAGS else None
     name = dotted(test)
     if name is not None:
         last = name.rsplit(".", 1)[-1].lower()

@@ -39,9 +39,16 @@ def test_forward_in_another_file_reached_by_rank_0_only():
     assert "train.py:20 -> engine.py:10" in message  # the evidence chain crosses the files
 
 
-def test_a_file_alone_does_not_see_the_other_file():
+def test_a_file_alone_infers_the_forward_from_the_callee_name_only():
+    # alone, train.py cannot see engine.py's forward: it reports the DDP wrapper handed to a
+    # function named for evaluation, at the same line, without the other file's line
     train = FIXTURES / "project_eval" / "src" / "proj" / "train.py"
-    assert _codes([train], ("DDP301",)) == []
+    found = _codes([train], ("DDP301",))
+    assert len(found) == 1
+    _name, line, _code, message = found[0]
+    assert "expect: DDP301" in train.read_text().splitlines()[line - 1]
+    assert "inside `evaluate(...)`, which is handed the DDP wrapper" in message
+    assert "engine.py" not in message
 
 
 def test_project_results_are_cached_with_the_other_files(tmp_path):
