@@ -4,8 +4,9 @@
 Finds a variable whose every assignment sits under a rank test (`if rank == 0: writer =
 SummaryWriter()`, after `if rank != 0: return`) and that a later line reads on every rank: in the
 same function, or, for a name bound at module level, in a function that every rank runs. Names
-bound anywhere outside a rank test (`writer = None` first), parameters, `global` names and reads
-under a rank test of their own are left alone.
+bound anywhere outside a rank test (`writer = None` first), parameters and reads under a rank test
+of their own are left alone. A function's `global logger` binds the module's name: its bindings
+count with the module's.
 
 ## Why is this bad?
 On the ranks that skipped the test the name was never bound, so the read raises `NameError`
@@ -33,6 +34,7 @@ for batch in loader:
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Iterator
 
 from ddpdoctor.script import ranks
@@ -44,6 +46,7 @@ KIND = "script"
 SEVERITY = "error"
 CONFIDENCE = "high"
 
+_BUILTINS = frozenset(dir(builtins))
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 # handlers that would catch the NameError a read of an unbound name raises
@@ -254,6 +257,23 @@ def _scope_findings(m, bound, reads, skip, where: str, out: dict, cheap: _Cheap)
             out.setdefault((id(test), where), (test, []))[1].append((name, read))
 
 
+def _declared_global(fn) -> set[str]:
+    return {n for node in _own_nodes(fn) if isinstance(node, ast.Global) for n in node.names}
+
+
+def _global_sites(m) -> dict[str, list[ast.AST]]:
+    """Module names that functions bind through a ``global`` statement -> those bindings."""
+    out: dict[str, list[ast.AST]] = {}
+    for fn in m.functions:
+        names = _declared_global(fn)
+        if not names:
+            continue
+        bound, _reads, _skip = _bindings(fn)
+        for name in names:
+            out.setdefault(name, []).extend(bound.get(name, ()))
+    return out
+
+
 def check(m):
     found: dict = {}
     cheap = _Cheap(m)
@@ -261,11 +281,14 @@ def check(m):
     _scope_findings(m, module_bound, module_reads, module_skip, "module", found, cheap)
     reported = {n for _t, names in found.values() for n, _r in names}
     # module-level names bound on some ranks only, read in a function every rank runs
+    # a function's `global logger` binds the module's name: its sites count with the module's
+    declared = _global_sites(m)
     rank_only = {}
-    for name, sites in module_bound.items():
-        if name in module_skip or name in reported:
-            continue
-        test = _rank_only(m, sites, cheap)
+    for name in {*module_bound, *declared}:
+        if name in module_skip or name in reported or name in _BUILTINS:
+            continue  # (`print = lambda *a: None` on ranks != 0: the others keep the builtin)
+        sites = [*module_bound.get(name, ()), *declared.get(name, ())]
+        test = _rank_only(m, sites, cheap) if sites else None
         if test is not None:
             rank_only[name] = (test, min(s.lineno for s in sites))
     for fn in m.functions:
@@ -273,8 +296,9 @@ def check(m):
             continue  # nothing here is bound under a rank test, and no module name is either
         bound, reads, skip = _bindings(fn)
         _scope_findings(m, bound, reads, skip, "function", found, cheap)
+        here = _declared_global(fn)
         for name, (test, first) in list(rank_only.items()):
-            if name in bound or name in skip or name not in reads:
+            if name not in reads or (name in skip and name not in here) or (name in bound and name not in here):
                 continue
             read = _unguarded_read(m, reads[name], first)
             if read is not None:

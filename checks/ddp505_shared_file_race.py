@@ -6,7 +6,9 @@ Finds, in a distributed script, file-system writes that every rank reaches with 
 `if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`, a torchvision
 (torchaudio, torchtext) dataset built with `download=True` and a PyG or OGB dataset (which downloads
 and preprocesses whenever its files are missing), not after a barrier, `open(path, "w")`
-and `Path.write_text`, `np.save`, a matplotlib `savefig`, a pandas `to_csv` (`to_json`, ...), and `save_pretrained` of any library. Writes under a rank test
+and `Path.write_text`, `np.save`, a matplotlib `savefig`, an image file (`save_image`,
+`cv2.imwrite`), a pandas `to_csv` (`to_json`, ...), and `save_pretrained` of any library. Writes
+under a rank test
 (also through this file's helper functions or an early `return`), paths that name the rank, host
 or process, and appends are left alone. `torch.save` is DDP501.
 
@@ -58,6 +60,16 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 _NUMPY_SAVES = ("numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt")
+# image writers -> the position of their path argument
+_IMAGE_WRITES = {
+    "torchvision.utils.save_image": 1,
+    "cv2.imwrite": 0,
+    "imageio.imwrite": 0,
+    "imageio.v2.imwrite": 0,
+    "imageio.imsave": 0,
+    "skimage.io.imsave": 0,
+    "matplotlib.pyplot.imsave": 0,
+}
 _MODE = re.compile(r"^[rwxabt+]{1,3}$")
 _HANDLED = ("FileExistsError", "FileNotFoundError", "OSError", "Exception", "BaseException", "IOError")
 
@@ -194,6 +206,10 @@ def _writes(m):
             # pandas: `log_df.to_csv(f"{check_dir}/training_logs.csv")` after every epoch
             path = call.args[0] if call.args else _kw(call, "path_or_buf")
             yield call, path, "overwrites", "at the same time: the last writer wins, partial files in between"
+        elif q in _IMAGE_WRITES and len(call.args) > _IMAGE_WRITES[q]:
+            # `save_image(grid, "out/result.png")` on every rank: each its own picture, one file
+            path = call.args[_IMAGE_WRITES[q]]
+            yield call, path, "overwrites", "at the same time: the last writer wins, partial images in between"
         elif q in _NUMPY_SAVES and call.args:
             yield call, call.args[0], "writes", "at the same time: interleaved writes corrupt it"
         elif last == "save_pretrained" and isinstance(f, ast.Attribute):

@@ -975,6 +975,8 @@ class Interpreter:
         last = syntax.last
         if syntax.is_ddp:
             return DDPModel()
+        if q == "apex.amp.initialize" and len(args) >= 2:
+            return args[0], args[1]  # apex gives back the models and optimizers it was handed
         if last and names_evaluation(last) and any(isinstance(a, DDPModel) for a in (*args, *kwargs.values())):
             # `evaluate(ddp_model, val_loader)` of another module: it runs the wrapper's forward
             self._record("ddp_forward", "forward", node, arg=last)
