@@ -100,6 +100,20 @@ def _reduces_to_one_rank(m, call: ast.Call) -> bool:
     return bool(ops) and ops <= _TO_ONE_RANK
 
 
+def _storage_of(a: ast.AST) -> ast.AST:
+    """What an in-place collective changes when handed ``a``: ``logs["loss"].detach()`` and
+    ``x.data`` share ``logs``'s and ``x``'s storage."""
+    while True:
+        if isinstance(a, ast.Subscript):
+            a = a.value
+        elif isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "detach" and not a.args:
+            a = a.func.value
+        elif isinstance(a, ast.Attribute) and a.attr == "data":
+            a = a.value
+        else:
+            return a
+
+
 def _bound_result(m, call: ast.Call) -> set[str] | None:
     """The names the result of ``call`` is assigned to, or None when the call stands alone."""
     parent = m.parents.get(call)
@@ -311,8 +325,7 @@ class RankValues:
             fn = None
             bound = _bound_result(m, call)
             for a in (*call.args, *(k.value for k in call.keywords)):
-                while isinstance(a, ast.Subscript):
-                    a = a.value
+                a = _storage_of(a)
                 if isinstance(a, (ast.Name, ast.Attribute)):
                     if fn is None:
                         fn = m.enclosing_function(call)
