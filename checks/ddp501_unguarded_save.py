@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.apart import class_apart_from_distributed
 from ddpdoctor.script.foreign import (
     callee,
     entering_call,
@@ -269,7 +270,12 @@ def check(m):
             chain=[guarded.lineno, call.lineno],
         )
     # per-rank files (and writes into a stream opened here) are meant to be written by every rank
-    saves = [s for s in m.calls_named("torch.save") if not _rank_in_path(m, s) and not _to_stream(m, s)]
+    # (a class of the file apart from its distributed code, the one-process trainer, is left alone)
+    saves = [
+        s
+        for s in m.calls_named("torch.save")
+        if not _rank_in_path(m, s) and not _to_stream(m, s) and not class_apart_from_distributed(m, s)
+    ]
     # an imported saving helper called under a rank test in one place is evidence, as for the
     # siblings above, that several ranks run this file (navillm's train.py: DDP and the process
     # group are made in its helpers' module). This file's own helpers wait for the test below: a

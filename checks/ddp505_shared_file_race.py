@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import re
 
+from ddpdoctor.script.apart import class_apart_from_distributed
 from ddpdoctor.script.foreign import (
     callee,
     entering_call,
@@ -230,7 +231,7 @@ def check(m):
             continue
         if path is not None and "devnull" in ast.unparse(path):
             continue
-        if not every_rank_reaches(m, call):
+        if not every_rank_reaches(m, call) or class_apart_from_distributed(m, call):
             continue
         seen.add(call.lineno)
         target = ast.unparse(path) if path is not None else (dotted(call.func) or "it")

@@ -165,7 +165,11 @@ _RETURNS_SELF = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "half"
 
 
 class DDPModel:
-    """A value made by DistributedDataParallel(...): calling it is a collective forward."""
+    """A value made by DistributedDataParallel(...): calling it is a collective forward, unless it
+    was made with ``broadcast_buffers=False`` (a forward then syncs nothing: it is not recorded)."""
+
+    def __init__(self, broadcasts: bool = True):
+        self.broadcasts = broadcasts
 
 
 @dataclass
@@ -287,6 +291,13 @@ _FS_WRITES = frozenset(
 )
 
 
+_PROGRESS_BARS = frozenset(("tqdm", "track", "progress_bar"))
+
+
+def _keyword_is_false(call: ast.Call, name: str) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is False for k in call.keywords)
+
+
 def _tests_for_wrapper(q: str, arg: ast.expr, value: object, aliases: dict[str, str]) -> object:
     """The truth of ``hasattr(ddp_model, arg)`` or ``isinstance(ddp_model, arg)``, or UNKNOWN."""
     if q == "hasattr":
@@ -385,6 +396,15 @@ class Interpreter:
         # libraries whose calls may synchronise every rank (see ddpdoctor.script.sync_calls)
         self.sync_libraries = imported_libraries(aliases)
         self.sync_names = bool(self.sync_libraries) or any("_first" in name for name in aliases)
+
+    def _uses_sync_bn(self) -> bool:
+        found = self.__dict__.get("_sync_bn")
+        if found is None:
+            found = self._sync_bn = any(
+                isinstance(n, ast.Attribute) and n.attr in ("convert_sync_batchnorm", "SyncBatchNorm")
+                for n in ast.walk(self.tree)
+            )
+        return found
 
     # -- entry points ------------------------------------------------------------------------
     def run_module(self) -> Trace:
@@ -937,7 +957,8 @@ class Interpreter:
                     )
                 return Instance(local)
             if isinstance(local, DDPModel):
-                self._record("ddp_forward", "forward", node)
+                if local.broadcasts:
+                    self._record("ddp_forward", "forward", node)
                 return UNKNOWN
             if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
                 if local[2] in _RETURNS_SELF:  # DDP(model).to(device) is still the DDP model
@@ -945,7 +966,8 @@ class Interpreter:
                 if local[2] == "state_dict":
                     self._record("state_dict", "state_dict", node)
                 elif local[2] in ("forward",):
-                    self._record("ddp_forward", "forward", node)
+                    if local[1].broadcasts:
+                        self._record("ddp_forward", "forward", node)
                 elif not local[2].startswith("_") and local[2] not in DDP_METHODS:
                     self._record("missing_attr", local[2], node)  # AttributeError: it is on `.module`
                 return UNKNOWN
@@ -974,10 +996,15 @@ class Interpreter:
                 return wrapped[0] if len(wrapped) == 1 else wrapped
         last = syntax.last
         if syntax.is_ddp:
-            return DDPModel()
+            # (a SyncBatchNorm model syncs its statistics in the forward whatever DDP broadcasts)
+            return DDPModel(broadcasts=not _keyword_is_false(node, "broadcast_buffers") or self._uses_sync_bn())
+        if last in _PROGRESS_BARS and args and isinstance(args[0], (tuple, range)):
+            return args[0]  # `tqdm(seeds)` iterates the seeds: on rank 0 as the others do without it
         if q == "apex.amp.initialize" and len(args) >= 2:
             return args[0], args[1]  # apex gives back the models and optimizers it was handed
-        if last and names_evaluation(last) and any(isinstance(a, DDPModel) for a in (*args, *kwargs.values())):
+        if last and names_evaluation(last) and any(
+            isinstance(a, DDPModel) and a.broadcasts for a in (*args, *kwargs.values())
+        ):
             # `evaluate(ddp_model, val_loader)` of another module: it runs the wrapper's forward
             self._record("ddp_forward", "forward", node, arg=last)
             return UNKNOWN
@@ -1173,7 +1200,7 @@ class Interpreter:
         if method.name == event_engines.RUN:
             if engine.process is not None:
                 self._call_value(engine.process, node, [engine, UNKNOWN])
-            elif isinstance(engine.model, DDPModel):
+            elif isinstance(engine.model, DDPModel) and engine.model.broadcasts:
                 self._record("ddp_forward", "forward", node)
         elif method.name == event_engines.ADD_HANDLER and len(args) > 1:
             self._call_value(args[1], node, [engine, *args[2:]])

@@ -159,13 +159,13 @@ def _launches(m) -> list[ast.Call]:
 
 
 def in_spawning_parent(m, node) -> bool:
-    """Code of the function (or module level) that starts the workers, before it starts them: it
-    runs once, in the parent."""
+    """Code of the function (or module level) that starts the workers, before it starts them or
+    after they have joined: it runs once, in the parent."""
     spawns = _launches(m)
     if not spawns:
         return False
     fn = m.enclosing_function(node)
-    return any(m.enclosing_function(call) is fn and call.lineno > node.lineno for call in spawns)
+    return any(m.enclosing_function(call) is fn for call in spawns)
 
 
 def _memo(m, name: str) -> dict:

@@ -30,12 +30,12 @@ def test_module_names_from_paths():
 
 
 def test_forward_in_another_file_reached_by_rank_0_only():
-    found = _codes([FIXTURES / "project_eval"], ("DDP301",))
+    found = _codes([FIXTURES / "project_eval"], ("DDP308",))
     assert len(found) == 1
     name, line, _code, message = found[0]
     assert name == "train.py"
     text = (FIXTURES / "project_eval" / "src" / "proj" / "train.py").read_text().splitlines()
-    assert "expect: DDP301" in text[line - 1]
+    assert "expect: DDP308" in text[line - 1]
     assert "train.py:20 -> engine.py:10" in message  # the evidence chain crosses the files
 
 
@@ -43,10 +43,10 @@ def test_a_file_alone_infers_the_forward_from_the_callee_name_only():
     # alone, train.py cannot see engine.py's forward: it reports the DDP wrapper handed to a
     # function named for evaluation, at the same line, without the other file's line
     train = FIXTURES / "project_eval" / "src" / "proj" / "train.py"
-    found = _codes([train], ("DDP301",))
+    found = _codes([train], ("DDP308",))
     assert len(found) == 1
     _name, line, _code, message = found[0]
-    assert "expect: DDP301" in train.read_text().splitlines()[line - 1]
+    assert "expect: DDP308" in train.read_text().splitlines()[line - 1]
     assert "inside `evaluate(...)`, which is handed the DDP wrapper" in message
     assert "engine.py" not in message
 
@@ -55,12 +55,12 @@ def test_project_results_are_cached_with_the_other_files(tmp_path):
     src = tmp_path / "src"
     shutil.copytree(FIXTURES / "project_eval" / "src", src)
     cache = tmp_path / "cache"
-    first = lint_paths([src], LintConfig(select=("DDP301",)), jobs=1, cache_dir=cache)
-    assert [f.code for f in first] == ["DDP301"]
+    first = lint_paths([src], LintConfig(select=("DDP308",)), jobs=1, cache_dir=cache)
+    assert [f.code for f in first] == ["DDP308"]
     engine = src / "proj" / "engine.py"
     # the helper stops calling the model: the cached finding for train.py must not come back
     engine.write_text(engine.read_text().replace("model(x)", "model.module(x)"))
-    again = lint_paths([src], LintConfig(select=("DDP301",)), jobs=1, cache_dir=cache)
+    again = lint_paths([src], LintConfig(select=("DDP308",)), jobs=1, cache_dir=cache)
     assert again == []
 
 

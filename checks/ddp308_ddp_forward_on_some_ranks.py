@@ -1,0 +1,77 @@
+"""DDP308: a forward of the DDP model that some ranks run and the others do not.
+
+## What it does
+Compares every rank's sequence of DistributedDataParallel forwards, as the per-rank interpreter
+computes them (the same walk as DDP301), and reports a rank test that keeps only DDP forwards from
+the other ranks: rank-0-only evaluation through the wrapper (`if rank == 0: evaluate(ddp_model)`),
+also through a function of another module named for evaluation that is handed the wrapper. A rank
+test that also keeps a collective from the others is DDP301's. A wrapper made with
+`broadcast_buffers=False` (and no SyncBatchNorm) syncs nothing in its forward and is left alone.
+
+## Why is this bad?
+Before each forward DDP broadcasts the model's buffers (BatchNorm running statistics, registered
+masks) from rank 0, a collective every rank must join. Run on rank 0 alone, that broadcast pairs
+with whatever the other ranks do next (their gradient all-reduce) or waits until the timeout. A
+model without buffers communicates nothing in a forward, which is why this rule is opt-in: the file
+rarely shows the model's layers.
+
+## Example
+```python
+if rank == 0:
+    evaluate(ddp_model, val_loader)    # the wrapper's forward on rank 0 only
+```
+
+## Use instead
+```python
+if rank == 0:
+    evaluate(ddp_model.module, val_loader)   # the plain module does no communication
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script.divergent import by_rank_test, partings
+
+CODE = "DDP308"
+TITLE = "DDP forward run by some ranks only"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "medium"
+OPT_IN_BECAUSE = (
+    "a forward communicates only when the model has buffers to broadcast (BatchNorm statistics, "
+    "registered masks), which the model's own file decides: on 28 labelled sets 22 of 27 such "
+    "reports were bugs (0.81), the others models without buffers (graph networks, small GPTs)"
+)
+
+
+def _ranks(rs) -> str:
+    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
+
+
+def check(m):
+    for group in by_rank_test(partings(m)):
+        if not all(p.forward for p in group):
+            continue  # with a collective too: DDP301
+        first, rest = group[0], group[1:]
+        ev = first.event
+        where = f"line {ev.node.lineno}" if ev.path is None else f"{ev.path.rsplit('/', 1)[-1]}:{ev.node.lineno}"
+        what = f"inside `{ev.arg}(...)`, which is handed the DDP wrapper," if ev.arg else f"on {where}"
+        if ev.chain:
+            what += f" (reached through {m.event_chain(ev)})"
+        guard = ""
+        if first.guard is not None:
+            test = ast.unparse(first.guard.test)
+            guard = f" (rank test `{test if len(test) <= 40 else test[:37] + '...'}` on line {first.guard.line})"
+        also = f"; the same rank test keeps lines {', '.join(str(p.anchor.lineno) for p in rest)} too" if rest else ""
+        yield m.finding(
+            CODE,
+            first.anchor,
+            f"the DDP model's forward {what} is run by {_ranks(first.ranks)} only{guard}: if the model has "
+            "buffers (BatchNorm statistics), the forward broadcasts them and waits for ranks that "
+            f"are elsewhere{also}",
+            SEVERITY,
+            hint="run rank-0-only evaluation on the unwrapped model (`model.module`), or on every rank",
+            chain=m.event_chain(ev) if ev.chain else None,
+        )
