@@ -102,7 +102,11 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
         text = ast.unparse(expr).lower()
         # a factory that asks for the rank itself (`load_data(opt)` splitting its files by
         # `get_rank()`) builds each rank its own part
-        return not any(w in text for w in _PER_RANK_ARGS) and not callee_reads_rank(m, expr)
+        return (
+            not any(w in text for w in _PER_RANK_ARGS)
+            and not callee_reads_rank(m, expr)
+            and not _inputs_fitted_to_the_world(m, expr)
+        )
     if isinstance(expr, ast.Subscript):  # splits["train"], data[:n]
         return _built_here(m, expr.value, depth + 1)
     if not isinstance(expr, ast.Name):
@@ -118,6 +122,26 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
         and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
     ]
     return bool(values) and all(_built_here(m, v, depth + 1) for v in values)
+
+
+def _inputs_fitted_to_the_world(m, call: ast.Call) -> bool:
+    """A name handed to the dataset was cut by the rank or the world size on the way
+    (`data = data[: len(data) // world_size * world_size]`): the author splits the data per rank,
+    here or in the dataset, so unknown."""
+    scope = m.enclosing_function(call) or m.tree
+    assigns = [n for n in ast.walk(scope) if isinstance(n, ast.Assign) and n.lineno < call.lineno]
+    names = {a.id for a in (*call.args, *(k.value for k in call.keywords)) if isinstance(a, ast.Name)}
+    seen: set[str] = set()
+    for _ in range(3):  # `aligned = n // world_size * world_size; data = data[:aligned]`: two steps
+        names -= seen
+        if not names:
+            return False
+        seen |= names
+        values = [a.value for a in assigns if any(isinstance(t, ast.Name) and t.id in names for t in a.targets)]
+        if any(w in ast.unparse(v).lower() for v in values for w in _PER_RANK_ARGS):
+            return True
+        names = {n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name)}
+    return False
 
 
 def _dataset(m, call: ast.Call) -> ast.AST | None:

@@ -1000,6 +1000,8 @@ class Interpreter:
             return DDPModel(broadcasts=not _keyword_is_false(node, "broadcast_buffers") or self._uses_sync_bn())
         if last in _PROGRESS_BARS and args and isinstance(args[0], (tuple, range)):
             return args[0]  # `tqdm(seeds)` iterates the seeds: on rank 0 as the others do without it
+        if last == "trange" and args and all(isinstance(a, int) and not isinstance(a, bool) for a in args[:3]):
+            return range(*args[:3])  # tqdm's `trange(n)` is `tqdm(range(n))`
         if q == "apex.amp.initialize" and len(args) >= 2:
             return args[0], args[1]  # apex gives back the models and optimizers it was handed
         if last and names_evaluation(last) and any(

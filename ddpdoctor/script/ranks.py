@@ -80,7 +80,8 @@ _PREDICATES = {
 }
 # and the names built like them: is_global_main, is_local_master_process, is_rank0_worker
 _PREDICATE_NAME = re.compile(
-    r"^i[sf]_(?:(global|local|node)_)?(?:main|master|primary|chief|leader|rank_?0|rank_?zero)(?:_(?:process|rank|worker))?$"
+    r"^i[sf]_(?:(global|local|node)_)?(?:(?:main|master|primary|chief|leader|rank_?0|rank_?zero)"
+    r"(?:_(?:process|rank|worker))?|first_(?:process|rank|worker|gpu))$"
 )
 _MAX_DEPTH = 6
 
