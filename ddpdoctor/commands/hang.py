@@ -64,14 +64,15 @@ def attach_lint(diag: HangDiagnosis) -> None:
     size, and put each finding on the stack line it is about ("this is DDP301: barrier reached by
     rank 0 only"), culprit or not. Files that no longer exist (evidence from another machine) are
     skipped."""
-    from ddpdoctor.lint import LintConfig, LintInputError, lint_paths
+    from ddpdoctor.lint import CONFIRMED_AT_RUN_TIME, LintConfig, LintInputError, lint_paths
 
     lines = [s for r in diag.ranks for s in r.chain]
     files = sorted({s.file for s in lines if Path(s.file).is_file()})
     if not files:
         return
     try:
-        found = lint_paths(files, LintConfig(world_sizes=(max(1, diag.world_size),)), jobs=1)
+        config = LintConfig(world_sizes=(max(1, diag.world_size),), extend_select=CONFIRMED_AT_RUN_TIME)
+        found = lint_paths(files, config, jobs=1)
     except (LintInputError, OSError, SyntaxError):
         return  # the verdict stands without lint; lint problems are `ddpdoctor lint`'s to report
     by_place: dict[tuple[str, int], list[dict[str, str]]] = {}

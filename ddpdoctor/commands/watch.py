@@ -223,13 +223,14 @@ def _verify_report(items: list[dict], forwards: list[dict], world: int | None, d
 def _join_lint(found: list, world: int | None) -> None:
     """A lint finding joins a run-time one when it is at the same path:line or its chain passes
     through it (DDP101 sits on the sampler and lists the loop that iterates it)."""
-    from ddpdoctor.lint import LintConfig, LintInputError, lint_paths
+    from ddpdoctor.lint import CONFIRMED_AT_RUN_TIME, LintConfig, LintInputError, lint_paths
 
     files = sorted({f.file for f in found if Path(f.file).is_file()})
     if not files:
         return
     try:
-        lints = lint_paths(files, LintConfig(world_sizes=(max(1, world or 2),)), jobs=1)
+        config = LintConfig(world_sizes=(max(1, world or 2),), extend_select=CONFIRMED_AT_RUN_TIME)
+        lints = lint_paths(files, config, jobs=1)
     except (LintInputError, OSError, SyntaxError):
         return
     for f in found:

@@ -7,11 +7,12 @@ and the API other parts call. What the checks read (the per-rank interpreter) is
 Pure Python (ast): never imports torch, never imports or runs the code it reads.
 """
 
-from ddpdoctor.lint.config import ConfigError, LintConfig, load_config
+from ddpdoctor.lint.config import CONFIRMED_AT_RUN_TIME, ConfigError, LintConfig, load_config
 from ddpdoctor.lint.engine import lint_paths, lint_source
 from ddpdoctor.lint.files import LintInputError
 
 __all__ = [
+    "CONFIRMED_AT_RUN_TIME",
     "ConfigError",
     "LintConfig",
     "LintInputError",

@@ -15,6 +15,10 @@ else:  # Python 3.10: tomli is the parser that became tomllib (a dependency ther
 
 from ddpdoctor.script.analysis import DEFAULT_WORLD_SIZES
 
+# opt-in rules whose doubt a run-time observation settles: DDP308's "does this forward communicate?"
+# is answered by a job that hung there (`watch`, `hang` add them to what they lint)
+CONFIRMED_AT_RUN_TIME = ("DDP308",)
+
 DEFAULT_EXCLUDE = (
     ".git",
     ".hg",

@@ -129,7 +129,7 @@ def test_forward_of_ddp_model_on_rank_0_only_is_named(tmp_path):
     assert f["kind"] == "forward_some_ranks" and f["ranks"] == [0] and f["other_ranks"] == [1]
     assert f["file"].endswith("verify_forward_rank0.py") and f["line"] == 14
     assert f["steps"] == [3]  # rank 0's third forward of the DDP model
-    assert "DDP301" in [x["code"] for x in f["lint"]]
+    assert "DDP308" in [x["code"] for x in f["lint"]]
 
 
 def test_different_collectives_are_named_with_each_rank_line(tmp_path):
