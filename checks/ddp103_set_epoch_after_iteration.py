@@ -74,6 +74,16 @@ def _iterated_by_helper(m, earlier: list[ast.stmt], loaders: set[str]):
     return None
 
 
+def _sets_the_item(call: ast.Call, loop: ast.AST) -> bool:
+    """``for loader in self.data_loaders: loader.sampler.set_epoch(epoch)``: the loop's items are
+    loaders (a batch has no sampler), so the loop is over a list of loaders, not over batches."""
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    base = call.func.value if isinstance(call.func, ast.Attribute) else None
+    while isinstance(base, ast.Attribute):
+        base = base.value
+    return isinstance(base, ast.Name) and base.id in names
+
+
 def check(m):
     loaders = m.loader_names()
     for call in m.method_calls("set_epoch"):
@@ -81,7 +91,9 @@ def check(m):
             (
                 a
                 for a in m.ancestors(call)
-                if isinstance(a, (ast.For, ast.AsyncFor)) and m.iterates_loader(a.iter, loaders)
+                if isinstance(a, (ast.For, ast.AsyncFor))
+                and m.iterates_loader(a.iter, loaders)
+                and not _sets_the_item(call, a)
             ),
             None,
         )
