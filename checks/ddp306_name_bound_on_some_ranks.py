@@ -257,15 +257,24 @@ def _scope_findings(m, bound, reads, skip, where: str, out: dict, cheap: _Cheap)
             out.setdefault((id(test), where), (test, []))[1].append((name, read))
 
 
-def _declared_global(fn) -> set[str]:
-    return {n for node in _own_nodes(fn) if isinstance(node, ast.Global) for n in node.names}
+def _declared_globals(m) -> dict[int, set[str]]:
+    """id(def) -> the names its ``global`` statements declare (from the file's index of Global
+    nodes: most files have none, and no function body is walked for them)."""
+    out: dict[int, set[str]] = {}
+    for node in m.nodes(ast.Global):
+        fn = m.enclosing_function(node)
+        if fn is not None:
+            out.setdefault(id(fn), set()).update(node.names)
+    return out
 
 
-def _global_sites(m) -> dict[str, list[ast.AST]]:
+def _global_sites(m, declared: dict[int, set[str]]) -> dict[str, list[ast.AST]]:
     """Module names that functions bind through a ``global`` statement -> those bindings."""
     out: dict[str, list[ast.AST]] = {}
+    if not declared:
+        return out
     for fn in m.functions:
-        names = _declared_global(fn)
+        names = declared.get(id(fn))
         if not names:
             continue
         bound, _reads, _skip = _bindings(fn)
@@ -282,7 +291,8 @@ def check(m):
     reported = {n for _t, names in found.values() for n, _r in names}
     # module-level names bound on some ranks only, read in a function every rank runs
     # a function's `global logger` binds the module's name: its sites count with the module's
-    declared = _global_sites(m)
+    globals_of = _declared_globals(m)
+    declared = _global_sites(m, globals_of)
     rank_only = {}
     for name in {*module_bound, *declared}:
         if name in module_skip or name in reported or name in _BUILTINS:
@@ -296,7 +306,7 @@ def check(m):
             continue  # nothing here is bound under a rank test, and no module name is either
         bound, reads, skip = _bindings(fn)
         _scope_findings(m, bound, reads, skip, "function", found, cheap)
-        here = _declared_global(fn)
+        here = globals_of.get(id(fn), set())
         for name, (test, first) in list(rank_only.items()):
             if name not in reads or (name in skip and name not in here) or (name in bound and name not in here):
                 continue
