@@ -30,10 +30,9 @@ dist.barrier()             # every rank reaches it
 
 from __future__ import annotations
 
-import ast
 from dataclasses import replace
 
-from ddpdoctor.script.divergent import by_rank_test, partings
+from ddpdoctor.script.divergent import by_rank_test, guard_text, partings, ranks_text
 
 CODE = "DDP301"
 TITLE = "Collective reached by some ranks only"
@@ -59,23 +58,6 @@ def _label(ev, m=None) -> str:
     return f"{name} on {where}{via}"
 
 
-def _guard_text(g) -> str:
-    """Which rank test lets only some ranks through, when the file shows one."""
-    if g is None:
-        return ""
-    try:
-        test = ast.unparse(g.test)
-    except Exception:  # noqa: BLE001 - a node ast cannot unparse: name the line only
-        test = "a rank test"
-    if len(test) > 40:
-        test = test[:37] + "..."
-    return f" (rank test `{test}` on line {g.line})"
-
-
-def _ranks(rs: list[int]) -> str:
-    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
-
-
 def check(m):
     for group in by_rank_test(partings(m)):
         if all(p.forward for p in group):
@@ -96,7 +78,7 @@ def check(m):
 
 def _finding(m, run, ev, ranks, alt, guard, anchor):
     instead = "; ".join(
-        f"{_ranks(rs)} "
+        f"{ranks_text(rs)} "
         + ("reach" if len(rs) > 1 else "reaches")
         + (" no further collective" if other is None else f" {_label(other)} instead")
         for rs, other in alt
@@ -106,7 +88,7 @@ def _finding(m, run, ev, ranks, alt, guard, anchor):
     return m.finding(
         CODE,
         anchor,
-        f"{_label(ev, m)} is reached by {_ranks(ranks)} only{_guard_text(guard)} (world size "
+        f"{_label(ev, m)} is reached by {ranks_text(ranks)} only{guard_text(guard)} (world size "
         f"{run.world_size}); {instead}: "
         + (
             f"{'they' if len(ranks) > 1 else 'it'} may wait forever (a DDP forward broadcasts the "

@@ -77,7 +77,7 @@ import ast
 from ddpdoctor.script.divergence import Decision, RankValues
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
-from ddpdoctor.script.names import dist_op, dotted
+from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -358,7 +358,6 @@ _EVERY_RANK = frozenset(
     ("KeyboardInterrupt", "SystemExit", "StopIteration", "StopAsyncIteration", "GeneratorExit")
 )
 _LEAVE = (ast.Continue, ast.Break, ast.Return)
-_CLEAN_EXITS = ("exit", "quit", "sys.exit", "os._exit")
 
 
 def _clean_exit(m, st: ast.stmt) -> bool:
@@ -367,7 +366,7 @@ def _clean_exit(m, st: ast.stmt) -> bool:
     if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
         return False
     call = st.value
-    if (m.qualname(call.func) or dotted(call.func)) not in _CLEAN_EXITS:
+    if (m.qualname(call.func) or dotted(call.func)) not in EXIT_CALLS:
         return False
     args = call.args
     return not args or (isinstance(args[0], ast.Constant) and args[0].value in (0, None))

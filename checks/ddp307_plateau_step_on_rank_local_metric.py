@@ -67,25 +67,15 @@ def _rank_data_loops(m) -> frozenset[int]:
     if sharded:
         loops |= {id(loop) for loop in passes(m, Flow(m, sharded))}
     if m.ddp_constructors or m.ddp_wrapper_calls:
+        names = m.loader_names()
         for loop in m.nodes(ast.For, ast.AsyncFor):
-            if _over_a_loader(loop.iter) and any(
+            if m.iterates_loader(loop.iter, names) and any(
                 isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
                 for st in loop.body
                 for n in ast.walk(st)
             ):
                 loops.add(id(loop))
     return frozenset(loops)
-
-
-def _over_a_loader(it: ast.AST) -> bool:
-    """``train_loader``, ``enumerate(tqdm(self.train_loader))``: a loop over a data loader."""
-    while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in _WRAPPERS:
-        it = it.args[0]
-    name = (dotted(it) or "").rsplit(".", 1)[-1].lower()
-    return "loader" in name or name.endswith("_dl")
-
-
-_WRAPPERS = frozenset(("enumerate", "tqdm", "iter", "zip", "track"))
 
 
 def check(m):

@@ -30,9 +30,7 @@ if rank == 0:
 
 from __future__ import annotations
 
-import ast
-
-from ddpdoctor.script.divergent import by_rank_test, partings
+from ddpdoctor.script.divergent import by_rank_test, guard_text, partings, ranks_text
 
 CODE = "DDP308"
 TITLE = "DDP forward run by some ranks only"
@@ -46,10 +44,6 @@ OPT_IN_BECAUSE = (
 )
 
 
-def _ranks(rs) -> str:
-    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
-
-
 def check(m):
     for group in by_rank_test(partings(m)):
         if not all(p.forward for p in group):
@@ -60,15 +54,11 @@ def check(m):
         what = f"inside `{ev.arg}(...)`, which is handed the DDP wrapper," if ev.arg else f"on {where}"
         if ev.chain:
             what += f" (reached through {m.event_chain(ev)})"
-        guard = ""
-        if first.guard is not None:
-            test = ast.unparse(first.guard.test)
-            guard = f" (rank test `{test if len(test) <= 40 else test[:37] + '...'}` on line {first.guard.line})"
         also = f"; the same rank test keeps lines {', '.join(str(p.anchor.lineno) for p in rest)} too" if rest else ""
         yield m.finding(
             CODE,
             first.anchor,
-            f"the DDP model's forward {what} is run by {_ranks(first.ranks)} only{guard}: if the model has "
+            f"the DDP model's forward {what} is run by {ranks_text(first.ranks)} only{guard_text(first.guard)}: if the model has "
             "buffers (BatchNorm statistics), the forward broadcasts them and waits for ranks that "
             f"are elsewhere{also}",
             SEVERITY,

@@ -31,6 +31,7 @@ from ddpdoctor.script.names import (
     collect_aliases,
     dist_op,
     dotted,
+    name_words,
     names_a_ddp_wrapper,
     qualify,
     wraps_for_data_parallel,
@@ -99,13 +100,12 @@ def _child_fields(cls: type) -> tuple[str, ...]:
 
 
 # The words of a name (`dataset_train_val`, `TestSet`, `val_dl`), and those that name an evaluation split.
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _EVAL_WORDS = frozenset(("val", "valid", "validation", "dev", "holdout"))
 
 def names_eval_split(words: str) -> bool:
     """Names that say a validation/test split (``val_loader``, ``get_eval_data_loader``, ``testset``),
     not the training one (``dataset_train_val``)."""
-    tokens = {t.lower() for t in _WORD.findall(words)}
+    tokens = {t.lower() for t in name_words(words)}
     if "train" in tokens or "training" in tokens:
         return False  # `dataset_train_val`: the training split (with its validation part)
     return bool(tokens & _EVAL_WORDS) or any(

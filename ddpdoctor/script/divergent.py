@@ -39,6 +39,24 @@ class Parting:
         return self.anchor.lineno, getattr(self.anchor, "col_offset", 0)
 
 
+def ranks_text(rs) -> str:
+    """``rank 0`` or ``ranks 1, 2``: who reaches a call, as findings say it."""
+    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
+
+
+def guard_text(g) -> str:
+    """Which rank test lets only some ranks through, when the file shows one."""
+    if g is None:
+        return ""
+    try:
+        test = ast.unparse(g.test)
+    except Exception:  # noqa: BLE001 - a node ast cannot unparse: name the line only
+        test = "a rank test"
+    if len(test) > 40:
+        test = test[:37] + "..."
+    return f" (rank test `{test}` on line {g.line})"
+
+
 def partings(m) -> list[Parting]:
     """One Parting per place to change; a collective wins over a forward at the same place."""
     if not (m.uses_distributed or m.ddp_params or m.sync_calls or m.ddp_wrapper_calls or m.handed_ddp_attrs):
@@ -128,12 +146,12 @@ def _anchor(m, ev):
 
 
 def _calls_by_line(m) -> dict[int, list]:
-    out = m.__dict__.get("_ddp301_calls_by_line")
+    out = m.__dict__.get("_divergent_calls_by_line")
     if out is None:
         out = {}
         for c, _q in m.calls:
             out.setdefault(c.lineno, []).append(c)
-        m.__dict__["_ddp301_calls_by_line"] = out
+        m.__dict__["_divergent_calls_by_line"] = out
     return out
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ddpdoctor.script import event_engines
 from ddpdoctor.script.names import (
     DISTRIBUTED_FLAGS,
+    EXIT_CALLS,
     dist_op,
     dotted,
     is_property,
@@ -1004,8 +1005,10 @@ class Interpreter:
             return range(*args[:3])  # tqdm's `trange(n)` is `tqdm(range(n))`
         if q == "apex.amp.initialize" and len(args) >= 2:
             return args[0], args[1]  # apex gives back the models and optimizers it was handed
-        if last and names_evaluation(last) and any(
-            isinstance(a, DDPModel) and a.broadcasts for a in (*args, *kwargs.values())
+        if (
+            last
+            and any(isinstance(a, DDPModel) and a.broadcasts for a in (*args, *kwargs.values()))
+            and names_evaluation(last)  # (a regex: after the cheap test, most calls get no DDP model)
         ):
             # `evaluate(ddp_model, val_loader)` of another module: it runs the wrapper's forward
             self._record("ddp_forward", "forward", node, arg=last)
@@ -1033,7 +1036,7 @@ class Interpreter:
         if q in ("os.environ.get", "os.getenv"):
             v = self._env(args[0]) if args else UNKNOWN
             return v if v is not UNKNOWN else (args[1] if len(args) > 1 and _concrete(args[1]) else UNKNOWN)
-        if q in ("sys.exit", "exit", "quit", "os._exit"):
+        if q in EXIT_CALLS:
             raise _ExitCall()
         if q in ("int", "str", "bool", "float") and len(args) == 1 and _concrete(args[0]):
             try:

@@ -142,6 +142,13 @@ def wraps_for_data_parallel(last: str | None, call: ast.Call, distributed: bool)
 
 
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def name_words(text: str) -> list[str]:
+    """The words of identifiers, snake or camel case (``getEvalDataLoader`` -> get, Eval, Data, Loader)."""
+    return _NAME_WORD.findall(text)
+
+
 _EVALUATION_WORDS = frozenset(
     ("eval", "evaluate", "evaluation", "validate", "validation", "valid", "val", "test", "testing",
      "inference", "infer", "predict")
@@ -151,9 +158,12 @@ _EVALUATION_WORDS = frozenset(
 def names_evaluation(name: str) -> bool:
     """A function named for running a model over held-out data (``evaluate``, ``validate_one_epoch``,
     ``test_model``, ``run_inference``): handed a model, it calls the model's forward."""
-    return any(w.lower() in _EVALUATION_WORDS for w in _NAME_WORD.findall(name))
+    return any(w.lower() in _EVALUATION_WORDS for w in name_words(name))
 
 
 # flags that say "this run is distributed" (`args.distributed`, `cfg["DDP"]`): the per-rank walk
 # simulates a distributed run, where they hold
 DISTRIBUTED_FLAGS = frozenset(("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp"))
+
+# calls that end the process (with the status they are given: none or 0 is a clean exit)
+EXIT_CALLS = frozenset(("exit", "quit", "sys.exit", "os._exit"))

@@ -455,15 +455,16 @@ def _returned_kind(m, name: str, depth: int) -> str | None:
     if key in memo:
         return None if memo[key] is _PENDING else memo[key]
     memo[key] = _PENDING  # a helper that calls itself
-    fns = _functions_named(m).get(name, ())
-    kinds = {
-        rank_kind(m, node.value, depth + 1)
-        for fn in fns[-1:]  # the def that runs: a later def of the name replaces an earlier one
-        for node in ast.walk(fn)
-        if isinstance(node, ast.Return) and node.value is not None and not _is_plain_constant(node.value)
-    }
+    kinds = {rank_kind(m, v, depth + 1) for v in _own_returns(m, name) if not _is_plain_constant(v)}
     memo[key] = out = kinds.pop() if len(kinds) == 1 else None
     return out
+
+
+def _own_returns(m, name: str) -> list[ast.AST]:
+    """The values the file's function ``name`` returns: of the def that runs (a later def of the
+    name replaces an earlier one)."""
+    fns = _functions_named(m).get(name, ())
+    return [n.value for fn in fns[-1:] for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
 
 
 def _is_plain_constant(v: ast.AST) -> bool:
@@ -1009,8 +1010,7 @@ def _launcher_world_size(m, expr: ast.AST | None, depth: int = 0) -> bool:
         if (m.qualname(expr.func) or "").rsplit(".", 1)[-1] == "int" and expr.args:
             return _launcher_world_size(m, expr.args[0], depth + 1)
         if isinstance(expr.func, ast.Name) and not expr.args:
-            fns = _functions_named(m).get(expr.func.id, ())
-            returns = [n.value for fn in fns[-1:] for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value]
+            returns = _own_returns(m, expr.func.id)
             return bool(returns) and all(_launcher_world_size(m, r, depth + 1) for r in returns)
         return False
     name = dotted(expr)
