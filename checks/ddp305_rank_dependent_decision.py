@@ -13,7 +13,9 @@ collectives after an early `return` on a rank test. A value handed to a collecti
 
 Values computed from the rank's own batch are followed too, to a `break` or `return` out of a loop:
 the items of a loop over a data loader that runs a backward pass of the DDP model (each rank trains
-on its own shard) or the batches such a loop draws with `next(loader_iter)`, and what is computed
+on its own shard) or the batches such a loop draws with `next(loader_iter)`, the items of any loop
+over a loader given a DistributedSampler (an evaluation over the rank's shard of the validation set,
+also in the file's own function the loader is handed to: early stopping on its loss), and what is computed
 from them, also through the file's own functions (a loss, a KL estimate, a drift; the batch handed
 to `self.train_step(batch)` is the rank's own inside it too). Their shape (`len(batch)`, `x.size(0)`)
 is alike on every rank and is not followed. An `if` on them is reported only where one way runs a
@@ -77,6 +79,7 @@ import ast
 from ddpdoctor.script.divergence import Decision, RankValues
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
+from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted
 
 CODE = "DDP305"
@@ -314,7 +317,9 @@ def check(m):
     comms = _Comms(m)
     if not comms.direct:
         return
-    values = RankValues(m, *comms.training_loops())
+    loops, draws = comms.training_loops()
+    # an evaluation loop over a sharded loader reads the rank's own samples too
+    values = RankValues(m, loops | sharded_passes(m), draws)
     reported: set[int] = set()
     # a step skipped on a value of the rank's own batch (`if torch.isnan(loss): continue`) is the
     # cause; what it later makes differ (a step counter) is not a finding of its own

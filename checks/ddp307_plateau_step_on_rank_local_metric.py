@@ -37,8 +37,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.divergence import RankValues
-from ddpdoctor.script.flow import Flow
-from ddpdoctor.script.loaders import loader_calls, passes, sampler_calls
+from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import dotted
 
 CODE = "DDP307"
@@ -61,11 +60,7 @@ def _plateau_schedulers(m) -> set[str]:
 def _rank_data_loops(m) -> frozenset[int]:
     """Loops whose items are the rank's own: over a loader that draws from a DistributedSampler, or
     over a loader in a loop that runs a backward pass (DDP trains each rank on its own shard)."""
-    loops: set[int] = set()
-    samplers = sampler_calls(m)
-    sharded = loader_calls(m, Flow(m, samplers)) if samplers else []
-    if sharded:
-        loops |= {id(loop) for loop in passes(m, Flow(m, sharded))}
+    loops: set[int] = set(sharded_passes(m))
     if m.ddp_constructors or m.ddp_wrapper_calls:
         names = m.loader_names()
         for loop in m.nodes(ast.For, ast.AsyncFor):

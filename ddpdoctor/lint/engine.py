@@ -185,8 +185,9 @@ def not_text(data: bytes) -> str | None:
     return None
 
 
-class _OutOfTime(Exception):
-    pass
+class _OutOfTime(BaseException):
+    """Not an Exception: a rule's own error handler (one rule's bug is a note, the run goes on)
+    must not swallow the budget's end and let the file run on."""
 
 
 def _out_of_time(signum, frame):

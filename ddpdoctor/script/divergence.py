@@ -174,6 +174,8 @@ class RankValues:
         self._leaf_memo: dict[int, tuple] = {}
         self.tainted: set[tuple] = set()  # keys with a rank-dependent definition
         self._any_rank = False
+        self._stateful = _stateful_objects(m)
+        self._classes = {c.name: c for c in m.nodes(ast.ClassDef)} if self._stateful else {}
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
         if not (self._any_rank or self._data_defs or self._draws):  # nothing can differ between ranks
@@ -263,6 +265,8 @@ class RankValues:
             elif t in (ast.AugAssign, ast.AnnAssign):
                 if st.value is not None:
                     self._def(st.target, st, fn, ctrl, st.value, aug=t is ast.AugAssign)
+            elif t is ast.Expr and isinstance(st.value, ast.Call) and self._stateful:
+                self._fed(st.value, st, fn, ctrl)
             elif t is ast.Return:
                 if fn is not None:
                     self._return_sites.append((st, fn, ctrl))
@@ -288,6 +292,31 @@ class RankValues:
         key = self._key(target, fn)
         if key is not None:
             self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
+
+    def _fed(self, call: ast.Call, stmt, fn, ctrl) -> None:
+        """``stopper(val_loss)`` or ``meter.update(loss)`` on an object the file made from a class:
+        what it keeps (``stopper.early_stop``, ``meter.avg``) comes from what it was handed, so the
+        object is defined anew by the call, from its arguments."""
+        if not (call.args or call.keywords):
+            return
+        if isinstance(call.func, ast.Attribute) and call.func.attr not in _FEEDS:
+            return  # ``evaluator.evaluate(model)``, ``cfg.write(log)``: not a value it keeps
+        obj = call.func.value if isinstance(call.func, ast.Attribute) else call.func
+        name = dotted(obj)
+        if name not in self._stateful:
+            return
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else "__call__"
+        cls = self._classes.get(self._stateful[name])
+        if cls is not None and any(
+            isinstance(n, ast.Call) and _is_unifying(n)
+            for f in cls.body
+            if isinstance(f, _FUNCS) and f.name == method
+            for n in ast.walk(f)
+        ):
+            return  # this file's ``Metric.update`` all-reduces what it is handed: the same everywhere
+        # its own key: what the object keeps (``stopper.early_stop``) is fed, not the object
+        # itself (``stopper is None`` still reads the same on every rank)
+        self.defs.append(_Def(("fed", name), stmt, fn, ctrl, call, None, failure=self._handlers > 0))
 
     def _data_def(self, loop, fn, ctrl) -> None:
         """The names a training loop binds to the rank's batch (not the index of ``enumerate``)."""
@@ -377,7 +406,7 @@ class RankValues:
                 o = (
                     None
                     if d.failure
-                    else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] != "attr")
+                    else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] not in ("attr", "fed"))
                 )
                 if o is None and d.value is not None:
                     o = self.reads(d.value, d.fn, d.pos)
@@ -528,6 +557,8 @@ class RankValues:
                 stack.extend((k.value, inner, bound) for k in n.keywords)
                 if isinstance(n.func, ast.Attribute):
                     stack.append((n.func.value, inner, bound))
+                    if (base := dotted(n.func.value)) in self._stateful:
+                        out.append(("name", n.func, ("fed", base), inner))  # stopper.should_stop()
                 continue
             if isinstance(n, ast.Name) and n.id in bound:
                 continue
@@ -535,6 +566,8 @@ class RankValues:
                 key = self._key(n, fn)
                 if key is not None:
                     out.append(("name", n, key, shape))
+                if isinstance(n, ast.Attribute) and (base := dotted(n.value)) in self._stateful:
+                    out.append(("name", n, ("fed", base), shape))  # stopper.early_stop
                 if isinstance(n, ast.Attribute):
                     stack.append((n.value, shape or n.attr in _SHAPE_ATTRS, bound))
                 continue
@@ -672,6 +705,33 @@ class RankValues:
                 # every rank: not followed
                 out.append(Decision(kind, node, test, o, region))
         return out
+
+
+# methods that hand an object a value to keep (an early stopper, a running meter)
+_FEEDS = frozenset(("step", "update", "add", "record", "observe", "check", "__call__"))
+# libraries whose metric objects reduce over the ranks themselves (torchmetrics' ``compute()``)
+_SELF_REDUCING = ("torch.", "torchmetrics", "ignite", "accelerate", "lightning", "pytorch_lightning")
+
+
+def _stateful_objects(m) -> dict[str, str]:
+    """Names (``stopper``, ``self.meter``) the file binds to an instance of a class it makes or
+    imports (``EarlyStopping(patience=5)``, ``AverageMeter()``), not of torch's own or a library's
+    whose metrics reduce themselves, and not the DDP model: name -> the class's name."""
+    out = {}
+    wraps = {id(c) for c in (*m.ddp_constructors, *m.ddp_wrapper_calls)}
+    for a in m.nodes(ast.Assign):
+        v = a.value
+        if not isinstance(v, ast.Call) or id(v) in wraps or len(a.targets) != 1:
+            continue
+        callee = dotted(v.func)
+        if callee is None or not callee.rsplit(".", 1)[-1][:1].isupper():
+            continue
+        if (m.qualname(v.func) or "").startswith(_SELF_REDUCING):
+            continue
+        name = dotted(a.targets[0])
+        if name is not None and name.split(".", 1)[0] != "cls" and name != "self":
+            out[name] = callee.rsplit(".", 1)[-1]
+    return out
 
 
 def _negated(test: ast.AST) -> str:

@@ -9,6 +9,8 @@
 - ``loader_calls(m, samplers)``: the ``DataLoader(...)`` calls given one of the samplers, the calls
   of the file's own ``DataLoader`` subclasses whose ``super().__init__`` gets it, and the calls of
   loader factories (``create_train_loader(ds, bs, batch_sampler=sampler)``) that get it by keyword;
+- ``sharded_passes(m)``: the loops over a loader that draws from a ``DistributedSampler``: their items
+  are the rank's own shard, whatever the loop does with them (train, evaluate);
 - ``passes(m, loaders)``: the places that start a pass over a loader: ``for b in loader`` (also
   ``enumerate(loader)``), ``iter(loader)``, ``yield from loader`` (a generator that hands the
   batches on: ``while True: yield from loader`` starts a new pass each time round), and a loop over
@@ -183,3 +185,43 @@ def passes(m, loaders: Flow) -> Iterator[ast.AST]:
     for y in m.nodes(ast.YieldFrom):
         if loaders.held(y.value):
             yield y
+
+
+def _loop_root(it: ast.AST) -> ast.AST:
+    """What a loop iterates, under ``enumerate``/``tqdm``/``zip`` (``enumerate(loader)`` -> loader)."""
+    while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in _ITER_WRAPPERS:
+        it = it.args[0]
+    return it
+
+
+def _params(fn: ast.AST) -> set[str]:
+    a = fn.args
+    return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+
+
+def sharded_passes(m) -> frozenset[int]:
+    """Ids of the ``for`` loops over a loader given a ``DistributedSampler``: each rank iterates its
+    own shard, so what the loop computes from its items (a validation loss, an accuracy) differs
+    between ranks until a collective reduces it. A loop over a parameter (``def validate(model,
+    loader)``) counts where a call of its function hands it such a loader: names are text in ``Flow``,
+    and two functions' ``loader`` parameters are not one loader."""
+    samplers = sampler_calls(m)
+    sharded = loader_calls(m, Flow(m, samplers)) if samplers else []
+    if not sharded:
+        return frozenset()
+    flow = Flow(m, sharded)
+    out = set()
+    for loop in passes(m, flow):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        root = _loop_root(loop.iter)
+        if not flow.held(root):
+            continue  # ``range(len(loader))`` counts the batches: the same on every rank
+        fn = m.enclosing_function(loop)
+        if fn is not None and isinstance(root, ast.Name) and root.id in _params(fn):
+            root = root.id
+            bound = [_bound(fn, site, root) for site in own_call_sites(m, fn)]
+            if not any(known and flow.carries(arg) for known, arg in bound):
+                continue
+        out.add(id(loop))
+    return frozenset(out)
