@@ -108,8 +108,8 @@ def check(m):
             if id(loop) in reported:
                 continue
             test = next((i for i in ifs if ranks.guard_kind(m, i.test) is not None), None)
-            if test is None:
-                continue
+            if test is None or ranks.single_process_arm(m, exit_node):
+                continue  # (``if RANK == -1 and stop: break``: one process, no rank left behind)
             comm = _communicates(m, loop, test)
             if comm is None:
                 continue

@@ -29,7 +29,7 @@ from ddpdoctor.script.apart import class_apart_from_distributed
 from ddpdoctor.script.foreign import callee, foreign_events, guarded_on_the_way, reported_there
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import pins_one_gpu_per_process, single_process_only
-from ddpdoctor.script.writers import other_ranks_arm, per_process_path
+from ddpdoctor.script.writers import other_ranks_arm, parent_only, per_process_path
 
 CODE = "DDP503"
 TITLE = "torch.load without map_location"
@@ -109,6 +109,8 @@ def check(m):
     yield from _loads_in_other_files(m)
     for call in m.calls_named("torch.load"):
         # one rank loading crowds nothing; the `else` of `if rank == 0` is every other rank
+        if parent_only(m, call):
+            continue  # the spawning parent, one process, before the workers start or after they end
         if (m.rank_guard(call) is None or other_ranks_arm(m, call) is not None) and _unmapped(m, call):
             yield m.finding(
                 CODE,

@@ -834,12 +834,24 @@ def single_process_arm(m, node: ast.AST) -> bool:
             single = _single_when(a.test, m)
             if single is not None and (child in a.body) == single:
                 return True
+            if child in a.body and _single_conjunct(a.test, m):
+                return True
             if child in a.body and not _starts_group(m, a.body) and _other_mode_starts_group(m, a.test):
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return not isinstance(a, ast.Lambda) and _refuses_many_before(m, a.body, node)
         child = a
     return False
+
+
+def _single_conjunct(test: ast.AST, m) -> bool:
+    """``RANK == -1 and stopper(fi)``: a conjunction with a part that holds in a single-process run
+    only holds there only (its ``else`` runs in both kinds of run)."""
+    return (
+        isinstance(test, ast.BoolOp)
+        and isinstance(test.op, ast.And)
+        and any(_single_when(v, m) is True for v in test.values)
+    )
 
 
 def distributed_arm(m, node: ast.AST) -> ast.If | None:

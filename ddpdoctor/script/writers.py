@@ -168,6 +168,20 @@ def in_spawning_parent(m, node) -> bool:
     return any(m.enclosing_function(call) is fn for call in spawns)
 
 
+def parent_only(m, node, depth: int = 0) -> bool:
+    """``node`` runs in the spawning parent alone: in the function that starts the workers, or in
+    one of this file's functions called only from there (``plot_curves(ckpt)`` after the join)."""
+    if in_spawning_parent(m, node):
+        return True
+    fn = m.enclosing_function(node)
+    if fn is None or depth > 3:
+        return False
+    if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in _launches(m)):
+        return False  # the worker every spawned rank runs (its direct call is the one-process run)
+    sites = _callers(m, fn)
+    return bool(sites) and all(parent_only(m, s, depth + 1) for s in sites)
+
+
 def _memo(m, name: str) -> dict:
     """A per-file cache for these helpers: big files call them for many nodes of one function."""
     return m.__dict__.setdefault(name, {})
