@@ -40,7 +40,7 @@ from pathlib import Path
 from ddpdoctor.script.analysis import names_eval_split
 from ddpdoctor.script.flow import Flow, repeats
 from ddpdoctor.script.interp import is_accelerate_prepare
-from ddpdoctor.script.loaders import loader_calls, made_by_factory, passes, sampler_calls
+from ddpdoctor.script.loaders import distributed_factory, loader_calls, made_by_factory, passes, sampler_calls
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import one_rank_side
 
@@ -246,10 +246,6 @@ def _finding(m, made, loader, _loop, again):
     )
 
 
-# argument names that tell a loader factory the job is distributed
-_DIST_FLAGS = frozenset(("distributed", "is_distributed", "ddp", "use_ddp", "is_ddp", "use_distributed", "dist"))
-
-
 def _helper_loaders(m):
     """A training script that never calls ``set_epoch`` and gets its training loader from another
     file's factory told that the job is distributed (``get_train_loader(..., distributed)``), named
@@ -258,23 +254,12 @@ def _helper_loaders(m):
     factory gives the loader a DistributedSampler, and nothing here reshuffles it per epoch."""
     if not m.is_training_script or m.method_calls("set_epoch"):
         return
-    own = {fn.name for fn in m.functions}
     for call, _q in m.calls:
-        last = (dotted(call.func) or "").rsplit(".", 1)[-1]
-        low = last.lower()
-        if not ("loader" in low or "dataset" in low) or last in own or m.looks_like_eval(call):
+        if not distributed_factory(m, call) or m.looks_like_eval(call):
             continue
+        last = (dotted(call.func) or "").rsplit(".", 1)[-1]
         if names_eval_split(last):
             continue  # `get_eval_data_loader(...)`: an evaluation loader needs no reshuffling
-        if last[:1].isupper():
-            continue  # a loader class of its own (`DistributedBucketingDataLoader(rank, world, ...)`) shards and reshuffles its own way
-        given = [*call.args, *(k.value for k in call.keywords)]
-        flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
-        flags |= {k.arg.lower() for k in call.keywords if k.arg}
-        # told so (`distributed`), named so (`get_dataset_distributed`), or handed the shard to make
-        sharded = {"rank", "global_rank"} & flags and ({"world_size", "num_replicas"} & flags or "loader" in low)
-        if not (flags & _DIST_FLAGS or "distrib" in low or "ddp" in low or sharded):
-            continue
         for loop in passes(m, _loader_flow(m, call)):
             again = repeats(m, loop)
             if again is None:

@@ -316,7 +316,7 @@ class RankValues:
             return  # this file's ``Metric.update`` all-reduces what it is handed: the same everywhere
         # its own key: what the object keeps (``stopper.early_stop``) is fed, not the object
         # itself (``stopper is None`` still reads the same on every rank)
-        self.defs.append(_Def(("fed", name), stmt, fn, ctrl, call, None, failure=self._handlers > 0))
+        self.defs.append(_Def(_fed_key(name, fn), stmt, fn, ctrl, call, None, failure=self._handlers > 0))
 
     def _data_def(self, loop, fn, ctrl) -> None:
         """The names a training loop binds to the rank's batch (not the index of ``enumerate``)."""
@@ -558,7 +558,7 @@ class RankValues:
                 if isinstance(n.func, ast.Attribute):
                     stack.append((n.func.value, inner, bound))
                     if (base := dotted(n.func.value)) in self._stateful:
-                        out.append(("name", n.func, ("fed", base), inner))  # stopper.should_stop()
+                        out.append(("name", n.func, _fed_key(base, fn), inner))  # stopper.should_stop()
                 continue
             if isinstance(n, ast.Name) and n.id in bound:
                 continue
@@ -567,7 +567,7 @@ class RankValues:
                 if key is not None:
                     out.append(("name", n, key, shape))
                 if isinstance(n, ast.Attribute) and (base := dotted(n.value)) in self._stateful:
-                    out.append(("name", n, ("fed", base), shape))  # stopper.early_stop
+                    out.append(("name", n, _fed_key(base, fn), shape))  # stopper.early_stop
                 if isinstance(n, ast.Attribute):
                     stack.append((n.value, shape or n.attr in _SHAPE_ATTRS, bound))
                 continue
@@ -705,6 +705,12 @@ class RankValues:
                 # every rank: not followed
                 out.append(Decision(kind, node, test, o, region))
         return out
+
+
+def _fed_key(name: str, fn) -> tuple:
+    """The key of what an object was fed: per function for a local name (two functions' ``stopper``
+    are two objects), per attribute path for ``self.stopper``."""
+    return ("fed", name) if "." in name else ("fed", name, id(fn) if fn is not None else None)
 
 
 # methods that hand an object a value to keep (an early stopper, a running meter)

@@ -199,6 +199,32 @@ def _params(fn: ast.AST) -> set[str]:
     return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
 
 
+# argument names that tell a loader factory the job is distributed
+_DIST_FLAGS = frozenset(("distributed", "is_distributed", "ddp", "use_ddp", "is_ddp", "use_distributed", "dist"))
+
+
+def distributed_factory(m, call: ast.Call) -> bool:
+    """Another module's loader factory made for a distributed run: told so (``get_dataloader(...,
+    distributed=True)``, ``args.ddp``), named so (``get_dataset_distributed``, ``prepare_ddp_loader``)
+    or handed the shard to make (the rank, with the world size unless it is named for a loader). Such
+    a factory gives its loader a DistributedSampler. Not the file's own function, and not a class
+    (``DistributedBucketingDataLoader(rank, world, ...)`` shards and reshuffles its own way)."""
+    last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    low = last.lower()
+    if not ("loader" in low or "dataset" in low) or last[:1].isupper() or last in m.function_names:
+        return False
+    if any(
+        k.arg and k.arg.lower() in _DIST_FLAGS and isinstance(k.value, ast.Constant) and not k.value.value
+        for k in call.keywords
+    ):
+        return False  # `distributed=False`: told the opposite
+    given = [*call.args, *(k.value for k in call.keywords)]
+    flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
+    flags |= {k.arg.lower() for k in call.keywords if k.arg}
+    sharded = {"rank", "global_rank"} & flags and ({"world_size", "num_replicas"} & flags or "loader" in low)
+    return bool(flags & _DIST_FLAGS or "distrib" in low or "ddp" in low or sharded)
+
+
 def sharded_passes(m) -> frozenset[int]:
     """Ids of the ``for`` loops over a loader given a ``DistributedSampler``: each rank iterates its
     own shard, so what the loop computes from its items (a validation loss, an accuracy) differs
@@ -207,6 +233,8 @@ def sharded_passes(m) -> frozenset[int]:
     and two functions' ``loader`` parameters are not one loader."""
     samplers = sampler_calls(m)
     sharded = loader_calls(m, Flow(m, samplers)) if samplers else []
+    # a loader from another module's factory made for the distributed run is sharded there
+    sharded += [c for c, _q in m.calls if distributed_factory(m, c)]
     if not sharded:
         return frozenset()
     flow = Flow(m, sharded)
