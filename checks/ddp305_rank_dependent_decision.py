@@ -146,7 +146,9 @@ class _Comms:
         self.backwards: set[int] = set()
         # a model converted to SyncBatchNorm is trained across ranks: its forward and backward sync
         sync_bn = m.calls_named("torch.nn.SyncBatchNorm.convert_sync_batchnorm")
-        if wraps or sync_bn or m.mentions("accelerator.backward"):
+        # (a module that tests for the wrapper, `isinstance(model, DistributedDataParallel)`, trains
+        # a DDP model its caller made)
+        if wraps or sync_bn or m.mentions("accelerator.backward") or _tests_for_wrapper(m):
             # a backward pass of a DDP model all-reduces the gradients
             self.backwards = {id(c) for c in m.method_calls("backward")}
             direct |= self.backwards
@@ -237,7 +239,7 @@ class _Comms:
         last = name.rsplit(".", 1)[-1]
         return last if last in self.bodies else None
 
-    def _first(self, stmts, skip: range | None = None) -> ast.Call | None:
+    def _first(self, stmts, skip: range | None = None, unpaired: bool = False) -> ast.Call | None:
         """The first communicating call in ``stmts``: a direct one if there is any, else a call of
         the file's own function that communicates (``f()`` or ``self.f()`` before ``obj.f()``,
         which may be another class's method of the same name: ``model.train()``)."""
@@ -245,6 +247,8 @@ class _Comms:
         for n in _calls_in(stmts):
             if skip is not None and n.lineno in skip:
                 continue
+            if unpaired and _paired(self.m, n):
+                continue  # reached by some ranks only: not where the others wait for the leavers
             if id(n) in self.direct:
                 return n
             if through is None:
@@ -259,9 +263,10 @@ class _Comms:
                         maybe = n
         return through or maybe
 
-    def first(self, stmts, skip: range | None = None) -> ast.Call | None:
-        """The first call in ``stmts`` (outside the lines ``skip``) that communicates."""
-        return self._first(stmts, skip)
+    def first(self, stmts, skip: range | None = None, unpaired: bool = False) -> ast.Call | None:
+        """The first call in ``stmts`` (outside the lines ``skip``) that communicates; with
+        ``unpaired``, the first that every rank reaches."""
+        return self._first(stmts, skip, unpaired)
 
     def describe(self, call: ast.Call) -> str:
         own = self._own(call)
@@ -301,6 +306,16 @@ def _names_loader(name: str | None) -> bool:
     ``batches``; ``train_ds`` too: iterated by a loop that trains, it hands out batches)."""
     last = (name or "").rsplit(".", 1)[-1].lower()
     return "loader" in last or last in ("dl", "batches") or last.endswith(("_dl", "_batches", "_ds"))
+
+
+def _tests_for_wrapper(m) -> bool:
+    return any(
+        isinstance(c.func, ast.Name)
+        and c.func.id == "isinstance"
+        and len(c.args) == 2
+        and "DistributedDataParallel" in ast.unparse(c.args[1])
+        for c, _q in m.calls
+    )
 
 
 def _paired(m, call: ast.Call) -> bool:
@@ -546,8 +561,8 @@ def _judge(m, comms: _Comms, d: Decision):
         loop = d.region[0]
         test_if = m.parents.get(d.test)
         span = range(test_if.lineno, (test_if.end_lineno or test_if.lineno) + 1) if test_if else None
-        c = comms.first(loop.body, skip=span)
-        if c is None or _paired(m, c):
+        c = comms.first(loop.body, skip=span, unpaired=True)
+        if c is None:
             return None
         how = "break" if isinstance(d.node, ast.Break) else "return"
         return (

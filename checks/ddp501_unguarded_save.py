@@ -150,12 +150,43 @@ def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
         fn = m.enclosing_function(save)
         if fn is not None and not _trains(m, fn):
             out[fn.name] = fn
+    # and the file's functions that call one (``save_state`` whose nested ``save_dir`` saves)
+    for _ in range(3):
+        found = {
+            g.name: g
+            for call, _q in m.calls
+            if isinstance(call.func, ast.Name)
+            and out.get(call.func.id) is not None
+            and (g := m.enclosing_function(call)) is not None
+            and g.name not in out
+            and not _trains(m, g)
+        }
+        if not found:
+            break
+        out.update(found)
     for call, q in m.calls:
         if isinstance(call.func, ast.Name) and q and q != call.func.id and not q.startswith("torch."):
             name = call.func.id.lower()
             if any(w in name for w in _SAVE_WORDS) and "load" not in name and call.func.id not in out:
                 out[call.func.id] = None
     return out
+
+
+def _in_helpers(m, call: ast.AST, helpers: set[int]) -> bool:
+    """``call`` is inside one of ``helpers``: in its body, in a function nested in it, or in a
+    function only it calls (``save_state``'s own ``save_dir``)."""
+    fn = m.enclosing_function(call)
+    for _ in range(3):
+        if fn is None:
+            return False
+        if id(fn) in helpers:
+            return True
+        sites = [s for s in m.call_sites(fn) if m.enclosing_function(s) is not fn]
+        outer = m.enclosing_function(fn)
+        if sites and all(id(m.enclosing_function(s)) in helpers for s in sites):
+            return True
+        fn = outer
+    return False
 
 
 def _trains(m, fn) -> bool:
@@ -325,7 +356,7 @@ def check(m):
             chain=[proof.lineno, test.lineno, save.lineno],
         )
     for call in saves:
-        if id(m.enclosing_function(call)) in helpers:
+        if _in_helpers(m, call, helpers):
             continue
         if _guard_on_the_way(m, call):
             continue

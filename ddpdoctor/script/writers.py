@@ -206,7 +206,22 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
     memo = _memo(m, "_writers_reaches")
     if id(fn) in memo:
         return memo[id(fn)]
-    memo[id(fn)] = False  # a recursive call adds no new way in
+    busy = _memo(m, "_writers_reaching")
+    if id(fn) in busy:
+        return False  # a recursive call adds no new way in
+    busy[id(fn)] = True
+    try:
+        found = _reached_from_callers(m, fn, depth)
+    finally:
+        del busy[id(fn)]
+    # a "no" found below the top may rest on a caller still being explored (or on the depth
+    # limit): kept only from a top-level question, so that no other rule gets a stale answer
+    if found or depth == 0:
+        memo[id(fn)] = found
+    return found
+
+
+def _reached_from_callers(m, fn, depth: int) -> bool:
     if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)):
         found = True  # the worker function every spawned rank runs
     else:
@@ -222,7 +237,6 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
                 if sites
                 else _entry_like(fn) or _ddp_owner_init(m, fn) or _handed_the_rank(fn)
             )
-    memo[id(fn)] = found
     return found
 
 
