@@ -133,15 +133,28 @@ def _shuffling_passes(m, samplers):
     for call in samplers:
         if m.looks_like_eval(call):
             continue  # an evaluation sampler does not need set_epoch
-        if m.keyword(call, "seed") is not None and repeats(m, call) is not None:
-            continue  # a new sampler each epoch, seeded by the caller
+        reseeded = m.keyword(call, "seed") is not None and repeats(m, call) is not None
         for made, shuffle in _made(m, call):
             if _no_shuffle(shuffle) or (made is not call and m.looks_like_eval(made)):
                 continue  # an unshuffled sampler does not need set_epoch
             found = _epoch_pass(m, made)
             if found is None:
                 continue  # the loader goes to code in another file, which may well call set_epoch
+            if reseeded and not _made_outside_pass_loops(m, call, found[1]):
+                continue  # a new sampler each epoch, seeded by the caller
             yield made, *found
+
+
+def _made_outside_pass_loops(m, sampler: ast.Call, loop: ast.AST) -> bool:
+    """The sampler is remade by a loop of its own function that does not hold the pass over its
+    loader (``for phase, opt in datasets.items():`` builds the loaders once; the epochs come after):
+    the epoch loop reuses one sampler."""
+    fn = m.enclosing_function(sampler)
+    if m.enclosing_function(loop) is not fn:
+        return False
+    around = [a for a in m.ancestors(sampler) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]
+    around = [a for a in around if m.enclosing_function(a) is fn]
+    return bool(around) and not any(a is loop or a in m.ancestors(loop) for a in around)
 
 
 def check(m):
