@@ -378,7 +378,9 @@ def check(m):
             seen.add(where.lineno)
             groups.setdefault(_value_key(m, expr), []).append((where, expr))
     for uses in groups.values():
-        where, expr = min(uses, key=lambda u: (u[0].lineno, u[0].col_offset))
+        # at the use that picks the device for the rest: set_device, else the DDP wrap's
+        # device_ids, else the first placement
+        where, expr = min(uses, key=lambda u: (_choice_rank(m, u[0]), u[0].lineno, u[0].col_offset))
         passed = _passed_at(m, where, expr)
         via = f" (passed in by the call at line {passed})" if passed is not None else ""
         # the line of the rank itself: `device_ids=[rank]` inside a call that spans several lines
@@ -397,6 +399,16 @@ def check(m):
             **({"chain": chain} if len(chain) > 1 else {}),
         )
     yield from _global_into_other_files(m, names)
+
+
+def _choice_rank(m, where: ast.AST) -> int:
+    name = (dotted(where.func) or "") if isinstance(where, ast.Call) else ""
+    if "set_device" in name:
+        return 0
+    if name.rsplit(".", 1)[-1] == "device" or isinstance(where, (ast.JoinedStr, ast.BinOp, ast.Constant)):
+        return 1  # `device = torch.device(f"cuda:{rank}")`, a device string: used from there on
+    parent = m.parents.get(where)
+    return 2 if isinstance(parent, ast.keyword) and parent.arg == "device_ids" else 3
 
 
 def _value_key(m, expr: ast.AST) -> object:
