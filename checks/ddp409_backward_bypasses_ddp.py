@@ -68,6 +68,9 @@ def check(m):
     ]
     if not bypasses or _grads_reduced_by_hand(m):
         return
+    # (`model_unwrapped = model.module if ... else model` holds the model for Flow too: its call is
+    # a bypass, not the wrapper's forward)
+    bypass_ids = {id(c) for c in bypasses}
     by_name: dict[str, list] = {}
     for fn in m.functions:
         by_name.setdefault(fn.name, []).append(fn)
@@ -77,7 +80,7 @@ def check(m):
         if step is None:
             continue  # module level: a script body, left to the per-rank rules
         reach = _reachable(m, step, by_name)
-        if any(_ddp_forward(c, models) for fn in reach for c in _calls(fn)):
+        if any(_ddp_forward(c, models) and id(c) not in bypass_ids for fn in reach for c in _calls(fn)):
             continue  # the step runs the wrapper's forward: the reducer is armed
         mine = [c for c in bypasses if m.enclosing_function(c) in reach]
         if not mine:
@@ -124,6 +127,10 @@ def _unwrapped_names(m, models: Flow) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for a in m.nodes(ast.Assign):
         v = a.value
+        if isinstance(v, ast.IfExp):
+            # `model.module if isinstance(model, DistributedDataParallel) else model`: under DDP,
+            # the model inside the wrapper
+            v = v.body
         if isinstance(v, ast.Attribute) and v.attr == "module" and models.held(v.value):
             fn = m.enclosing_function(a)
             for t in a.targets:
