@@ -7,7 +7,9 @@ Finds, in a distributed script, file-system writes that every rank reaches with 
 (torchaudio, torchtext) dataset built with `download=True` and a PyG or OGB dataset (which downloads
 and preprocesses whenever its files are missing), not after a barrier, `open(path, "w")`
 and `Path.write_text`, `np.save`, a matplotlib `savefig`, an image file (`save_image`,
-`cv2.imwrite`), a pandas `to_csv` (`to_json`, ...), and `save_pretrained` of any library. Writes
+`cv2.imwrite`), a pandas `to_csv` (`to_json`, ...), `save_pretrained` of any library, a copy
+(`shutil.copyfile`, `copy`, `copy2`, `copytree` without `dirs_exist_ok=True`) into the same
+destination and a move (`shutil.move`, `os.rename`, `os.replace`) of the same source. Writes
 under a rank test
 (also through this file's helper functions or an early `return`), paths that name the rank, host
 or process, and appends are left alone. `torch.save` is DDP501.
@@ -189,6 +191,23 @@ def _writes(m):
                 "at the same time: the ranks write and extract the same archive together, which "
                 "corrupts it or fails the integrity check on a fresh folder",
             )
+        elif q in _COPIES and (len(call.args) > 1 or _kw(call, "dst") is not None):
+            if q == "shutil.copytree" and _const(_kw(call, "dirs_exist_ok")) is True:
+                continue
+            yield (
+                call,
+                call.args[1] if len(call.args) > 1 else _kw(call, "dst"),
+                "copies into",
+                "at the same time: the copies interleave into a partial file (a tree copy raises "
+                "FileExistsError on the ranks that come second)",
+            )
+        elif q in _MOVES and call.args:
+            yield (
+                call,
+                call.args[0],
+                "moves",
+                "away: the first rank moves it, the others get FileNotFoundError",
+            )
         elif q == "shutil.rmtree" and call.args:
             if _const(_kw(call, "ignore_errors")) is True or len(call.args) > 1:
                 continue
@@ -220,6 +239,16 @@ def _writes(m):
             yield call, path, "writes", "at the same time: interleaved writes corrupt the files"
 
 
+def _beside_torch_save(m, call: ast.Call) -> bool:
+    fn = m.enclosing_function(call)
+    return any(m.enclosing_function(s) is fn for s in m.calls_named("torch.save"))
+
+
+# copies every rank makes to the same destination, and moves whose source only the first rank finds
+_COPIES = frozenset(("shutil.copyfile", "shutil.copy", "shutil.copy2", "shutil.copytree"))
+_MOVES = frozenset(("shutil.move", "os.rename", "os.replace"))
+
+
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
@@ -233,6 +262,8 @@ def check(m):
             continue
         if not every_rank_reaches(m, call) or class_apart_from_distributed(m, call):
             continue
+        if verb == "copies into" and _beside_torch_save(m, call):
+            continue  # `torch.save(state, f); if is_best: copyfile(f, best)`: one cause, DDP501's
         seen.add(call.lineno)
         target = ast.unparse(path) if path is not None else (dotted(call.func) or "it")
         yield m.finding(

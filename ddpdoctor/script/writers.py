@@ -153,9 +153,40 @@ def _launches(m) -> list[ast.Call]:
         cached = m.__dict__["_writers_launches"] = spawn_calls(m) + [
             c
             for c, q in m.calls
-            if q in _SUBPROCESS and c.args and "sys.executable" in ast.unparse(c.args[0])
+            if (q in _SUBPROCESS and c.args and "sys.executable" in ast.unparse(c.args[0]))
+            or _hands_a_worker(m, c)
         ]
     return cached
+
+
+def _hands_a_worker(m, call: ast.Call) -> bool:
+    """Another module's launcher handed this file's worker function, uncalled (``launch(main_worker,
+    args=args)``, detectron2's ``launch``): the worker sets up the process group, so the launcher
+    starts the ranks, and the code around the call runs in the parent."""
+    first = call.args[0] if call.args else None
+    if not isinstance(first, ast.Name) or not isinstance(call.func, (ast.Name, ast.Attribute)):
+        return False
+    callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    if callee in m.function_names or callee in _SPAWNS:
+        return False  # this file's own function; or a spawn whose module the imports do not say
+    caller = m.enclosing_function(call)
+    scope = caller.body if caller is not None else m.tree.body
+    if any(
+        isinstance(t, ast.Name) and t.id == first.id
+        for st in scope
+        for n in ast.walk(st)
+        if isinstance(n, (ast.Assign, ast.For, ast.With))
+        for t in ([*n.targets] if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.For) else [])
+    ):
+        return False  # a local value of that name, not the function
+    return any(
+        fn.name == first.id
+        and any(
+            isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("init_process_group")
+            for n in ast.walk(fn)
+        )
+        for fn in m.functions
+    )
 
 
 def in_spawning_parent(m, node) -> bool:
@@ -165,7 +196,25 @@ def in_spawning_parent(m, node) -> bool:
     if not spawns:
         return False
     fn = m.enclosing_function(node)
-    return any(m.enclosing_function(call) is fn for call in spawns)
+    parents = {id(m.enclosing_function(call)) for call in spawns}
+    if id(fn) in parents:
+        return True
+    # a function that calls this file's spawning function (`main(main_worker, args)` at module
+    # level, `main` spawning inside) is the parent too: the workers run inside that call
+    launchers = {f.name for f in m.functions if id(f) in parents}
+    if fn is None and not _under_main_guard(m, node):
+        return False  # module code outside `if __name__ == "__main__":` runs again in each spawned child
+    return bool(launchers) and any(
+        isinstance(c.func, ast.Name) and c.func.id in launchers and m.enclosing_function(c) is fn
+        for c, _q in m.calls
+    )
+
+
+def _under_main_guard(m, node) -> bool:
+    return any(
+        isinstance(a, ast.If) and "__main__" in ast.unparse(a.test) and "__name__" in ast.unparse(a.test)
+        for a in m.ancestors(node)
+    )
 
 
 def parent_only(m, node, depth: int = 0) -> bool:
