@@ -204,8 +204,15 @@ def in_spawning_parent(m, node) -> bool:
     launchers = {f.name for f in m.functions if id(f) in parents}
     if fn is None and not _under_main_guard(m, node):
         return False  # module code outside `if __name__ == "__main__":` runs again in each spawned child
-    return bool(launchers) and any(
-        isinstance(c.func, ast.Name) and c.func.id in launchers and m.enclosing_function(c) is fn
+    if not launchers:
+        return False
+    _stmt, block = m.statement_in_block(node)
+    # (in the same statement list: not the other arm of an `if` that picks parent or worker)
+    return any(
+        isinstance(c.func, ast.Name)
+        and c.func.id in launchers
+        and m.enclosing_function(c) is fn
+        and m.statement_in_block(c)[1] is block
         for c, _q in m.calls
     )
 
