@@ -308,6 +308,27 @@ def _names_loader(name: str | None) -> bool:
     return "loader" in last or last in ("dl", "batches") or last.endswith(("_dl", "_batches", "_ds"))
 
 
+def _unbound_elsewhere(values: RankValues, o) -> bool:
+    """Every definition of the name ``o`` sets (in its function) is one that only some ranks run:
+    the others never bind it, so they raise NameError (AttributeError) where they read it, before
+    any collective could part them. Not an object fed a value: it exists on every rank."""
+    keys = {d.key for d in values.defs if d.stmt is o.node and d.key[0] != "fed"}
+    if len(keys) != 1:
+        return False
+    key = keys.pop()
+    defs = [d for d in values.by_key.get(key, ()) if d.stmt is not None]
+    test_if = values.m.parents.get(o.test)
+    if not isinstance(test_if, ast.If) or not test_if.body:
+        return False
+    # the side of the rank test the origin is on (an `else: x = None` binds it for the others)
+    side = test_if.body if _within(o.node, test_if.body) else test_if.orelse
+    return bool(side) and bool(defs) and all(_within(d.stmt, side) for d in defs)
+
+
+def _within(node: ast.AST, block: list) -> bool:
+    return bool(block) and block[0].lineno <= node.lineno <= (block[-1].end_lineno or block[-1].lineno)
+
+
 def _tests_for_wrapper(m) -> bool:
     return any(
         isinstance(c.func, ast.Name)
@@ -359,6 +380,8 @@ def check(m):
     for d in decisions:
         if d.origin.data and id(d.origin.node) in reported:
             continue
+        if not d.origin.data and _unbound_elsewhere(values, d.origin):
+            continue  # the other ranks have no value at all: they fail on the name first (DDP306)
         finding = _judge(m, comms, d)
         if finding is None:
             continue
