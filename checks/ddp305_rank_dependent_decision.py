@@ -317,6 +317,9 @@ def _unbound_elsewhere(values: RankValues, o) -> bool:
         return False
     key = keys.pop()
     defs = [d for d in values.by_key.get(key, ()) if d.stmt is not None]
+    fn = next((d.fn for d in defs if d.stmt is o.node), None)
+    if fn is not None and key[1] in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}:
+        return False  # a parameter: every rank has the caller's value
     test_if = values.m.parents.get(o.test)
     if not isinstance(test_if, ast.If) or not test_if.body:
         return False
