@@ -166,6 +166,8 @@ def _hands_a_worker(m, call: ast.Call) -> bool:
     first = call.args[0] if call.args else None
     if not isinstance(first, ast.Name) or not isinstance(call.func, (ast.Name, ast.Attribute)):
         return False
+    if first.id not in m.function_names:
+        return False  # (most calls: decided here, before any walk)
     callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
     if callee in m.function_names or callee in _SPAWNS:
         return False  # this file's own function; or a spawn whose module the imports do not say
