@@ -146,12 +146,21 @@ def _exits(body: list) -> bool:
 
 
 class RankValues:
-    def __init__(self, m, data_loops: frozenset[int] = frozenset(), data_draws: dict | None = None):
+    def __init__(
+        self,
+        m,
+        data_loops: frozenset[int] = frozenset(),
+        data_draws: dict | None = None,
+        to_one_rank: bool = False,
+    ):
         """``data_loops``: ids of the ``for`` loops whose items are the rank's own batches (a DDP
         training loop: each rank trains on its own shard of the data); ``data_draws``: id of a
         ``next(it)`` call that draws such a batch -> the loop it trains in. What is computed from
         them differs between ranks until a collective makes it the same."""
         self.m = m
+        # ``to_one_rank``: a reduce or gather to rank 0 counts as reducing (for questions about what
+        # rank 0 reports, where it holds the whole)
+        self.to_one_rank = to_one_rank
         self.data_loops = data_loops
         self._data_defs: list[_Def] = []
         self._draws: dict[int, Origin] = {
@@ -349,7 +358,9 @@ class RankValues:
         """Names handed to a collective: ``dist.broadcast(stop, 0)`` makes ``stop`` the same everywhere."""
         m = self.m
         for call, q in m.calls:
-            if not _is_unifying(call) or dist_op(q or "") in _TO_ONE_RANK or _reduces_to_one_rank(m, call):
+            if not _is_unifying(call):
+                continue
+            if not self.to_one_rank and (dist_op(q or "") in _TO_ONE_RANK or _reduces_to_one_rank(m, call)):
                 continue
             fn = None
             bound = _bound_result(m, call)

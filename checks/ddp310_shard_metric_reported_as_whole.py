@@ -1,0 +1,150 @@
+"""DDP310: a metric of one rank's shard, reported by one rank as the whole dataset's.
+
+## What it does
+Follows what an evaluation computes from a loader given a `DistributedSampler` (a loop over it
+that runs no backward pass, also in the file's function the loader is handed to, through returns
+and assignments) to the places where a rank test lets one rank use it: a `print`, a logger or
+TensorBoard/wandb call, a "best so far" comparison, a checkpoint decision (`if rank == 0: print(acc)`,
+`if local_rank == 0 and val_loss < best:`). A value handed to a collective first (`dist.all_reduce`,
+`reduce_tensor(...)`, `all_gather`) is the same on every rank and is left alone; so are uses inside
+the evaluation loop (a progress bar's running figure) and an evaluation only some ranks run (DDP309).
+
+## Why is this bad?
+A DistributedSampler hands each rank 1/world_size of the validation set. The accuracy or loss rank 0
+computes is over its shard alone; printed, logged or used to pick the best checkpoint as if it were
+the whole set's, it is noisier than it looks, changes with the number of GPUs, and the "best" model
+is chosen on a fraction of the data. Nothing fails.
+
+## Example
+```python
+val_loss = 0.0
+for x, y in val_loader:                     # DistributedSampler: this rank's shard
+    val_loss += criterion(model(x), y).item()
+if rank == 0:
+    print(f"val loss {val_loss / len(val_loader):.4f}")
+```
+
+## Use instead
+```python
+t = torch.tensor([val_loss, len(val_loader)], device=device)
+dist.all_reduce(t)                          # every rank: the whole set's sum
+if rank == 0:
+    print(f"val loss {(t[0] / t[1]).item():.4f}")
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script.divergence import RankValues
+from ddpdoctor.script.loaders import sharded_passes
+from ddpdoctor.script.names import dotted, name_words
+from ddpdoctor.script.ranks import guard_kind
+
+CODE = "DDP310"
+TITLE = "One rank's shard metric reported as the whole"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "high"
+
+
+def _steps(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+        for n in ast.walk(node)
+    )
+
+
+def _trains(m, loop: ast.AST) -> bool:
+    """The loop trains: a backward or an optimizer step in it, or in the file's function it calls."""
+    if _steps(loop):
+        return True
+    called = {
+        (dotted(n.func) or "").rsplit(".", 1)[-1] for n in ast.walk(loop) if isinstance(n, ast.Call)
+    }
+    return any(fn.name in called and _steps(fn) for fn in m.functions)
+
+
+# what a metric is called (`val_loss`, `top1`, `mIoU`, `psnr`): what is reported, not a batch
+_METRIC_WORDS = frozenset((
+    "loss", "losses", "acc", "accuracy", "metric", "metrics", "score", "scores", "f1", "auc", "ap",
+    "map", "iou", "miou", "psnr", "ssim", "bleu", "wer", "cer", "ppl", "perplexity", "error", "err",
+    "top1", "top5", "prec", "precision", "recall", "dice", "mae", "mse", "rmse", "fid", "correct",
+))
+
+
+def _names_metric(node: ast.AST) -> bool:
+    words = {w.lower() for w in name_words(ast.unparse(node).rsplit(".", 1)[-1])}
+    return bool(words & _METRIC_WORDS) and "train" not in words
+
+
+def _one_rank_test(m, test: ast.AST) -> bool:
+    """``rank == 0``, or a conjunction with such a part (``local_rank == 0 and acc > best``)."""
+    if guard_kind(m, test) is not None:
+        return True
+    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and any(
+        guard_kind(m, v) is not None for v in test.values
+    )
+
+
+def _reported_by_one_rank(m, node: ast.AST) -> ast.AST | None:
+    """The rank test under which ``node`` runs (or whose own test reads it), else None."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If):
+            if child is a.test and _one_rank_test(m, a.test):
+                return a.test
+            if child is not a.test and guard_kind(m, a.test) is not None:
+                return a.test
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+        child = a
+    guard = m.rank_guard(node)
+    return guard.test if guard is not None and guard.path is None else None
+
+
+def _inside(node: ast.AST, loop: ast.AST) -> bool:
+    return loop.lineno <= node.lineno <= (loop.end_lineno or loop.lineno)
+
+
+def check(m):
+    if not m.distributed_context or m.one_process:
+        return
+    sharded = sharded_passes(m)
+    if not sharded:
+        return
+    loops = [n for n in m.nodes(ast.For, ast.AsyncFor) if id(n) in sharded and not _trains(m, n)]
+    # an evaluation only some ranks run is DDP309's
+    loops = [loop for loop in loops if m.rank_guard(loop) is None]
+    if not loops:
+        return
+    # (`dist.reduce(acc, dst=0)` gives rank 0 the whole: counted as reduced here)
+    values = RankValues(m, frozenset(id(loop) for loop in loops), to_one_rank=True)
+    reported: set[int] = set()
+    for node in m.nodes(ast.Name, ast.Attribute):
+        if not isinstance(node.ctx, ast.Load) or isinstance(m.parents.get(node), ast.Attribute):
+            continue  # (the whole `a.b.c` is read once, at its outermost node)
+        if not _names_metric(node):
+            continue
+        fn = m.enclosing_function(node)
+        origin = values.reads(node, fn)
+        if origin is None or not origin.data or id(origin.node) in reported:
+            continue
+        if any(_inside(node, loop) for loop in loops):
+            continue  # the running figure inside the evaluation itself
+        test = _reported_by_one_rank(m, node)
+        if test is None:
+            continue
+        reported.add(id(origin.node))
+        yield m.finding(
+            CODE,
+            node,
+            f"`{ast.unparse(node)}` comes from this rank's own shard of the data (the loop on line "
+            f"{origin.node.lineno} reads a loader with a DistributedSampler) and is never reduced, "
+            f"but only the ranks that pass `{ast.unparse(test)[:40]}` (line {test.lineno}) use it "
+            "here: it describes 1/world_size of the dataset, not the whole",
+            SEVERITY,
+            hint="all-reduce the sums and counts first (`dist.all_reduce(t)`), then report or compare",
+            chain=m.chain_text([origin.node.lineno, test.lineno], node.lineno),
+        )
