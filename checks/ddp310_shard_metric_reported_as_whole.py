@@ -2,8 +2,9 @@
 
 ## What it does
 Follows what an evaluation computes from a loader given a `DistributedSampler` (a loop over it
-that runs no backward pass, also in the file's function the loader is handed to, through returns
-and assignments) to the places where a rank test lets one rank use it: a `print`, a logger or
+that runs no backward pass, in a function named for evaluation or over a loader named for a
+held-out split, also in the file's function the loader is handed to, through returns, assignments
+and the lists it appends to) to the places where a rank test lets one rank use it: a `print`, a logger or
 TensorBoard/wandb call, a "best so far" comparison, a checkpoint decision (`if rank == 0: print(acc)`,
 `if local_rank == 0 and val_loss < best:`). A value handed to a collective first (`dist.all_reduce`,
 `reduce_tensor(...)`, `all_gather`) is the same on every rank and is left alone; so are uses inside
@@ -37,9 +38,10 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.analysis import names_eval_split
 from ddpdoctor.script.divergence import RankValues
 from ddpdoctor.script.loaders import sharded_passes
-from ddpdoctor.script.names import dotted, name_words
+from ddpdoctor.script.names import dotted, name_words, names_evaluation
 from ddpdoctor.script.ranks import guard_kind
 
 CODE = "DDP310"
@@ -75,8 +77,23 @@ _METRIC_WORDS = frozenset((
 
 
 def _names_metric(node: ast.AST) -> bool:
-    words = {w.lower() for w in name_words(ast.unparse(node).rsplit(".", 1)[-1])}
+    text = ast.unparse(node)
+    parts = {p.lower() for p in text.split(".")}  # `top1`, `self.best_acc`, `meter.avg`
+    words = {w.lower() for w in name_words(text)} | parts
     return bool(words & _METRIC_WORDS) and "train" not in words
+
+
+def _evaluates(m, loop: ast.AST) -> bool:
+    """An evaluation: the loop is in a function named for one (``validate``, ``evaluate_epoch``) or
+    reads a loader named for a held-out split (``val_loader``, ``test_dl``); not a pass that
+    estimates a statistic of the training data."""
+    fn = m.enclosing_function(loop)
+    if fn is not None and names_evaluation(fn.name):
+        return True
+    it = loop.iter
+    while isinstance(it, ast.Call) and it.args:
+        it = it.args[0]
+    return names_eval_split(dotted(it) or "")
 
 
 def _one_rank_test(m, test: ast.AST) -> bool:
@@ -104,6 +121,38 @@ def _reported_by_one_rank(m, node: ast.AST) -> ast.AST | None:
     return guard.test if guard is not None and guard.path is None else None
 
 
+def _in_training_loop(m, node: ast.AST) -> bool:
+    """Inside a loop over batches that trains (a training step's own figures: logging-only, as
+    labellers judge it); an epoch loop (`for epoch in range(n)`) is not one."""
+    loop = next((a for a in m.ancestors(node) if isinstance(a, (ast.For, ast.AsyncFor))), None)
+    if loop is None:
+        return False
+    it = loop.iter
+    while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("enumerate", "tqdm"):
+        it = it.args[0] if it.args else it
+        if not isinstance(it, ast.Call):
+            break
+    if isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange"):
+        return False
+    return _steps(loop)
+
+
+def _sees_the_evaluation(m, fn, loop: ast.AST) -> bool:
+    """The use is in the evaluation's own function, or in one that calls it (``acc = validate(...)``):
+    not in another function whose like-named value only the analysis' per-name returns tie to it."""
+    own = m.enclosing_function(loop)
+    if own is None or fn is own:
+        return True
+    return fn is not None and any(
+        isinstance(c, ast.Call) and (dotted(c.func) or "").rsplit(".", 1)[-1] == own.name for c in ast.walk(fn)
+    )
+
+
+def _method_of(m, attr: ast.Attribute) -> bool:
+    call = m.parents.get(attr)
+    return isinstance(call, ast.Call) and call.func is attr
+
+
 def _inside(node: ast.AST, loop: ast.AST) -> bool:
     return loop.lineno <= node.lineno <= (loop.end_lineno or loop.lineno)
 
@@ -114,29 +163,42 @@ def check(m):
     sharded = sharded_passes(m)
     if not sharded:
         return
-    loops = [n for n in m.nodes(ast.For, ast.AsyncFor) if id(n) in sharded and not _trains(m, n)]
+    loops = [
+        n for n in m.nodes(ast.For, ast.AsyncFor) if id(n) in sharded and not _trains(m, n) and _evaluates(m, n)
+    ]
     # an evaluation only some ranks run is DDP309's
     loops = [loop for loop in loops if m.rank_guard(loop) is None]
     if not loops:
         return
     # (`dist.reduce(acc, dst=0)` gives rank 0 the whole: counted as reduced here)
     values = RankValues(m, frozenset(id(loop) for loop in loops), to_one_rank=True)
-    reported: set[int] = set()
+    found: dict[int, list] = {}  # origin loop -> (node, test, origin) of each one-rank use
     for node in m.nodes(ast.Name, ast.Attribute):
-        if not isinstance(node.ctx, ast.Load) or isinstance(m.parents.get(node), ast.Attribute):
-            continue  # (the whole `a.b.c` is read once, at its outermost node)
+        parent = m.parents.get(node)
+        if not isinstance(node.ctx, ast.Load):
+            continue
+        if isinstance(parent, ast.Call) and parent.func is node:
+            continue  # a method called (`meter.update(...)`), not a value reported
+        if isinstance(parent, ast.Attribute) and not _method_of(m, parent):
+            continue  # (the whole `a.b.c` is read once, at its outermost node; `top1.mean()` reads top1)
         if not _names_metric(node):
             continue
         fn = m.enclosing_function(node)
         origin = values.reads(node, fn)
-        if origin is None or not origin.data or id(origin.node) in reported:
+        if origin is None or not origin.data:
             continue
-        if any(_inside(node, loop) for loop in loops):
-            continue  # the running figure inside the evaluation itself
+        if any(_inside(node, loop) for loop in loops) or _in_training_loop(m, node):
+            continue  # the running figure inside the evaluation itself, or a training step's
         test = _reported_by_one_rank(m, node)
-        if test is None:
+        if test is None or not _sees_the_evaluation(m, fn, origin.node):
             continue
-        reported.add(id(origin.node))
+        found.setdefault(id(origin.node), []).append((node, test, origin))
+    for uses in found.values():
+        # one finding per evaluation: the use beside it first
+        node, test, origin = min(
+            uses,
+            key=lambda u: (m.enclosing_function(u[0]) is not m.enclosing_function(u[2].node), u[0].lineno),
+        )
         yield m.finding(
             CODE,
             node,

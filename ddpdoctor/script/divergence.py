@@ -184,6 +184,7 @@ class RankValues:
         self.tainted: set[tuple] = set()  # keys with a rank-dependent definition
         self._any_rank = False
         self._stateful = _stateful_objects(m)
+        self._lists = _made_lists(m)
         self._classes = {c.name: c for c in m.nodes(ast.ClassDef)} if self._stateful else {}
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
@@ -274,8 +275,10 @@ class RankValues:
             elif t in (ast.AugAssign, ast.AnnAssign):
                 if st.value is not None:
                     self._def(st.target, st, fn, ctrl, st.value, aug=t is ast.AugAssign)
-            elif t is ast.Expr and isinstance(st.value, ast.Call) and self._stateful:
-                self._fed(st.value, st, fn, ctrl)
+            elif t is ast.Expr and isinstance(st.value, ast.Call):
+                self._grown(st.value, st, fn, ctrl)
+                if self._stateful:
+                    self._fed(st.value, st, fn, ctrl)
             elif t is ast.Return:
                 if fn is not None:
                     self._return_sites.append((st, fn, ctrl))
@@ -301,6 +304,17 @@ class RankValues:
         key = self._key(target, fn)
         if key is not None:
             self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
+
+    def _grown(self, call: ast.Call, stmt, fn, ctrl) -> None:
+        """``top1.append(acc)``: a list the file made (``top1 = []``) holds what it is handed, so
+        the call defines it anew from its old contents and the new item."""
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and f.attr in _GROWS and call.args):
+            return
+        name = dotted(f.value)
+        if name is None or name not in self._lists:
+            return
+        self._def(f.value, stmt, fn, ctrl, call)
 
     def _fed(self, call: ast.Call, stmt, fn, ctrl) -> None:
         """``stopper(val_loss)`` or ``meter.update(loss)`` on an object the file made from a class:
@@ -716,6 +730,21 @@ class RankValues:
                 # every rank: not followed
                 out.append(Decision(kind, node, test, o, region))
         return out
+
+
+_GROWS = frozenset(("append", "extend", "insert"))
+
+
+def _made_lists(m) -> frozenset[str]:
+    """Names the file binds to a list it makes (``losses = []``, ``top1 = list()``)."""
+    out = set()
+    for a in m.nodes(ast.Assign):
+        v = a.value
+        if isinstance(v, (ast.List, ast.ListComp)) or (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "list"
+        ):
+            out |= {name for t in a.targets if (name := dotted(t)) is not None}
+    return frozenset(out)
 
 
 def _fed_key(name: str, fn) -> tuple:
