@@ -185,6 +185,7 @@ class RankValues:
         self._any_rank = False
         self._stateful = _stateful_objects(m)
         self._lists = _made_lists(m)
+        self._keep: list[ast.AST] = []  # synthetic values made by the walk (their ids stay theirs)
         self._classes = {c.name: c for c in m.nodes(ast.ClassDef)} if self._stateful else {}
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
@@ -271,10 +272,16 @@ class RankValues:
                     self._handlers -= 1
             elif t is ast.Assign:
                 for target in st.targets:
-                    self._def(target, st, fn, ctrl, st.value)
+                    if isinstance(target, ast.Subscript):
+                        self._stored(target, st, fn, ctrl, st.value)
+                    else:
+                        self._def(target, st, fn, ctrl, st.value)
             elif t in (ast.AugAssign, ast.AnnAssign):
                 if st.value is not None:
-                    self._def(st.target, st, fn, ctrl, st.value, aug=t is ast.AugAssign)
+                    if isinstance(st.target, ast.Subscript):
+                        self._stored(st.target, st, fn, ctrl, st.value)
+                    else:
+                        self._def(st.target, st, fn, ctrl, st.value, aug=t is ast.AugAssign)
             elif t is ast.Expr and isinstance(st.value, ast.Call):
                 self._grown(st.value, st, fn, ctrl)
                 if self._stateful:
@@ -305,11 +312,33 @@ class RankValues:
         if key is not None:
             self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
 
+    def _stored(self, target: ast.Subscript, stmt, fn, ctrl, value: ast.AST) -> None:
+        """``metrics["acc"] += acc`` or ``sums[0] = x``: the container holds the new item beside
+        its old contents (the def reads both, so a clean item hides nothing)."""
+        item = _item_key(target)
+        if item is not None:
+            # `metrics["acc"] += acc`: that entry alone (a step counter in the same dict is another)
+            both = ast.Tuple(elts=[target, value], ctx=ast.Load()) if not isinstance(stmt, ast.Assign) else value
+            self._keep.append(both)
+            self.defs.append(_Def(item, stmt, fn, ctrl, both, None, failure=self._handlers > 0))
+            return
+        base = _storage_of(target)
+        if isinstance(base, (ast.Name, ast.Attribute)):
+            both = ast.Tuple(elts=[base, value], ctx=ast.Load())
+            self._keep.append(both)
+            self._def(base, stmt, fn, ctrl, both)
+
     def _grown(self, call: ast.Call, stmt, fn, ctrl) -> None:
         """``top1.append(acc)``: a list the file made (``top1 = []``) holds what it is handed, so
         the call defines it anew from its old contents and the new item."""
         f = call.func
-        if not (isinstance(f, ast.Attribute) and f.attr in _GROWS and call.args):
+        if not (isinstance(f, ast.Attribute) and call.args):
+            return
+        if isinstance(f.value, ast.Subscript) and f.attr in _GROWS | _FEEDS:
+            # `meters["val_acc"].update(acc)`: the container of meters keeps it
+            self._stored(f.value, stmt, fn, ctrl, call)
+            return
+        if f.attr not in _GROWS:
             return
         name = dotted(f.value)
         if name is None or name not in self._lists:
@@ -431,7 +460,7 @@ class RankValues:
                 o = (
                     None
                     if d.failure
-                    else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] not in ("attr", "fed"))
+                    else self._ctrl_origin(d.ctrl, d.stmt, name, d.fn, local=d.key[0] not in ("attr", "fed", "item"))
                 )
                 if o is None and d.value is not None:
                     o = self.reads(d.value, d.fn, d.pos)
@@ -585,6 +614,8 @@ class RankValues:
                     if (base := dotted(n.func.value)) in self._stateful:
                         out.append(("name", n.func, _fed_key(base, fn), inner))  # stopper.should_stop()
                 continue
+            if isinstance(n, ast.Subscript) and (item := _item_key(n)) is not None:
+                out.append(("name", n, item, shape))  # metrics["acc"]: that entry's own defs
             if isinstance(n, ast.Name) and n.id in bound:
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)):
@@ -745,6 +776,16 @@ def _made_lists(m) -> frozenset[str]:
         ):
             out |= {name for t in a.targets if (name := dotted(t)) is not None}
     return frozenset(out)
+
+
+def _item_key(target: ast.AST) -> tuple | None:
+    """``("item", 'metrics["acc"]')`` for an entry of a named container at a constant key."""
+    if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)):
+        return None
+    base = dotted(target.value)
+    if base is None:
+        return None
+    return ("item", f"{base}[{target.slice.value!r}]")
 
 
 def _fed_key(name: str, fn) -> tuple:
