@@ -183,8 +183,13 @@ class RankValues:
         self._leaf_memo: dict[int, tuple] = {}
         self.tainted: set[tuple] = set()  # keys with a rank-dependent definition
         self._any_rank = False
-        self._stateful = _stateful_objects(m)
-        self._lists = _made_lists(m)
+        # (per file: several rules build their own RankValues)
+        self._stateful = m.__dict__.get("_rv_stateful")
+        if self._stateful is None:
+            self._stateful = m.__dict__["_rv_stateful"] = _stateful_objects(m)
+        self._lists = m.__dict__.get("_rv_lists")
+        if self._lists is None:
+            self._lists = m.__dict__["_rv_lists"] = _made_lists(m)
         self._keep: list[ast.AST] = []  # synthetic values made by the walk (their ids stay theirs)
         self._classes = {c.name: c for c in m.nodes(ast.ClassDef)} if self._stateful else {}
         for fn in (m.tree, *m.functions):

@@ -230,7 +230,14 @@ def sharded_passes(m) -> frozenset[int]:
     own shard, so what the loop computes from its items (a validation loss, an accuracy) differs
     between ranks until a collective reduces it. A loop over a parameter (``def validate(model,
     loader)``) counts where a call of its function hands it such a loader: names are text in ``Flow``,
-    and two functions' ``loader`` parameters are not one loader."""
+    and two functions' ``loader`` parameters are not one loader. Found once per file (four rules ask)."""
+    cached = m.__dict__.get("_sharded_passes")
+    if cached is None:
+        cached = m.__dict__["_sharded_passes"] = _sharded_passes(m)
+    return cached
+
+
+def _sharded_passes(m) -> frozenset[int]:
     samplers = sampler_calls(m)
     sharded = loader_calls(m, Flow(m, samplers)) if samplers else []
     # a loader from another module's factory made for the distributed run is sharded there
