@@ -81,6 +81,7 @@ from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
 from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted
+from ddpdoctor.script.names import short_text as _short
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -100,14 +101,6 @@ _WRAPPED = frozenset(
         "wait_for_everyone",
     )
 )
-
-
-def _short(node: ast.AST, n: int = 40) -> str:
-    try:
-        text = ast.unparse(node)
-    except Exception:  # noqa: BLE001 - a node ast cannot unparse: say so
-        return "..."
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def _calls_in(stmts):

@@ -38,7 +38,16 @@ import ast
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.flow import Flow
-from ddpdoctor.script.loaders import loader_calls, passes, sampler_calls, sharded_passes
+from ddpdoctor.script.loaders import (
+    loader_calls,
+    loop_root,
+    param_names,
+    passes,
+    sampler_calls,
+    sharded_passes,
+    trains,
+)
+from ddpdoctor.script.names import short_text as _short
 
 CODE = "DDP309"
 TITLE = "Sharded loader read by some ranks only"
@@ -47,21 +56,9 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 
-def _short(node: ast.AST, n: int = 40) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
 def _one_replica(m, sampler: ast.Call) -> bool:
     n = m.keyword(sampler, "num_replicas")
     return isinstance(n, ast.Constant) and n.value == 1
-
-
-def _trains(loop: ast.AST) -> bool:
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
-        for n in ast.walk(loop)
-    )
 
 
 def _near(m, node: ast.AST, made: ast.AST) -> bool:
@@ -73,12 +70,8 @@ def _near(m, node: ast.AST, made: ast.AST) -> bool:
     target = m.assigned_to(made)
     if target is not None and "." in target:
         return True
-    root = node.iter if isinstance(node, (ast.For, ast.AsyncFor)) else None
-    while isinstance(root, ast.Call) and root.args:
-        root = root.args[0]
-    return isinstance(root, ast.Name) and fn is not None and root.id in {
-        a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
-    }
+    root = loop_root(node.iter) if isinstance(node, (ast.For, ast.AsyncFor)) else None
+    return isinstance(root, ast.Name) and fn is not None and root.id in param_names(fn)
 
 
 def _bound_here(m, loop: ast.AST, flow: Flow) -> bool:
@@ -86,9 +79,7 @@ def _bound_here(m, loop: ast.AST, flow: Flow) -> bool:
     ``flow``'s loaders where it assigns the name (``loader = DataLoader(train_set, ...)`` in
     ``main`` is not ``evaluate``'s ``loader`` parameter, though Flow reads both as one text)."""
     fn = m.enclosing_function(loop)
-    root = loop.iter
-    while isinstance(root, ast.Call) and root.args:
-        root = root.args[0]
+    root = loop_root(loop.iter)
     if fn is None or not isinstance(root, ast.Name):
         return True
     values = [
@@ -119,7 +110,7 @@ def check(m):
             for loop in passes(m, flow)
             if id(loop) in sharded and any(_near(m, loop, c) for c in loaders) and _bound_here(m, loop, flow)
         ]
-        if not loops or any(_trains(loop) for loop in loops):
+        if not loops or any(trains(m, loop) for loop in loops):
             continue
         guards = [m.rank_guard(loop) for loop in loops]
         if not all(guards) or any(ranks.single_process_arm(m, loop) for loop in loops):

@@ -40,7 +40,7 @@ import ast
 
 from ddpdoctor.script.analysis import names_eval_split
 from ddpdoctor.script.divergence import RankValues
-from ddpdoctor.script.loaders import sharded_passes
+from ddpdoctor.script.loaders import loop_root, sharded_passes, trains
 from ddpdoctor.script.names import dotted, name_words, names_evaluation
 from ddpdoctor.script.ranks import guard_kind
 
@@ -49,23 +49,6 @@ TITLE = "One rank's shard metric reported as the whole"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
-
-
-def _steps(node: ast.AST) -> bool:
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
-        for n in ast.walk(node)
-    )
-
-
-def _trains(m, loop: ast.AST) -> bool:
-    """The loop trains: a backward or an optimizer step in it, or in the file's function it calls."""
-    if _steps(loop):
-        return True
-    called = {
-        (dotted(n.func) or "").rsplit(".", 1)[-1] for n in ast.walk(loop) if isinstance(n, ast.Call)
-    }
-    return any(fn.name in called and _steps(fn) for fn in m.functions)
 
 
 # what a metric is called (`val_loss`, `top1`, `mIoU`, `psnr`): what is reported, not a batch
@@ -90,10 +73,7 @@ def _evaluates(m, loop: ast.AST) -> bool:
     fn = m.enclosing_function(loop)
     if fn is not None and names_evaluation(fn.name):
         return True
-    it = loop.iter
-    while isinstance(it, ast.Call) and it.args:
-        it = it.args[0]
-    return names_eval_split(dotted(it) or "")
+    return names_eval_split(dotted(loop_root(loop.iter)) or "")
 
 
 def _one_rank_test(m, test: ast.AST) -> bool:
@@ -127,14 +107,10 @@ def _in_training_loop(m, node: ast.AST) -> bool:
     loop = next((a for a in m.ancestors(node) if isinstance(a, (ast.For, ast.AsyncFor))), None)
     if loop is None:
         return False
-    it = loop.iter
-    while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("enumerate", "tqdm"):
-        it = it.args[0] if it.args else it
-        if not isinstance(it, ast.Call):
-            break
+    it = loop_root(loop.iter)
     if isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange"):
         return False
-    return _steps(loop)
+    return trains(m, loop)
 
 
 def _sees_the_evaluation(m, fn, loop: ast.AST) -> bool:
@@ -164,7 +140,7 @@ def check(m):
     if not sharded:
         return
     loops = [
-        n for n in m.nodes(ast.For, ast.AsyncFor) if id(n) in sharded and not _trains(m, n) and _evaluates(m, n)
+        n for n in m.nodes(ast.For, ast.AsyncFor) if id(n) in sharded and not trains(m, n) and _evaluates(m, n)
     ]
     # an evaluation only some ranks run is DDP309's
     loops = [loop for loop in loops if m.rank_guard(loop) is None]

@@ -187,16 +187,32 @@ def passes(m, loaders: Flow) -> Iterator[ast.AST]:
             yield y
 
 
-def _loop_root(it: ast.AST) -> ast.AST:
+def loop_root(it: ast.AST) -> ast.AST:
     """What a loop iterates, under ``enumerate``/``tqdm``/``zip`` (``enumerate(loader)`` -> loader)."""
     while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in _ITER_WRAPPERS:
         it = it.args[0]
     return it
 
 
-def _params(fn: ast.AST) -> set[str]:
+def param_names(fn: ast.AST) -> set[str]:
     a = fn.args
     return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+
+
+def _steps(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+        for n in ast.walk(node)
+    )
+
+
+def trains(m, loop: ast.AST) -> bool:
+    """The loop trains: a backward or an optimizer step in it, or in the file's function it calls
+    (not an evaluation over the same kind of loader)."""
+    if _steps(loop):
+        return True
+    called = {(dotted(n.func) or "").rsplit(".", 1)[-1] for n in ast.walk(loop) if isinstance(n, ast.Call)}
+    return any(fn.name in called and _steps(fn) for fn in m.functions)
 
 
 # argument names that tell a loader factory the job is distributed
@@ -249,11 +265,11 @@ def _sharded_passes(m) -> frozenset[int]:
     for loop in passes(m, flow):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
-        root = _loop_root(loop.iter)
+        root = loop_root(loop.iter)
         if not flow.held(root):
             continue  # ``range(len(loader))`` counts the batches: the same on every rank
         fn = m.enclosing_function(loop)
-        if fn is not None and isinstance(root, ast.Name) and root.id in _params(fn):
+        if fn is not None and isinstance(root, ast.Name) and root.id in param_names(fn):
             root = root.id
             bound = [_bound(fn, site, root) for site in own_call_sites(m, fn)]
             if not any(known and flow.carries(arg) for known, arg in bound):

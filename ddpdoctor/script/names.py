@@ -144,6 +144,15 @@ def wraps_for_data_parallel(last: str | None, call: ast.Call, distributed: bool)
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
+def short_text(node: ast.AST, n: int = 40) -> str:
+    """A node's source, cut to ``n`` characters for a message."""
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a node ast cannot unparse: say so
+        return "..."
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
 def name_words(text: str) -> list[str]:
     """The words of identifiers, snake or camel case (``getEvalDataLoader`` -> get, Eval, Data, Loader)."""
     return _NAME_WORD.findall(text)
