@@ -154,7 +154,8 @@ def _made_outside_pass_loops(m, sampler: ast.Call, loop: ast.AST) -> bool:
         return False
     around = [a for a in m.ancestors(sampler) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]
     around = [a for a in around if m.enclosing_function(a) is fn]
-    return bool(around) and not any(a is loop or a in m.ancestors(loop) for a in around)
+    holding = {id(loop), *(id(a) for a in m.ancestors(loop))}
+    return bool(around) and not any(id(a) in holding for a in around)
 
 
 def check(m):

@@ -323,8 +323,10 @@ class RankValues:
         item = _item_key(target)
         if item is not None:
             # `metrics["acc"] += acc`: that entry alone (a step counter in the same dict is another)
-            both = ast.Tuple(elts=[target, value], ctx=ast.Load()) if not isinstance(stmt, ast.Assign) else value
-            self._keep.append(both)
+            both = value
+            if not isinstance(stmt, ast.Assign):
+                both = ast.Tuple(elts=[target, value], ctx=ast.Load())
+                self._keep.append(both)
             self.defs.append(_Def(item, stmt, fn, ctrl, both, None, failure=self._handlers > 0))
             return
         base = _storage_of(target)

@@ -172,13 +172,9 @@ def _hands_a_worker(m, call: ast.Call) -> bool:
     if callee in m.function_names or callee in _SPAWNS:
         return False  # this file's own function; or a spawn whose module the imports do not say
     caller = m.enclosing_function(call)
-    scope = caller.body if caller is not None else m.tree.body
     if any(
-        isinstance(t, ast.Name) and t.id == first.id
-        for st in scope
-        for n in ast.walk(st)
-        if isinstance(n, (ast.Assign, ast.For, ast.With))
-        for t in ([*n.targets] if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.For) else [])
+        isinstance(n, ast.Name) and n.id == first.id and isinstance(n.ctx, ast.Store)
+        for n in ast.walk(caller if caller is not None else m.tree)
     ):
         return False  # a local value of that name, not the function
     return any(
@@ -198,12 +194,11 @@ def in_spawning_parent(m, node) -> bool:
     if not spawns:
         return False
     fn = m.enclosing_function(node)
-    parents = {id(m.enclosing_function(call)) for call in spawns}
+    parents, launchers = _spawning_functions(m)
     if id(fn) in parents:
         return True
     # a function that calls this file's spawning function (`main(main_worker, args)` at module
     # level, `main` spawning inside) is the parent too: the workers run inside that call
-    launchers = {f.name for f in m.functions if id(f) in parents}
     if fn is None and not _under_main_guard(m, node):
         return False  # module code outside `if __name__ == "__main__":` runs again in each spawned child
     if not launchers:
@@ -217,6 +212,20 @@ def in_spawning_parent(m, node) -> bool:
         and m.statement_in_block(c)[1] is block
         for c, _q in m.calls
     )
+
+
+def _spawning_functions(m) -> tuple[set[int], set[str]]:
+    """(ids, names) of the file's functions (None: module level) that start the workers; once per file."""
+    cached = m.__dict__.get("_writers_spawning")
+    if cached is None:
+        parents = {id(m.enclosing_function(call)) for call in _launches(m)}
+        cached = m.__dict__["_writers_spawning"] = (parents, {f.name for f in m.functions if id(f) in parents})
+    return cached
+
+
+def _handed_to(calls: list[ast.Call], fn: ast.AST) -> bool:
+    """``fn`` is the first argument of one of ``calls`` (``mp.spawn(worker, ...)``): each worker runs it."""
+    return any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in calls)
 
 
 def _under_main_guard(m, node) -> bool:
@@ -234,7 +243,7 @@ def parent_only(m, node, depth: int = 0) -> bool:
     fn = m.enclosing_function(node)
     if fn is None or depth > 3:
         return False
-    if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in _launches(m)):
+    if _handed_to(_launches(m), fn):
         return False  # the worker every spawned rank runs (its direct call is the one-process run)
     sites = _callers(m, fn)
     return bool(sites) and all(parent_only(m, s, depth + 1) for s in sites)
@@ -280,7 +289,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
 
 
 def _reached_from_callers(m, fn, depth: int) -> bool:
-    if any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in spawn_calls(m)):
+    if _handed_to(spawn_calls(m), fn):
         found = True  # the worker function every spawned rank runs
     else:
         sites = _callers(m, fn)
