@@ -43,14 +43,24 @@ CONFIDENCE = "high"
 
 
 def check(m):
-    for call, rank in local_rank_as_group_rank(m):
+    for hit in local_rank_as_group_rank(m):
+        through, chain = "", {}
+        if hit.passed_by is not None:
+            chain = {"chain": m.chain_text([hit.passed_by.lineno], hit.rank.lineno)}
+            through = (
+                f", passed as `{ast.unparse(hit.rank)}` by `{ast.unparse(hit.passed_by.func)}(...)` on line "
+                f"{hit.passed_by.lineno}"
+            )
+        # at the rank argument: in a call spread over lines, the line to change
         yield m.finding(
             CODE,
-            call,
-            f"the process group's rank is the node-local rank (`{ast.unparse(rank)}`) in a world the "
-            "launcher sizes over every node: on a second node the processes claim ranks 0, 1, ... "
-            "again, so the rendezvous fails or hangs, and rank-0-only work runs once per node",
+            hit.rank,
+            f"the process group's rank is the node-local rank "
+            f"(`{ast.unparse(hit.passed if hit.passed is not None else hit.rank)}`{through}) in a world the "
+            "launcher sizes over every node: on a second node the processes claim ranks 0, 1, ... again, "
+            "so the rendezvous fails or hangs, and rank-0-only work runs once per node",
             SEVERITY,
             hint="pass the global rank (`int(os.environ['RANK'])`), or leave `rank` and `world_size` "
             "out: torchrun's env:// sets them",
+            **chain,
         )

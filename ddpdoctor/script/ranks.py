@@ -1030,10 +1030,24 @@ def _launcher_world_size(m, expr: ast.AST | None, depth: int = 0) -> bool:
     return bool(values) and all(_launcher_world_size(m, v, depth + 1) for v in values)
 
 
-def local_rank_as_group_rank(m) -> list[tuple[ast.Call, ast.AST]]:
+@dataclass(frozen=True)
+class LocalAsGroupRank:
+    """An ``init_process_group`` given the node-local rank: its rank argument, and where the file's
+    setup helper holds it, the call that passes the local rank in (``setup(local_rank, world)``)."""
+
+    init: ast.Call
+    rank: ast.AST
+    passed_by: ast.Call | None = None
+    passed: ast.AST | None = None
+
+
+def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
     """``init_process_group(rank=int(os.environ["LOCAL_RANK"]), world_size=int(os.environ["WORLD_SIZE"]))``:
     the calls that hand the process group this node's rank where the world is the launcher's, with
-    the rank expression. Evidence only (the environment, argparse flags, assignments), not names."""
+    the rank expression. Evidence only (the environment, argparse flags, assignments), not names.
+    Where the rank and world size are parameters of the file's own setup helper (``def
+    setup(rank, world_size): dist.init_process_group(..., rank=rank, ...)``), the helper's calls are
+    judged instead, each by what it passes (the first that passes a local rank is named)."""
     found = m.__dict__.get("_local_rank_as_group_rank")
     if found is not None:
         return found
@@ -1042,9 +1056,52 @@ def local_rank_as_group_rank(m) -> list[tuple[ast.Call, ast.AST]]:
     for call in () if m.single_node else m.dist_calls("init_process_group"):
         rank = m.keyword(call, "rank") or (call.args[4] if len(call.args) > 4 else None)
         world = m.keyword(call, "world_size") or (call.args[3] if len(call.args) > 3 else None)
-        if rank is None or strict_rank_kind(m, rank) != LOCAL:
+        if rank is None:
             continue
-        if _launcher_world_size(m, world):
-            found.append((call, rank))
+        passed = _passed_through(m, call, rank)
+        if passed is not None:
+            site_world = _passed_through(m, call, world) if world is not None else None
+            for site, value in passed:
+                w = world if site_world is None else dict((id(s), v) for s, v in site_world).get(id(site), _NOT_PASSED)
+                if w is not _NOT_PASSED and strict_rank_kind(m, value) == LOCAL and _launcher_world_size(m, w):
+                    found.append(LocalAsGroupRank(call, rank, site, value))
+                    break  # one finding per process group: the first call that passes a local rank
+            continue
+        if strict_rank_kind(m, rank) == LOCAL and _launcher_world_size(m, world):
+            found.append(LocalAsGroupRank(call, rank))
     m.__dict__["_local_rank_as_group_rank"] = found
     return found
+
+
+_NOT_PASSED = object()
+
+
+def _passed_through(m, node: ast.AST, expr: ast.AST) -> list[tuple[ast.Call, ast.AST]] | None:
+    """``expr`` is a parameter of the plain function of this file that holds ``node``, never
+    rebound there: (call, the argument it passes) for each of the function's calls in the file
+    (None when it is not such a parameter, has no calls, or one call's argument cannot be told)."""
+    fn = m.enclosing_function(node)
+    if not isinstance(expr, ast.Name) or fn is None or isinstance(m.parents.get(fn), ast.ClassDef):
+        return None
+    a = fn.args
+    params = [p.arg for p in (*a.posonlyargs, *a.args)]
+    if expr.id not in params and expr.id not in {p.arg for p in a.kwonlyargs}:
+        return None
+    if any(
+        isinstance(n, ast.Name) and n.id == expr.id and not isinstance(n.ctx, ast.Load) for n in ast.walk(fn)
+    ):
+        return None
+    sites = [c for c in m.call_sites(fn) if isinstance(c.func, ast.Name) and c.func.id == fn.name]
+    if not sites:
+        return None
+    out = []
+    for call in sites:
+        if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        value = m.keyword(call, expr.id)
+        if value is None and expr.id in params and params.index(expr.id) < len(call.args):
+            value = call.args[params.index(expr.id)]
+        if value is None:
+            return None
+        out.append((call, value))
+    return out
