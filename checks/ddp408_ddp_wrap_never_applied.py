@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import is_torch_name
+from ddpdoctor.script.names import dotted, is_torch_name
+from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 
 CODE = "DDP408"
 TITLE = "DDP wrapper made but never applied"
@@ -126,8 +127,79 @@ def _chosen_never_called(m):
                 yield assign, name, reads
 
 
+# what a wrapper is read for without running its forward: unwrapping, saving, moving, modes
+_NOT_APPLIED = frozenset(
+    (
+        "module",
+        "state_dict",
+        "load_state_dict",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "train",
+        "eval",
+        "to",
+        "cuda",
+        "zero_grad",
+        "requires_grad_",
+    )
+)
+_TRAIN_WORDS = ("train", "fit")
+_EVAL_WORDS = ("eval", "valid", "test", "infer", "predict", "print")
+
+
+def _says(func: ast.AST, words: tuple[str, ...]) -> bool:
+    """The called name (its last part) holds one of ``words``."""
+    callee = (dotted(func) or "").rsplit(".", 1)[-1].lower()
+    return any(w in callee for w in words)
+
+
+def _only_unwrapped(m, scope: ast.AST, wrap: ast.AST, name: str, after: int) -> ast.AST | None:
+    """``name`` is read after line ``after`` only as ``name.module`` (and to save, move, switch
+    modes or evaluate), never called or handed to training, while ``name.module`` (or a name given
+    it) goes to a call that says it trains (``train_one_epoch(model_without_ddp, ...)``): that call,
+    else None. (A backward of a loss from ``name.module`` in this file is DDP409's: it follows the
+    loss.)"""
+    here = _arms(m, wrap, scope)
+    reads = [
+        r
+        for r in _reads(scope, name)
+        if r.lineno > after and all(_arms(m, r, scope).get(i, arm) == arm for i, arm in here.items())
+    ]  # (not those in the other arm of an `if` that holds the wrap: that path has no wrapper)
+    if not reads:
+        return None
+    unwrapped: set[str] = set()
+    for r in reads:
+        attr = m.parents.get(r)
+        if _scope(m, r) is not scope:
+            return None
+        if isinstance(attr, ast.Call) and r in attr.args and _says(attr.func, _EVAL_WORDS):
+            continue  # `evaluate(loader, model)`: a forward without a backward syncs no gradient
+        if not isinstance(attr, ast.Attribute) or attr.attr not in _NOT_APPLIED:
+            return None
+        owner = m.parents.get(attr)
+        if isinstance(owner, ast.Call) and owner.func is attr:
+            continue  # `model.state_dict()`, `model.train()`
+        if attr.attr != "module":
+            return None
+        if isinstance(owner, ast.Assign) and len(owner.targets) == 1 and isinstance(owner.targets[0], ast.Name):
+            unwrapped.add(owner.targets[0].id)
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.Call) or node.lineno <= after:
+            continue
+        if _says(node.func, _TRAIN_WORDS) and any(
+            (isinstance(a, ast.Name) and a.id in unwrapped)
+            or (isinstance(a, ast.Attribute) and a.attr == "module" and dotted(a.value) == name)
+            for a in (*node.args, *(k.value for k in node.keywords))
+        ):
+            return node
+    return None
+
+
 def _wrapped_never_read(m):
-    """(DDP call, name) for ``name = DistributedDataParallel(...)`` never read after that line."""
+    """(DDP call, name, None) for ``name = DistributedDataParallel(...)`` never read after that line;
+    (DDP call, name, the training call or backward) for one read after it only to be unwrapped."""
     for call in m.ddp_constructors:
         assign = m.parents.get(call)
         if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
@@ -143,10 +215,13 @@ def _wrapped_never_read(m):
             if any(n.id == name for n in _reads(scope, name)) or m.mentions("__all__", "import *"):
                 continue
         elif any(r.lineno > assign.lineno or _scope(m, r) is not scope for r in _reads(scope, name)):
+            trains = _only_unwrapped(m, scope, assign, name, assign.end_lineno or assign.lineno)
+            if trains is not None and not m.mentions("locals()", "vars()") and not grads_reduced_by_hand(m):
+                yield call, name, trains
             continue
         if m.mentions("locals()", "vars()"):
             continue
-        yield call, name
+        yield call, name, None
 
 
 def check(m):
@@ -182,7 +257,20 @@ def check(m):
                 SEVERITY,
                 hint=f"keep it: `{model} = DistributedDataParallel({model}, ...)`, and train with it",
             )
-    for call, name in _wrapped_never_read(m):
+    for call, name, trains in _wrapped_never_read(m):
+        if trains is not None:
+            yield m.finding(
+                CODE,
+                trains,
+                f"`{name}` is wrapped in DDP on line {call.lineno}, but the training here runs its "
+                f"unwrapped `{name}.module`: DDP's forward never arms its gradient all-reduce, so each "
+                "process trains its own copy",
+                SEVERITY,
+                hint=f"train with `{name}` itself (its forward and backward); keep `{name}.module` for "
+                "saving and the optimizer",
+                chain=m.chain_text([call.lineno], trains.lineno),
+            )
+            continue
         yield m.finding(
             CODE,
             call,

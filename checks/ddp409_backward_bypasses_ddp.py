@@ -43,6 +43,7 @@ from collections.abc import Iterator
 
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 
 CODE = "DDP409"
 TITLE = "Training step bypasses the DDP wrapper through .module"
@@ -66,7 +67,7 @@ def check(m):
         for c, _q in m.calls
         if (_through_module(c, models, getters) or _through_alias(m, c, unwrapped)) and not _without_grad(m, c)
     ]
-    if not bypasses or _grads_reduced_by_hand(m):
+    if not bypasses or grads_reduced_by_hand(m):
         return
     # (`model_unwrapped = model.module if ... else model` holds the model for Flow too: its call is
     # a bypass, not the wrapper's forward)
@@ -197,17 +198,6 @@ def _without_grad(m, node: ast.AST) -> bool:
                 (dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _NO_GRAD
                 for d in a.decorator_list
             )
-    return False
-
-
-def _grads_reduced_by_hand(m) -> bool:
-    """The file reduces gradients itself (``dist.all_reduce(p.grad)``, ``average_gradients(model)``)."""
-    for call, _q in m.calls:
-        name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
-        if "reduce" in name or "average" in name or "sync" in name:
-            text = ast.unparse(call).lower()
-            if "grad" in text:
-                return True
     return False
 
 

@@ -91,3 +91,14 @@ def sync_call(call: ast.Call, libraries: frozenset[str]) -> SyncCall | None:
         if last in row.receivers and any(lib in libraries for lib in row.libraries):
             return row
     return None
+
+
+def grads_reduced_by_hand(m) -> bool:
+    """The file reduces gradients itself (``dist.all_reduce(p.grad)``, ``average_gradients(model)``):
+    a model trained outside the DDP wrapper may still be kept in step."""
+    for call, _q in m.calls:
+        name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+        if "reduce" in name or "average" in name or "sync" in name:
+            if "grad" in ast.unparse(call).lower():
+                return True
+    return False
