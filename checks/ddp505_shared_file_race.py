@@ -7,7 +7,8 @@ Finds, in a distributed script, file-system writes that every rank reaches with 
 (torchaudio, torchtext) dataset built with `download=True` and a PyG or OGB dataset (which downloads
 and preprocesses whenever its files are missing), not after a barrier, `open(path, "w")`
 and `Path.write_text`, `np.save`, a matplotlib `savefig`, an image file (`save_image`,
-`cv2.imwrite`), a pandas `to_csv` (`to_json`, ...), `save_pretrained` of any library, a copy
+`cv2.imwrite`), a pandas `to_csv` (`to_json`, ...), `save_pretrained` of any library, an object's
+`save(path)` to a picture, table or text file (`plot_logger.save(join(out, "loss.svg"))`), a copy
 (`shutil.copyfile`, `copy`, `copy2`, `copytree` without `dirs_exist_ok=True`) into the same
 destination and a move (`shutil.move`, `os.rename`, `os.replace`) of the same source. Writes
 under a rank test
@@ -232,11 +233,46 @@ def _writes(m):
             yield call, path, "overwrites", "at the same time: the last writer wins, partial images in between"
         elif q in _NUMPY_SAVES and call.args:
             yield call, call.args[0], "writes", "at the same time: interleaved writes corrupt it"
+        elif (
+            last == "save"
+            and isinstance(f, ast.Attribute)
+            and (dotted(f.value) or "").split(".")[0] not in m.aliases
+            and call.args
+            and _extension(call.args[0]) in _OUTPUT_FILES
+        ):
+            # `plot_logger.save(os.path.join(out, "logger.svg"))`, `img.save(f"{out}/grid.png")`: an
+            # object saving itself to a picture or table file (checkpoints are DDP501's)
+            yield call, call.args[0], "overwrites", "at the same time: the last writer wins, partial files in between"
         elif last == "save_pretrained" and isinstance(f, ast.Attribute):
             if _kw(call, "is_main_process") is not None or _kw(call, "save_function") is not None:
                 continue  # the library is told which process writes
             path = call.args[0] if call.args else _kw(call, "save_directory")
             yield call, path, "writes", "at the same time: interleaved writes corrupt the files"
+
+
+# files written for people and tools to read, not checkpoints
+_OUTPUT_FILES = frozenset(
+    (".svg", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".json", ".txt", ".csv", ".tsv", ".yaml", ".yml",
+     ".wav", ".mp3", ".flac", ".mp4")
+)
+
+
+def _extension(path: ast.AST) -> str | None:
+    """The file extension a path expression ends with, when its text says so: ``"a/b.png"``,
+    ``f"{out}/b.png"``, ``os.path.join(out, "b.png")``, ``out / "b.png"``, ``out + "b.png"``."""
+    while True:
+        if isinstance(path, ast.Constant) and isinstance(path.value, str):
+            tail = path.value.rsplit("/", 1)[-1]
+            dot = tail.rfind(".")
+            return tail[dot:].lower() if dot > 0 else None
+        if isinstance(path, ast.JoinedStr) and path.values:
+            path = path.values[-1]
+        elif isinstance(path, ast.BinOp) and isinstance(path.op, (ast.Div, ast.Add)):
+            path = path.right
+        elif isinstance(path, ast.Call) and (dotted(path.func) or "").endswith("path.join") and path.args:
+            path = path.args[-1]
+        else:
+            return None
 
 
 def _beside_torch_save(m, call: ast.Call) -> bool:
