@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.backends import nccl_only
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import single_process_arm
@@ -46,22 +47,6 @@ TITLE = "NCCL without set_device"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
-
-
-def _nccl(m, call: ast.Call) -> bool:
-    expr = m.keyword(call, "backend") or (call.args[0] if call.args else None)
-    if expr is None:
-        return False
-    texts = [n.value for n in ast.walk(expr) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    if isinstance(expr, ast.Name):  # backend = "nccl" assigned somewhere in the file
-        for node in m.nodes(ast.Assign):
-            if any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
-                texts += [
-                    n.value
-                    for n in ast.walk(node.value)
-                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                ]
-    return any("nccl" in t.lower() for t in texts) and not any("gloo" in t.lower() for t in texts)
 
 
 _PICKS = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index", "device_ids")
@@ -274,7 +259,7 @@ def check(m):
         )
         return
     for call in inits:
-        if _nccl(m, call) and (where is not None or _uses_current_device(m)):
+        if nccl_only(m, call) and (where is not None or _uses_current_device(m)):
             # a group started by a helper: reported at the first place every rank puts work on
             # the current GPU, in the code that calls the helper (the helper's line is not where
             # the user looks, and other callers of it may select a device first)
