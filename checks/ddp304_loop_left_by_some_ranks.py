@@ -4,7 +4,10 @@
 Finds a `break` (or `return`) out of a loop that sits under a rank test inside that loop (`if rank
 == 0: ... if patience_exceeded: break`, `if is_main_process(): ... return`), where the loop itself
 communicates on every rank: a torch.distributed collective, or a backward pass in a DDP job (DDP
-all-reduces the gradients in it). Early stopping decided on rank 0 is the usual case.
+all-reduces the gradients in it). Early stopping decided on rank 0 is the usual case. Also a process
+exit under a rank test (`sys.exit`, `os._exit`, `exit()`, or a `raise` right after
+`destroy_process_group()`) when the other ranks go on to a collective: later in that function, in
+its loop, or in the function itself when a loop of its caller calls it again.
 
 ## Why is this bad?
 Only the ranks that pass the rank test can take that exit; whatever the inner condition says, the
@@ -38,7 +41,9 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script import ranks
+from ddpdoctor.script.divergent import partings
 from ddpdoctor.script.interp import COLLECTIVES
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP304"
 TITLE = "Loop left by some ranks only"
@@ -75,12 +80,17 @@ def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
 def _exits(body: list, loops: list, ifs: list):
     """(exit statement, the loop it leaves, the ifs between them) for every ``break`` and ``return``
     in ``body`` (one walk per function, no parent map: the stacks say where each exit sits)."""
-    for st in body:
+    for i, st in enumerate(body):
+        if isinstance(st, ast.Raise) and _torn_down(body[:i]):
+            st = _Left(st)  # the rank leaves the job on purpose: a process exit like sys.exit
         if isinstance(st, ast.Break) and loops:
             loop = loops[-1]
             yield st, loop, [i for depth, i in ifs if depth >= len(loops)]
         elif isinstance(st, ast.Return) and loops:
             yield st, loops[0], [i for depth, i in ifs if depth >= 1]
+        elif _process_exit(st) or isinstance(st, _Left):
+            # the process ends: out of every loop, and nothing after it runs on this rank
+            yield st, loops[0] if loops else None, [i for _depth, i in ifs]
         elif isinstance(st, _LOOPS):
             yield from _exits(st.body, [*loops, st], ifs)
             yield from _exits(st.orelse, loops, ifs)
@@ -95,12 +105,71 @@ def _exits(body: list, loops: list, ifs: list):
                 yield from _exits(part, loops, ifs)
 
 
+_EXITS = frozenset(("os._exit", "sys.exit", "exit", "quit"))
+
+
+class _Left(ast.Expr):
+    """A ``raise`` right after the rank tore its process group down (``dist.destroy_process_group();
+    raise RuntimeError("early stop")``): it leaves the job on purpose, like ``sys.exit``."""
+
+    def __init__(self, raise_node: ast.Raise):
+        super().__init__(value=raise_node)
+        ast.copy_location(self, raise_node)
+        self.end_lineno, self.end_col_offset = raise_node.end_lineno, raise_node.end_col_offset
+
+
+def _torn_down(before: list) -> bool:
+    return any(
+        isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("destroy_process_group")
+        for st in before
+        for n in ast.walk(st)
+    )
+
+
+def _process_exit(st: ast.stmt) -> bool:
+    """``sys.exit(0)``, ``os._exit(0)``, ``exit()`` as a statement: this process ends here."""
+    return (
+        isinstance(st, ast.Expr)
+        and isinstance(st.value, ast.Call)
+        and (dotted(st.value.func) or "") in _EXITS
+    )
+
+
+def _after(m, fn: ast.AST, test: ast.If) -> ast.AST | None:
+    """A collective of ``fn`` after the rank-tested block ``test`` (which every other rank goes on
+    to while the exiting rank is gone)."""
+    collectives = {id(c) for c in m.dist_calls(*COLLECTIVES)} | {
+        id(c) for op in _WRAPPED for c in m.method_calls(op)
+    }
+    end = test.end_lineno or test.lineno
+    body = fn.body if not isinstance(fn, ast.Module) else [s for s in fn.body if s.lineno > end]
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Call) and n.lineno > end and id(n) in collectives:
+                return n
+    return None
+
+
+def _called_again(m, fn: ast.AST, test: ast.If) -> ast.AST | None:
+    """``fn`` is called in a loop of this file and communicates itself (outside ``test``), or that
+    loop does: the others call it again next iteration and wait there."""
+    if isinstance(fn, ast.Module):
+        return None
+    for site in m.call_sites(fn):
+        loop = next((a for a in m.ancestors(site) if isinstance(a, _LOOPS)), None)
+        if loop is not None and m.enclosing_function(loop) is m.enclosing_function(site):
+            comm = _communicates(m, fn, test) or _communicates(m, loop, test)
+            if comm is not None:
+                return comm
+    return None
+
+
 def check(m):
     # a file that tests the rank and calls a project's barrier or all_reduce wrapper runs on every rank
     wrapped = any(m.method_calls(op) for op in _WRAPPED)
     if not (m.distributed_context or wrapped) or m.pinned_rank is not None:
         return
-    if not (m.mentions("break", "return") and m.nodes(*_LOOPS)):
+    if not (m.mentions("break", "return") and m.nodes(*_LOOPS)) and not m.mentions("exit(", "destroy_process_group"):
         return
     reported: set[int] = set()
     for fn in (m.tree, *m.functions):
@@ -110,10 +179,22 @@ def check(m):
             test = next((i for i in ifs if ranks.guard_kind(m, i.test) is not None), None)
             if test is None or ranks.single_process_arm(m, exit_node):
                 continue  # (``if RANK == -1 and stop: break``: one process, no rank left behind)
+            if loop is None:  # a process exit outside any loop: a collective after the test,
+                # or in this function when a loop of its caller calls it again
+                comm = _after(m, fn, test) or _called_again(m, fn, test)
+                found = _gone(m, exit_node, test, comm) if comm is not None else None
+                if found is not None:
+                    yield found
+                continue
             comm = _communicates(m, loop, test)
             if comm is None:
                 continue
             reported.add(id(loop))
+            if _process_exit(exit_node):
+                found = _gone(m, exit_node, test, comm)
+                if found is not None:
+                    yield found
+                continue
             how = "break" if isinstance(exit_node, ast.Break) else "return"
             yield m.finding(
                 CODE,
@@ -126,3 +207,22 @@ def check(m):
                 hint="take the decision on one rank, then broadcast it (dist.broadcast / "
                 "broadcast_object_list) so that every rank leaves the loop together",
             )
+
+
+def _gone(m, exit_node: ast.Expr, test: ast.If, comm: ast.AST):
+    if any(p.event.node is comm or p.anchor is comm for p in partings(m)):
+        return None  # the per-rank walk is sure of it: DDP301 reports that collective, one cause
+    call = ast.unparse(exit_node.value)
+    if isinstance(exit_node, _Left):
+        call = f"{call}` after `destroy_process_group()"
+    return m.finding(
+        CODE,
+        exit_node,
+        f"`{call}` ends the process only on the ranks that pass the rank test "
+        f"`{ast.unparse(test.test)[:40]}` (line {test.lineno}); the others go on and wait in the "
+        f"collective on line {comm.lineno} for a rank that is gone, until it times out "
+        f"({m.chain_text((test.lineno, exit_node.lineno), comm.lineno)})",
+        SEVERITY,
+        hint="take the decision on one rank, broadcast it, and let every rank leave together "
+        "(then `dist.destroy_process_group()` and return)",
+    )
