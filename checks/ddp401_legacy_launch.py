@@ -181,5 +181,7 @@ def check(m):
                 "torchrun sets the LOCAL_RANK environment variable instead, so every rank gets the default"
             )
             hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` or read LOCAL_RANK directly"
+        # name the option as the script spells it (`--local-rank` is torch>=2.0's launcher's flag)
+        message = message.replace("`--local_rank`", f"`{opt.flag.value}`", 1)
         # at the option's name: where a call spans lines, that is the line to change
         yield m.finding(CODE, opt.flag, message, SEVERITY, hint=hint)
