@@ -1110,6 +1110,9 @@ class ModuleAnalysis:
 
         touched = []  # not kept on self: an interpreter holds the resolver, which holds self (a cycle
         # the garbage collector would have to find, keeping every file's tree alive until it does)
+        # rank -> its trace, for the ranks whose walk never read the world size: the same in every
+        # larger world, so each larger world walks only its new ranks
+        any_size: dict[int, Trace] = {}
 
         def go(w: int, r: int) -> Trace:
             it = Interpreter(self.tree, self.aliases, w, r, self._defs, self._syntax)
@@ -1120,6 +1123,8 @@ class ModuleAnalysis:
             trace = walk(it)
             self.steps += it.steps
             touched.append(it.touched_rank)
+            if not it.touched_world:
+                any_size[r] = trace
             return trace
 
         t0 = go(sizes[0], 0)
@@ -1128,7 +1133,10 @@ class ModuleAnalysis:
             return [Run(entry, w, [t0] * w) for w in sizes]
         out = []
         for w in sizes:
-            traces = [t0 if w == sizes[0] and r == 0 else go(w, r) for r in range(w)]
+            if w == sizes[0]:
+                traces = [t0 if r == 0 else go(w, r) for r in range(w)]
+            else:
+                traces = [any_size[r] if r in any_size else go(w, r) for r in range(w)]
             out.append(Run(entry, w, traces))
             if w == sizes[0] and not any(t.events for t in traces):
                 # nothing distributed happens at the smallest size: assume none at larger ones either

@@ -367,7 +367,8 @@ class Interpreter:
         # what a node's own text says (names, qualified names), the same on every walk of this tree
         # with these aliases: share one dict between the walks of a module (see _call_syntax)
         self.syntax: dict[ast.AST, object] = syntax if syntax is not None else {}
-        self.W = world_size
+        self._world = world_size
+        self.touched_world = False  # did the walk read the world size? (see the W property)
         self.rank = rank
         self.local = rank  # one node: local rank == global rank
         self.trace = Trace(world_size, rank)
@@ -621,6 +622,13 @@ class Interpreter:
         if value is UNKNOWN and name in RANK_NAMES:
             return self._named_value(name)
         return value
+
+    @property
+    def W(self) -> int:
+        """The world size; reading it marks the walk as one whose path may depend on it (a walk that
+        never reads it is the same for that rank in every larger world)."""
+        self.touched_world = True
+        return self._world
 
     def _named_value(self, name: str) -> object:
         self.touched_rank = True
