@@ -224,7 +224,12 @@ def _inconsistent_calls(m, saves):
         guarded = [c for c in sites if all(chain for chain in guard_chains(m, c))]
         if not guarded:
             continue
+        # a helper that saves when run for its effect and loads when asked for a value
+        # (`ckp = lm_checkpoint(cfg, save_dir=d)` on resume, `lm_checkpoint(cfg, model=m)` to save)
+        effect_only = all(isinstance(m.parents.get(c), ast.Expr) for c in guarded)
         for c in sites:
+            if effect_only and not isinstance(m.parents.get(c), ast.Expr):
+                continue
             if c not in guarded and every_rank_reaches(m, c):
                 yield c, name, fn, guarded[0]
 
