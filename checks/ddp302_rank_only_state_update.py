@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import assignments
 
 CODE = "DDP302"
 TITLE = "Scheduler or optimizer stepped on some ranks only"
@@ -58,6 +59,34 @@ def _stepped(call: ast.Call) -> str | None:
     return None
 
 
+def _pipeline_schedule(m, owner: str) -> bool:
+    """``owner`` is made by torch's pipelining (``ScheduleGPipe(stage, ...)``): its ``step(x)`` runs
+    a pipeline schedule, not a learning-rate scheduler."""
+    made = [v for v, _node in assignments(m, owner)]
+    return bool(made) and all(
+        isinstance(v, ast.Call) and (m.qualname(v.func) or "").startswith("torch.distributed.pipelining")
+        for v in made
+    )
+
+
+def _steps(body: list, owner: str) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+        and dotted(n.func.value) == owner
+        for st in body
+        for n in ast.walk(st)
+    )
+
+
+def _every_arm_steps(node: ast.If, owner: str) -> bool:
+    """Each arm of the ``if``/``elif``/``else`` chain steps ``owner``: every rank does, one way or another."""
+    if not node.orelse or not _steps(node.body, owner):
+        return False
+    if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        return _every_arm_steps(node.orelse[0], owner)
+    return _steps(node.orelse, owner)
+
+
 def check(m):
     # one cause, one finding: the steps one rank test decides are one finding, at the first
     by_test: dict[tuple, list] = {}
@@ -69,8 +98,11 @@ def check(m):
         if owner is None:
             continue
         guard = m.rank_guard(call)
-        if guard is None:
+        if guard is None or _pipeline_schedule(m, owner):
             continue
+        test_of = m.parents.get(guard.test) if not guard.chain else None
+        if isinstance(test_of, ast.If) and _every_arm_steps(test_of, owner):
+            continue  # `if first: s.step(x) elif last: s.step(target=y) else: s.step()`: every rank
         by_test.setdefault((guard.path, id(guard.test)), []).append((call, owner, guard))
     # a load under a test that also keeps a step away is the same cause: the step's finding says it
     yield from _restored(m, {key[1] for key in by_test})

@@ -133,6 +133,16 @@ def _inside(node: ast.AST, loop: ast.AST) -> bool:
     return loop.lineno <= node.lineno <= (loop.end_lineno or loop.lineno)
 
 
+def _printed(m, node: ast.AST) -> bool:
+    """``node`` is an argument of ``print(...)`` (also inside an f-string): shown, not kept."""
+    for a in m.ancestors(node):
+        if isinstance(a, ast.Call):
+            return isinstance(a.func, ast.Name) and a.func.id == "print"
+        if isinstance(a, ast.stmt):
+            return False
+    return False
+
+
 def check(m):
     if not m.distributed_context or m.one_process:
         return
@@ -170,10 +180,15 @@ def check(m):
             continue
         found.setdefault(id(origin.node), []).append((node, test, origin))
     for uses in found.values():
-        # one finding per evaluation: the use beside it first
+        # one finding per evaluation: the use beside it first, and one that lasts (a log file, a
+        # tracker, a best-checkpoint test) before a console print
         node, test, origin = min(
             uses,
-            key=lambda u: (m.enclosing_function(u[0]) is not m.enclosing_function(u[2].node), u[0].lineno),
+            key=lambda u: (
+                m.enclosing_function(u[0]) is not m.enclosing_function(u[2].node),
+                _printed(m, u[0]),
+                u[0].lineno,
+            ),
         )
         yield m.finding(
             CODE,

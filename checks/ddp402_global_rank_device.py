@@ -29,7 +29,7 @@ import ast
 import itertools
 
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import GLOBAL, rank_kind
+from ddpdoctor.script.ranks import GLOBAL, LOCAL, rank_kind
 from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP402"
@@ -60,10 +60,26 @@ def _holders(m) -> tuple[set[int], set[int]]:
         sources = m.dist_calls("get_rank", "get_global_rank")
         env = [c for c in m.nodes(ast.Constant) if c.value in _GLOBAL_ENV]
         if env:
-            sources += [c for c in env if isinstance(m.parents.get(c), (ast.Subscript, ast.Call))]
+            sources += [
+                c for c in env if isinstance(m.parents.get(c), (ast.Subscript, ast.Call)) and not _fallback_of_local(m, c)
+            ]
         mods = [b for b in m.nodes(ast.BinOp) if isinstance(b.op, ast.Mod)]
         found = m.__dict__["_ddp402_holders"] = (_with_ancestors(m, sources), _with_ancestors(m, mods))
     return found
+
+
+def _fallback_of_local(m, node: ast.AST) -> bool:
+    """``node`` sits in the default of a read of the local rank (``os.environ.get("LOCAL_RANK",
+    os.environ.get("RANK", "0"))``): the value only when the launcher sets no LOCAL_RANK, which
+    torchrun always does."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.Call) and a.args and child in a.args[1:] and rank_kind(m, a) == LOCAL:
+            return True
+        if isinstance(a, ast.stmt):
+            return False
+        child = a
+    return False
 
 
 def _with_ancestors(m, nodes: list) -> set[int]:

@@ -35,6 +35,10 @@ _SHAPE_CALLS = frozenset(("len", "size", "numel", "dim", "nelement"))
 _SHAPE_ATTRS = frozenset(("shape", "ndim", "dtype", "device", "is_cuda"))
 # calls whose result is the same on every rank (a collective or a wrapper of one)
 _UNIFYING = ("broadcast", "bcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all")  # bcast: mpi4py
+# a project's helper named for combining over the ranks, whose body is elsewhere, when its result is
+# kept (`preds = distributed_concat(preds, n)`, `m = mean_across_ranks(x)`; not a setup call such as
+# `init_distributed_mode(args)`)
+_UNIFYING_RESULT = ("distributed", "across", "ranks")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -79,9 +83,9 @@ class _Def:
     settled: bool = False  # known to be the same on every rank, whatever else turns out
 
 
-def _is_unifying(call: ast.Call) -> bool:
+def _is_unifying(call: ast.Call, bound: bool = False) -> bool:
     name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
-    return any(w in name for w in _UNIFYING)
+    return any(w in name for w in _UNIFYING) or (bound and any(w in name for w in _UNIFYING_RESULT))
 
 
 # collectives whose result only one rank (``dst``) holds: the others keep their own value
@@ -408,7 +412,7 @@ class RankValues:
         """Names handed to a collective: ``dist.broadcast(stop, 0)`` makes ``stop`` the same everywhere."""
         m = self.m
         for call, q in m.calls:
-            if not _is_unifying(call):
+            if not _is_unifying(call, bound=isinstance(m.parents.get(call), (ast.Assign, ast.AnnAssign))):
                 continue
             if not self.to_one_rank and (dist_op(q or "") in _TO_ONE_RANK or _reduces_to_one_rank(m, call)):
                 continue
@@ -602,7 +606,7 @@ class RankValues:
                     if not shape:
                         out.append(("data", n))
                     continue
-                if _is_unifying(n):
+                if _is_unifying(n, bound=True):  # (its result is part of a value)
                     out.append(("unify",))
                     continue
                 callee = (dotted(n.func) or "").rsplit(".", 1)[-1]

@@ -396,7 +396,7 @@ def test_module_names_as_pathlib_gives_them():
 
 def _walk_holds_global_source(m, expr) -> bool:
     """DDP402's question answered the plain way: a walk of the expression."""
-    from ddpdoctor.checks.ddp402_global_rank_device import _GLOBAL_ENV
+    from ddpdoctor.checks.ddp402_global_rank_device import _GLOBAL_ENV, _fallback_of_local
 
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
@@ -404,7 +404,8 @@ def _walk_holds_global_source(m, expr) -> bool:
         if isinstance(n, ast.Call) and dist_op(m.qualname(n.func)) in ("get_rank", "get_global_rank"):
             return True
         if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
-            if isinstance(m.parents.get(n), (ast.Subscript, ast.Call)):
+            # (not the fallback of a LOCAL_RANK read: `environ.get("LOCAL_RANK", environ.get("RANK"))`)
+            if isinstance(m.parents.get(n), (ast.Subscript, ast.Call)) and not _fallback_of_local(m, n):
                 return True
     return False
 
