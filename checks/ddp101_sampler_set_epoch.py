@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from ddpdoctor.script import ranks
 from ddpdoctor.script.analysis import names_eval_split
 from ddpdoctor.script.flow import Flow, repeats
 from ddpdoctor.script.interp import is_accelerate_prepare
@@ -160,6 +161,7 @@ def _made_outside_pass_loops(m, sampler: ast.Call, loop: ast.AST) -> bool:
 
 def check(m):
     yield from _set_once_before_engine(m)  # an engine's run loops over the epochs out of sight
+    yield from _set_by_rank_choice(m)
     samplers = sampler_calls(m)
     if not m.nodes(ast.For, ast.AsyncFor, ast.While):
         return
@@ -176,6 +178,35 @@ def check(m):
     guards = [m.rank_guard(c) for c in calls]
     if all(guards) and all(_few_ranks_side(m, c, g) for c, g in zip(calls, guards)):
         yield from _set_on_some_ranks(m, samplers, calls, guards)
+
+
+def _set_by_rank_choice(m):
+    """``sampler.set_epoch(epoch) if local_rank > 0 else None`` in an epoch loop every rank runs:
+    the ranks on one side reshuffle, the others replay the first epoch's order, so from the second
+    epoch on their shards come from two permutations (samples repeated and skipped). Whatever made
+    the sampler (a helper elsewhere), ``set_epoch`` says it is a distributed one."""
+    for call in m.method_calls("set_epoch"):
+        choice = m.parents.get(call)
+        if not (isinstance(choice, ast.IfExp) and call is not choice.test):
+            continue
+        other = choice.orelse if call is choice.body else choice.body
+        if isinstance(other, ast.Call) and isinstance(other.func, ast.Attribute) and other.func.attr == "set_epoch":
+            continue
+        if ranks.guard_kind(m, choice.test) is None:
+            continue
+        loop = next((a for a in m.ancestors(call) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))), None)
+        if loop is None or m.rank_guard(loop) is not None:
+            continue
+        test = ast.unparse(choice.test)
+        yield m.finding(
+            CODE,
+            call,
+            f"`set_epoch` runs only where `{test}` holds, but every rank goes round this epoch loop "
+            f"(line {loop.lineno}): the other ranks never reshuffle, so their shards come from another "
+            "permutation than the ranks that do (samples repeated and skipped)",
+            SEVERITY,
+            hint="call `sampler.set_epoch(epoch)` on every rank",
+        )
 
 
 def _few_ranks_side(m, call, guard) -> bool:

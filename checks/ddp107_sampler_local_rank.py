@@ -46,8 +46,11 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
     index of this process's part: any ``num_replicas=``/``rank=`` sampler, Hugging Face datasets'
     ``split_dataset_by_node(ds, rank, world_size)`` and ``ds.shard(num_shards, index)``."""
     replicas, rank = m.keyword(call, "num_replicas"), m.keyword(call, "rank")
+    count_name = "num_replicas"
+    if replicas is None and m.keyword(call, "num_replica") is not None:
+        replicas, count_name = m.keyword(call, "num_replica"), "num_replica"  # a project's own loader
     if replicas is not None and rank is not None:
-        return replicas, rank, ("num_replicas", "rank")
+        return replicas, rank, (count_name, "rank")
     if rank is not None and replicas is None and _is_torch_sampler(m, call):
         # torch's DistributedSampler counts the replicas of the default process group: the whole job
         return None, rank, ("num_replicas", "rank")

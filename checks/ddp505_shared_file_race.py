@@ -55,6 +55,7 @@ from ddpdoctor.script.foreign import (
     reported_there,
 )
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import assignments
 from ddpdoctor.script.writers import enclosing_statements, every_rank_reaches, per_process_path
 
 CODE = "DDP505"
@@ -115,6 +116,25 @@ def _downloads(q: str, call: ast.Call) -> bool:
     # a class (not a module function such as `torch_geometric.datasets.utils...`), and not the
     # generated in-memory ones
     return q.startswith(_ALWAYS_DOWNLOADERS) and last[:1].isupper() and not last.startswith("Fake")
+
+
+def _class_held(m, call: ast.Call) -> str | None:
+    """``dataset(root=..., download=True)`` where ``dataset`` was set to a class earlier in the
+    function (``dataset = datasets.MNIST`` in one arm, ``datasets.CIFAR10`` in the other): that
+    class's qualified name, when every such assignment names the same kind of class."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    fn = m.enclosing_function(call)
+    made = [
+        v
+        for v, node in assignments(m, call.func.id)
+        if node.lineno < call.lineno and m.enclosing_function(node) is fn
+    ]
+    names = [m.qualname(v) if isinstance(v, (ast.Name, ast.Attribute)) else None for v in made]
+    if not names or any(n is None for n in names):
+        return None
+    prefixes = {n.rsplit(".", 1)[0] for n in names}
+    return names[0] if len(prefixes) == 1 else None
 
 
 def _kw(call: ast.Call, name: str) -> ast.AST | None:
@@ -182,7 +202,9 @@ def _writes(m):
                 "overwrites",
                 "at the same time: the last writer wins, partial files in between",
             )
-        elif q and _downloads(q, call) and not _after_barrier(m, call):
+        elif (
+            q and (_downloads(q, call) or _downloads(_class_held(m, call) or "", call))
+        ) and not _after_barrier(m, call):
             # OGB's datasets take the name first and the root as a keyword
             first = call.args[0] if call.args and not q.startswith("ogb.") else None
             yield (
