@@ -7,7 +7,10 @@ one whose only `set_epoch` calls sit under a rank test (a rank-0 progress-bar br
 rank draws from it. Also a `set_epoch` that runs once before an engine iterates the loader for many
 epochs (`trainer.run(loader, max_epochs=n)`), and a script that never calls `set_epoch` on the
 training loader it gets from another file's factory told the run is distributed
-(`get_train_loader(..., distributed)`) and iterates every epoch.
+(`get_train_loader(..., distributed)`) and iterates every epoch, and `set_epoch` chosen by a rank
+test (`s.set_epoch(e) if local_rank > 0 else None`). A missing `set_epoch` is reported at the epoch
+loop, where the call goes, when that loop is beside the loader (else at the sampler); the chain
+names the sampler, the loader and the pass.
 
 ## Why is this bad?
 DistributedSampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` every epoch
@@ -274,15 +277,24 @@ def _sets(call, sampler: Flow, loaders: Flow) -> bool:
     )
 
 
+def _line_node(m, line: int):
+    """A node to report at line ``line`` (its first statement)."""
+    return next((st for st in m.nodes(ast.For, ast.While, ast.AsyncFor) if st.lineno == line), None)
+
+
 def _finding(m, made, loader, _loop, again):
     chain = " -> ".join(
         f"{Path(p).name}:{ln}" for p, ln in [(m.path, made.lineno), (m.path, loader.lineno), *again]
     )
     path, line = again[-1]
     where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
+    # at the epoch loop, where `set_epoch` goes, when it is beside the loader; else at the sampler
+    epoch_loop = _line_node(m, again[0][1]) if again and again[0][0] == m.path else None
+    if epoch_loop is not None and m.enclosing_function(epoch_loop) is not m.enclosing_function(loader):
+        epoch_loop = None
     return m.finding(
         CODE,
-        made,
+        epoch_loop or made,
         f"DistributedSampler is never given the epoch: its loader is iterated every epoch at {where} "
         f"but `set_epoch` is never called, so every epoch shuffles the same way [{chain}]",
         SEVERITY,

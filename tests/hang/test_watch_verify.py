@@ -45,7 +45,7 @@ def test_sampler_without_set_epoch_is_named_and_the_job_goes_on(tmp_path):
     assert f["file"].endswith("verify_sampler_epoch.py") and f["line"] == 14
     assert set(f["epochs"]) == {0} and f["passes"] == [2, 3]
     assert [x["code"] for x in f["lint"]] == ["DDP101"]
-    assert "DDP101 at verify_sampler_epoch.py:10, confirmed at run time" in run.out
+    assert "DDP101 at verify_sampler_epoch.py:13, confirmed at run time" in run.out  # at the epoch loop
 
 
 def test_sampler_with_set_epoch_gives_no_finding(tmp_path):

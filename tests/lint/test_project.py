@@ -66,7 +66,7 @@ def test_project_results_are_cached_with_the_other_files(tmp_path):
 
 def test_set_epoch_missing_when_the_epoch_pass_lives_in_another_module():
     bad = _codes([FIXTURES / "project_epochs" / "bad"], ("DDP101",))
-    assert [(n, line) for n, line, _c, _m in bad] == [("main.py", 14)]
+    assert [(n, line) for n, line, _c, _m in bad] == [("main.py", 18)]  # the epoch loop: where set_epoch goes
     assert "main.py:19 -> engine.py:6" in bad[0][3]
     # the other module reseeds the sampler: quiet; and main.py alone cannot tell: quiet
     assert _codes([FIXTURES / "project_epochs" / "ok"], ("DDP101",)) == []

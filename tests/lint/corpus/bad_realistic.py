@@ -25,12 +25,12 @@ def main():
     rank = dist.get_rank()
     model = DDP(build().to(rank), device_ids=[rank], find_unused_parameters=True)  # expect: DDP402, DDP602
     ds = dataset()
-    sampler = DistributedSampler(ds)  # expect: DDP101
+    sampler = DistributedSampler(ds)
     loader = DataLoader(ds, batch_size=32, sampler=sampler)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     if os.path.exists("last.pt"):
         model.load_state_dict(torch.load("last.pt"))  # expect: DDP503
-    for epoch in range(10):
+    for epoch in range(10):  # expect: DDP101
         for x, y in loader:
             loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
             loss.backward()
