@@ -141,7 +141,7 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
         reaching = _reaching_assignment(m, expr, name)
         if reaching is not None:  # the value this use sees: global only if that one is
             return _is_global_source(m, reaching.value) or _uses_global(m, reaching.value, names, depth)
-        if _parameter_is_global(m, expr, name, names, depth):
+        if _parameter_is_global(m, expr, name, names, depth) or _rank_beside_local(m, expr, name):
             return True
         if (0, name) in names and _module_name_here(m, expr, name):
             return True
@@ -176,6 +176,29 @@ def _returns_global(m, call: ast.Call, names: set, depth: int) -> bool:
         r.value for r in ast.walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
     ]
     return bool(returns) and all(v is not None and _uses_global(m, v, names, depth + 1) for v in returns)
+
+
+def _rank_beside_local(m, use: ast.AST, name: str) -> bool:
+    """``def train(..., local_rank=None, rank=None)``: a function that takes both tells them apart,
+    so its ``rank`` (never rebound there) is the global one."""
+    fn = m.enclosing_function(use)
+    if fn is None or isinstance(fn, ast.Lambda) or name not in ("rank", "global_rank"):
+        return False
+    a = fn.args
+    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    if name not in params or "local_rank" not in params:
+        return False
+    return not any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(fn))
+
+
+def _beside_local_anywhere(m) -> bool:
+    """A function of the file takes both a ``local_rank`` and a ``rank`` parameter."""
+    for fn in m.functions:
+        a = fn.args
+        params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        if "local_rank" in params and ("rank" in params or "global_rank" in params):
+            return True
+    return False
 
 
 def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> bool:
@@ -382,6 +405,7 @@ def check(m):
         not m.dist_calls("get_rank", "get_global_rank")
         and not any(c.value in _GLOBAL_ENV for c in m.nodes(ast.Constant))
         and not any(d.kind == "global" for d in m.argparse_dests().values())
+        and not _beside_local_anywhere(m)
     ):
         return  # no global rank in this file: nothing can be used as a device index
     names = _device_names(m, _global_names(m))
