@@ -452,12 +452,13 @@ def _loss_before(m, w: ast.AST, backward: ast.Call) -> int | None:
         elif isinstance(n, ast.Name) and n.id != "self":
             names.add(n.id)
     names -= set(inner_as)
+    holders = _ddp_holders(m)
+    if any(isinstance(c, ast.Call) and dotted(c.func) in holders for c in ast.walk(backward.func.value)):
+        return None  # `(model(batch).mean() / k).backward()`: the forward runs inside the window
     if not names or names & _stored(w.body):
         return None
-    fn = m.enclosing_function(w)
-    if fn is None:
-        return None
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    fn = m.enclosing_function(w)  # None: the script's own top level, a scope like any other
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} if fn else set()
     lines = []
     for name in names:
         made = [
