@@ -42,6 +42,7 @@ from pathlib import Path
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.analysis import names_eval_split
+from ddpdoctor.script.branches import untaken_by_callers
 from ddpdoctor.script.flow import Flow, repeats
 from ddpdoctor.script.interp import is_accelerate_prepare
 from ddpdoctor.script.loaders import distributed_factory, loader_calls, made_by_factory, passes, sampler_calls
@@ -137,6 +138,8 @@ def _shuffling_passes(m, samplers):
     for call in samplers:
         if m.looks_like_eval(call):
             continue  # an evaluation sampler does not need set_epoch
+        if untaken_by_callers(m, call):
+            continue  # made in a branch no call of its function takes (`if kind == "toy":`)
         reseeded = m.keyword(call, "seed") is not None and repeats(m, call) is not None
         for made, shuffle in _made(m, call):
             if _no_shuffle(shuffle) or (made is not call and m.looks_like_eval(made)):
