@@ -110,6 +110,18 @@ def _in_message(m, node: ast.AST) -> bool:
     return False
 
 
+def _own_rank_option(m) -> bool:
+    """``init_process_group(rank=args.rank, ...)`` with ``args.rank`` an option of this file's parser
+    (``--rank``, required or not): the script is started by its own commands, one per process or
+    node, so an unused ``--local_rank`` beside it says nothing of torch.distributed.launch."""
+    dests = {d for d in m.argparse_dests()}
+    for call in m.dist_calls("init_process_group"):
+        rank = m.keyword(call, "rank")
+        if isinstance(rank, ast.Attribute) and rank.attr in dests and rank.attr not in ("local_rank",):
+            return True
+    return False
+
+
 def check(m):
     if not m.mentions("torch.distributed.launch", "local_rank", "local-rank"):
         return
@@ -157,6 +169,8 @@ def check(m):
         elif env_too:
             continue
         elif not _read_anywhere(m, opt.dest):
+            if _own_rank_option(m):
+                continue  # `--rank` of its own feeds the process group: launched by its own commands
             if not m.dist_calls("init_process_group") and not _parser_of_other_files(m, call):
                 # declared only so that the old launcher's flag is accepted; the process group and
                 # the rank are set up in another file (`init_distributed_mode(args)`): unknown, quiet

@@ -313,6 +313,7 @@ def check(m):
     if not m.is_training_script and not m.distributed_context:  # (get_rank() makes it distributed)
         return
     seen: set[int] = set()
+    roots: set[tuple] = set()
     for call, path, verb, why in _writes(m):
         if call.lineno in seen or per_process_path(path, m) or _handles_exists(m, call):
             continue
@@ -322,6 +323,12 @@ def check(m):
             continue
         if verb == "copies into" and _beside_torch_save(m, call):
             continue  # `torch.save(state, f); if is_best: copyfile(f, best)`: one cause, DDP501's
+        if verb == "downloads into" and path is not None:
+            # the train and test splits fetched into one root: one race, reported at the first
+            key = (id(m.enclosing_function(call)), ast.unparse(path))
+            if key in roots:
+                continue
+            roots.add(key)
         seen.add(call.lineno)
         target = ast.unparse(path) if path is not None else (dotted(call.func) or "it")
         yield m.finding(

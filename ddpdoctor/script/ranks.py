@@ -824,6 +824,39 @@ def _other_mode_starts_group(m, test: ast.AST) -> bool:
     return False
 
 
+def _starts_job(m, stmts: list) -> bool:
+    """``stmts`` spawn the workers, also through a call of this file's own function that does
+    (``distributed_main()``, whose ``mp.spawn`` starts them): the launching parent's choice. (Not a
+    mere ``init_process_group``: a spawned worker that sets up its group in one arm and not the
+    other is still one of many processes in both.)"""
+    if _spawns(m, stmts):
+        return True
+    starters = m.__dict__.get("_job_starters")
+    if starters is None:
+        starters = m.__dict__["_job_starters"] = {fn.name for fn in m.functions if _spawns(m, fn.body)}
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in starters
+        for st in stmts
+        for n in ast.walk(st)
+    )
+
+
+def _spawns(m, stmts: list) -> bool:
+    return any(
+        isinstance(n, ast.Call) and (m.qualname(n.func) or "").endswith(("multiprocessing.spawn", "start_processes"))
+        for st in stmts
+        for n in ast.walk(st)
+    )
+
+
+def _arm_of_one_process(m, branch: ast.If, child: ast.AST) -> bool:
+    """``if FLAGS.dist_backend is not None: distributed_main() else: single_main()``: one arm spawns
+    the distributed job's workers and the arm holding ``child`` does not, so that arm is the
+    one-process run."""
+    mine, other = (branch.body, branch.orelse) if child in branch.body else (branch.orelse, branch.body)
+    return _starts_job(m, other) and not _starts_job(m, mine)
+
+
 def single_process_arm(m, node: ast.AST) -> bool:
     """``node`` runs only when the job is not distributed (the ``else`` of ``if ddp:``, the body of
     ``if world_size == 1:``, of ``if args.dist == "OFF":`` beside ``if args.dist == "ON":
@@ -837,6 +870,8 @@ def single_process_arm(m, node: ast.AST) -> bool:
             if child in a.body and _single_conjunct(a.test, m):
                 return True
             if child in a.body and not _starts_group(m, a.body) and _other_mode_starts_group(m, a.test):
+                return True
+            if a.orelse and _arm_of_one_process(m, a, child):
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return not isinstance(a, ast.Lambda) and _refuses_many_before(m, a.body, node)
@@ -919,6 +954,8 @@ def single_process_only(m, node: ast.AST, depth: int = 0) -> bool:
     if fn is None or depth > 3:
         return False
     method = m.is_method(fn)
+    if not method and _handed_on(m, fn):
+        return False  # `mp.spawn(main_worker, ...)` in the other arm: many processes run it too
     sites = [
         c
         for c in m.call_sites(fn)
@@ -927,6 +964,15 @@ def single_process_only(m, node: ast.AST, depth: int = 0) -> bool:
         and (isinstance(c.func, ast.Attribute) if method else isinstance(c.func, ast.Name))
     ]
     return bool(sites) and all(single_process_only(m, c, depth + 1) for c in sites)
+
+
+def _handed_on(m, fn) -> bool:
+    """The function is passed by name to some call (``mp.spawn(main_worker, ...)``, a launcher)."""
+    return any(
+        isinstance(a, ast.Name) and a.id == fn.name
+        for call, _q in m.calls
+        for a in (*call.args, *(k.value for k in call.keywords))
+    )
 
 
 def _early_exit(st: ast.stmt) -> bool:
