@@ -49,7 +49,12 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     return any(
         isinstance(node, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id == base.id for t in node.targets)
-        and (per_process_path(node.value) or _reads_rank_loop(m, node.value))
+        and (
+            per_process_path(node.value)
+            or _reads_rank_loop(m, node.value)
+            # `save_path = self.exp / filename`, each call passing `f"best_{rank}.pth"`
+            or (depth < 2 and _per_process_argument(m, node.value, depth + 1))
+        )
         for node in ast.walk(scope)
     )
 
