@@ -197,6 +197,33 @@ def _only_unwrapped(m, scope: ast.AST, wrap: ast.AST, name: str, after: int) -> 
     return None
 
 
+def _bare_trains(m, scope: ast.AST, ddp: ast.Call, name: str, after: int) -> ast.AST | None:
+    """``ddp_net = DDP(net)`` and then ``net(x)`` in a loop that runs a backward, while ``ddp_net`` is
+    never called nor handed to a call that trains: the bare module trains, the wrapper does not.
+    Returns that forward, else None."""
+    bare = ddp.args[0] if ddp.args else None
+    if not isinstance(bare, ast.Name) or bare.id == name or grads_reduced_by_hand(m):
+        return None
+    for r in _reads(scope, name):
+        parent = m.parents.get(r)
+        if isinstance(parent, ast.Call) and (parent.func is r or _says(parent.func, _TRAIN_WORDS)):
+            return None  # `ddp_net(x)`, `train(ddp_net, ...)`: the wrapper is applied
+        if isinstance(parent, ast.Attribute) and parent.attr == "forward":
+            return None
+    for node in ast.walk(scope):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == bare.id):
+            continue
+        if node.lineno <= after:
+            continue
+        loop = next((a for a in m.ancestors(node) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))), None)
+        if loop is not None and _scope(m, loop) is scope and any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+            for c in ast.walk(loop)
+        ):
+            return node
+    return None
+
+
 def _wrapped_never_read(m):
     """(DDP call, name, None) for ``name = DistributedDataParallel(...)`` never read after that line;
     (DDP call, name, the training call or backward) for one read after it only to be unwrapped."""
@@ -215,7 +242,9 @@ def _wrapped_never_read(m):
             if any(n.id == name for n in _reads(scope, name)) or m.mentions("__all__", "import *"):
                 continue
         elif any(r.lineno > assign.lineno or _scope(m, r) is not scope for r in _reads(scope, name)):
-            trains = _only_unwrapped(m, scope, assign, name, assign.end_lineno or assign.lineno)
+            trains = _only_unwrapped(m, scope, assign, name, assign.end_lineno or assign.lineno) or _bare_trains(
+                m, scope, call, name, assign.end_lineno or assign.lineno
+            )
             if trains is not None and not m.mentions("locals()", "vars()") and not grads_reduced_by_hand(m):
                 yield call, name, trains
             continue
@@ -262,9 +291,14 @@ def check(m):
             yield m.finding(
                 CODE,
                 trains,
-                f"`{name}` is wrapped in DDP on line {call.lineno}, but the training here runs its "
-                f"unwrapped `{name}.module`: DDP's forward never arms its gradient all-reduce, so each "
-                "process trains its own copy",
+                f"`{name}` is wrapped in DDP on line {call.lineno}, but the training here runs "
+                + (
+                    f"the bare `{trains.func.id}` it wraps"
+                    if isinstance(trains, ast.Call) and isinstance(trains.func, ast.Name) and call.args
+                    and isinstance(call.args[0], ast.Name) and trains.func.id == call.args[0].id
+                    else f"its unwrapped `{name}.module`"
+                )
+                + ": DDP's forward never arms its gradient all-reduce, so each process trains its own copy",
                 SEVERITY,
                 hint=f"train with `{name}` itself (its forward and backward); keep `{name}.module` for "
                 "saving and the optimizer",
