@@ -140,7 +140,8 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
     if "." not in name:
         reaching = _reaching_assignment(m, expr, name)
         if reaching is not None:  # the value this use sees: global only if that one is
-            return _is_global_source(m, reaching.value) or _uses_global(m, reaching.value, names, depth)
+            value = _value_of(m, reaching, name)
+            return value is not None and (_is_global_source(m, value) or _uses_global(m, value, names, depth))
         if _parameter_is_global(m, expr, name, names, depth) or _rank_beside_local(m, expr, name):
             return True
         if (0, name) in names and _module_name_here(m, expr, name):
@@ -261,6 +262,34 @@ def _arms(m, node, fn) -> list[tuple[int, str]]:
     return out
 
 
+def _value_of(m, assign: ast.Assign, name: str) -> ast.AST | None:
+    """What ``assign`` gives ``name``: its value, or for ``rank, world = setup()`` the matching item
+    of a tuple value, or of the tuple every ``return`` of this file's ``setup`` gives."""
+    for t in assign.targets:
+        if isinstance(t, ast.Name) and t.id == name:
+            return assign.value
+        if not isinstance(t, ast.Tuple):
+            continue
+        i = next((k for k, e in enumerate(t.elts) if isinstance(e, ast.Name) and e.id == name), None)
+        if i is None or any(isinstance(e, ast.Starred) for e in t.elts):
+            continue
+        v = assign.value
+        if isinstance(v, ast.Tuple) and len(v.elts) == len(t.elts):
+            return v.elts[i]
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name):
+            defs = [f for f in m.functions if f.name == v.func.id and not isinstance(f, ast.Lambda)]
+            if len(defs) != 1:
+                return None
+            rets = [
+                r.value for r in ast.walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
+            ]
+            items = [r.elts[i] for r in rets if isinstance(r, ast.Tuple) and len(r.elts) == len(t.elts)]
+            if rets and len(items) == len(rets) and all(ast.dump(x) == ast.dump(items[0]) for x in items):
+                return items[0]
+            return None
+    return None
+
+
 def _reaching_assignment(m, use: ast.AST, name: str):
     """The last plain assignment to ``name`` before ``use`` in its function that every path to
     ``use`` passes (not one in another arm of an ``if``: ``if hvd: local_rank = hvd.local_rank()
@@ -273,6 +302,7 @@ def _reaching_assignment(m, use: ast.AST, name: str):
         index = m.__dict__["_ddp402_assigns"] = {}
         for a in m.nodes(ast.Assign):
             names = [t.id for t in a.targets if isinstance(t, ast.Name)]
+            names += [e.id for t in a.targets if isinstance(t, ast.Tuple) for e in t.elts if isinstance(e, ast.Name)]
             if names:
                 owner = id(m.enclosing_function(a))
                 for n in names:
