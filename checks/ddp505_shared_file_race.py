@@ -6,8 +6,8 @@ Finds, in a distributed script, file-system writes that every rank reaches with 
 `if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`, a torchvision
 (torchaudio, torchtext) dataset built with `download=True` and a PyG or OGB dataset (which downloads
 and preprocesses whenever its files are missing), not after a barrier, `open(path, "w")`
-and `Path.write_text`, `np.save`, a matplotlib `savefig`, an image file (`save_image`,
-`cv2.imwrite`), a pandas `to_csv` (`to_json`, ...), `save_pretrained` of any library, an object's
+and `Path.write_text`, `np.save`, a matplotlib `savefig`, an image or audio file (`save_image`,
+`cv2.imwrite`, `torchaudio.save`), a pandas `to_csv` (`to_json`, ...), `save_pretrained` of any library, an object's
 `save(path)` to a picture, table or text file (`plot_logger.save(join(out, "loss.svg"))`), a copy
 (`shutil.copyfile`, `copy`, `copy2`, `copytree` without `dirs_exist_ok=True`) into the same
 destination and a move (`shutil.move`, `os.rename`, `os.replace`) of the same source. Writes
@@ -74,6 +74,10 @@ _IMAGE_WRITES = {
     "imageio.imsave": 0,
     "skimage.io.imsave": 0,
     "matplotlib.pyplot.imsave": 0,
+    # audio files: the argument that names the file
+    "torchaudio.save": 0,
+    "soundfile.write": 0,
+    "scipy.io.wavfile.write": 0,
 }
 _MODE = re.compile(r"^[rwxabt+]{1,3}$")
 _HANDLED = ("FileExistsError", "FileNotFoundError", "OSError", "Exception", "BaseException", "IOError")
