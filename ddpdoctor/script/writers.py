@@ -16,7 +16,11 @@ from ddpdoctor.script.names import dotted
 
 # words in a path expression that make it one path per rank, node or process (or a lock file,
 # which every process opens on purpose)
-PER_PROCESS_WORDS = ("rank", "shard", "host", "node", "pid", "uuid", "tmp", "temp", "worker", "proc", "lock")
+# (a temporary file or folder counts when made for this process: `mkdtemp()`, not a `tmp/` folder name)
+PER_PROCESS_WORDS = (
+    "rank", "shard", "host", "node", "pid", "uuid", "mkdtemp", "mkstemp", "temporaryfile", "temporarydirectory",
+    "worker", "proc", "lock",
+)
 # a function named like this is where a script starts (its callers, if any, are not in this file)
 ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
 _SPAWNS = ("spawn", "start_processes")
@@ -38,6 +42,10 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     if _reads_rank_loop(m, expr):
         return True
     if depth < 2 and _per_process_argument(m, expr, depth):
+        return True
+    # `os.path.join(scratch, "x")` / `scratch / "x"` where `scratch` is this process's own folder
+    parts = expr.args if isinstance(expr, ast.Call) else [expr.left] if isinstance(expr, ast.BinOp) else []
+    if depth < 2 and any(isinstance(a, ast.Name) and per_process_path(a, m, depth + 1) for a in parts):
         return True
     # a variable, or the variable a method call starts from (`out_path.replace(".npy", "")`)
     base = expr
