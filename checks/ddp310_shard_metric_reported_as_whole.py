@@ -9,6 +9,8 @@ TensorBoard/wandb call, a "best so far" comparison, a checkpoint decision (`if r
 `if local_rank == 0 and val_loss < best:`). A value handed to a collective first (`dist.all_reduce`,
 `reduce_tensor(...)`, `all_gather`) is the same on every rank and is left alone; so are uses inside
 the evaluation loop (a progress bar's running figure) and an evaluation only some ranks run (DDP309).
+A training pass's figures over the rank's shard count only where one rank decides by them (the best
+checkpoint by the epoch's training loss); printed or logged they are a progress report.
 
 ## Why is this bad?
 A DistributedSampler hands each rank 1/world_size of the validation set. The accuracy or loss rank 0
@@ -133,6 +135,22 @@ def _inside(node: ast.AST, loop: ast.AST) -> bool:
     return loop.lineno <= node.lineno <= (loop.end_lineno or loop.lineno)
 
 
+def _decides_best(m, node: ast.AST) -> bool:
+    """``node`` is compared in the test of an ``if`` (``if epoch_loss < self.best_loss:``): a
+    decision, such as which checkpoint is the best, not a figure shown."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If):
+            return child is a.test and any(
+                isinstance(c, ast.Compare) and any(isinstance(o, (ast.Lt, ast.Gt, ast.LtE, ast.GtE)) for o in c.ops)
+                for c in ast.walk(a.test)
+            )
+        if isinstance(a, ast.stmt):
+            return False
+        child = a
+    return False
+
+
 def _printed(m, node: ast.AST) -> bool:
     """``node`` is an argument of ``print(...)`` (also inside an f-string): shown, not kept."""
     for a in m.ancestors(node):
@@ -154,10 +172,17 @@ def check(m):
     ]
     # an evaluation only some ranks run is DDP309's
     loops = [loop for loop in loops if m.rank_guard(loop) is None]
-    if not loops:
+    # a training pass's figures count only where one rank decides by them (the best checkpoint by
+    # the epoch's training loss); printed or logged, labellers call them a progress report
+    training = [
+        n for n in m.nodes(ast.For, ast.AsyncFor) if id(n) in sharded and trains(m, n) and m.rank_guard(n) is None
+    ]
+    if not loops and not training:
         return
     # (`dist.reduce(acc, dst=0)` gives rank 0 the whole: counted as reduced here)
-    values = RankValues(m, frozenset(id(loop) for loop in loops), to_one_rank=True)
+    values = RankValues(m, frozenset(id(loop) for loop in loops), to_one_rank=True) if loops else None
+    by_training = RankValues(m, frozenset(id(n) for n in training), to_one_rank=True) if training else None
+    trained = {id(n) for n in training}
     found: dict[int, list] = {}  # origin loop -> (node, test, origin) of each one-rank use
     for node in m.nodes(ast.Name, ast.Attribute):
         parent = m.parents.get(node)
@@ -170,11 +195,15 @@ def check(m):
         if not _names_metric(node):
             continue
         fn = m.enclosing_function(node)
-        origin = values.reads(node, fn)
+        origin = values.reads(node, fn) if values is not None else None
+        if (origin is None or not origin.data) and by_training is not None and _decides_best(m, node):
+            origin = by_training.reads(node, fn)
         if origin is None or not origin.data:
             continue
         if any(_inside(node, loop) for loop in loops) or _in_training_loop(m, node):
             continue  # the running figure inside the evaluation itself, or a training step's
+        if id(origin.node) in trained and (_inside(node, origin.node) or not _decides_best(m, node)):
+            continue
         test = _reported_by_one_rank(m, node)
         if test is None or not _sees_the_evaluation(m, fn, origin.node):
             continue
