@@ -306,6 +306,7 @@ def _beside_torch_save(m, call: ast.Call) -> bool:
     return any(m.enclosing_function(s) is fn for s in m.calls_named("torch.save"))
 
 
+_FN = (ast.FunctionDef, ast.AsyncFunctionDef)
 # copies every rank makes to the same destination, and moves whose source only the first rank finds
 _COPIES = frozenset(("shutil.copyfile", "shutil.copy", "shutil.copy2", "shutil.copytree"))
 _MOVES = frozenset(("shutil.move", "os.rename", "os.replace"))
@@ -318,6 +319,11 @@ def check(m):
         return
     seen: set[int] = set()
     roots: set[tuple] = set()
+    blocks: set[tuple] = set()
+
+    def q_of(call):
+        return m.qualname(call.func)
+
     for call, path, verb, why in _writes(m):
         if call.lineno in seen or per_process_path(path, m) or _handles_exists(m, call):
             continue
@@ -327,6 +333,13 @@ def check(m):
             continue
         if verb == "copies into" and _beside_torch_save(m, call):
             continue  # `torch.save(state, f); if is_best: copyfile(f, best)`: one cause, DDP501's
+        if q_of(call) in _IMAGE_WRITES:
+            # pictures or sound clips a block writes one after another: one habit, one finding
+            block = next((a for a in m.ancestors(call) if isinstance(a, (ast.If, ast.For, ast.While, *_FN))), None)
+            key = (id(block), q_of(call))
+            if key in blocks:
+                continue
+            blocks.add(key)
         if verb == "downloads into" and path is not None:
             # the train and test splits fetched into one root: one race, reported at the first
             key = (id(m.enclosing_function(call)), ast.unparse(path))
