@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.loaders import sampler_calls
-from ddpdoctor.script.ranks import LOCAL
+from ddpdoctor.script.ranks import LOCAL, per_node_count
 
 CODE = "DDP107"
 TITLE = "Sampler given the local rank"
@@ -89,6 +89,8 @@ def check(m):
             text = ast.unparse(replicas).lower()
             if isinstance(replicas, ast.Constant) or any(w in text for w in _PER_NODE_WORDS):
                 continue
+            if per_node_count(m, replicas):
+                continue  # `world_size = torch.cuda.device_count()`: a count per node, by its value
             count = f"`{count_name}={ast.unparse(replicas)}`"
         yield m.finding(
             CODE,
