@@ -41,6 +41,7 @@ from ddpdoctor.script.foreign import (
     place,
     reported_there,
 )
+from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import LOCAL, callee_guard, guard_kind, single_process_arm
 from ddpdoctor.script.writers import (
     checkpoint_helper_call,
@@ -230,8 +231,35 @@ def _inconsistent_calls(m, saves):
         for c in sites:
             if effect_only and not isinstance(m.parents.get(c), ast.Expr):
                 continue
+            if _main_first_window(m, c):
+                continue  # `if not main: barrier(); save(...); if main: barrier()`: ordered on purpose
             if c not in guarded and every_rank_reaches(m, c):
                 yield c, name, fn, guarded[0]
+
+
+def _barrier_under_rank_test(m, st: ast.stmt) -> bool:
+    return (
+        isinstance(st, ast.If)
+        and m.is_rank_guard(st.test)
+        and any(
+            isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("barrier") for b in st.body for n in ast.walk(b)
+        )
+    )
+
+
+def _main_first_window(m, call: ast.Call) -> bool:
+    """``call`` sits between ``if not main: barrier()`` and ``if main: barrier()`` in one block (the
+    "main process first" idiom): the script orders the ranks around it on purpose."""
+    stmt = next((a for a in m.ancestors(call) if isinstance(a, ast.stmt)), None)
+    parent = m.parents.get(stmt) if stmt is not None else None
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is stmt for s in block):
+            i = [id(s) for s in block].index(id(stmt))
+            return any(_barrier_under_rank_test(m, s) for s in block[:i][-3:]) and any(
+                _barrier_under_rank_test(m, s) for s in block[i + 1 :][:3]
+            )
+    return False
 
 
 def _unguarded_siblings(m):
