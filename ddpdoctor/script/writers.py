@@ -48,6 +48,8 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     if depth < 2 and any(isinstance(a, ast.Name) and per_process_path(a, m, depth + 1) for a in parts):
         return True
     # a variable, or the variable a method call starts from (`out_path.replace(".npy", "")`)
+    if _temp_file_object(m, expr):
+        return True
     base = expr
     while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute):
         base = base.func.value
@@ -63,6 +65,21 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
             # `save_path = self.exp / filename`, each call passing `f"best_{rank}.pth"`
             or (depth < 2 and _per_process_argument(m, node.value, depth + 1))
         )
+        for node in ast.walk(scope)
+    )
+
+
+def _temp_file_object(m, expr: ast.AST) -> bool:
+    """``tmp`` or ``tmp.name`` of ``with tempfile.NamedTemporaryFile() as tmp:``: this process's own."""
+    base = expr.value if isinstance(expr, ast.Attribute) and expr.attr == "name" else expr
+    if not isinstance(base, ast.Name):
+        return False
+    scope = m.enclosing_function(base) or m.tree
+    return any(
+        isinstance(node, ast.withitem)
+        and isinstance(node.optional_vars, ast.Name)
+        and node.optional_vars.id == base.id
+        and per_process_path(node.context_expr)
         for node in ast.walk(scope)
     )
 
