@@ -36,9 +36,10 @@ def check(m):
         shuffle = m.keyword(call, "shuffle") or (call.args[2] if len(call.args) > 2 else None)
         shuffled = isinstance(shuffle, ast.Constant) and shuffle.value is True
         if sampler is not None and not m.is_none(sampler) and shuffled:
+            # at `shuffle=True`: in a call spread over lines, the line to change
             yield m.finding(
                 CODE,
-                call,
+                shuffle,
                 "DataLoader gets both `sampler=` and `shuffle=True`: they are "
                 "mutually exclusive and DataLoader raises ValueError",
                 SEVERITY,

@@ -332,6 +332,23 @@ def _by_name(name: str, m=None) -> str | None:
     return _NAME_KIND.get(name) or (LOCAL if "local_rank" in name else None)
 
 
+def _group_rank_names(m) -> set[tuple[int, str]]:
+    """(id of the function, name) for each plain name a function hands ``init_process_group`` as its
+    ``rank=`` and never rebinds: that name is the process's global rank there."""
+    out = m.__dict__.get("_group_rank_names")
+    if out is None:
+        out = set()
+        for call in m.dist_calls("init_process_group"):
+            rank = m.keyword(call, "rank")
+            fn = m.enclosing_function(call)
+            if isinstance(rank, ast.Name) and "local" not in rank.id.lower() and fn is not None and not any(
+                isinstance(n, ast.Name) and n.id == rank.id and not isinstance(n.ctx, ast.Load) for n in ast.walk(fn)
+            ):
+                out.add((id(fn), rank.id))
+        m.__dict__["_group_rank_names"] = out
+    return out
+
+
 def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
     """GLOBAL, LOCAL or NODE when ``expr`` holds a rank of that kind, else None."""
     if expr is None or depth > _MAX_DEPTH:
@@ -408,7 +425,10 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
         found = _from_assignments(m, f"self.{last}", depth) if head != "self" else None
         if found:
             return found
-    return _by_name(last or name, m)
+    by_name = _by_name(last or name, m)
+    if by_name is None and isinstance(expr, ast.Name) and (id(m.enclosing_function(expr)), expr.id) in _group_rank_names(m):
+        return GLOBAL  # `init_process_group(..., rank=worker_idx)`: nothing else said, it is the rank
+    return by_name
 
 
 _PENDING = object()
