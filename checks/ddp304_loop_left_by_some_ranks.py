@@ -43,7 +43,7 @@ import ast
 from ddpdoctor.script import ranks
 from ddpdoctor.script.divergent import partings
 from ddpdoctor.script.interp import COLLECTIVES
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import EXIT_CALLS, dotted
 
 CODE = "DDP304"
 TITLE = "Loop left by some ranks only"
@@ -105,9 +105,6 @@ def _exits(body: list, loops: list, ifs: list):
                 yield from _exits(part, loops, ifs)
 
 
-_EXITS = frozenset(("os._exit", "sys.exit", "exit", "quit"))
-
-
 class _Left(ast.Expr):
     """A ``raise`` right after the rank tore its process group down (``dist.destroy_process_group();
     raise RuntimeError("early stop")``): it leaves the job on purpose, like ``sys.exit``."""
@@ -131,7 +128,7 @@ def _process_exit(st: ast.stmt) -> bool:
     return (
         isinstance(st, ast.Expr)
         and isinstance(st.value, ast.Call)
-        and (dotted(st.value.func) or "") in _EXITS
+        and (dotted(st.value.func) or "") in EXIT_CALLS
     )
 
 

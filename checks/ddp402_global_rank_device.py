@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import itertools
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, rebinds
 from ddpdoctor.script.ranks import GLOBAL, LOCAL, rank_kind
 from ddpdoctor.script.writers import spawn_calls
 
@@ -189,7 +189,7 @@ def _rank_beside_local(m, use: ast.AST, name: str) -> bool:
     params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
     if name not in params or "local_rank" not in params:
         return False
-    return not any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(fn))
+    return not rebinds(fn, name)
 
 
 def _beside_local_anywhere(m) -> bool:

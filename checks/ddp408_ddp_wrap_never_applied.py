@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted, is_torch_name
+from ddpdoctor.script.names import dotted, is_torch_name, names_evaluation
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 
 CODE = "DDP408"
@@ -146,7 +146,11 @@ _NOT_APPLIED = frozenset(
     )
 )
 _TRAIN_WORDS = ("train", "fit")
-_EVAL_WORDS = ("eval", "valid", "test", "infer", "predict", "print")
+
+
+def _evaluates_or_prints(func: ast.AST) -> bool:
+    callee = (dotted(func) or "").rsplit(".", 1)[-1]
+    return callee == "print" or names_evaluation(callee)
 
 
 def _says(func: ast.AST, words: tuple[str, ...]) -> bool:
@@ -174,7 +178,7 @@ def _only_unwrapped(m, scope: ast.AST, wrap: ast.AST, name: str, after: int) -> 
         attr = m.parents.get(r)
         if _scope(m, r) is not scope:
             return None
-        if isinstance(attr, ast.Call) and r in attr.args and _says(attr.func, _EVAL_WORDS):
+        if isinstance(attr, ast.Call) and r in attr.args and _evaluates_or_prints(attr.func):
             continue  # `evaluate(loader, model)`: a forward without a backward syncs no gradient
         if not isinstance(attr, ast.Attribute) or attr.attr not in _NOT_APPLIED:
             return None

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.names import rebinds
+from ddpdoctor.script.values import bound_argument
+
 _UNKNOWN = object()
 
 
@@ -50,7 +53,7 @@ def _param_test(test: ast.AST, fn) -> tuple[str, object, bool] | None:
     a = fn.args
     if left.id not in {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
         return None
-    if any(isinstance(n, ast.Name) and n.id == left.id and not isinstance(n.ctx, ast.Load) for n in ast.walk(fn)):
+    if rebinds(fn, left.id):
         return None
     return left.id, right.value, isinstance(test.ops[0], ast.Eq)
 
@@ -59,18 +62,5 @@ def _passed(call: ast.Call, fn, name: str) -> object:
     """The constant ``call`` gives parameter ``name`` (or its constant default); _UNKNOWN otherwise."""
     if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
         return _UNKNOWN
-    kw = next((k.value for k in call.keywords if k.arg == name), None)
-    a = fn.args
-    params = [*a.posonlyargs, *a.args]
-    names = [p.arg for p in params]
-    value = kw
-    if value is None and name in names and names.index(name) < len(call.args):
-        value = call.args[names.index(name)]
-    if value is None:  # the default
-        if name in names:
-            i = names.index(name) - (len(params) - len(a.defaults))
-            value = a.defaults[i] if i >= 0 else None
-        else:
-            j = [p.arg for p in a.kwonlyargs].index(name)
-            value = a.kw_defaults[j]
+    _known, value = bound_argument(fn, call, name)
     return value.value if isinstance(value, ast.Constant) else _UNKNOWN

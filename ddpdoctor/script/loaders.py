@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import own_call_sites
+from ddpdoctor.script.values import bound_argument
 
 _SAMPLER = "DistributedSampler"
 
@@ -59,34 +60,6 @@ def sampler_calls(m) -> list[ast.Call]:
     return sorted((*direct, *through), key=lambda c: (c.lineno, c.col_offset))
 
 
-def _bound(fn: ast.AST, call: ast.Call, param: str) -> tuple[bool, ast.AST | None]:
-    """(known, the expression ``call`` binds to ``fn``'s parameter ``param``: the argument, else the
-    default, else None). Not known when ``*args``/``**kwargs`` could carry it."""
-    args = fn.args
-    params = [*args.posonlyargs, *args.args]
-    if params and params[0].arg in ("self", "cls") and isinstance(call.func, ast.Attribute):
-        params = params[1:]
-    for k in call.keywords:
-        if k.arg == param:
-            return True, k.value
-        if k.arg is None:
-            return False, None
-    names = [p.arg for p in params]
-    if param in names:
-        i = names.index(param)
-        if any(isinstance(a, ast.Starred) for a in call.args[: i + 1]):
-            return False, None
-        if i < len(call.args):
-            return True, call.args[i]
-        defaults = args.defaults
-        j = i - (len(params) - len(defaults))
-        return True, defaults[j] if j >= 0 else None
-    for p, d in zip(args.kwonlyargs, args.kw_defaults):
-        if p.arg == param:
-            return True, d
-    return False, None
-
-
 def made_by_factory(m, call: ast.Call) -> list[tuple[ast.Call, ast.AST | None]] | None:
     """(call of the factory, the ``shuffle`` it asks for there, None when not said) for each call of
     the file's function that makes and returns the sampler ``call``; None when ``call`` is not made
@@ -103,7 +76,7 @@ def made_by_factory(m, call: ast.Call) -> list[tuple[ast.Call, ast.AST | None]] 
         return [(s, shuffle) for s in sites]
     out = []
     for s in sites:
-        known, value = _bound(fn, s, param)
+        known, value = bound_argument(fn, s, param)
         out.append((s, value if known else None))
     return out
 
@@ -271,7 +244,7 @@ def _sharded_passes(m) -> frozenset[int]:
         fn = m.enclosing_function(loop)
         if fn is not None and isinstance(root, ast.Name) and root.id in param_names(fn):
             root = root.id
-            bound = [_bound(fn, site, root) for site in own_call_sites(m, fn)]
+            bound = [bound_argument(fn, site, root) for site in own_call_sites(m, fn)]
             if not any(known and flow.carries(arg) for known, arg in bound):
                 continue
         out.add(id(loop))

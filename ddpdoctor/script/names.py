@@ -153,6 +153,12 @@ def short_text(node: ast.AST, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def rebinds(scope: ast.AST, name: str) -> bool:
+    """``scope`` assigns ``name`` somewhere (a store, not only reads): its value there is not only
+    what it came in with."""
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(scope))
+
+
 def name_words(text: str) -> list[str]:
     """The words of identifiers, snake or camel case (``getEvalDataLoader`` -> get, Eval, Data, Loader)."""
     return _NAME_WORD.findall(text)

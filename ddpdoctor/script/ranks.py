@@ -19,7 +19,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ddpdoctor.script.names import DISTRIBUTED_FLAGS, dist_op, dotted, is_property
+from ddpdoctor.script.names import DISTRIBUTED_FLAGS, dist_op, dotted, is_property, rebinds
+from ddpdoctor.script.values import bound_argument
 
 GLOBAL, LOCAL, NODE = "global", "local", "node"
 # Parameters that hand a function its process's rank (``def train(rank, model, ...)``).
@@ -341,9 +342,7 @@ def _group_rank_names(m) -> set[tuple[int, str]]:
         for call in m.dist_calls("init_process_group"):
             rank = m.keyword(call, "rank")
             fn = m.enclosing_function(call)
-            if isinstance(rank, ast.Name) and "local" not in rank.id.lower() and fn is not None and not any(
-                isinstance(n, ast.Name) and n.id == rank.id and not isinstance(n.ctx, ast.Load) for n in ast.walk(fn)
-            ):
+            if isinstance(rank, ast.Name) and "local" not in rank.id.lower() and fn is not None and not rebinds(fn, rank.id):
                 out.add((id(fn), rank.id))
         m.__dict__["_group_rank_names"] = out
     return out
@@ -861,12 +860,26 @@ def _starts_job(m, stmts: list) -> bool:
     )
 
 
+SPAWNS = ("spawn", "start_processes")
+
+
+def spawn_calls(m) -> list[ast.Call]:
+    """torch.multiprocessing's ``spawn``/``start_processes`` calls of the file (found once)."""
+    cached = m.__dict__.get("_writers_spawns")
+    if cached is None:
+        cached = m.__dict__["_writers_spawns"] = [
+            c
+            for c, q in m.calls
+            if q and q.rsplit(".", 1)[-1] in SPAWNS and ("multiprocessing" in q or q.startswith("torch."))
+        ]
+    return cached
+
+
 def _spawns(m, stmts: list) -> bool:
-    return any(
-        isinstance(n, ast.Call) and (m.qualname(n.func) or "").endswith(("multiprocessing.spawn", "start_processes"))
-        for st in stmts
-        for n in ast.walk(st)
-    )
+    if not stmts:
+        return False
+    lo, hi = stmts[0].lineno, stmts[-1].end_lineno or stmts[-1].lineno
+    return any(lo <= c.lineno <= hi for c in spawn_calls(m))
 
 
 def _arm_of_one_process(m, branch: ast.If, child: ast.AST) -> bool:
@@ -988,11 +1001,15 @@ def single_process_only(m, node: ast.AST, depth: int = 0) -> bool:
 
 def _handed_on(m, fn) -> bool:
     """The function is passed by name to some call (``mp.spawn(main_worker, ...)``, a launcher)."""
-    return any(
-        isinstance(a, ast.Name) and a.id == fn.name
-        for call, _q in m.calls
-        for a in (*call.args, *(k.value for k in call.keywords))
-    )
+    handed = m.__dict__.get("_names_handed_on")
+    if handed is None:
+        handed = m.__dict__["_names_handed_on"] = {
+            a.id
+            for call, _q in m.calls
+            for a in (*call.args, *(k.value for k in call.keywords))
+            if isinstance(a, ast.Name)
+        }
+    return fn.name in handed
 
 
 def _early_exit(st: ast.stmt) -> bool:
@@ -1127,8 +1144,9 @@ def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
         passed = _passed_through(m, call, rank)
         if passed is not None:
             site_world = _passed_through(m, call, world) if world is not None else None
+            world_at = {id(s): v for s, v in site_world} if site_world is not None else None
             for site, value in passed:
-                w = world if site_world is None else dict((id(s), v) for s, v in site_world).get(id(site), _NOT_PASSED)
+                w = world if world_at is None else world_at.get(id(site), _NOT_PASSED)
                 if w is not _NOT_PASSED and strict_rank_kind(m, value) == LOCAL and _launcher_world_size(m, w):
                     found.append(LocalAsGroupRank(call, rank, site, value))
                     break  # one finding per process group: the first call that passes a local rank
@@ -1150,24 +1168,18 @@ def _passed_through(m, node: ast.AST, expr: ast.AST) -> list[tuple[ast.Call, ast
     if not isinstance(expr, ast.Name) or fn is None or isinstance(m.parents.get(fn), ast.ClassDef):
         return None
     a = fn.args
-    params = [p.arg for p in (*a.posonlyargs, *a.args)]
-    if expr.id not in params and expr.id not in {p.arg for p in a.kwonlyargs}:
-        return None
-    if any(
-        isinstance(n, ast.Name) and n.id == expr.id and not isinstance(n.ctx, ast.Load) for n in ast.walk(fn)
-    ):
+    if expr.id not in {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)} or rebinds(fn, expr.id):
         return None
     sites = [c for c in m.call_sites(fn) if isinstance(c.func, ast.Name) and c.func.id == fn.name]
     if not sites:
         return None
+    defaults = {id(d) for d in (*a.defaults, *a.kw_defaults) if d is not None}
     out = []
     for call in sites:
         if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
             return None
-        value = m.keyword(call, expr.id)
-        if value is None and expr.id in params and params.index(expr.id) < len(call.args):
-            value = call.args[params.index(expr.id)]
-        if value is None:
-            return None
+        known, value = bound_argument(fn, call, expr.id)
+        if not known or value is None or id(value) in defaults:
+            return None  # (a parameter the call leaves to its default is not passed through)
         out.append((call, value))
     return out

@@ -115,3 +115,31 @@ def bind_arguments(
     if a.kwarg:
         frame[a.kwarg.arg] = UNKNOWN
     return frame
+
+
+def bound_argument(fn: ast.AST, call: ast.Call, param: str) -> tuple[bool, ast.AST | None]:
+    """(known, the expression ``call`` binds to ``fn``'s parameter ``param``: the argument, else the
+    default, else None). Not known when ``*args``/``**kwargs`` could carry it."""
+    args = fn.args
+    params = [*args.posonlyargs, *args.args]
+    if params and params[0].arg in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    for k in call.keywords:
+        if k.arg == param:
+            return True, k.value
+        if k.arg is None:
+            return False, None
+    names = [p.arg for p in params]
+    if param in names:
+        i = names.index(param)
+        if any(isinstance(a, ast.Starred) for a in call.args[: i + 1]):
+            return False, None
+        if i < len(call.args):
+            return True, call.args[i]
+        defaults = args.defaults
+        j = i - (len(params) - len(defaults))
+        return True, defaults[j] if j >= 0 else None
+    for p, d in zip(args.kwonlyargs, args.kw_defaults):
+        if p.arg == param:
+            return True, d
+    return False, None

@@ -13,6 +13,8 @@ import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
+from ddpdoctor.script.ranks import spawn_calls
 
 # words in a path expression that make it one path per rank, node or process (or a lock file,
 # which every process opens on purpose)
@@ -23,7 +25,6 @@ PER_PROCESS_WORDS = (
 )
 # a function named like this is where a script starts (its callers, if any, are not in this file)
 ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
-_SPAWNS = ("spawn", "start_processes")
 _SUBPROCESS = ("subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call")
 _MAX_DEPTH = 6  # caller chains followed this deep
 
@@ -162,17 +163,6 @@ def _ddp_owner_init(m, fn) -> bool:
     return any(
         cls.lineno <= c.lineno <= cls.end_lineno and any(a is cls for a in m.ancestors(c)) for c in m.ddp_constructors
     )
-
-
-def spawn_calls(m) -> list[ast.Call]:
-    cached = m.__dict__.get("_writers_spawns")
-    if cached is None:
-        cached = m.__dict__["_writers_spawns"] = [
-            c
-            for c, q in m.calls
-            if q and q.rsplit(".", 1)[-1] in _SPAWNS and ("multiprocessing" in q or q.startswith("torch."))
-        ]
-    return cached
 
 
 def _launches(m) -> list[ast.Call]:
