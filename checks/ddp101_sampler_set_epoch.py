@@ -70,11 +70,17 @@ def _epoch_pass(m, sampler_call):
     ):
         # accelerate's prepared loader sets the epoch of the sampler it holds at each pass
         return None
-    for loop in passes(m, loaders):
-        again = repeats(m, loop)
-        if again is not None:
-            return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
+    repeated = [(loop, again) for loop in passes(m, loaders) if (again := repeats(m, loop)) is not None]
+    if repeated:
+        # the pass written in the epoch loop itself before one in a function it calls (`validate`)
+        loop, again = min(repeated, key=lambda la: not _beside_epoch_loop(m, *la))
+        return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
     return _epoch_pass_elsewhere(m, loader, loaders)
+
+
+def _beside_epoch_loop(m, loop, again) -> bool:
+    epoch_loop = _line_node(m, again[0])
+    return epoch_loop is not None and m.enclosing_function(epoch_loop) is m.enclosing_function(loop)
 
 
 def _handed_on(m, loaders: Flow):

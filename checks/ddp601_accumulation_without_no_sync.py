@@ -249,20 +249,25 @@ def _splits_batch(m, loop: ast.For) -> bool:
 def _guarded_step(m, step: ast.Call, helpers):
     """The step sits under ``if <accum test>:`` in a loop (or in a per-iteration function such as an
     ignite update), with a backward outside that ``if``."""
-    if_node = next((a for a in m.ancestors(step) if isinstance(a, ast.If)), None)
+    loop = m.enclosing_loop(step)
+    scope = loop if loop is not None else m.enclosing_function(step)
+    if scope is None:
+        return None
+    # the accumulation test may hold the step a few ifs further out (`if (i + 1) % accum == 0:` then
+    # `if scaler is not None: scaler.step(opt) else: opt.step()`)
+    if_node = None
+    for a in m.ancestors(step):
+        if a is scope:
+            break
+        if isinstance(a, ast.If) and (
+            _accum_test(m, a.test)
+            if loop is not None
+            else _accum_test(m, a.test, strict=True) or _zeroed_per_period(m, scope, a)
+        ):
+            if_node = a
+            break
     if if_node is None:
         return None
-    loop = m.enclosing_loop(step)
-    if loop is not None:
-        if not _accum_test(m, if_node.test) or not _inside(m, if_node, loop):
-            return None
-        scope = loop
-    else:
-        scope = m.enclosing_function(step)
-        if scope is None or not (
-            _accum_test(m, if_node.test, strict=True) or _zeroed_per_period(m, scope, if_node)
-        ):
-            return None
     if _own_step(m, if_node, step, helpers):
         return None
     found = [c for c in _backwards(m, scope, helpers) if not _inside(m, c, if_node)]
