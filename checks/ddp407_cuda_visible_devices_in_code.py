@@ -4,7 +4,11 @@
 Finds `os.environ["CUDA_VISIBLE_DEVICES"] = ...` (also `.update`, `putenv`) in a script that runs
 several processes (torch.distributed, `mp.spawn`, a `LOCAL_RANK`), when the value is a fixed list
 (`"0,1,2,3"`), or when it is the process's own rank and the script then also picks the device by
-that rank (`set_device(local_rank)`, `f"cuda:{local_rank}"`, `device_ids=[local_rank]`).
+that rank (`set_device(local_rank)`, `f"cuda:{local_rank}"`, `device_ids=[local_rank]`). Also
+when the value is the script's own option whose default is a fixed GPU list (`--gpu`, default
+`'0,1,2,3'`: every launch without the option overrides the scheduler), and when it is written after
+something in the same function already started CUDA (`torch.cuda.set_device`, `model.cuda()`), so
+it changes nothing in this process.
 `setdefault` and an assignment only when the variable is unset are left alone.
 
 ## Why is this bad?
@@ -29,6 +33,7 @@ torch.cuda.set_device(local_rank)   # leave device visibility to the launcher
 from __future__ import annotations
 
 import ast
+import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
@@ -80,6 +85,59 @@ def _indexed_by(m, names: set[str]) -> ast.AST | None:
     return None
 
 
+_GPU_LIST = re.compile(r"\s*\d+(\s*,\s*\d+)*\s*")
+# calls that start CUDA in the process (CUDA_VISIBLE_DEVICES is read once, at that start)
+_CUDA_STARTS = ("torch.cuda.set_device", "torch.cuda.init", "torch.cuda.current_device")
+
+
+def _option_with_fixed_gpus(m, value: ast.AST) -> tuple[str, str] | None:
+    """(flag, default) when ``value`` is ``args.<dest>`` of the file's own option whose default is
+    a GPU list (``--gpu``, default ``'0,1,2,3'``)."""
+    if not isinstance(value, ast.Attribute):
+        return None
+    dest = ranks.argparse_dests(m).get(value.attr)
+    if dest is None or not isinstance(dest.default, ast.Constant) or not isinstance(dest.default.value, str):
+        return None
+    default = dest.default.value
+    if not _GPU_LIST.fullmatch(default) or default.strip() == "-1":
+        return None
+    return dest.flags[0], default
+
+
+def _cuda_begun_before(m, node: ast.AST) -> ast.Call | None:
+    """A call earlier in the same function (not under a test that could skip it) that starts CUDA."""
+    fn = m.enclosing_function(node)
+    for call, q in m.calls:
+        starts = q in _CUDA_STARTS or (  # `model.cuda()`
+            isinstance(call.func, ast.Attribute) and call.func.attr == "cuda" and dotted(call.func.value) != "torch"
+        )
+        if starts and call.lineno < node.lineno and m.enclosing_function(call) is fn and _same_path(m, call, node):
+            return call
+    return None
+
+
+def _same_path(m, call: ast.AST, node: ast.AST) -> bool:
+    """``call`` runs, unconditionally, in a statement before one that holds ``node`` in the same
+    block (what started CUDA ran on the way to the write)."""
+    fn = m.enclosing_function(node)
+    call_stmts = [a for a in m.ancestors(call) if isinstance(a, ast.stmt)]
+    for s in [node, *m.ancestors(node)]:
+        if s is fn:
+            break
+        parent = m.parents.get(s)
+        block = next(
+            (b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list) and s in b),
+            None,
+        )
+        if block is None:
+            continue
+        for k, t in enumerate(call_stmts):
+            if t in block and block.index(t) < block.index(s):
+                inner = call_stmts[:k]  # the statements between the call and that block
+                return not any(isinstance(a, (ast.If, ast.For, ast.While, ast.Try, ast.AsyncFor)) for a in inner)
+    return False
+
+
 def check(m):
     if not m.mentions(_VAR) or not _multi_process(m):
         return
@@ -98,6 +156,32 @@ def check(m):
                 "the scheduler or launcher gave this job, so jobs sharing a node collide",
                 SEVERITY,
                 hint=f"remove it; choose GPUs at launch (`{_VAR}=... torchrun ...`, Slurm --gpus)",
+            )
+            continue
+        began = _cuda_begun_before(m, node)
+        if began is not None:
+            yield m.finding(
+                CODE,
+                node,
+                f"`{_VAR}` is set after CUDA has started in this process (line {began.lineno}, "
+                f"`{ast.unparse(began.func)}`): it does not change this process's GPUs, only those "
+                "of the processes it starts later",
+                SEVERITY,
+                hint=f"remove it, or set `{_VAR}` before any CUDA call (better: at launch)",
+            )
+            continue
+        fixed = _option_with_fixed_gpus(m, value)
+        if fixed is not None:
+            flag, default = fixed
+            yield m.finding(
+                CODE,
+                node,
+                f"`{_VAR}` is set from `{flag}`, whose default is the fixed list {default!r}: unless "
+                "every launch passes the option, it overrides the GPUs the scheduler or launcher gave "
+                "this job",
+                SEVERITY,
+                hint=f"drop the option's default (or the assignment) and choose GPUs at launch "
+                f"(`{_VAR}=... torchrun ...`, Slurm --gpus)",
             )
             continue
         names = _names(value)
