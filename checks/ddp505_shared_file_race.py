@@ -8,7 +8,8 @@ Finds, in a distributed script, file-system writes that every rank reaches with 
 and preprocesses whenever its files are missing), not after a barrier, `open(path, "w")`
 and `Path.write_text`, `np.save`, a matplotlib `savefig`, an image or audio file (`save_image`,
 `cv2.imwrite`, `torchaudio.save`), a pandas `to_csv` (`to_json`, ...), `save_pretrained` of any library, an object's
-`save(path)` to a picture, table or text file (`plot_logger.save(join(out, "loss.svg"))`), a copy
+`save(path)` to a picture, table or text file (`plot_logger.save(join(out, "loss.svg"))`) and a
+library's save of an object to one (`OmegaConf.save(cfg, join(out, "config.yaml"))`), a copy
 (`shutil.copyfile`, `copy`, `copy2`, `copytree` without `dirs_exist_ok=True`) into the same
 destination and a move (`shutil.move`, `os.rename`, `os.replace`) of the same source. Writes
 under a rank test
@@ -262,18 +263,29 @@ def _writes(m):
         elif (
             last == "save"
             and isinstance(f, ast.Attribute)
-            and (dotted(f.value) or "").split(".")[0] not in m.aliases
-            and call.args
-            and _extension(call.args[0]) in _OUTPUT_FILES
+            and (q or "").split(".", 1)[0] not in ("torch", "numpy")
+            and (target := _output_file_arg(m, call, f)) is not None
         ):
             # `plot_logger.save(os.path.join(out, "logger.svg"))`, `img.save(f"{out}/grid.png")`: an
-            # object saving itself to a picture or table file (checkpoints are DDP501's)
-            yield call, call.args[0], "overwrites", "at the same time: the last writer wins, partial files in between"
+            # object saving itself to a picture or table file; a library saving an object to one
+            # (`OmegaConf.save(cfg, out / "config.yaml")`). Checkpoints are DDP501's.
+            yield call, target, "overwrites", "at the same time: the last writer wins, partial files in between"
         elif last == "save_pretrained" and isinstance(f, ast.Attribute):
             if _kw(call, "is_main_process") is not None or _kw(call, "save_function") is not None:
                 continue  # the library is told which process writes
             path = call.args[0] if call.args else _kw(call, "save_directory")
             yield call, path, "writes", "at the same time: interleaved writes corrupt the files"
+
+
+def _output_file_arg(m, call: ast.Call, f: ast.Attribute) -> ast.AST | None:
+    """The path a ``.save(...)`` call writes a picture, table or text file to: the first argument of
+    an object's own save, the second of a module's that saves an object (``OmegaConf.save(cfg,
+    path)``; ``wandb.save(path)`` uploads a file, it does not write one)."""
+    module = (dotted(f.value) or "").split(".")[0] in m.aliases
+    at = 1 if module else 0
+    if len(call.args) > at and _extension(call.args[at]) in _OUTPUT_FILES:
+        return call.args[at]
+    return None
 
 
 # files written for people and tools to read, not checkpoints
