@@ -319,6 +319,10 @@ class RankValues:
             return
         key = self._key(target, fn)
         if key is not None:
+            if aug and isinstance(target, (ast.Name, ast.Attribute)):
+                # `loss /= steps`: the new value reads the old one as well as the operand
+                value = ast.Tuple(elts=[target, value], ctx=ast.Load())
+                self._keep.append(value)
             self.defs.append(_Def(key, stmt, fn, ctrl, value, None, failure=self._handlers > 0))
 
     def _stored(self, target: ast.Subscript, stmt, fn, ctrl, value: ast.AST) -> None:
@@ -709,6 +713,11 @@ class RankValues:
                 if kill is None or d.stmt.lineno > kill.stmt.lineno:
                     kill = d
         loop = next((a for a in self.m.ancestors(use) if isinstance(a, _LOOPS)), None)
+        parent = self.m.parents.get(use)
+        if isinstance(parent, ast.AugAssign) and parent.target is use:
+            # the old value `n -= 1` reads: the one before it on this pass, not one a later arm of
+            # the loop may have left (that arm's test often holds for the whole run: `if args.x:`)
+            loop = None
         for d in defs:
             if d.origin is None:
                 continue
