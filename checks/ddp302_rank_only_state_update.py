@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, training_state
 from ddpdoctor.script.ranks import assignments
 
 CODE = "DDP302"
@@ -44,19 +44,6 @@ TITLE = "Scheduler or optimizer stepped on some ranks only"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
-
-
-def _stepped(call: ast.Call) -> str | None:
-    """``scheduler`` for ``scheduler.step()``: a learning-rate scheduler or optimizer, else None."""
-    owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
-    if owner is None:
-        return None
-    last = owner.rsplit(".", 1)[-1].lower()
-    if "sched" in last or "optim" in last or last in ("opt", "lr_scheduler"):
-        return owner
-    if "scaler" in last and call.args:
-        return owner
-    return None
 
 
 def _pipeline_schedule(m, owner: str) -> bool:
@@ -94,7 +81,7 @@ def check(m):
     # tested (the test says the job has several ranks, whoever builds the DDP model)
     stepping = bool(m.ddp_constructors or m.ddp_params)
     for call in m.method_calls("step") if stepping else ():
-        owner = _stepped(call)
+        owner = training_state(call)
         if owner is None:
             continue
         guard = m.rank_guard(call)
@@ -135,7 +122,7 @@ def _restored(m, reported: set[int]):
     scheduler's position to the other ranks."""
     seen = set(reported)
     for call in m.method_calls("load_state_dict"):
-        owner = _stepped(call) if call.args else None
+        owner = training_state(call) if call.args else None
         guard = m.rank_guard(call) if owner is not None else None
         if guard is None or id(guard.test) in seen:
             continue

@@ -26,7 +26,10 @@ batch that is None for some contents (silent audio) is a value, not a layout.
 
 So is an `if` on such a value that leaves the iteration before the backward (`if torch.isnan(loss):
 continue`): the ranks where it holds skip the step's gradient all-reduce (reported at the `if`,
-and what the skip later makes differ, a step counter, is not reported again).
+and what the skip later makes differ, a step counter, is not reported again). And an `if` on one
+that steps an optimizer, scheduler or scaler in one way and not in the other (`if not
+skip_optimizer_step: scaler.step(optimizer)`, the flag set where this rank's loss is NaN): every
+rank ran the backward, but only some apply the update, and the replicas drift apart silently.
 
 An exception is such a value too: a handler that catches what the DDP model's forward or backward
 raised on this rank's batch and moves on (`except SomeError: continue`, `break` or `return`, with no
@@ -80,7 +83,7 @@ from ddpdoctor.script.divergence import Decision, RankValues
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
 from ddpdoctor.script.loaders import sharded_passes
-from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted
+from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, training_state
 from ddpdoctor.script.names import short_text as _short
 
 CODE = "DDP305"
@@ -543,6 +546,28 @@ def _under_join(m, node: ast.AST) -> bool:
     return False
 
 
+def _step_one_way(node: ast.If) -> ast.Call | None:
+    """An optimizer, scheduler or scaler step in one arm of ``node`` whose owner the other arm does
+    not step."""
+
+    def steps(stmts) -> dict[str, ast.Call]:
+        out: dict[str, ast.Call] = {}
+        for st in stmts:
+            for n in ast.walk(st):
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "step"
+                    and (owner := training_state(n)) is not None
+                ):
+                    out.setdefault(owner, n)
+        return out
+
+    body, other = steps(node.body), steps(node.orelse)
+    alone = [c for o, c in (*body.items(), *other.items()) if (o in body) != (o in other)]
+    return min(alone, key=lambda c: c.lineno) if alone else None
+
+
 def _judge(m, comms: _Comms, d: Decision):
     if _under_join(m, d.node):
         return None
@@ -596,7 +621,18 @@ def _judge(m, comms: _Comms, d: Decision):
         # model(x, mask) else: out = model(x)``): only a way that communicates where the other does
         # not parts the ranks
         if (comms.first(d.node.body) is None) == (comms.first(d.node.orelse) is None):
-            return None
+            step = _step_one_way(d.node)
+            if step is None:
+                return None
+            owner = training_state(step)
+            return (
+                d.node,
+                f"{set_where}; `{_short(d.test)}` (line {d.test.lineno}) then decides whether this rank "
+                f"runs `{owner}.step()` (line {step.lineno}): the ranks whose own batch trips it skip the "
+                "update the others make, and the replicas' weights or learning rates silently drift apart",
+                "reduce the value (or a 'skip' flag) over the ranks first, so that every rank steps or "
+                "skips together",
+            )
     c = comms.first(d.region)
     if c is None or _paired(m, c):
         return None

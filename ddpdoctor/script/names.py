@@ -182,3 +182,18 @@ DISTRIBUTED_FLAGS = frozenset(("ddp", "distributed", "is_distributed", "use_ddp"
 
 # calls that end the process (with the status they are given: none or 0 is a clean exit)
 EXIT_CALLS = frozenset(("exit", "quit", "sys.exit", "os._exit"))
+
+
+def training_state(call: ast.Call) -> str | None:
+    """``scheduler`` for ``scheduler.step()`` (or ``.load_state_dict(...)``): the learning-rate
+    scheduler, optimizer or loss scaler (``scaler.step(optimizer)``) whose method is called, else
+    None."""
+    owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+    if owner is None:
+        return None
+    last = owner.rsplit(".", 1)[-1].lower()
+    if "sched" in last or "optim" in last or last in ("opt", "lr_scheduler"):
+        return owner
+    if "scaler" in last and call.args:
+        return owner
+    return None
