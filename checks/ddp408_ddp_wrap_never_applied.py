@@ -4,7 +4,7 @@
 Finds a DDP wrapper that the code never gets to use on the path that made it:
 - the class put in a name (`Parallel = DistributedDataParallel`) in one arm of an `if`, while every
   call of that name sits in the other arm (a wrapping loop indented one level too deep, under the
-  `else:` of the DataParallel choice);
+  `else:` of the DataParallel choice), reported at that call, the line to move;
 - a model wrapped into a local name (`ddp_model = DDP(model, ...)`) that is never read after that
   line, so the training goes on with the unwrapped model;
 - a wrapper built and dropped (`DistributedDataParallel(model, ...)` as a statement of its own) in
@@ -259,18 +259,18 @@ def _wrapped_never_read(m):
 
 def check(m):
     for assign, name, reads in _chosen_never_called(m):
-        at = sorted({r.lineno for r in reads})
-        lines = ("line " if len(at) == 1 else "lines ") + ", ".join(map(str, at))
+        # reported at the wrapping itself, the line to move (a loop indented one level too deep)
+        first = min(reads, key=lambda r: (r.lineno, r.col_offset))
         yield m.finding(
             CODE,
-            assign,
-            f"`{name}` is set to DistributedDataParallel here, but it is only used on {lines}, "
-            "in another branch: on this path no model is ever wrapped, so each process trains its "
-            "own copy and no gradient is all-reduced",
+            first,
+            f"`{name}(...)` wraps the models only in this branch, but `{name}` is set to "
+            f"DistributedDataParallel on line {assign.lineno}, in another one: on that path no model is "
+            "ever wrapped, so each process trains its own copy and no gradient is all-reduced",
             SEVERITY,
-            hint=f"apply `{name}(...)` on this path too (a wrapping loop indented under the other "
-            "branch is the usual cause)",
-            chain=[assign.lineno, *at],
+            hint=f"apply `{name}(...)` on both paths (a wrapping loop indented under one branch is the "
+            "usual cause: move it out)",
+            chain=[assign.lineno, *sorted({r.lineno for r in reads})],
         )
     for call in m.ddp_constructors:
         # `DistributedDataParallel(model, ...)` alone, in a function that then trains (a backward
