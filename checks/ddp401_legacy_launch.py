@@ -6,7 +6,9 @@ option that is not backed by the `LOCAL_RANK` environment variable. An option no
 reads (under any name it fills: `"--rank", "--local_rank"` fill `args.rank`) in a file that leaves
 the process group to a setup helper elsewhere is left alone: it is kept so the old launcher's flag
 is accepted, and that helper picks the rank. So is an option beside a read of `LOCAL_RANK` (torchrun
-works): that one is DDP412's, opt-in.
+works): that one is DDP412's, opt-in; unless the option's value then overwrites the name that read
+went into (`local_rank = int(os.environ.get("LOCAL_RANK", -1))`, later `local_rank =
+opt.local_rank`), which throws torchrun's value away.
 
 ## Why is this bad?
 `torch.distributed.launch` is deprecated in favour of `torchrun`, which does not pass
@@ -122,6 +124,30 @@ def _own_rank_option(m) -> bool:
     return False
 
 
+def _env_overwritten(m, dest: str) -> tuple[ast.Assign, ast.Assign] | None:
+    """(the read of LOCAL_RANK into a name, a later assignment of the option ``args.<dest>`` to that
+    same name that no test of the option guards): the launcher's value is thrown away."""
+    env_reads = {}
+    for a in m.nodes(ast.Assign):
+        if len(a.targets) == 1 and "LOCAL_RANK" in ast.unparse(a.value):
+            env_reads.setdefault(ast.unparse(a.targets[0]), a)
+    if not env_reads:
+        return None
+    for a in m.nodes(ast.Assign):
+        if len(a.targets) != 1 or not (isinstance(a.value, ast.Attribute) and a.value.attr == dest):
+            continue
+        first = env_reads.get(ast.unparse(a.targets[0]))
+        if first is None or first.lineno >= a.lineno:
+            continue
+        if any(
+            isinstance(p, ast.If) and dest in ast.unparse(p.test)
+            for p in m.ancestors(a)
+        ):
+            continue  # `if args.local_rank != -1: local_rank = args.local_rank`: the env value stays
+        return first, a
+    return None
+
+
 def check(m):
     if not m.mentions("torch.distributed.launch", "local_rank", "local-rank"):
         return
@@ -167,6 +193,20 @@ def check(m):
             )
             hint = "use `default=int(os.environ.get('LOCAL_RANK', 0))` instead of `required=True`"
         elif env_too:
+            over = _env_overwritten(m, opt.dest)
+            if over is None:
+                continue
+            env_read, overwrite = over
+            target = ast.unparse(overwrite.targets[0])
+            yield m.finding(
+                CODE,
+                overwrite,
+                f"`{target}` is read from LOCAL_RANK on line {env_read.lineno}, then overwritten here "
+                f"by `{ast.unparse(overwrite.value)}`, which only the deprecated torch.distributed.launch "
+                f"passes (`{opt.flag.value}`): under torchrun every rank gets the option's default",
+                SEVERITY,
+                hint="drop this line (and the option) and keep the LOCAL_RANK value",
+            )
             continue
         elif not _read_anywhere(m, opt.dest):
             if _own_rank_option(m):
