@@ -61,6 +61,7 @@ def check(m):
         return
     seen: set[int] = set()
     read: dict[str, list] = {}  # attribute reads by name: one finding per name, at the first
+    calls: dict[str | None, list] = {}  # method calls by the wrapper they are made on
     for run in m.runs:
         for t in run.traces:
             for e in t.events:
@@ -75,16 +76,28 @@ def check(m):
                 if isinstance(e.node, ast.Attribute):  # `model.model.state_dict()`
                     read.setdefault(e.op, []).append((e.node, via))
                     continue
-                yield m.finding(
-                    CODE,
-                    e.node,
-                    f"`{ast.unparse(e.node.func)}(...)` calls `{e.op}`, which the DDP wrapper does not "
-                    f"have{via}: DDP passes only its forward on to the model, so this raises "
-                    f"AttributeError ('DistributedDataParallel' object has no attribute '{e.op}')",
-                    SEVERITY,
-                    hint=f"call it on the wrapped model (`.module.{e.op}(...)`), or run it in the "
-                    "model's forward so that DDP sees it",
-                )
+                calls.setdefault(_receiver(e.node), []).append((e.node, e.op, via))
+    # one finding per wrapper: its first missing method, naming the other calls on it
+    for places in calls.values():
+        places.sort(key=lambda p: (p[0].lineno, p[0].col_offset))
+        node, op, via = places[0]
+        others: dict[str, list[int]] = {}
+        for n, o, _v in places[1:]:
+            others.setdefault(o, []).append(n.lineno)
+        also = "; ".join(
+            f"`{o}` on line{'s' if len(lines) > 1 else ''} {', '.join(map(str, sorted(set(lines))))}"
+            for o, lines in others.items()
+        )
+        yield m.finding(
+            CODE,
+            node,
+            f"`{ast.unparse(node.func)}(...)` calls `{op}`, which the DDP wrapper does not "
+            f"have{via}{f' (also {also})' if also else ''}: DDP passes only its forward on to the model, "
+            f"so this raises AttributeError ('DistributedDataParallel' object has no attribute '{op}')",
+            SEVERITY,
+            hint=f"call it on the wrapped model (`.module.{op}(...)`), or run it in the "
+            "model's forward so that DDP sees it",
+        )
     for name, places in read.items():
         places.sort(key=lambda p: (p[0].lineno, p[0].col_offset))
         node, via = places[0]
