@@ -4,7 +4,8 @@
 Finds a sampler built with `num_replicas=` the job's world size (also left out: torch's
 `DistributedSampler` then counts the whole process group) and `rank=` a local rank (`LOCAL_RANK`,
 `local_rank`, `dist.get_node_local_rank()`): `DistributedSampler` or any sampler with the same
-`num_replicas`/`rank` contract, and the same split by Hugging Face datasets
+`num_replicas`/`rank` contract (or a project's loader factory taking `rank=` and `world_size=`:
+`get_dataloader(..., rank=local_rank, world_size=dist.get_world_size())`), and the same split by Hugging Face datasets
 (`split_dataset_by_node(ds, rank, world_size)`, `ds.shard(num_shards, index)`).
 
 ## Why is this bad?
@@ -55,6 +56,11 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
         # torch's DistributedSampler counts the replicas of the default process group: the whole job
         return None, rank, ("num_replicas", "rank")
     last = (qualname or "").rsplit(".", 1)[-1]
+    size = m.keyword(call, "world_size")
+    if size is not None and rank is not None and any(w in _callee(call) for w in _DATA_WORDS):
+        # a project's loader factory that shards by the same contract (`get_dataloader(...,
+        # rank=..., world_size=...)`); the process group's own `rank=` is DDP414's
+        return size, rank, ("world_size", "rank")
     if last == "split_dataset_by_node":
         rank = m.keyword(call, "rank") or (call.args[1] if len(call.args) > 1 else None)
         size = m.keyword(call, "world_size") or (call.args[2] if len(call.args) > 2 else None)
@@ -64,6 +70,14 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
         index = m.keyword(call, "index") or (call.args[1] if len(call.args) > 1 else None)
         return (count, index, ("num_shards", "index")) if count is not None and index is not None else None
     return None
+
+
+_DATA_WORDS = ("loader", "sampler", "dataset", "data")
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "").lower()
 
 
 def _is_torch_sampler(m, call: ast.Call) -> bool:
