@@ -90,6 +90,17 @@ _GPU_LIST = re.compile(r"\s*\d+(\s*,\s*\d+)*\s*")
 _CUDA_STARTS = ("torch.cuda.set_device", "torch.cuda.init", "torch.cuda.current_device")
 
 
+def _constant_behind(m, value: ast.AST) -> ast.AST:
+    """The constant a name is bound to everywhere in the file (``gpu_list = "0,1,2,3"``), else
+    ``value`` itself."""
+    if not isinstance(value, ast.Name):
+        return value
+    made = [v for v, _node in ranks.assignments(m, value.id)]
+    if made and all(isinstance(v, ast.Constant) and v.value == made[0].value for v in made):
+        return made[0]
+    return value
+
+
 def _option_with_fixed_gpus(m, value: ast.AST) -> tuple[str, str] | None:
     """(flag, default) when ``value`` is ``args.<dest>`` of the file's own option whose default is
     a GPU list (``--gpu``, default ``'0,1,2,3'``)."""
@@ -146,6 +157,7 @@ def check(m):
             continue
         if ranks.single_process_arm(m, node):
             continue  # `if not args.distributed:`: the one-process run picks its GPU this way
+        value = _constant_behind(m, value)
         if isinstance(value, ast.Constant):
             if str(value.value).strip() in ("", "-1"):
                 continue  # hiding every GPU (a CPU-only run) overrides nothing
