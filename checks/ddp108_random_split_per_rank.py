@@ -5,7 +5,8 @@ Finds `random_split(dataset, lengths)` without a `generator=` (or scikit-learn's
 without a `random_state`) run by every rank of a script that starts the process group itself (or
 is a distributed script with its own `__main__`), whose result (or a dataset built from it in the
 same function) goes to a `DistributedSampler` or to a loader factory named for a distributed run
-(`get_distributed_dataloader(train_set)`), in a file that never seeds the random state
+(`get_distributed_dataloader(train_set)`), also where the file's own helper splits (into a dict
+of parts, too) and hands the parts back to the caller that shards them, in a file that never seeds the random state
 (`torch.manual_seed`, `np.random.seed`, `seed_everything`, any call named for a seed) with a value
 that is the same on every rank.
 
@@ -34,6 +35,7 @@ import ast
 
 from ddpdoctor.script.loaders import sampler_calls
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import own_call_sites
 
 CODE = "DDP108"
 TITLE = "Random split differs between ranks"
@@ -56,16 +58,13 @@ def check(m):
         if m.rank_guard(split) is not None:
             continue  # one rank splits (and would have to share it)
         fn = m.enclosing_function(split)
-        derived = _derived(split, fn if fn is not None else m.tree)
-        sampler = next(
-            (
-                s
-                for s in [*samplers, *_distributed_factories(m)]
-                if m.enclosing_function(s) is fn
-                and any(_uses(a, derived) for a in [*s.args[:1], *(k.value for k in s.keywords if k.arg == "dataset")])
-            ),
-            None,
-        )
+        sampler = _sharding(m, samplers, split, fn)
+        if sampler is None and fn is not None and _returns(fn, _derived(split, fn)):
+            # `train_ds, val_ds = load_dataset(path)`: the file's own helper hands the split back
+            sampler = next(
+                (s for site in own_call_sites(m, fn) if (s := _sharding(m, samplers, site, m.enclosing_function(site)))),
+                None,
+            )
         if sampler is None:
             continue
         what = "`random_split` without a generator" if _last(split) == "random_split" else (
@@ -122,13 +121,44 @@ def _seeds_alike(m) -> bool:
         if "seed" not in name:
             continue
         args = [*call.args, *(k.value for k in call.keywords)]
+        if _passed_on(m, call, args):
+            continue  # `def set_seed(seed): torch.manual_seed(seed)`: its own calls say what the seed is
         if not any(
-            isinstance(n, (ast.Name, ast.Attribute)) and m.rank_kind(n) is not None
+            isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and m.rank_kind(n) is not None
             for a in args
             for n in ast.walk(a)
         ):
             return True
     return False
+
+
+def _sharding(m, samplers: list[ast.Call], made: ast.Call, fn) -> ast.Call | None:
+    """The DistributedSampler (or distributed loader factory) in ``fn`` given what ``made`` returns
+    or a dataset built from it."""
+    derived = _derived(made, fn if fn is not None else m.tree)
+    return next(
+        (
+            s
+            for s in [*samplers, *_distributed_factories(m)]
+            if m.enclosing_function(s) is fn
+            and any(_uses(a, derived) for a in [*s.args[:1], *(k.value for k in s.keywords if k.arg == "dataset")])
+        ),
+        None,
+    )
+
+
+def _returns(fn: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(r, ast.Return) and r.value is not None and _uses(r.value, names) for r in ast.walk(fn))
+
+
+def _passed_on(m, call: ast.Call, args: list[ast.AST]) -> bool:
+    """A seeding call inside the file's own seeding helper, seeded from its parameters only."""
+    fn = m.enclosing_function(call)
+    if fn is None or "seed" not in fn.name.lower() or not args:
+        return False
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    names = [n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)]
+    return bool(names) and all(n in params for n in names)
 
 
 def _derived(split: ast.Call, scope: ast.AST) -> set[str]:
@@ -141,8 +171,12 @@ def _derived(split: ast.Call, scope: ast.AST) -> set[str]:
             if a.value is split or _uses(a.value, names):
                 for t in a.targets:
                     for n in ast.walk(t):
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in names:
-                            names.add(n.id)
+                        # `parts[key] = ...`: the container holds it (its key is only read)
+                        held = n.value if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) else None
+                        if held is None and isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                            held = n
+                        if held is not None and held.id not in names:
+                            names.add(held.id)
                             grew = True
         if not grew:
             break
