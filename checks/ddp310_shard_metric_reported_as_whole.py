@@ -6,7 +6,8 @@ that runs no backward pass, in a function named for evaluation or over a loader 
 held-out split, also in the file's function the loader is handed to, through returns, assignments
 and the lists it appends to) to the places where a rank test lets one rank use it: a `print`, a logger or
 TensorBoard/wandb call, a "best so far" comparison, a checkpoint decision (`if rank == 0: print(acc)`,
-`if local_rank == 0 and val_loss < best:`). A value handed to a collective first (`dist.all_reduce`,
+`if local_rank == 0 and val_loss < best:`; a plain `print` after `setup_for_distributed(rank == 0)`,
+which silences print on the other ranks). A value handed to a collective first (`dist.all_reduce`,
 `reduce_tensor(...)`, `all_gather`) is the same on every rank and is left alone; so are uses inside
 the evaluation loop (a progress bar's running figure) and an evaluation only some ranks run (DDP309).
 A training pass's figures over the rank's shard count only where one rank decides by them (the best
@@ -100,7 +101,25 @@ def _reported_by_one_rank(m, node: ast.AST) -> ast.AST | None:
             break
         child = a
     guard = m.rank_guard(node)
-    return guard.test if guard is not None and guard.path is None else None
+    if guard is not None and guard.path is None:
+        return guard.test
+    return _print_silenced_elsewhere(m, node)
+
+
+def _print_silenced_elsewhere(m, node: ast.AST) -> ast.AST | None:
+    """The rank test handed to ``setup_for_distributed(rank == 0)`` (the helper that replaces
+    ``print`` with one that stays silent on the other ranks) when ``node`` is printed by a plain
+    ``print(...)``: one rank prints it."""
+    call = next((a for a in m.ancestors(node) if isinstance(a, ast.Call)), None)
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print"):
+        return None
+    if m.keyword(call, "force") is not None:
+        return None
+    for c, _q in m.calls:
+        if (dotted(c.func) or "").rsplit(".", 1)[-1] == "setup_for_distributed" and c.args:
+            if guard_kind(m, c.args[0]) is not None:
+                return c.args[0]
+    return None
 
 
 def _in_training_loop(m, node: ast.AST) -> bool:
