@@ -7,7 +7,8 @@ held-out split, also in the file's function the loader is handed to, through ret
 and the lists it appends to) to the places where a rank test lets one rank use it: a `print`, a logger or
 TensorBoard/wandb call, a "best so far" comparison, a checkpoint decision (`if rank == 0: print(acc)`,
 `if local_rank == 0 and val_loss < best:`; a plain `print` after `setup_for_distributed(rank == 0)`,
-which silences print on the other ranks). A value handed to a collective first (`dist.all_reduce`,
+which silences print on the other ranks; accelerate's `accelerator.print`, with a loader handed back
+by `accelerator.prepare` as the sharded one). A value handed to a collective first (`dist.all_reduce`,
 `reduce_tensor(...)`, `all_gather`) is the same on every rank and is left alone; so are uses inside
 the evaluation loop (a progress bar's running figure) and an evaluation only some ranks run (DDP309).
 A training pass's figures over the rank's shard count only where one rank decides by them (the best
@@ -111,6 +112,13 @@ def _print_silenced_elsewhere(m, node: ast.AST) -> ast.AST | None:
     ``print`` with one that stays silent on the other ranks) when ``node`` is printed by a plain
     ``print(...)``: one rank prints it."""
     call = next((a for a in m.ancestors(node) if isinstance(a, ast.Call)), None)
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "print"
+        and (dotted(call.func.value) or "").rsplit(".", 1)[-1] == "accelerator"
+    ):
+        return call.func  # accelerate's print: on the main process only
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print"):
         return None
     if m.keyword(call, "force") is not None:
@@ -238,13 +246,17 @@ def check(m):
                 u[0].lineno,
             ),
         )
+        who = (
+            f"only the main process prints it (`{ast.unparse(test)}`, line {test.lineno})"
+            if isinstance(test, ast.Attribute) and test.attr == "print"
+            else f"only the ranks that pass `{ast.unparse(test)[:40]}` (line {test.lineno}) use it here"
+        )
         yield m.finding(
             CODE,
             node,
             f"`{ast.unparse(node)}` comes from this rank's own shard of the data (the loop on line "
-            f"{origin.node.lineno} reads a loader with a DistributedSampler) and is never reduced, "
-            f"but only the ranks that pass `{ast.unparse(test)[:40]}` (line {test.lineno}) use it "
-            "here: it describes 1/world_size of the dataset, not the whole",
+            f"{origin.node.lineno} reads a loader sharded across the ranks) and is never reduced, "
+            f"but {who}: it describes 1/world_size of the dataset, not the whole",
             SEVERITY,
             hint="all-reduce the sums and counts first (`dist.all_reduce(t)`), then report or compare",
             chain=m.chain_text([origin.node.lineno, test.lineno], node.lineno),

@@ -23,6 +23,7 @@ import ast
 from collections.abc import Iterator
 
 from ddpdoctor.script.flow import Flow
+from ddpdoctor.script.interp import is_accelerate_prepare
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import own_call_sites
 from ddpdoctor.script.values import bound_argument
@@ -226,14 +227,40 @@ def sharded_passes(m) -> frozenset[int]:
     return cached
 
 
+def _prepared_loaders(m) -> dict[str, int]:
+    """Names that hold a loader handed back by accelerate's ``accelerator.prepare(...)``
+    (``model, opt, train_dl, val_dl = accelerator.prepare(model, opt, train_dl, val_dl)``): in a
+    distributed run each process draws its own part of its batches -> the line it was bound."""
+    out: dict[str, int] = {}
+    for a in m.nodes(ast.Assign):
+        call = a.value
+        if not (isinstance(call, ast.Call) and is_accelerate_prepare(call)) or len(a.targets) != 1:
+            continue
+        target = a.targets[0]
+        targets = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        if len(targets) != len(call.args):
+            continue
+        for t, arg in zip(targets, call.args):
+            name, given = dotted(t), dotted(arg)
+            if name is not None and given is not None and _names_loader(given):
+                out[name] = a.lineno
+    return out
+
+
+def _names_loader(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1].lower()
+    return "loader" in last or last.endswith("_dl") or last == "dl"
+
+
 def _sharded_passes(m) -> frozenset[int]:
     samplers = sampler_calls(m)
     sharded = loader_calls(m, Flow(m, samplers)) if samplers else []
     # a loader from another module's factory made for the distributed run is sharded there
     sharded += [c for c, _q in m.calls if distributed_factory(m, c)]
-    if not sharded:
+    prepared = _prepared_loaders(m)
+    if not sharded and not prepared:
         return frozenset()
-    flow = Flow(m, sharded)
+    flow = Flow(m, sharded, prepared)
     out = set()
     for loop in passes(m, flow):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -242,7 +269,7 @@ def _sharded_passes(m) -> frozenset[int]:
         if not flow.held(root):
             continue  # ``range(len(loader))`` counts the batches: the same on every rank
         fn = m.enclosing_function(loop)
-        if fn is not None and isinstance(root, ast.Name) and root.id in param_names(fn):
+        if fn is not None and isinstance(root, ast.Name) and root.id in param_names(fn) and root.id not in prepared:
             root = root.id
             bound = [bound_argument(fn, site, root) for site in own_call_sites(m, fn)]
             if not any(known and flow.carries(arg) for known, arg in bound):
