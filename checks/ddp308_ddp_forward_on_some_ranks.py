@@ -13,7 +13,8 @@ Before each forward DDP broadcasts the model's buffers (BatchNorm running statis
 masks) from rank 0, a collective every rank must join. Run on rank 0 alone, that broadcast pairs
 with whatever the other ranks do next (their gradient all-reduce) or waits until the timeout. A
 model without buffers communicates nothing in a forward, which is why this rule is opt-in: the file
-rarely shows the model's layers.
+rarely shows the model's layers. Where it does (SyncBatchNorm, its own model class with BatchNorm or
+a registered buffer, a torchvision family built with BatchNorm), DDP312 reports it, by default.
 
 ## Example
 ```python
@@ -30,7 +31,8 @@ if rank == 0:
 
 from __future__ import annotations
 
-from ddpdoctor.script.divergent import by_rank_test, guard_text, partings, ranks_text
+from ddpdoctor.script.buffers import buffers_evident
+from ddpdoctor.script.divergent import forward_only
 
 CODE = "DDP308"
 TITLE = "DDP forward run by some ranks only"
@@ -45,23 +47,14 @@ OPT_IN_BECAUSE = (
 
 
 def check(m):
-    for group in by_rank_test(partings(m)):
-        if not all(p.forward for p in group):
-            continue  # with a collective too: DDP301
-        first, rest = group[0], group[1:]
-        ev = first.event
-        where = f"line {ev.node.lineno}" if ev.path is None else f"{ev.path.rsplit('/', 1)[-1]}:{ev.node.lineno}"
-        what = f"inside `{ev.arg}(...)`, which is handed the DDP wrapper," if ev.arg else f"on {where}"
-        if ev.chain:
-            what += f" (reached through {m.event_chain(ev)})"
-        also = f"; the same rank test keeps lines {', '.join(str(p.anchor.lineno) for p in rest)} too" if rest else ""
+    if buffers_evident(m) is not None:
+        return  # the file shows the model's buffers: DDP312 (on by default) reports these
+    for anchor, message, chain in forward_only(m):
         yield m.finding(
             CODE,
-            first.anchor,
-            f"the DDP model's forward {what} is run by {ranks_text(first.ranks)} only{guard_text(first.guard)}: if the model has "
-            "buffers (BatchNorm statistics), the forward broadcasts them and waits for ranks that "
-            f"are elsewhere{also}",
+            anchor,
+            message,
             SEVERITY,
             hint="run rank-0-only evaluation on the unwrapped model (`model.module`), or on every rank",
-            chain=m.event_chain(ev) if ev.chain else None,
+            chain=chain,
         )

@@ -209,3 +209,31 @@ def _unmatched(mine, theirs) -> list[int]:
                 else:
                     out.append(k)
     return out
+
+
+def forward_only(m, buffers: ast.AST | None = None):
+    """(anchor, message, chain) for each rank test that keeps only DDP forwards from the other
+    ranks (DDP301 reports those that keep a collective too). ``buffers``: the node that shows the
+    model has buffers to broadcast, named in the message; None when the file does not show it."""
+    for group in by_rank_test(partings(m)):
+        if not all(p.forward for p in group):
+            continue
+        first, rest = group[0], group[1:]
+        ev = first.event
+        where = f"line {ev.node.lineno}" if ev.path is None else f"{ev.path.rsplit('/', 1)[-1]}:{ev.node.lineno}"
+        what = f"inside `{ev.arg}(...)`, which is handed the DDP wrapper," if ev.arg else f"on {where}"
+        if ev.chain:
+            what += f" (reached through {m.event_chain(ev)})"
+        also = f"; the same rank test keeps lines {', '.join(str(p.anchor.lineno) for p in rest)} too" if rest else ""
+        if buffers is None:
+            why = "if the model has buffers (BatchNorm statistics), the forward broadcasts them"
+        else:
+            why = (
+                f"the model has buffers (line {buffers.lineno}: `{ast.unparse(buffers)[:40]}`), so the "
+                "forward broadcasts them"
+            )
+        message = (
+            f"the DDP model's forward {what} is run by {ranks_text(first.ranks)} only"
+            f"{guard_text(first.guard)}: {why} and waits for ranks that are elsewhere{also}"
+        )
+        yield first.anchor, message, (m.event_chain(ev) if ev.chain else None)

@@ -1,0 +1,56 @@
+"""DDP312: a forward of a DDP model with buffers that some ranks run and the others do not.
+
+## What it does
+DDP308's question, asked where the file shows the wrapped model has buffers: it converts the model
+to SyncBatchNorm, builds it from one of its own classes that holds BatchNorm layers or registers a
+buffer, builds BatchNorm into the wrapped module directly, or uses a torchvision family built with
+BatchNorm (ResNet, DenseNet, EfficientNet, MobileNet, ...). Then a rank test that keeps only DDP
+forwards from the other ranks (`if rank == 0: evaluate(ddp_model)`) is a certain hang, and this rule
+runs by default. Where the file does not show the model's layers, DDP308 (opt-in) asks.
+
+## Why is this bad?
+Before each forward DDP broadcasts the model's buffers (BatchNorm running statistics) from rank 0,
+a collective every rank must join (`broadcast_buffers=True`, the default). Run on rank 0 alone, that
+broadcast pairs with whatever the other ranks do next (their gradient all-reduce) or waits until the
+timeout.
+
+## Example
+```python
+model = DDP(torchvision.models.resnet50().cuda(rank), device_ids=[rank])
+...
+if rank == 0:
+    evaluate(model, val_loader)    # the wrapper's forward: a buffer broadcast on rank 0 only
+```
+
+## Use instead
+```python
+if rank == 0:
+    evaluate(model.module, val_loader)   # the plain module does no communication
+```
+"""
+
+from __future__ import annotations
+
+from ddpdoctor.script.buffers import buffers_evident
+from ddpdoctor.script.divergent import forward_only
+
+CODE = "DDP312"
+TITLE = "DDP forward of a model with buffers run by some ranks only"
+KIND = "script"
+SEVERITY = "error"
+CONFIDENCE = "high"
+
+
+def check(m):
+    buffers = buffers_evident(m)
+    if buffers is None:
+        return
+    for anchor, message, chain in forward_only(m, buffers):
+        yield m.finding(
+            CODE,
+            anchor,
+            message,
+            SEVERITY,
+            hint="run rank-0-only evaluation on the unwrapped model (`model.module`), or on every rank",
+            chain=chain,
+        )
