@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.loaders import names_a_loader
+from ddpdoctor.script.names import also_lines, dotted
 
 CODE = "DDP109"
 TITLE = "Sampler set on a DataLoader after it is built"
@@ -43,8 +44,7 @@ def _holds_a_loader(m, base: ast.AST) -> bool:
     key = dotted(base)
     if key is None:
         return False
-    last = key.rsplit(".", 1)[-1].lower()
-    if "loader" in last or last.endswith("_dl") or last == "dl":
+    if names_a_loader(key):
         return True
     made = [a.value for a in m.nodes(ast.Assign) for t in a.targets if dotted(t) == key]
     return bool(made) and all(
@@ -63,8 +63,7 @@ def check(m):
     for found in by_scope.values():
         found.sort(key=lambda at: at[0].lineno)
         a, t = found[0]
-        others = sorted({x.lineno for x, _t in found[1:]})
-        also = f" (also line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})" if others else ""
+        also = also_lines(x.lineno for x, _t in found[1:])
         yield m.finding(
             CODE,
             a,

@@ -82,7 +82,7 @@ import ast
 from ddpdoctor.script.divergence import Decision, RankValues
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
-from ddpdoctor.script.loaders import sharded_passes
+from ddpdoctor.script.loaders import names_a_loader, sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, training_state
 from ddpdoctor.script.names import short_text as _short
 
@@ -301,7 +301,7 @@ def _names_loader(name: str | None) -> bool:
     """A data loader by its name or its class's (``train_loader``, ``DataLoader(...)``, ``val_dl``,
     ``batches``; ``train_ds`` too: iterated by a loop that trains, it hands out batches)."""
     last = (name or "").rsplit(".", 1)[-1].lower()
-    return "loader" in last or last in ("dl", "batches") or last.endswith(("_dl", "_batches", "_ds"))
+    return names_a_loader(name) or last == "batches" or last.endswith(("_batches", "_ds"))
 
 
 def _unbound_elsewhere(values: RankValues, o) -> bool:

@@ -32,7 +32,7 @@ if rank == 0:
 from __future__ import annotations
 
 from ddpdoctor.script.buffers import buffers_evident
-from ddpdoctor.script.divergent import forward_only
+from ddpdoctor.script.divergent import FORWARD_ONLY_HINT, forward_only
 
 CODE = "DDP308"
 TITLE = "DDP forward run by some ranks only"
@@ -55,6 +55,6 @@ def check(m):
             anchor,
             message,
             SEVERITY,
-            hint="run rank-0-only evaluation on the unwrapped model (`model.module`), or on every rank",
+            hint=FORWARD_ONLY_HINT,
             chain=chain,
         )

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import also_lines, dotted
 
 CODE = "DDP411"
 TITLE = "Method of the model called on its DDP wrapper"
@@ -101,8 +101,7 @@ def check(m):
     for name, places in read.items():
         places.sort(key=lambda p: (p[0].lineno, p[0].col_offset))
         node, via = places[0]
-        others = sorted({n.lineno for n, _v in places[1:] if n.lineno != node.lineno})
-        also = f" (also line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})" if others else ""
+        also = also_lines(n.lineno for n, _v in places[1:] if n.lineno != node.lineno)
         yield m.finding(
             CODE,
             node,

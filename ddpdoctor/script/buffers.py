@@ -32,7 +32,14 @@ def _mentions_buffers(node: ast.AST) -> ast.AST | None:
 
 
 def buffers_evident(m) -> ast.AST | None:
-    """A node showing that every model this file wraps in DDP has buffers, else None."""
+    """A node showing that every model this file wraps in DDP has buffers, else None (asked by
+    DDP308 and DDP312: found once per file)."""
+    if "_buffers_evident" not in m.__dict__:
+        m.__dict__["_buffers_evident"] = _buffers_evident(m)
+    return m.__dict__["_buffers_evident"]
+
+
+def _buffers_evident(m) -> ast.AST | None:
     if not m.ddp_constructors:
         return None
     classes = {c.name: c for c in m.nodes(ast.ClassDef)}

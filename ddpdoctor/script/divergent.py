@@ -211,6 +211,9 @@ def _unmatched(mine, theirs) -> list[int]:
     return out
 
 
+FORWARD_ONLY_HINT = "run rank-0-only evaluation on the unwrapped model (`model.module`), or on every rank"
+
+
 def forward_only(m, buffers: ast.AST | None = None):
     """(anchor, message, chain) for each rank test that keeps only DDP forwards from the other
     ranks (DDP301 reports those that keep a collective too). ``buffers``: the node that shows the

@@ -242,13 +242,14 @@ def _prepared_loaders(m) -> dict[str, int]:
             continue
         for t, arg in zip(targets, call.args):
             name, given = dotted(t), dotted(arg)
-            if name is not None and given is not None and _names_loader(given):
+            if name is not None and given is not None and names_a_loader(given):
                 out[name] = a.lineno
     return out
 
 
-def _names_loader(name: str) -> bool:
-    last = name.rsplit(".", 1)[-1].lower()
+def names_a_loader(name: str | None) -> bool:
+    """A data loader by its name: ``train_loader``, ``self.val_dl``, ``dl``."""
+    last = (name or "").rsplit(".", 1)[-1].lower()
     return "loader" in last or last.endswith("_dl") or last == "dl"
 
 

@@ -197,3 +197,12 @@ def training_state(call: ast.Call) -> str | None:
     if "scaler" in last and call.args:
         return owner
     return None
+
+
+def also_lines(lines) -> str:
+    """`` (also line 7)`` / `` (also lines 7, 9)`` for the other places of one finding's cause; ``""``
+    for none."""
+    lines = sorted(set(lines))
+    if not lines:
+        return ""
+    return f" (also line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
