@@ -373,11 +373,13 @@ def _find_device_exprs(m):
                 yield k.value, k.value.elts[0]
             elif k.arg in ("output_device", "device_id"):
                 yield k.value, k.value
+    # the whole string is the device (f"cuda:{rank}"), not a message that names one
+    # (f"running on cuda:{rank}")
     for node in m.nodes(ast.JoinedStr):
         if (
             node.values
             and isinstance(node.values[0], ast.Constant)
-            and str(node.values[0].value).endswith("cuda:")
+            and str(node.values[0].value) == "cuda:"
             and len(node.values) == 2
         ):
             yield node, node.values[1].value
@@ -386,7 +388,7 @@ def _find_device_exprs(m):
         return
     for node in m.nodes(ast.BinOp):
         left = node.left
-        if isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value.endswith("cuda:"):
+        if isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value == "cuda:":
             if isinstance(node.op, (ast.Mod, ast.Add)):
                 yield node, node.right
         elif isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value == "cuda:%d":

@@ -616,7 +616,22 @@ class ModuleAnalysis:
                 for n in ast.walk(init)
             ):
                 return True
+        if any(self._spawns_whole_world(c) for c in self.calls_named("spawn", "start_processes")):
+            return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
+
+    def _spawns_whole_world(self, call: ast.Call) -> bool:
+        """``mp.spawn(main, args=(world_size,), nprocs=world_size)``: the file starts as many processes
+        here as the job has ranks (the process count is named for the world size), so every rank is
+        on this host. A count of this node's GPUs (``nprocs=ngpus_per_node``) says nothing."""
+        qual = self.qualname(call.func) or ""
+        if "multiprocessing" not in qual and not qual.startswith("torch."):
+            return False
+        nprocs = self.keyword(call, "nprocs")
+        if nprocs is None and len(call.args) > 2:
+            nprocs = call.args[2]
+        key = dotted(nprocs) if nprocs is not None else None
+        return key is not None and key.rsplit(".", 1)[-1].lower() in ("world_size", "world", "worldsize")
 
     @cached_property
     def pinned_rank(self) -> int | None:

@@ -97,8 +97,28 @@ def _super_init(node: ast.AST) -> bool:
     )
 
 
+def _batch_samplers(m, samplers: Flow) -> Flow | None:
+    """What holds a batch sampler built over one of the samplers (``BatchSampler(sampler, 32,
+    drop_last=True)``, a project's ``GroupedBatchSampler(sampler, ...)``): a loader given it as
+    ``batch_sampler=`` draws from the sampler."""
+    made = [
+        c
+        for c, _q in m.calls
+        if (dotted(c.func) or "").rsplit(".", 1)[-1].endswith("BatchSampler")
+        and (samplers.carries(c.args[0] if c.args else None) or samplers.carries(m.keyword(c, "sampler")))
+    ]
+    return Flow(m, made) if made else None
+
+
 def loader_calls(m, samplers: Flow) -> list[ast.Call]:
-    made = [dl for dl in m.calls_named("DataLoader") if samplers.carries(m.keyword(dl, "sampler"))]
+    batches = _batch_samplers(m, samplers)
+
+    def draws(dl: ast.Call, keys: tuple[str, ...] = ("sampler",)) -> bool:
+        if any(samplers.carries(m.keyword(dl, k)) for k in keys):
+            return True
+        return batches is not None and batches.carries(m.keyword(dl, "batch_sampler"))
+
+    made = [dl for dl in m.calls_named("DataLoader") if draws(dl)]
     # a loader factory of another module handed the sampler by keyword (``build_loader(ds, bs,
     # batch_sampler=sampler)``): what it returns draws from the sampler
     seen = {id(c) for c in made}
@@ -107,7 +127,7 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
         for c, _q in m.calls
         if id(c) not in seen
         and "loader" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower()
-        and any(samplers.carries(m.keyword(c, k)) for k in ("sampler", "batch_sampler"))
+        and draws(c, ("sampler", "batch_sampler"))
     ]
     own = set()
     for cls in m.nodes(ast.ClassDef):
