@@ -15,7 +15,9 @@ the backward only, when the loss was made before the window (earlier in the func
 caller that passed it in, outside any no_sync window): DDP reads the flag during the forward, so
 the toggle applies to the wrong micro-step, and a window opened after the forward changes nothing.
 `model` is one the file wraps in DDP (or a helper named for it) or tests with
-`isinstance(model, DistributedDataParallel)`; FSDP's no_sync is read by the backward and stays out.
+`isinstance(model, DistributedDataParallel)`, or the model a function of a data-parallel job is
+handed by its caller (`def train_one_epoch(model, ...)` in a file that all-reduces); a model the
+file builds and trains without wrapping it is not. FSDP's no_sync is read by the backward and stays out.
 A step and a `zero_grad()` under modulo tests of the same period in one per-iteration method
 (`if idx % period == 0: zero_grad()` ... `if idx % period == period - 1: step()`) is accumulation
 too, whatever the period is called.
@@ -115,6 +117,37 @@ def _may_be_ddp(m) -> bool:
             return True
     return any(v.startswith("accelerate.Accelerator") for v in m.aliases.values()) or (
         m.mentions("Accelerator(") and bool(m.method_calls("prepare"))
+    )
+
+
+def _reduces_across_ranks(m) -> bool:
+    """The file all-reduces (``dist.all_reduce``, ``misc.all_reduce_mean``): it runs as one of several
+    data-parallel ranks, whatever wraps the model it is handed."""
+    return bool(m.dist_calls("all_reduce")) or any(
+        "all_reduce" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower() for c, _q in m.calls
+    )
+
+
+_MODEL_WORDS = ("model", "net", "module")
+
+
+def _handed_a_model(m, node: ast.AST) -> bool:
+    """``node`` runs in a function handed its model by the caller (``def train_one_epoch(model,
+    ...)``, a trainer method on ``self.model``): the caller's model is the one the job wraps in DDP.
+    A model the file builds and trains at the top level (``model = GPT(...)``) it would have
+    wrapped here."""
+    fn = m.enclosing_function(node)
+    if fn is None:
+        return False
+    params = [a.arg.lower() for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    if any(any(w in p for w in _MODEL_WORDS) for p in params):
+        return True
+    return bool(params) and params[0] == "self" and any(
+        isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+        and any(w in n.attr.lower() for w in _MODEL_WORDS)
+        for n in ast.walk(fn)
     )
 
 
@@ -293,9 +326,30 @@ def _own_step(m, if_node: ast.If, step: ast.Call, helpers) -> bool:
     if owner is None or loop is None:
         return False
     return any(
-        c is not step and dotted(c.func.value) == owner and not _inside(m, c, if_node) and m.enclosing_loop(c) is loop
+        c is not step
+        and dotted(c.func.value) == owner
+        and not _inside(m, c, if_node)
+        and m.enclosing_loop(c) is loop
+        and not _other_arm(m, c, if_node)
         for c in m.method_calls("step")
     )
+
+
+def _other_arm(m, node: ast.AST, other: ast.AST) -> bool:
+    """``node`` and ``other`` sit in the two arms of one ``if`` (``if accum > 1: ... else:
+    optimizer.step()``): one iteration runs only one of them."""
+    arm_of = {}
+    child = other
+    for a in m.ancestors(other):
+        if isinstance(a, ast.If):
+            arm_of[id(a)] = any(child is st for st in a.body)
+        child = a
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.If) and id(a) in arm_of:
+            return arm_of[id(a)] != any(child is st for st in a.body)
+        child = a
+    return False
 
 
 def _moduli(test: ast.AST) -> set[str]:
@@ -539,9 +593,10 @@ def _in_model_context(m, node: ast.AST, models: set[str]) -> bool:
 
 
 def check(m):
-    if not _may_be_ddp(m):
+    wrapped = _may_be_ddp(m)
+    if not wrapped and not _reduces_across_ranks(m):
         return
-    for node, forward in _late_sync_toggle(m):
+    for node, forward in _late_sync_toggle(m) if wrapped else ():
         yield m.finding(
             CODE,
             node,
@@ -551,7 +606,7 @@ def check(m):
             SEVERITY,
             hint="set the flag before the forward (or use `with model.no_sync():` around the forward)",
         )
-    for node, loss_line, owner in _late_no_sync(m):
+    for node, loss_line, owner in _late_no_sync(m) if wrapped else ():
         yield m.finding(
             CODE,
             node,
@@ -577,6 +632,8 @@ def check(m):
             cond, backward = found
             if _in_model_context(m, backward, models):
                 continue
+            if not wrapped and not _handed_a_model(m, backward):
+                continue  # a rank of a job whose model this file builds and does not wrap
             via = ""
             helper = backward.func.id if isinstance(backward.func, ast.Name) else None
             if helper is None and isinstance(backward.func, ast.Attribute):
