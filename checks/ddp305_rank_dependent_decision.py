@@ -13,7 +13,9 @@ collectives after an early `return` on a rank test. A value handed to a collecti
 
 Values computed from the rank's own batch are followed too, to a `break` or `return` out of a loop:
 the items of a loop over a data loader that runs a backward pass of the DDP model (each rank trains
-on its own shard) or the batches such a loop draws with `next(loader_iter)`, the items of any loop
+on its own shard) or the batches such a loop draws with `next(loader_iter)`, the output of the DDP
+model's forward that a training step backpropagates however the step gets its inputs (a rollout,
+`get_batch()`: `logprobs = per_token_logprobs(model, ids)` then a loss of it), the items of any loop
 over a loader given a DistributedSampler (an evaluation over the rank's shard of the validation set,
 also in the file's own function the loader is handed to: early stopping on its loss), and what is computed
 from them, also through the file's own functions (a loss, a KL estimate, a drift; the batch handed
@@ -118,6 +120,33 @@ def _calls_in(stmts):
         stack.extend(reversed(list(ast.iter_child_nodes(n))))
 
 
+def _names_in(e: ast.AST) -> set[str]:
+    return {d for x in ast.walk(e) if isinstance(x, (ast.Name, ast.Attribute)) and (d := dotted(x))}
+
+
+def _feeds_backward(m, call: ast.Call, loop: ast.AST, backwards: set[int]) -> bool:
+    """The value ``call`` returns reaches, through the assignments that follow it in ``loop``, a
+    backward pass there (``loss.backward()``, ``scaler.scale(loss).backward()``)."""
+    stmt = next((a for a in m.ancestors(call) if isinstance(a, (ast.Assign, ast.AnnAssign, ast.AugAssign))), None)
+    if stmt is None or m.enclosing_loop(stmt) is not loop and not any(a is loop for a in m.ancestors(stmt)):
+        return False
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    held = set().union(*(_names_in(t) for t in targets))
+    later = sorted(
+        (a for a in ast.walk(loop) if isinstance(a, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and a.lineno > stmt.lineno),
+        key=lambda a: a.lineno,
+    )
+    for a in later:
+        if a.value is not None and _names_in(a.value) & held:
+            for t in a.targets if isinstance(a, ast.Assign) else [a.target]:
+                held |= _names_in(t)
+    for c in ast.walk(loop):
+        if isinstance(c, ast.Call) and id(c) in backwards and c.lineno >= stmt.lineno:
+            if _names_in(c.func) & held or any(_names_in(x) & held for x in (*c.args, *(k.value for k in c.keywords))):
+                return True
+    return False
+
+
 class _Comms:
     """Which calls of the file make every rank communicate, directly or through the file's own functions."""
 
@@ -151,6 +180,7 @@ class _Comms:
         # a forward of the DDP model itself (``model(x)`` after ``model = DDP(...)``; not
         # ``model.module(x)``) may broadcast its buffers
         models = {name for c in wraps if (name := m.assigned_to(c)) is not None}
+        self.models = models
         if models:
             direct |= {id(c) for c, _q in m.calls if dotted(c.func) in models}
             # another module's training function handed the DDP model (`train(cfg, loader, model,
@@ -223,7 +253,24 @@ class _Comms:
             for n in _calls_in(loop.body):
                 if isinstance(n.func, ast.Name) and n.func.id == "next" and n.args and loader(n.args[0]):
                     draws[id(n)] = (n, loop)  # loops come outer first: the innermost one stays
+                elif self._forward(n, loop):
+                    draws[id(n)] = (n, loop)
         return frozenset(loops), draws
+
+    def _forward(self, n: ast.Call, loop: ast.AST) -> bool:
+        """A forward pass of the DDP model whose output the step backpropagates, however the step
+        gets its inputs (``logits = model(x)``, ``logprobs = per_token_logprobs(model, ids)`` then a
+        loss made of it and ``loss.backward()``): DDP trains every rank on inputs of its own, so
+        what the training forward returns is the rank's own. (A call handed the model whose result
+        no backward reads, ``score = evaluate(model, val)``, may compute the same on every rank.)"""
+        if not self.models:
+            return False
+        name = dotted(n.func)
+        if name is None or (self.m.qualname(n.func) or "").startswith("torch."):
+            return False
+        if name not in self.models and not any(dotted(a) in self.models for a in n.args):
+            return False
+        return _feeds_backward(self.m, n, loop, self.backwards)
 
     def _own(self, call: ast.Call) -> str | None:
         name = dotted(call.func)

@@ -554,7 +554,7 @@ class RankValues:
     def _may_read_tainted(self, d: _Def) -> bool:
         """Cheap test before ``reads``: the value reads a key or calls a function already known to be
         rank-dependent."""
-        if d.value is None or not (self.tainted or any(self.returns.values())):
+        if d.value is None or not (self.tainted or self._draws or any(self.returns.values())):
             return False
         for leaf in self._leaves(d.value, d.fn)[1]:
             if leaf[0] == "unify":
