@@ -8,7 +8,11 @@ Finds a DDP wrapper that the code never gets to use on the path that made it:
 - a model wrapped into a local name (`ddp_model = DDP(model, ...)`) that is never read after that
   line, so the training goes on with the unwrapped model;
 - a wrapper built and dropped (`DistributedDataParallel(model, ...)` as a statement of its own) in
-  code that then trains (a backward after it); a constructor test that trains nothing is left alone.
+  code that then trains (a backward after it); a constructor test that trains nothing is left alone;
+- a name holding the wrapper given something else before anything reads the wrapper: its own
+  module back (`model = DDP(model); model = model.module`) or a value made without it
+  (`self.model = torch.compile(model)` of the bare model), in a file that trains; reported at that
+  assignment (script/unwrapping.py; another wrapper put there, as constructor tests do, is left alone).
 It stays quiet when the choice or the wrap sits in a loop (a later round may use it), when the name
 is declared `global`/`nonlocal`, or when the name is read anywhere after it.
 
@@ -45,6 +49,7 @@ import ast
 
 from ddpdoctor.script.names import dotted, is_torch_name, names_evaluation
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
+from ddpdoctor.script.unwrapping import replaced_before_use
 
 CODE = "DDP408"
 TITLE = "DDP wrapper made but never applied"
@@ -257,6 +262,13 @@ def _wrapped_never_read(m):
         yield call, name, None
 
 
+def _trains(m) -> bool:
+    """The file trains: a backward pass, an optimizer step or a call named for training."""
+    return bool(m.method_calls("backward")) or any(
+        _says(c.func, ("train", "optimize", "fit")) for c, _q in m.calls
+    )
+
+
 def check(m):
     for assign, name, reads in _chosen_never_called(m):
         # reported at the wrapping itself, the line to move (a loop indented one level too deep)
@@ -290,7 +302,27 @@ def check(m):
                 SEVERITY,
                 hint=f"keep it: `{model} = DistributedDataParallel({model}, ...)`, and train with it",
             )
+    replaced = set()
+    for call in m.ddp_constructors if _trains(m) else ():
+        st = replaced_before_use(m, call)
+        if st is None:
+            continue
+        replaced.add(id(call))
+        key = dotted(st.targets[0])
+        yield m.finding(
+            CODE,
+            st,
+            f"`{key}` holds the DDP wrapper from line {call.lineno}, but this line replaces it with "
+            f"`{ast.unparse(st.value)}` before anything uses it: training goes on with the bare "
+            "model, so no gradient is all-reduced and each process trains its own copy",
+            SEVERITY,
+            hint=f"keep the wrapper in `{key}` and train with it (compile the wrapped model, or keep the "
+            "unwrapped one under another name for saving)",
+            chain=[call.lineno, st.lineno],
+        )
     for call, name, trains in _wrapped_never_read(m):
+        if id(call) in replaced:
+            continue
         if trains is not None:
             yield m.finding(
                 CODE,

@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
+from ddpdoctor.script.unwrapping import replacements
 
 CODE = "DDP409"
 TITLE = "Training step bypasses the DDP wrapper through .module"
@@ -126,7 +127,10 @@ def _unwrapped_names(m, models: Flow) -> dict[int, set[str]]:
     """id of a function -> its local names given the model inside the wrapper (``sam_model =
     self.model.module``, often on the multi-GPU arm beside ``sam_model = self.model``)."""
     out: dict[int, set[str]] = {}
+    given_up = replacements(m)
     for a in m.nodes(ast.Assign):
+        if id(a) in given_up:
+            continue  # `model = model.module` before the wrapper is used at all: DDP408 reports it
         v = a.value
         if isinstance(v, ast.IfExp):
             # `model.module if isinstance(model, DistributedDataParallel) else model`: under DDP,
