@@ -121,7 +121,20 @@ def _global_names(m) -> set:
                 name = dotted(t)
                 if name:
                     out.add(name if "." in name else (_scope(m, node), name))
+                    if "." in name:
+                        m.__dict__.setdefault("_ddp402_attr_defs", {}).setdefault(name, []).append(node)
     return out
+
+
+def _before_global_def(m, use: ast.AST, name: str) -> bool:
+    """``torch.cuda.set_device(args.local_rank)`` and only later, in the same function,
+    ``args.local_rank = dist.get_rank()``: the use still sees the value from before (the launcher's
+    local rank); uses after it, or in other functions, see the global one."""
+    defs = m.__dict__.get("_ddp402_attr_defs", {}).get(name)
+    if not defs:
+        return False
+    fn = m.enclosing_function(use)
+    return all(m.enclosing_function(d) is fn and use.lineno < d.lineno for d in defs)
 
 
 def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
@@ -146,6 +159,8 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
             return True
         if (0, name) in names and _module_name_here(m, expr, name):
             return True
+    if name in names and "." in name and _before_global_def(m, expr, name):
+        return _global_option(m, name)
     return name in names or (_scope(m, expr), name) in names or _global_option(m, name)
 
 
