@@ -1,0 +1,112 @@
+"""DDP417: the rank asked for before the process group exists.
+
+## What it does
+Finds a rank query (`get_rank()` of a project helper, `dist.get_rank()`) that runs before
+`init_process_group` in the same straight-line code: the query sits earlier in the function (or the
+`__main__` block) that later creates the process group, outside any test of
+`dist.is_initialized()`. A helper of this file that reads the launcher's `RANK` from the
+environment is right at any time and is left alone, and so is a query inside a function that runs
+later.
+
+## Why is this bad?
+Before the process group exists, the usual helper (`return dist.get_rank() if
+dist.is_initialized() else 0`) answers 0 on every process, and `dist.get_rank()` itself raises.
+What is built from it is then the same on every rank: `set_seed(seed + get_rank())` gives every
+rank the same seed (identical random augmentation and dropout, identical shuffles of a sampler
+seeded from it), and a logger or writer set up for `rank == 0` opens on every process.
+
+## Example
+```python
+set_seed(1 + get_rank())                 # 0 on every process: one seed for all
+dist.init_process_group("nccl")
+```
+
+## Use instead
+```python
+dist.init_process_group("nccl")
+set_seed(1 + get_rank())                 # each rank its own seed
+```
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddpdoctor.script.names import dotted
+
+CODE = "DDP417"
+TITLE = "Rank read before the process group exists"
+KIND = "script"
+SEVERITY = "warning"
+CONFIDENCE = "high"
+
+_QUERIES = ("get_rank", "get_global_rank")
+
+
+def _reads_environment(m, name: str, depth: int = 0) -> bool:
+    """This file's helper of that name reads the launcher's environment (RANK), itself or through
+    another helper of the file: right before the process group exists too."""
+    fns = [f for f in m.functions if f.name == name]
+    for f in fns:
+        for n in ast.walk(f):
+            if (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv")) or (
+                isinstance(n, ast.Constant) and n.value == "RANK"
+            ):
+                return True
+            if (
+                depth < 3
+                and isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id != name
+                and n.func.id in m.function_names
+                and _reads_environment(m, n.func.id, depth + 1)
+            ):
+                return True
+    return False
+
+
+def _under_initialized_test(m, node: ast.AST) -> bool:
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.If, ast.IfExp)) and "is_initialized" in ast.unparse(a.test):
+            return True
+    return False
+
+
+def _same_code(m, node: ast.AST) -> ast.AST:
+    """The function that holds ``node`` (the module for top-level code)."""
+    return m.enclosing_function(node) or m.tree
+
+
+def check(m):
+    inits = m.dist_calls("init_process_group")
+    if not inits:
+        return
+    for call, q in m.calls:
+        name = dotted(call.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last not in _QUERIES or call.args or call.keywords:
+            continue
+        if not (q or "").startswith("torch.distributed") and (
+            "." in name and name.split(".", 1)[0] not in m.aliases
+        ):
+            continue  # `self.get_rank()`, `trainer.get_rank()`: an object's own idea of the rank
+        if last in m.function_names and _reads_environment(m, last):
+            continue
+        if _under_initialized_test(m, call) or m.enclosing_loop(call) is not None:
+            continue
+        code = _same_code(m, call)
+        later = [i for i in inits if _same_code(m, i) is code and i.lineno > call.lineno]
+        if not later:
+            continue
+        init = later[0]
+        yield m.finding(
+            CODE,
+            call,
+            f"`{name}()` runs before the process group is created (line {init.lineno}): "
+            + ("it raises there" if (q or "").startswith("torch.distributed") else "such a helper answers 0 on every process there")
+            + ", so what is made from it here is the same on every rank",
+            SEVERITY,
+            hint="create the process group first (init_process_group), then ask for the rank, "
+            "or read the launcher's RANK from the environment",
+            chain=[call.lineno, init.lineno],
+        )
