@@ -7,7 +7,8 @@ communicates on every rank: a torch.distributed collective, or a backward pass i
 all-reduces the gradients in it). Early stopping decided on rank 0 is the usual case. Also a process
 exit under a rank test (`sys.exit`, `os._exit`, `exit()`, or a `raise` right after
 `destroy_process_group()`) when the other ranks go on to a collective: later in that function, in
-its loop, or in the function itself when a loop of its caller calls it again.
+its loop, or in the function itself when a loop of its caller calls it again. An exit in an `except`
+handler is a failure path (the rank hit an error), not the usual run, and is left alone.
 
 ## Why is this bad?
 Only the ranks that pass the rank test can take that exit; whatever the inner condition says, the
@@ -101,7 +102,9 @@ def _exits(body: list, loops: list, ifs: list):
         elif isinstance(st, (ast.With, ast.AsyncWith)):
             yield from _exits(st.body, loops, ifs)
         elif isinstance(st, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            for part in (st.body, *(h.body for h in st.handlers), st.orelse, st.finalbody):
+            # not the handlers: an exit there is a failure path (the rank hit an error), not the
+            # usual run, as for DDP305's values set in `except`
+            for part in (st.body, st.orelse, st.finalbody):
                 yield from _exits(part, loops, ifs)
 
 
