@@ -258,7 +258,10 @@ def pins_one_gpu_per_process(m) -> bool:
         for module, attr, level in m.project_imports.values():
             for mod in (module, f"{module}.{attr}" if module and attr else None):
                 path = m.project.module_path(mod, m.path, level) if mod else None
-                other = m.project.analysis(path) if path is not None and str(path) != m.path else None
+                other = None
+                # the text first: parsing every imported module to find the word in a few is costly
+                if path is not None and str(path) != m.path and m.project.mentions(path, "CUDA_VISIBLE_DEVICES"):
+                    other = m.project.analysis(path)
                 if other is not None and other.mentions("CUDA_VISIBLE_DEVICES") and _pins_here(other):
                     found = True
                     break
