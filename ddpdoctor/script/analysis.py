@@ -898,6 +898,12 @@ class ModuleAnalysis:
         return out
 
     @cached_property
+    def uses_sync_bn(self) -> bool:
+        """Some attribute is ``convert_sync_batchnorm`` or ``SyncBatchNorm`` (the interpreter asks, as
+        Interpreter._uses_sync_bn; the walk in __init__ found every Attribute node ast.walk would)."""
+        return any(n.attr in ("convert_sync_batchnorm", "SyncBatchNorm") for n in self.nodes(ast.Attribute))
+
+    @cached_property
     def _defs(self) -> dict:
         return module_defs(self.tree)
 
@@ -1108,6 +1114,9 @@ class ModuleAnalysis:
         set_attributes = self.set_attribute_names
         class_ddp_attrs = self.class_ddp_attrs
 
+        def sync_bn() -> bool:
+            return self.uses_sync_bn
+
         touched = []  # not kept on self: an interpreter holds the resolver, which holds self (a cycle
         # the garbage collector would have to find, keeping every file's tree alive until it does)
         # rank -> its trace, for the ranks whose walk never read the world size: the same in every
@@ -1120,6 +1129,7 @@ class ModuleAnalysis:
             it.rank_nodes = rank_nodes
             it.set_attributes = set_attributes
             it.class_ddp_attrs = class_ddp_attrs
+            it.sync_bn = sync_bn
             trace = walk(it)
             self.steps += it.steps
             touched.append(it.touched_rank)
