@@ -374,12 +374,28 @@ class ModuleAnalysis:
 
     def assigned_to(self, node: ast.AST) -> str | None:
         """``loader`` for ``loader = DataLoader(...)`` (also ``self.loader``)."""
-        p = self.parents.get(node)
+        p = self._assignment_of.get(id(node))
         if isinstance(p, ast.Assign) and len(p.targets) == 1:
             return dotted(p.targets[0])
         if isinstance(p, ast.AnnAssign):
             return dotted(p.target)
         return None
+
+    @cached_property
+    def _assignment_of(self) -> dict[int, ast.AST]:
+        """id of each child of an assignment (its targets and value; an annotated one's annotation
+        too) -> the assignment: what ``parents`` says of those nodes, without building the parent
+        map of the whole file for assigned_to, which rules ask of nearly every file."""
+        out: dict[int, ast.AST] = {}
+        for a in self.nodes(ast.Assign):
+            for t in a.targets:
+                out[id(t)] = a
+            out[id(a.value)] = a
+        for a in self.nodes(ast.AnnAssign):
+            for child in (a.target, a.annotation, a.value):
+                if child is not None:
+                    out[id(child)] = a
+        return out
 
     def looks_like_eval(self, call: ast.Call) -> bool:
         """A validation/test loader or sampler, by the names it is built from."""
