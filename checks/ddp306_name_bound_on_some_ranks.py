@@ -38,6 +38,7 @@ import builtins
 from collections.abc import Iterator
 
 from ddpdoctor.script import ranks
+from ddpdoctor.script.nodes import child_nodes, walk
 from ddpdoctor.script.writers import every_rank_reaches, one_rank_side, rank_guards
 
 CODE = "DDP306"
@@ -66,7 +67,7 @@ def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
             continue
         if isinstance(node, (*_SCOPES, *_COMPREHENSIONS)):
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
 
 
 def _bindings(scope: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.Name]], set[str]]:
@@ -107,7 +108,7 @@ def _caught(m, node: ast.AST) -> bool:
     for a in m.ancestors(node):
         if isinstance(a, _SCOPES):
             return False
-        if isinstance(a, ast.Try) and any(node is n for s in a.body for n in ast.walk(s)):
+        if isinstance(a, ast.Try) and any(node is n for s in a.body for n in walk(s)):
             for h in a.handlers:
                 names = [h.type] if not isinstance(h.type, ast.Tuple) else list(h.type.elts)
                 if h.type is None or any(isinstance(n, ast.Name) and n.id in _CATCHES for n in names):
@@ -130,7 +131,7 @@ def _names_a_rank(m, test: ast.AST) -> bool:
 
 def _says(test: ast.AST, words: tuple[str, ...]) -> bool:
     """A name or attribute of ``test`` (not a string in it) holds one of ``words``."""
-    for n in ast.walk(test):
+    for n in walk(test):
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
         if name is not None and any(w in name.lower() for w in words):
             return True

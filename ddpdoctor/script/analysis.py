@@ -36,6 +36,9 @@ from ddpdoctor.script.names import (
     qualify,
     wraps_for_data_parallel,
 )
+from ddpdoctor.script.nodes import FIELDS as _FIELDS
+from ddpdoctor.script.nodes import child_fields as _child_fields
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
@@ -57,46 +60,12 @@ _DDP_ONLY_KEYWORDS = frozenset(
 RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
 
 
-# fields that only hold operator/context singletons: no rule looks at them, and skipping them
-# makes the walk markedly cheaper
-_SKIP_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "type_ignores"})
-# ... and fields that hold a name, a number or a constant, never a node, on the commonest classes
-# (a field not listed is still looked at: the walk checks what it finds)
-_SCALAR_FIELDS: dict[type, tuple[str, ...]] = {
-    ast.Name: ("id",),
-    ast.Attribute: ("attr",),
-    ast.Constant: ("value",),
-    ast.arg: ("arg",),
-    ast.keyword: ("arg",),
-    ast.alias: ("name", "asname"),
-    ast.FunctionDef: ("name",),
-    ast.AsyncFunctionDef: ("name",),
-    ast.ClassDef: ("name",),
-    ast.ImportFrom: ("module", "level"),
-    ast.FormattedValue: ("conversion",),
-    ast.AnnAssign: ("simple",),
-    ast.comprehension: ("is_async",),
-    ast.Global: ("names",),
-    ast.Nonlocal: ("names",),
-}
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
 def _through_self_attribute(func: ast.AST) -> bool:
     """``self.x.f`` (or deeper): a call on an object the instance holds, not on the instance."""
     if not isinstance(func, ast.Attribute):
         return False
     head = dotted(func.value)
     return head is not None and head.startswith("self.")
-
-
-def _child_fields(cls: type) -> tuple[str, ...]:
-    """The fields of ``cls`` that may hold child nodes (a node, None, or a list of them)."""
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        scalar = _SCALAR_FIELDS.get(cls, ())
-        fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in scalar)
-    return fields
 
 
 # The words of a name (`dataset_train_val`, `TestSet`, `val_dl`), and those that name an evaluation split.
@@ -263,7 +232,7 @@ class ModuleAnalysis:
                 if any(
                     isinstance(n, ast.Attribute) and n.attr == "module" and dotted(n.value) == owner
                     for st in other
-                    for n in ast.walk(st)
+                    for n in walk(st)
                 ):
                     return True
             if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -629,7 +598,7 @@ class ModuleAnalysis:
             # a string literal in it names this host (also `'tcp://127.0.0.1:{}'.format(port)`)
             if init is not None and any(
                 isinstance(n, ast.Constant) and isinstance(n.value, str) and any(h in n.value for h in _LOCALHOST)
-                for n in ast.walk(init)
+                for n in walk(init)
             ):
                 return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
@@ -677,7 +646,7 @@ class ModuleAnalysis:
         # an attribute this file makes a rank test (``self.leader = rank == 0``, or a property)
         return test is not None and any(
             isinstance(n, ast.Attribute) and rank_facts.predicate_attribute_kind(self, n.attr) is not None
-            for n in ast.walk(test)
+            for n in walk(test)
         )
 
     def conditional(self, node: ast.AST) -> bool:
@@ -959,14 +928,14 @@ class ModuleAnalysis:
                 continue
             stored = {
                 d
-                for st in ast.walk(init)
+                for st in walk(init)
                 if isinstance(st, ast.Assign) and isinstance(st.value, ast.Name) and st.value.id in params
                 for t in st.targets
                 if (d := dotted(t)) is not None and d.startswith("self.")
             }
             unwrapped = {
                 d
-                for n in ast.walk(cls)
+                for n in walk(cls)
                 if isinstance(n, ast.Attribute) and n.attr == "module" and (d := dotted(n.value)) in stored
             }
             if unwrapped:

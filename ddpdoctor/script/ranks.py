@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import DISTRIBUTED_FLAGS, dist_op, dotted, is_property, rebinds
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.values import bound_argument
 
 GLOBAL, LOCAL, NODE = "global", "local", "node"
@@ -513,7 +514,7 @@ def _local_predicate_kind(m, name: str, depth: int) -> str | None:
         return memo[key]
     out = None
     for fn in _functions_named(m).get(name, ()):
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if isinstance(node, ast.Return) and node.value is not None:
                 k = guard_kind(m, node.value, depth + 1)
                 if k is not None:
