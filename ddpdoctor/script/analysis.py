@@ -245,10 +245,19 @@ class ModuleAnalysis:
         return fn is not None and id(fn) in self._method_ids
 
     @cached_property
-    def _functions_by_body(self) -> tuple[list, list[tuple[int, int]]]:
-        """The defs sorted by where their bodies start, and those starts (for bisect)."""
+    def _functions_by_body(self) -> tuple[list, list[tuple[int, int]], list[tuple[int, int]], list[int]]:
+        """The defs sorted by where their bodies start, those starts (for bisect), their ends, and
+        for each the index of the nearest earlier def that ends no sooner (-1: none)."""
         fns = sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
-        return fns, [(f.body[0].lineno, f.body[0].col_offset) for f in fns]
+        ends = [(f.end_lineno, f.end_col_offset) for f in fns]
+        before: list[int] = []
+        stack: list[int] = []
+        for i, e in enumerate(ends):
+            while stack and ends[stack[-1]] < e:
+                stack.pop()
+            before.append(stack[-1] if stack else -1)
+            stack.append(i)
+        return fns, [(f.body[0].lineno, f.body[0].col_offset) for f in fns], ends, before
 
     @cached_property
     def lines(self) -> list[str]:
@@ -295,13 +304,17 @@ class ModuleAnalysis:
         """The innermost def whose body holds the node, by position (no parent map needed)."""
         start = (node.lineno, node.col_offset)
         end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
-        fns, starts = self._functions_by_body
+        fns, starts, ends, before = self._functions_by_body
         # defs whose body starts after the node cannot hold it; of the others, the one that starts
-        # last and still reaches past the node's end is the innermost
-        for i in range(bisect_right(starts, start) - 1, -1, -1):
+        # last and still reaches past the node's end is the innermost. When def i does not hold it,
+        # every def between before[i] and i ends sooner than i, so none does either: skip them (a
+        # module-level node in a big file would otherwise try every def above it)
+        i = bisect_right(starts, start) - 1
+        while i >= 0:
             fn = fns[i]
-            if fn is not node and (fn.end_lineno, fn.end_col_offset) >= end:
+            if fn is not node and ends[i] >= end:
                 return fn
+            i = before[i]
         return None
 
     def finding(
@@ -893,6 +906,12 @@ class ModuleAnalysis:
         return module_defs(self.tree)
 
     @cached_property
+    def _test_texts(self) -> dict:
+        """The text of each ``if`` test the interpreter keys its splits by (Interpreter._test_key):
+        the same on every walk, so shared by the walks of this module like _syntax."""
+        return {}
+
+    @cached_property
     def _syntax(self) -> dict:
         """The interpreter's per-node facts, shared by every walk of this module."""
         return {}
@@ -1099,6 +1118,8 @@ class ModuleAnalysis:
         set_attributes = self.set_attribute_names
         class_ddp_attrs = self.class_ddp_attrs
 
+        test_texts = self._test_texts
+
         def sync_bn() -> bool:
             return self.uses_sync_bn
 
@@ -1115,6 +1136,7 @@ class ModuleAnalysis:
             it.set_attributes = set_attributes
             it.class_ddp_attrs = class_ddp_attrs
             it.sync_bn = sync_bn
+            it.test_texts = test_texts
             trace = walk(it)
             self.steps += it.steps
             touched.append(it.touched_rank)
