@@ -133,8 +133,11 @@ def _says(test: ast.AST, words: tuple[str, ...]) -> bool:
     """A name or attribute of ``test`` (not a string in it) holds one of ``words``."""
     for n in walk(test):
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-        if name is not None and any(w in name.lower() for w in words):
-            return True
+        if name is not None:
+            low = name.lower()
+            for w in words:
+                if w in low:
+                    return True
     return False
 
 

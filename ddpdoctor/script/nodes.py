@@ -53,7 +53,9 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
     append = seen.append
     for node in seen:  # the list grows as it is read: breadth first, as ast.walk's queue
         cls = node.__class__
-        fields = fields_of.get(cls) or child_fields(cls)
+        fields = fields_of.get(cls)
+        if fields is None:  # (an empty tuple is an answer: a Name has no child fields)
+            fields = child_fields(cls)
         for name in fields:
             v = getattr(node, name, None)
             if v is None:
@@ -71,7 +73,10 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     """``ast.iter_child_nodes(node)`` without the singletons, same order, as a list."""
     AST = ast.AST
     out: list[ast.AST] = []
-    for name in FIELDS.get(node.__class__) or child_fields(node.__class__):
+    fields = FIELDS.get(node.__class__)
+    if fields is None:
+        fields = child_fields(node.__class__)
+    for name in fields:
         v = getattr(node, name, None)
         if v is None:
             continue
