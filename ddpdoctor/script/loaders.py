@@ -45,6 +45,14 @@ def _is_class(m, e: ast.AST | None, name: str) -> bool:
 
 
 def sampler_calls(m) -> list[ast.Call]:
+    # rules ask once per call of the file (DDP107): worked out once per file, a new list each time
+    found = m.__dict__.get("_sampler_calls")
+    if found is None:
+        found = m.__dict__["_sampler_calls"] = _sampler_calls(m)
+    return list(found)
+
+
+def _sampler_calls(m) -> list[ast.Call]:
     direct = m.calls_named(_SAMPLER)
     aliases = {
         dotted(t)
