@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import may_show
 
 CODE = "DDP410"
 TITLE = "GPU number from CUDA_VISIBLE_DEVICES used as a device index"
@@ -48,7 +49,10 @@ def check(m):
         visible = {
             dotted(t)
             for a in scope
-            if isinstance(a, ast.Assign) and "CUDA_VISIBLE_DEVICES" in ast.unparse(a.value) and _is_list(a.value)
+            if isinstance(a, ast.Assign)
+            and may_show(a.value, "CUDA_VISIBLE_DEVICES")  # (most values: no text to build)
+            and "CUDA_VISIBLE_DEVICES" in ast.unparse(a.value)
+            and _is_list(a.value)
             for t in a.targets
         }
         visible.discard(None)

@@ -85,3 +85,33 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
         elif isinstance(v, AST):
             out.append(v)
     return out
+
+
+def may_show(expr: ast.AST, word: str, fold: bool = False) -> bool:
+    """Whether ``word`` (letters, digits and underscores) can be in ``ast.unparse(expr)`` (its
+    ``.lower()`` with ``fold``, ``word`` then lower case): only if one name, attribute, keyword or
+    string or bytes constant in it holds the word. ``ast.unparse`` writes a run of such characters
+    only from one of those (keywords and operators stand apart, numbers hold none of most words,
+    and an escape in a string's repr is a backslash and lower-case letters and digits), so a False
+    here is the answer without building the text, which is slow."""
+    for n in walk(expr):
+        cls = n.__class__
+        if cls is ast.Name:
+            text = n.id
+        elif cls is ast.Attribute:
+            text = n.attr
+        elif cls is ast.Constant:
+            v = n.value
+            if isinstance(v, str):
+                text = v
+            elif isinstance(v, bytes):
+                text = v.decode("latin-1")
+            else:
+                text = str(v)  # a number or an Ellipsis: as written out, near enough to hold no word
+        elif cls is ast.keyword or cls is ast.arg:
+            text = n.arg or ""
+        else:
+            continue
+        if word in (text.lower() if fold else text):
+            return True
+    return False
