@@ -50,6 +50,7 @@ CONFIDENCE = "high"
 _BUILTINS = frozenset(dir(builtins))
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_OWN_NAMES = (*_SCOPES, *_COMPREHENSIONS)  # nodes whose names are their own
 # handlers that would catch the NameError a read of an unbound name raises
 _CATCHES = frozenset(("NameError", "UnboundLocalError", "Exception", "BaseException"))
 
@@ -65,7 +66,7 @@ def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
             stack.extend(node.decorator_list)
             stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
             continue
-        if isinstance(node, (*_SCOPES, *_COMPREHENSIONS)):
+        if isinstance(node, _OWN_NAMES):
             continue
         stack.extend(child_nodes(node))
 
