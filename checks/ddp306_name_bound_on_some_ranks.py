@@ -71,6 +71,15 @@ def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
         stack.extend(child_nodes(node))
 
 
+# the classes the tests in _bindings look at (besides Name)
+_BINDING_CLASSES = frozenset(
+    (
+        ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.ExceptHandler,
+        ast.Global, ast.Nonlocal, ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.Constant,
+    )
+)
+
+
 def _bindings(scope: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.Name]], set[str]]:
     """(name -> binding nodes, name -> reads, names this scope must leave alone) of ``scope``."""
     bound: dict[str, list[ast.AST]] = {}
@@ -81,11 +90,14 @@ def _bindings(scope: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[
         skip |= {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
         skip |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
     for node in _own_nodes(scope):
-        if isinstance(node, ast.Name):
+        cls = node.__class__
+        if cls is ast.Name:
             if isinstance(node.ctx, ast.Load):
                 reads.setdefault(node.id, []).append(node)
             else:
                 bound.setdefault(node.id, []).append(node)
+        elif cls not in _BINDING_CLASSES:
+            continue  # (most nodes: one look instead of the tests below)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.setdefault(node.name, []).append(node)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
