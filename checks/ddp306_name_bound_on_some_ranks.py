@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Iterator
+from itertools import accumulate
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.nodes import child_nodes, walk
@@ -172,9 +173,7 @@ class _Cheap:
             for ln in range(st.body[0].lineno, (last.end_lineno or last.lineno) + 1):
                 self.in_if[ln] = 1
         # running count of marked lines: does a function hold any?
-        self._count = [0] * (lines + 1)
-        for i in range(1, lines):
-            self._count[i] = self._count[i - 1] + self.in_if[i]
+        self._count = [0, *accumulate(self.in_if[1:lines]), 0]  # (index `lines` stays 0)
 
     def _first_exit(self, fn) -> int:
         first = self._exits.get(id(fn))

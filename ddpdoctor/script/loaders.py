@@ -113,7 +113,8 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
     made += [
         c
         for c, _q in m.calls
-        if id(c) not in seen
+        if c.keywords  # (the sampler is handed by keyword: most calls have none)
+        and id(c) not in seen
         and "loader" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower()
         and any(samplers.carries(m.keyword(c, k)) for k in ("sampler", "batch_sampler"))
     ]
