@@ -796,12 +796,13 @@ class ModuleAnalysis:
         # the imported one it calls) does not hide the helper
         methods = {fn.name for fn in self.functions if self.is_method(fn)}
         plain = {fn.name for fn in self.functions} - methods
+        own = methods | plain  # (once, not once per call)
         accelerate = any(v.split(".", 1)[0] == "accelerate" for v in self.aliases.values())
         return [
             c
             for c, q in self.calls
             if (c.args or c.keywords)
-            and (last := (q or "").rsplit(".", 1)[-1]) not in (plain if isinstance(c.func, ast.Name) else methods | plain)
+            and (last := (q or "").rsplit(".", 1)[-1]) not in (plain if isinstance(c.func, ast.Name) else own)
             and (
                 (c.args and names_a_ddp_wrapper(last))
                 or (
