@@ -69,6 +69,7 @@ def _shards_somehow(m) -> bool:
     """The code names a way of sharding (a DistributedSampler, ``dataset.shard``, a Subset, an
     IterableDataset that may split itself, ``accelerator.prepare``), or gives a loader a sampler of
     its own making: then a loader without one may be fed by it, so unknown."""
+    looked: set[str] = set()  # a file says the same few names many times: each is looked at once
     for n in m.nodes(ast.Name, ast.Attribute, ast.alias, ast.keyword, ast.ClassDef, ast.FunctionDef):
         word = (
             n.id if isinstance(n, ast.Name)
@@ -76,7 +77,10 @@ def _shards_somehow(m) -> bool:
             else n.name if isinstance(n, (ast.alias, ast.ClassDef, ast.FunctionDef))
             else n.arg
         )
-        if word and (any(w in word.lower() for w in _SHARDING_NAMES) or word.lower() in _SHARDING_EXACT):
+        if not word or word in looked:
+            continue
+        looked.add(word)
+        if any(w in word.lower() for w in _SHARDING_NAMES) or word.lower() in _SHARDING_EXACT:
             return True
     if any((dotted(c.func.value) or "").endswith("accelerator") for c in m.method_calls("prepare")):
         return True

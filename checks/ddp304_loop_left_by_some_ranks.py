@@ -45,6 +45,7 @@ from ddpdoctor.script import ranks
 from ddpdoctor.script.divergent import partings
 from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.names import EXIT_CALLS, dotted
+from ddpdoctor.script.nodes import walk
 
 CODE = "DDP304"
 TITLE = "Loop left by some ranks only"
@@ -122,7 +123,7 @@ def _torn_down(before: list) -> bool:
     return any(
         isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("destroy_process_group")
         for st in before
-        for n in ast.walk(st)
+        for n in walk(st)
     )
 
 

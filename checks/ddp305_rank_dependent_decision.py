@@ -87,6 +87,7 @@ from ddpdoctor.script.interp import COLLECTIVES, group_of
 from ddpdoctor.script.loaders import names_a_loader, sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, training_state
 from ddpdoctor.script.names import short_text as _short
+from ddpdoctor.script.nodes import child_nodes
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -117,7 +118,7 @@ def _calls_in(stmts):
             continue
         if isinstance(n, ast.Call):
             yield n
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+        stack.extend(reversed(child_nodes(n)))
 
 
 def _names_in(e: ast.AST) -> set[str]:

@@ -36,8 +36,10 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Iterator
+from itertools import accumulate
 
 from ddpdoctor.script import ranks
+from ddpdoctor.script.nodes import child_nodes, walk
 from ddpdoctor.script.writers import every_rank_reaches, one_rank_side, rank_guards
 
 CODE = "DDP306"
@@ -49,6 +51,7 @@ CONFIDENCE = "high"
 _BUILTINS = frozenset(dir(builtins))
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_OWN_NAMES = (*_SCOPES, *_COMPREHENSIONS)  # nodes whose names are their own
 # handlers that would catch the NameError a read of an unbound name raises
 _CATCHES = frozenset(("NameError", "UnboundLocalError", "Exception", "BaseException"))
 
@@ -64,9 +67,18 @@ def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
             stack.extend(node.decorator_list)
             stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
             continue
-        if isinstance(node, (*_SCOPES, *_COMPREHENSIONS)):
+        if isinstance(node, _OWN_NAMES):
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
+
+
+# the classes the tests in _bindings look at (besides Name)
+_BINDING_CLASSES = frozenset(
+    (
+        ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.ExceptHandler,
+        ast.Global, ast.Nonlocal, ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.Constant,
+    )
+)
 
 
 def _bindings(scope: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.Name]], set[str]]:
@@ -79,11 +91,14 @@ def _bindings(scope: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[
         skip |= {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
         skip |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
     for node in _own_nodes(scope):
-        if isinstance(node, ast.Name):
+        cls = node.__class__
+        if cls is ast.Name:
             if isinstance(node.ctx, ast.Load):
                 reads.setdefault(node.id, []).append(node)
             else:
                 bound.setdefault(node.id, []).append(node)
+        elif cls not in _BINDING_CLASSES:
+            continue  # (most nodes: one look instead of the tests below)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.setdefault(node.name, []).append(node)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -107,7 +122,7 @@ def _caught(m, node: ast.AST) -> bool:
     for a in m.ancestors(node):
         if isinstance(a, _SCOPES):
             return False
-        if isinstance(a, ast.Try) and any(node is n for s in a.body for n in ast.walk(s)):
+        if isinstance(a, ast.Try) and any(node is n for s in a.body for n in walk(s)):
             for h in a.handlers:
                 names = [h.type] if not isinstance(h.type, ast.Tuple) else list(h.type.elts)
                 if h.type is None or any(isinstance(n, ast.Name) and n.id in _CATCHES for n in names):
@@ -130,10 +145,13 @@ def _names_a_rank(m, test: ast.AST) -> bool:
 
 def _says(test: ast.AST, words: tuple[str, ...]) -> bool:
     """A name or attribute of ``test`` (not a string in it) holds one of ``words``."""
-    for n in ast.walk(test):
+    for n in walk(test):
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-        if name is not None and any(w in name.lower() for w in words):
-            return True
+        if name is not None:
+            low = name.lower()
+            for w in words:
+                if w in low:
+                    return True
     return False
 
 
@@ -155,9 +173,7 @@ class _Cheap:
             for ln in range(st.body[0].lineno, (last.end_lineno or last.lineno) + 1):
                 self.in_if[ln] = 1
         # running count of marked lines: does a function hold any?
-        self._count = [0] * (lines + 1)
-        for i in range(1, lines):
-            self._count[i] = self._count[i - 1] + self.in_if[i]
+        self._count = [0, *accumulate(self.in_if[1:lines]), 0]  # (index `lines` stays 0)
 
     def _first_exit(self, fn) -> int:
         first = self._exits.get(id(fn))

@@ -29,6 +29,7 @@ import ast
 import itertools
 
 from ddpdoctor.script.names import dotted, rebinds
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.ranks import GLOBAL, LOCAL, rank_kind
 from ddpdoctor.script.writers import spawn_calls
 
@@ -189,7 +190,7 @@ def _returns_global(m, call: ast.Call, names: set, depth: int) -> bool:
     if len(defs) != 1 or depth >= _MAX_CALL_DEPTH:
         return False  # not ours, or two defs of one name: cannot tell which
     returns = [
-        r.value for r in ast.walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
+        r.value for r in walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
     ]
     return bool(returns) and all(v is not None and _uses_global(m, v, names, depth + 1) for v in returns)
 
@@ -296,7 +297,7 @@ def _value_of(m, assign: ast.Assign, name: str) -> ast.AST | None:
             if len(defs) != 1:
                 return None
             rets = [
-                r.value for r in ast.walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
+                r.value for r in walk(defs[0]) if isinstance(r, ast.Return) and m.enclosing_function(r) is defs[0]
             ]
             items = [r.elts[i] for r in rets if isinstance(r, ast.Tuple) and len(r.elts) == len(t.elts)]
             if rets and len(items) == len(rets) and all(ast.dump(x) == ast.dump(items[0]) for x in items):

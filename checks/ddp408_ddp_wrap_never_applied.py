@@ -48,6 +48,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted, is_torch_name, names_evaluation
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 from ddpdoctor.script.unwrapping import replaced_before_use
 
@@ -87,12 +88,12 @@ def _scope(m, node: ast.AST) -> ast.AST:
 
 
 def _declared_shared(scope: ast.AST, name: str) -> bool:
-    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(scope))
+    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in walk(scope))
 
 
 def _reads(scope: ast.AST, name: str) -> list[ast.Name]:
     """Reads of ``name`` in ``scope`` and the functions nested in it (closures read it too)."""
-    return [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    return [n for n in walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
 
 
 def _class_targets(m, assign: ast.Assign) -> list[str]:

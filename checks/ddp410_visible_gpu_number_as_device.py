@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import child_nodes, may_show
 
 CODE = "DDP410"
 TITLE = "GPU number from CUDA_VISIBLE_DEVICES used as a device index"
@@ -48,7 +49,10 @@ def check(m):
         visible = {
             dotted(t)
             for a in scope
-            if isinstance(a, ast.Assign) and "CUDA_VISIBLE_DEVICES" in ast.unparse(a.value) and _is_list(a.value)
+            if isinstance(a, ast.Assign)
+            and may_show(a.value, "CUDA_VISIBLE_DEVICES")  # (most values: no text to build)
+            and "CUDA_VISIBLE_DEVICES" in ast.unparse(a.value)
+            and _is_list(a.value)
             for t in a.targets
         }
         visible.discard(None)
@@ -84,13 +88,13 @@ def check(m):
 def _own_nodes(fn) -> list[ast.AST]:
     """The nodes of ``fn``'s own body, not of the functions defined inside it."""
     out = []
-    todo = list(ast.iter_child_nodes(fn))
+    todo = child_nodes(fn)
     while todo:
         n = todo.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
         out.append(n)
-        todo.extend(ast.iter_child_nodes(n))
+        todo.extend(child_nodes(n))
     return out
 
 

@@ -39,6 +39,7 @@ import ast
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import walk
 
 CODE = "DDP604"
 TITLE = "no_sync window misaligned with the optimizer step"
@@ -127,7 +128,7 @@ def _resolve(m, test: ast.AST) -> ast.AST:
 
 def _mentions_no_sync(nodes) -> bool:
     return any(
-        isinstance(n, ast.Attribute) and n.attr == "no_sync" for s in nodes for n in ast.walk(s)
+        isinstance(n, ast.Attribute) and n.attr == "no_sync" for s in nodes for n in walk(s)
     )
 
 
@@ -162,7 +163,7 @@ def _is_optimizer_step(call: ast.Call) -> bool:
 
 def _step_sites(m):
     for node in m.nodes(ast.If):
-        if not any(isinstance(c, ast.Call) and _is_optimizer_step(c) for s in node.body for c in ast.walk(s)):
+        if not any(isinstance(c, ast.Call) and _is_optimizer_step(c) for s in node.body for c in walk(s)):
             continue
         w = window(_resolve(m, node.test))
         if w is not None and w.zero:

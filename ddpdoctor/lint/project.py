@@ -112,6 +112,23 @@ class Project:
         self._keep(path, out)
         return out
 
+    def mentions(self, path: Path, word: str) -> bool:
+        """The text of ``path``, decoded as analysis() decodes it, holds ``word`` (False when it cannot
+        be read): asked before parsing a module only to look for a word in it, since most imported
+        modules lack the word and a parse costs a hundred times the read."""
+        found = self._analyses.get(path)
+        if found is not None:
+            return word in found.source
+        from ddpdoctor.boundary.inputs import read_bytes
+        from ddpdoctor.lint.files import decode
+
+        try:
+            if path.stat().st_size > _MAX_BYTES:  # as analysis(): not followed
+                return False
+            return word in decode(read_bytes(path, "Python file", _MAX_BYTES))
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError, LookupError):
+            return False
+
     def _keep(self, path: Path, module) -> None:
         self._analyses[path] = module
         self._analyses.move_to_end(path)

@@ -36,6 +36,9 @@ from ddpdoctor.script.names import (
     qualify,
     wraps_for_data_parallel,
 )
+from ddpdoctor.script.nodes import FIELDS as _FIELDS
+from ddpdoctor.script.nodes import child_fields as _child_fields
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
@@ -57,46 +60,12 @@ _DDP_ONLY_KEYWORDS = frozenset(
 RANKISH = ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main")
 
 
-# fields that only hold operator/context singletons: no rule looks at them, and skipping them
-# makes the walk markedly cheaper
-_SKIP_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind", "type_ignores"})
-# ... and fields that hold a name, a number or a constant, never a node, on the commonest classes
-# (a field not listed is still looked at: the walk checks what it finds)
-_SCALAR_FIELDS: dict[type, tuple[str, ...]] = {
-    ast.Name: ("id",),
-    ast.Attribute: ("attr",),
-    ast.Constant: ("value",),
-    ast.arg: ("arg",),
-    ast.keyword: ("arg",),
-    ast.alias: ("name", "asname"),
-    ast.FunctionDef: ("name",),
-    ast.AsyncFunctionDef: ("name",),
-    ast.ClassDef: ("name",),
-    ast.ImportFrom: ("module", "level"),
-    ast.FormattedValue: ("conversion",),
-    ast.AnnAssign: ("simple",),
-    ast.comprehension: ("is_async",),
-    ast.Global: ("names",),
-    ast.Nonlocal: ("names",),
-}
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
 def _through_self_attribute(func: ast.AST) -> bool:
     """``self.x.f`` (or deeper): a call on an object the instance holds, not on the instance."""
     if not isinstance(func, ast.Attribute):
         return False
     head = dotted(func.value)
     return head is not None and head.startswith("self.")
-
-
-def _child_fields(cls: type) -> tuple[str, ...]:
-    """The fields of ``cls`` that may hold child nodes (a node, None, or a list of them)."""
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        scalar = _SCALAR_FIELDS.get(cls, ())
-        fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in scalar)
-    return fields
 
 
 # The words of a name (`dataset_train_val`, `TestSet`, `val_dl`), and those that name an evaluation split.
@@ -263,7 +232,7 @@ class ModuleAnalysis:
                 if any(
                     isinstance(n, ast.Attribute) and n.attr == "module" and dotted(n.value) == owner
                     for st in other
-                    for n in ast.walk(st)
+                    for n in walk(st)
                 ):
                     return True
             if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -276,10 +245,19 @@ class ModuleAnalysis:
         return fn is not None and id(fn) in self._method_ids
 
     @cached_property
-    def _functions_by_body(self) -> tuple[list, list[tuple[int, int]]]:
-        """The defs sorted by where their bodies start, and those starts (for bisect)."""
+    def _functions_by_body(self) -> tuple[list, list[tuple[int, int]], list[tuple[int, int]], list[int]]:
+        """The defs sorted by where their bodies start, those starts (for bisect), their ends, and
+        for each the index of the nearest earlier def that ends no sooner (-1: none)."""
         fns = sorted(self.functions, key=lambda f: (f.body[0].lineno, f.body[0].col_offset))
-        return fns, [(f.body[0].lineno, f.body[0].col_offset) for f in fns]
+        ends = [(f.end_lineno, f.end_col_offset) for f in fns]
+        before: list[int] = []
+        stack: list[int] = []
+        for i, e in enumerate(ends):
+            while stack and ends[stack[-1]] < e:
+                stack.pop()
+            before.append(stack[-1] if stack else -1)
+            stack.append(i)
+        return fns, [(f.body[0].lineno, f.body[0].col_offset) for f in fns], ends, before
 
     @cached_property
     def lines(self) -> list[str]:
@@ -326,13 +304,17 @@ class ModuleAnalysis:
         """The innermost def whose body holds the node, by position (no parent map needed)."""
         start = (node.lineno, node.col_offset)
         end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
-        fns, starts = self._functions_by_body
+        fns, starts, ends, before = self._functions_by_body
         # defs whose body starts after the node cannot hold it; of the others, the one that starts
-        # last and still reaches past the node's end is the innermost
-        for i in range(bisect_right(starts, start) - 1, -1, -1):
+        # last and still reaches past the node's end is the innermost. When def i does not hold it,
+        # every def between before[i] and i ends sooner than i, so none does either: skip them (a
+        # module-level node in a big file would otherwise try every def above it)
+        i = bisect_right(starts, start) - 1
+        while i >= 0:
             fn = fns[i]
-            if fn is not node and (fn.end_lineno, fn.end_col_offset) >= end:
+            if fn is not node and ends[i] >= end:
                 return fn
+            i = before[i]
         return None
 
     def finding(
@@ -362,7 +344,10 @@ class ModuleAnalysis:
         )
 
     def keyword(self, call: ast.Call, name: str) -> ast.AST | None:
-        return next((k.value for k in call.keywords if k.arg == name), None)
+        for k in call.keywords:  # (a plain loop: asked a quarter of a million times on torch's tree)
+            if k.arg == name:
+                return k.value
+        return None
 
     def keyword_is(self, call: ast.Call, name: str, value: object) -> bool:
         v = self.keyword(call, name)
@@ -374,12 +359,28 @@ class ModuleAnalysis:
 
     def assigned_to(self, node: ast.AST) -> str | None:
         """``loader`` for ``loader = DataLoader(...)`` (also ``self.loader``)."""
-        p = self.parents.get(node)
+        p = self._assignment_of.get(id(node))
         if isinstance(p, ast.Assign) and len(p.targets) == 1:
             return dotted(p.targets[0])
         if isinstance(p, ast.AnnAssign):
             return dotted(p.target)
         return None
+
+    @cached_property
+    def _assignment_of(self) -> dict[int, ast.AST]:
+        """id of each child of an assignment (its targets and value; an annotated one's annotation
+        too) -> the assignment: what ``parents`` says of those nodes, without building the parent
+        map of the whole file for assigned_to, which rules ask of nearly every file."""
+        out: dict[int, ast.AST] = {}
+        for a in self.nodes(ast.Assign):
+            for t in a.targets:
+                out[id(t)] = a
+            out[id(a.value)] = a
+        for a in self.nodes(ast.AnnAssign):
+            for child in (a.target, a.annotation, a.value):
+                if child is not None:
+                    out[id(child)] = a
+        return out
 
     def looks_like_eval(self, call: ast.Call) -> bool:
         """A validation/test loader or sampler, by the names it is built from."""
@@ -613,7 +614,7 @@ class ModuleAnalysis:
             # a string literal in it names this host (also `'tcp://127.0.0.1:{}'.format(port)`)
             if init is not None and any(
                 isinstance(n, ast.Constant) and isinstance(n.value, str) and any(h in n.value for h in _LOCALHOST)
-                for n in ast.walk(init)
+                for n in walk(init)
             ):
                 return True
         if any(self._spawns_whole_world(c) for c in self.calls_named("spawn", "start_processes")):
@@ -676,7 +677,7 @@ class ModuleAnalysis:
         # an attribute this file makes a rank test (``self.leader = rank == 0``, or a property)
         return test is not None and any(
             isinstance(n, ast.Attribute) and rank_facts.predicate_attribute_kind(self, n.attr) is not None
-            for n in ast.walk(test)
+            for n in walk(test)
         )
 
     def conditional(self, node: ast.AST) -> bool:
@@ -810,12 +811,13 @@ class ModuleAnalysis:
         # the imported one it calls) does not hide the helper
         methods = {fn.name for fn in self.functions if self.is_method(fn)}
         plain = {fn.name for fn in self.functions} - methods
+        own = methods | plain  # (once, not once per call)
         accelerate = any(v.split(".", 1)[0] == "accelerate" for v in self.aliases.values())
         return [
             c
             for c, q in self.calls
             if (c.args or c.keywords)
-            and (last := (q or "").rsplit(".", 1)[-1]) not in (plain if isinstance(c.func, ast.Name) else methods | plain)
+            and (last := (q or "").rsplit(".", 1)[-1]) not in (plain if isinstance(c.func, ast.Name) else own)
             and (
                 (c.args and names_a_ddp_wrapper(last))
                 or (
@@ -913,8 +915,20 @@ class ModuleAnalysis:
         return out
 
     @cached_property
+    def uses_sync_bn(self) -> bool:
+        """Some attribute is ``convert_sync_batchnorm`` or ``SyncBatchNorm`` (the interpreter asks, as
+        Interpreter._uses_sync_bn; the walk in __init__ found every Attribute node ast.walk would)."""
+        return any(n.attr in ("convert_sync_batchnorm", "SyncBatchNorm") for n in self.nodes(ast.Attribute))
+
+    @cached_property
     def _defs(self) -> dict:
         return module_defs(self.tree)
+
+    @cached_property
+    def _test_texts(self) -> dict:
+        """The text of each ``if`` test the interpreter keys its splits by (Interpreter._test_key):
+        the same on every walk, so shared by the walks of this module like _syntax."""
+        return {}
 
     @cached_property
     def _syntax(self) -> dict:
@@ -952,14 +966,14 @@ class ModuleAnalysis:
                 continue
             stored = {
                 d
-                for st in ast.walk(init)
+                for st in walk(init)
                 if isinstance(st, ast.Assign) and isinstance(st.value, ast.Name) and st.value.id in params
                 for t in st.targets
                 if (d := dotted(t)) is not None and d.startswith("self.")
             }
             unwrapped = {
                 d
-                for n in ast.walk(cls)
+                for n in walk(cls)
                 if isinstance(n, ast.Attribute) and n.attr == "module" and (d := dotted(n.value)) in stored
             }
             if unwrapped:
@@ -1123,6 +1137,11 @@ class ModuleAnalysis:
         set_attributes = self.set_attribute_names
         class_ddp_attrs = self.class_ddp_attrs
 
+        test_texts = self._test_texts
+
+        def sync_bn() -> bool:
+            return self.uses_sync_bn
+
         touched = []  # not kept on self: an interpreter holds the resolver, which holds self (a cycle
         # the garbage collector would have to find, keeping every file's tree alive until it does)
         # rank -> its trace, for the ranks whose walk never read the world size: the same in every
@@ -1135,6 +1154,8 @@ class ModuleAnalysis:
             it.rank_nodes = rank_nodes
             it.set_attributes = set_attributes
             it.class_ddp_attrs = class_ddp_attrs
+            it.sync_bn = sync_bn
+            it.test_texts = test_texts
             trace = walk(it)
             self.steps += it.steps
             touched.append(it.touched_rank)

@@ -26,9 +26,20 @@ class Flow:
         """``names``: names that hold the value from the start (a parameter it is handed in as)."""
         self.m = m
         self.seeds = {id(s) for s in seeds}
+        # rules of one file ask for the same flow again (DDP101, DDP105 and the loader helpers start
+        # from the same sampler or loader): the rounds run once per file for the same start. Nothing
+        # changes holders or returns after _run, so a flow found before is shared, not copied; the
+        # memo keeps the seeds themselves, so their ids stay theirs
+        key = (frozenset(self.seeds), tuple(sorted((names or {}).items())))
+        memo = m.__dict__.setdefault("_flow_memo", {})
+        found = memo.get(key)
+        if found is not None:
+            self.holders, self.returns = found[0], found[1]
+            return
         self.holders: dict[str, int] = dict(names or {})  # name -> line where it got the value
         self.returns: dict[str, set[int | None]] = {}  # function name -> positions returned (None: whole)
         self._run()
+        memo[key] = (self.holders, self.returns, list(seeds))
 
     # -- does an expression carry the value? ------------------------------------------------------
     def carries(self, e: ast.AST | None, depth: int = 0) -> bool:

@@ -399,7 +399,13 @@ class Interpreter:
         self.sync_libraries = imported_libraries(aliases)
         self.sync_names = bool(self.sync_libraries) or any("_first" in name for name in aliases)
 
+    # the module's answer to _uses_sync_bn, when the caller knows it (ModuleAnalysis.uses_sync_bn:
+    # one look per file instead of a walk of the whole tree per rank and world size)
+    sync_bn = None
+
     def _uses_sync_bn(self) -> bool:
+        if self.sync_bn is not None:
+            return self.sync_bn()
         found = self.__dict__.get("_sync_bn")
         if found is None:
             found = self._sync_bn = any(

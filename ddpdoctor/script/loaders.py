@@ -45,6 +45,14 @@ def _is_class(m, e: ast.AST | None, name: str) -> bool:
 
 
 def sampler_calls(m) -> list[ast.Call]:
+    # rules ask once per call of the file (DDP107): worked out once per file, a new list each time
+    found = m.__dict__.get("_sampler_calls")
+    if found is None:
+        found = m.__dict__["_sampler_calls"] = _sampler_calls(m)
+    return list(found)
+
+
+def _sampler_calls(m) -> list[ast.Call]:
     direct = m.calls_named(_SAMPLER)
     aliases = {
         dotted(t)
@@ -125,7 +133,8 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
     made += [
         c
         for c, _q in m.calls
-        if id(c) not in seen
+        if c.keywords  # (the sampler is handed by keyword: most calls have none)
+        and id(c) not in seen
         and "loader" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower()
         and draws(c, ("sampler", "batch_sampler"))
     ]

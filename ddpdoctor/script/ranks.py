@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import DISTRIBUTED_FLAGS, dist_op, dotted, is_property, rebinds
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.values import bound_argument
 
 GLOBAL, LOCAL, NODE = "global", "local", "node"
@@ -258,7 +259,10 @@ def pins_one_gpu_per_process(m) -> bool:
         for module, attr, level in m.project_imports.values():
             for mod in (module, f"{module}.{attr}" if module and attr else None):
                 path = m.project.module_path(mod, m.path, level) if mod else None
-                other = m.project.analysis(path) if path is not None and str(path) != m.path else None
+                other = None
+                # the text first: parsing every imported module to find the word in a few is costly
+                if path is not None and str(path) != m.path and m.project.mentions(path, "CUDA_VISIBLE_DEVICES"):
+                    other = m.project.analysis(path)
                 if other is not None and other.mentions("CUDA_VISIBLE_DEVICES") and _pins_here(other):
                     found = True
                     break
@@ -510,7 +514,7 @@ def _local_predicate_kind(m, name: str, depth: int) -> str | None:
         return memo[key]
     out = None
     for fn in _functions_named(m).get(name, ()):
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if isinstance(node, ast.Return) and node.value is not None:
                 k = guard_kind(m, node.value, depth + 1)
                 if k is not None:

@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import may_show
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,6 @@ def grads_reduced_by_hand(m) -> bool:
     for call, _q in m.calls:
         name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
         if "reduce" in name or "average" in name or "sync" in name:
-            if "grad" in ast.unparse(call).lower():
+            if may_show(call, "grad", fold=True) and "grad" in ast.unparse(call).lower():
                 return True
     return False

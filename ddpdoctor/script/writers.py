@@ -13,6 +13,7 @@ import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
 from ddpdoctor.script.ranks import spawn_calls
 
@@ -66,7 +67,7 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
             # `save_path = self.exp / filename`, each call passing `f"best_{rank}.pth"`
             or (depth < 2 and _per_process_argument(m, node.value, depth + 1))
         )
-        for node in ast.walk(scope)
+        for node in walk(scope)
     )
 
 
@@ -81,7 +82,7 @@ def _temp_file_object(m, expr: ast.AST) -> bool:
         and isinstance(node.optional_vars, ast.Name)
         and node.optional_vars.id == base.id
         and per_process_path(node.context_expr)
-        for node in ast.walk(scope)
+        for node in walk(scope)
     )
 
 
@@ -194,14 +195,14 @@ def _hands_a_worker(m, call: ast.Call) -> bool:
     caller = m.enclosing_function(call)
     if any(
         isinstance(n, ast.Name) and n.id == first.id and isinstance(n.ctx, ast.Store)
-        for n in ast.walk(caller if caller is not None else m.tree)
+        for n in walk(caller if caller is not None else m.tree)
     ):
         return False  # a local value of that name, not the function
     return any(
         fn.name == first.id
         and any(
             isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("init_process_group")
-            for n in ast.walk(fn)
+            for n in walk(fn)
         )
         for fn in m.functions
     )
@@ -534,9 +535,9 @@ def _rank_test(m, test: ast.AST) -> bool:
 def _should_save_flag(test: ast.AST) -> bool:
     """Hugging Face's ``args.should_save``: a flag true on the process that writes. A method of the
     project's own named so (``accelerator.should_save()``) may test the step count instead."""
-    called = {id(n.func) for n in ast.walk(test) if isinstance(n, ast.Call)}
+    called = {id(n.func) for n in walk(test) if isinstance(n, ast.Call)}
     return any(
-        isinstance(n, ast.Attribute) and n.attr == "should_save" and id(n) not in called for n in ast.walk(test)
+        isinstance(n, ast.Attribute) and n.attr == "should_save" and id(n) not in called for n in walk(test)
     )
 
 
@@ -735,7 +736,7 @@ def to_stream(m, call: ast.Call, arg: ast.AST | None) -> bool:
     if not isinstance(arg, ast.Name):
         return False
     scope = m.enclosing_function(call) or m.tree
-    for node in ast.walk(scope):
+    for node in walk(scope):
         if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
             if node.optional_vars.id == arg.id:
                 return True

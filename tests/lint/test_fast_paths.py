@@ -422,3 +422,68 @@ def test_ddp402_source_index_matches_a_walk_of_each_expression(path):
         assert _is_global_source(m, expr) == _walk_holds_global_source(m, expr), ast.unparse(expr)
         has_mod = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr))
         assert _has_mod(m, expr) == has_mod, ast.unparse(expr)
+
+
+_SINGLETONS = (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop, ast.type_ignore)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_nodes_walk_is_ast_walk_without_the_singletons(path):
+    from ddpdoctor.script.nodes import child_nodes, walk
+
+    m = _module(path)
+    if m is None:
+        return
+    for top in [m.tree, *m.tree.body, *m.functions]:
+        assert list(walk(top)) == [n for n in ast.walk(top) if not isinstance(n, _SINGLETONS)]
+    for n in walk(m.tree):
+        assert child_nodes(n) == [c for c in ast.iter_child_nodes(n) if not isinstance(c, _SINGLETONS)]
+
+
+_WORDS = (("CUDA_VISIBLE_DEVICES", False), ("grad", True), ("rank", True), ("module", False))
+_TRICKY = (
+    'os.environ["CUDA_VISIBLE_DEVICES"]',
+    '"CUDA_VISIBLE" "_DEVICES"',
+    '"CUDA\\x5fVISIBLE_DEVICES"',
+    'b"CUDA_VISIBLE_DEVICES"',
+    'f"{x}CUDA_VISIBLE_DEVICES{y!r:>{w}}"',
+    "x.CUDA_VISIBLE_DEVICES",
+    "f(CUDA_VISIBLE_DEVICES=1)",
+    "lambda CUDA_VISIBLE_DEVICES: 0",
+    'reduce_GRADS(p) if "Grad\\n" else "\\rad"',
+    "average(p.grad.data)",
+    '"g\\rad"',
+)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_may_show_is_false_only_where_the_unparsed_text_lacks_the_word(path):
+    from ddpdoctor.script.nodes import may_show
+
+    m = _module(path)
+    exprs = [n for n in ast.walk(m.tree) if isinstance(n, ast.expr)] if m is not None else []
+    exprs += [ast.parse(t, mode="eval").body for t in _TRICKY]
+    for e in exprs:
+        text = ast.unparse(e)
+        for word, fold in _WORDS:
+            if word in (text.lower() if fold else text):
+                assert may_show(e, word, fold), (text, word)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_a_flow_asked_again_matches_a_fresh_one(path):
+    from ddpdoctor.script.flow import Flow
+
+    m = _module(path)
+    if m is None:
+        return
+    other = _module(path)  # a second analysis of the same text: its flows start with an empty memo
+    at = [i for i, (c, _q) in enumerate(m.calls) if (dotted(c.func) or "").endswith(("Sampler", "DataLoader"))]
+    for picked in (at, at[:1], []):
+        seeds = [m.calls[i][0] for i in picked]
+        first, again = Flow(m, seeds), Flow(m, seeds)  # the second from the file's memo
+        assert (again.holders, again.returns) == (first.holders, first.returns)
+        Flow(other, [other.calls[i][0] for i in at])  # another flow first, in the other memo
+        fresh = Flow(other, [other.calls[i][0] for i in picked], {"unrelated_name": 1})
+        plain = Flow(m, seeds, {"unrelated_name": 1})
+        assert (fresh.holders, fresh.returns) == (plain.holders, plain.returns)
