@@ -16,8 +16,9 @@ else:  # Python 3.10: tomli is the parser that became tomllib (a dependency ther
 from ddpdoctor.script.analysis import DEFAULT_WORLD_SIZES
 
 # opt-in rules whose doubt a run-time observation settles: DDP308's "does this forward communicate?"
-# is answered by a job that hung there (`watch`, `hang` add them to what they lint)
-CONFIRMED_AT_RUN_TIME = ("DDP308",)
+# and DDP305's "does this value part the ranks?" are answered by a job that hung there (`watch`,
+# `hang` add them to what they lint)
+CONFIRMED_AT_RUN_TIME = ("DDP308", "DDP305")
 
 DEFAULT_EXCLUDE = (
     ".git",
