@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.branches import arms, in_loop
 from ddpdoctor.script.names import dotted, is_torch_name, names_evaluation
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
@@ -57,30 +58,7 @@ TITLE = "DDP wrapper made but never applied"
 KIND = "script"
 SEVERITY = "error"
 CONFIDENCE = "high"
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
-
-
-def _arms(m, node: ast.AST, scope: ast.AST) -> dict[int, str]:
-    """{id of an ``if``: the arm ("body"/"orelse") ``node`` sits in} up to ``scope``."""
-    out = {}
-    child = node
-    for a in m.ancestors(node):
-        if a is scope:
-            break
-        if isinstance(a, ast.If) and child is not a.test:
-            out[id(a)] = "body" if any(child is s for s in a.body) else "orelse"
-        child = a
-    return out
-
-
-def _in_loop(m, node: ast.AST, scope: ast.AST) -> bool:
-    for a in m.ancestors(node):
-        if a is scope:
-            return False
-        if isinstance(a, _LOOPS):
-            return True
-    return False
 
 
 def _scope(m, node: ast.AST) -> ast.AST:
@@ -121,15 +99,15 @@ def _chosen_never_called(m):
     for assign in m.nodes(ast.Assign):
         for name in _class_targets(m, assign):
             scope = _scope(m, assign)
-            if _declared_shared(scope, name) or _in_loop(m, assign, scope):
+            if _declared_shared(scope, name) or in_loop(m, assign, scope):
                 continue
             reads = _reads(scope, name)
             if not reads:
                 continue  # an unused name: dead code, nothing to say about a path
-            here = _arms(m, assign, scope)
+            here = arms(m, assign, scope)
             if not here:
                 continue  # chosen on every path: a read anywhere after it may be its use
-            if all(any(_arms(m, r, scope).get(i, arm) != arm for i, arm in here.items()) for r in reads):
+            if all(any(arms(m, r, scope).get(i, arm) != arm for i, arm in here.items()) for r in reads):
                 yield assign, name, reads
 
 
@@ -171,11 +149,11 @@ def _only_unwrapped(m, scope: ast.AST, wrap: ast.AST, name: str, after: int) -> 
     it) goes to a call that says it trains (``train_one_epoch(model_without_ddp, ...)``): that call,
     else None. (A backward of a loss from ``name.module`` in this file is DDP409's: it follows the
     loss.)"""
-    here = _arms(m, wrap, scope)
+    here = arms(m, wrap, scope)
     reads = [
         r
         for r in _reads(scope, name)
-        if r.lineno > after and all(_arms(m, r, scope).get(i, arm) == arm for i, arm in here.items())
+        if r.lineno > after and all(arms(m, r, scope).get(i, arm) == arm for i, arm in here.items())
     ]  # (not those in the other arm of an `if` that holds the wrap: that path has no wrapper)
     if not reads:
         return None
@@ -243,7 +221,7 @@ def _wrapped_never_read(m):
             continue
         name = assign.targets[0].id
         scope = _scope(m, assign)
-        if _declared_shared(scope, name) or _in_loop(m, assign, scope):
+        if _declared_shared(scope, name) or in_loop(m, assign, scope):
             continue
         if isinstance(scope, ast.ClassDef):
             continue  # a class attribute: read through the class elsewhere

@@ -64,3 +64,27 @@ def _passed(call: ast.Call, fn, name: str) -> object:
         return _UNKNOWN
     _known, value = bound_argument(fn, call, name)
     return value.value if isinstance(value, ast.Constant) else _UNKNOWN
+
+
+def arms(m, node: ast.AST, scope: ast.AST) -> dict[int, str]:
+    """{id of an ``if``: the arm ("body"/"orelse") ``node`` sits in} up to ``scope``: two nodes whose
+    maps disagree on one ``if`` never run in the same pass."""
+    out = {}
+    child = node
+    for a in m.ancestors(node):
+        if a is scope:
+            break
+        if isinstance(a, ast.If) and child is not a.test:
+            out[id(a)] = "body" if any(child is s for s in a.body) else "orelse"
+        child = a
+    return out
+
+
+def in_loop(m, node: ast.AST, scope: ast.AST) -> bool:
+    """``node`` sits in a loop of ``scope`` (it may run more than once there)."""
+    for a in m.ancestors(node):
+        if a is scope:
+            return False
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+            return True
+    return False

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.branches import arms, in_loop
 from ddpdoctor.script.names import dotted
-
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 def _loads(node: ast.AST, key: str) -> list[ast.AST]:
@@ -29,20 +28,20 @@ def replaced_before_use(m, call: ast.Call) -> ast.Assign | None:
         return None
     key = dotted(assign.targets[0])
     scope = m.enclosing_function(assign) or m.tree
-    if key is None or _in_loop(m, assign, scope):
+    if key is None or in_loop(m, assign, scope):
         return None
     after = sorted(
         (st for st in ast.walk(scope) if isinstance(st, ast.stmt) and st.lineno > (assign.end_lineno or assign.lineno)),
         key=lambda st: (st.lineno, st.col_offset),
     )
-    here = _arms(m, assign, scope)
+    here = arms(m, assign, scope)
     wraps = {id(c) for c in m.ddp_constructors}
     for st in after:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if m.enclosing_function(st) is not m.enclosing_function(assign):
             continue  # a function defined here runs later, when called
-        if any(_arms(m, st, scope).get(i, arm) != arm for i, arm in here.items()):
+        if any(arms(m, st, scope).get(i, arm) != arm for i, arm in here.items()):
             continue  # the other arm of an `if` that holds the wrap: a path without the wrapper
         if isinstance(st, ast.Assign) and any(dotted(t) == key for t in st.targets):
             used = [r for r in _loads(st.value, key) if not _unwraps(m, r)]
@@ -77,24 +76,3 @@ def replacements(m) -> dict[int, ast.Call]:
         m.__dict__["_wrapper_replacements"] = found
     return found
 
-
-def _arms(m, node: ast.AST, scope: ast.AST) -> dict[int, str]:
-    """{id of an ``if``: the arm ("body"/"orelse") ``node`` sits in} up to ``scope``."""
-    out = {}
-    child = node
-    for a in m.ancestors(node):
-        if a is scope:
-            break
-        if isinstance(a, ast.If) and child is not a.test:
-            out[id(a)] = "body" if any(child is s for s in a.body) else "orelse"
-        child = a
-    return out
-
-
-def _in_loop(m, node: ast.AST, scope: ast.AST) -> bool:
-    for a in m.ancestors(node):
-        if a is scope:
-            return False
-        if isinstance(a, _LOOPS):
-            return True
-    return False
