@@ -42,6 +42,10 @@ def _ours(token: str) -> list[psutil.Process]:
     return found
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Bed:
     """A private working folder and TMPDIR; runs the CLI there and checks what it left."""
 
@@ -66,9 +70,11 @@ class Bed:
         return out
 
     def popen(self, *argv: str) -> subprocess.Popen:
+        # Ctrl-C as a user sends it: a test run started in the background (`cmd &` in a script)
+        # inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored
         return subprocess.Popen([sys.executable, "-m", "ddpdoctor", *argv], cwd=self.work, env=self.env(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, preexec_fn=_sigint_default)
 
     def run(self, *argv: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
         p = self.popen(*argv)
