@@ -110,28 +110,40 @@ def _scope(m, node) -> int:
 
 
 def _global_names(m) -> set:
+    return _global_assignments(m)[0]
+
+
+def _global_assignments(m) -> tuple[set, dict[str, list[ast.Assign]]]:
+    """The names given a global rank (a plain name keyed by its scope), and for an attribute
+    (``args.local_rank``) the assignments that give it one; found once per file."""
+    found = m.__dict__.get("_ddp402_globals")
+    if found is not None:
+        return found
     # only assignments that span a line with a rank source are worth a closer look
     lines = {c.lineno for c in m.dist_calls("get_rank", "get_global_rank")}
     lines |= {c.lineno for c in m.nodes(ast.Constant) if c.value in _GLOBAL_ENV}
-    out = set()
+    out: set = set()
+    attr_defs: dict[str, list[ast.Assign]] = {}
     for node in m.nodes(ast.Assign):
         if not any(ln in lines for ln in range(node.lineno, (node.end_lineno or node.lineno) + 1)):
             continue
         if _is_global_source(m, node.value):
             for t in node.targets:
                 name = dotted(t)
-                if name:
-                    out.add(name if "." in name else (_scope(m, node), name))
-                    if "." in name:
-                        m.__dict__.setdefault("_ddp402_attr_defs", {}).setdefault(name, []).append(node)
-    return out
+                if name and "." in name:
+                    out.add(name)
+                    attr_defs.setdefault(name, []).append(node)
+                elif name:
+                    out.add((_scope(m, node), name))
+    found = m.__dict__["_ddp402_globals"] = (out, attr_defs)
+    return found
 
 
 def _before_global_def(m, use: ast.AST, name: str) -> bool:
     """``torch.cuda.set_device(args.local_rank)`` and only later, in the same function,
     ``args.local_rank = dist.get_rank()``: the use still sees the value from before (the launcher's
     local rank); uses after it, or in other functions, see the global one."""
-    defs = m.__dict__.get("_ddp402_attr_defs", {}).get(name)
+    defs = _global_assignments(m)[1].get(name)
     if not defs:
         return False
     fn = m.enclosing_function(use)

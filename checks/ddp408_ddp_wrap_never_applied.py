@@ -51,7 +51,7 @@ from ddpdoctor.script.branches import arms, in_loop
 from ddpdoctor.script.names import dotted, is_torch_name, names_evaluation
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
-from ddpdoctor.script.unwrapping import replaced_before_use
+from ddpdoctor.script.unwrapping import replacements
 
 CODE = "DDP408"
 TITLE = "DDP wrapper made but never applied"
@@ -282,10 +282,7 @@ def check(m):
                 hint=f"keep it: `{model} = DistributedDataParallel({model}, ...)`, and train with it",
             )
     replaced = set()
-    for call in m.ddp_constructors if _trains(m) else ():
-        st = replaced_before_use(m, call)
-        if st is None:
-            continue
+    for st, call in replacements(m) if _trains(m) else ():
         replaced.add(id(call))
         key = dotted(st.targets[0])
         yield m.finding(

@@ -127,7 +127,7 @@ def _unwrapped_names(m, models: Flow) -> dict[int, set[str]]:
     """id of a function -> its local names given the model inside the wrapper (``sam_model =
     self.model.module``, often on the multi-GPU arm beside ``sam_model = self.model``)."""
     out: dict[int, set[str]] = {}
-    given_up = replacements(m)
+    given_up = {id(st) for st, _call in replacements(m)}
     for a in m.nodes(ast.Assign):
         if id(a) in given_up:
             continue  # `model = model.module` before the wrapper is used at all: DDP408 reports it

@@ -617,7 +617,7 @@ class ModuleAnalysis:
                 for n in walk(init)
             ):
                 return True
-        if any(self._spawns_whole_world(c) for c in self.calls_named("spawn", "start_processes")):
+        if any(self._spawns_whole_world(c) for c in rank_facts.spawn_calls(self)):
             return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
 
@@ -625,9 +625,6 @@ class ModuleAnalysis:
         """``mp.spawn(main, args=(world_size,), nprocs=world_size)``: the file starts as many processes
         here as the job has ranks (the process count is named for the world size), so every rank is
         on this host. A count of this node's GPUs (``nprocs=ngpus_per_node``) says nothing."""
-        qual = self.qualname(call.func) or ""
-        if "multiprocessing" not in qual and not qual.startswith("torch."):
-            return False
         nprocs = self.keyword(call, "nprocs")
         if nprocs is None and len(call.args) > 2:
             nprocs = call.args[2]

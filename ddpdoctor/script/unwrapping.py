@@ -63,16 +63,11 @@ def _unwraps(m, read: ast.AST) -> bool:
     return isinstance(parent, ast.Attribute) and parent.attr == "module"
 
 
-
-def replacements(m) -> dict[int, ast.Call]:
-    """id of each replacing assignment of the file -> the DDP call whose wrapper it gives up."""
+def replacements(m) -> list[tuple[ast.Assign, ast.Call]]:
+    """(the assignment that gives a wrapper up, the DDP call that made it) for each such wrapper of
+    the file, found once per file (DDP408 and DDP409 both ask)."""
     found = m.__dict__.get("_wrapper_replacements")
     if found is None:
-        found = {}
-        for call in m.ddp_constructors:
-            st = replaced_before_use(m, call)
-            if st is not None:
-                found[id(st)] = call
+        found = [(st, call) for call in m.ddp_constructors if (st := replaced_before_use(m, call)) is not None]
         m.__dict__["_wrapper_replacements"] = found
     return found
-
