@@ -331,9 +331,13 @@ def _helper_loaders(m):
             if again is None:
                 continue
             chain = " -> ".join(f"{Path(m.path).name}:{ln}" for ln in (call.lineno, *again, loop.lineno))
+            # at the epoch loop, where `set_epoch` goes, when it is beside the factory call
+            epoch_loop = _line_node(m, again[0])
+            if epoch_loop is not None and m.enclosing_function(epoch_loop) is not m.enclosing_function(call):
+                epoch_loop = None
             yield m.finding(
                 CODE,
-                call,
+                epoch_loop or call,
                 f"the training loader from `{last}(...)` (line {call.lineno}), made for a distributed "
                 f"run, is iterated every epoch (line {again[0]}) and nothing in this script calls "
                 "`set_epoch`: a DistributedSampler it was given shuffles every epoch the same way "
