@@ -35,7 +35,7 @@ import ast
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.loaders import passes
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import callee_reads_rank, single_process_arm
+from ddpdoctor.script.ranks import callee_reads_rank, hands_rank_carrier, single_process_arm
 
 CODE = "DDP105"
 TITLE = "DataLoader without DistributedSampler in a DDP script"
@@ -109,6 +109,9 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
         return (
             not any(w in text for w in _PER_RANK_ARGS)
             and not callee_reads_rank(m, expr)
+            # `data.load_data(opt, tokenizer)` with the rank kept on `opt` (`opt.local_rank`): the
+            # function, not shown here, may load each rank its part
+            and not hands_rank_carrier(m, expr)
             and not _inputs_fitted_to_the_world(m, expr)
         )
     if isinstance(expr, ast.Subscript):  # splits["train"], data[:n]

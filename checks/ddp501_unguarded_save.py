@@ -49,6 +49,7 @@ from ddpdoctor.script.writers import (
     every_rank_reaches,
     guard_chains,
     guarded_here,
+    one_rank_side,
     other_ranks_arm,
     per_process_path,
     rank_guards,
@@ -222,6 +223,8 @@ def _inconsistent_calls(m, saves):
             continue  # a helper told the rank decides itself who writes what
         if callee_guard(m, sites[0]) is not None:
             continue  # the helper runs on one rank by itself (`@main_process`, an early return)
+        if fn is not None and _saves_on_one_rank_inside(m, fn, saves):
+            continue  # `def evaluate(...): if is_main_process(): ... torch.save(...)`
         guarded = [c for c in sites if all(chain for chain in guard_chains(m, c))]
         if not guarded:
             continue
@@ -235,6 +238,26 @@ def _inconsistent_calls(m, saves):
                 continue  # `if not main: barrier(); save(...); if main: barrier()`: ordered on purpose
             if c not in guarded and every_rank_reaches(m, c):
                 yield c, name, fn, guarded[0]
+
+
+def _saves_on_one_rank_inside(m, fn, saves) -> bool:
+    """Every save of ``saves`` in ``fn`` sits on the one-rank side of a rank test of ``fn`` itself:
+    whoever calls the helper, one rank writes."""
+    mine = [s for s in saves if any(a is fn for a in m.ancestors(s))]
+    return bool(mine) and all(_one_rank_within(m, s, fn) for s in mine)
+
+
+def _one_rank_within(m, node: ast.AST, fn) -> bool:
+    child = node
+    for a in m.ancestors(node):
+        if a is fn:
+            return False
+        if isinstance(a, ast.If) and guard_kind(m, a.test) is not None:
+            side = "body" if any(child is s for s in a.body) else "orelse"
+            if child is not a.test and one_rank_side(m, a.test) == side:
+                return True
+        child = a
+    return False
 
 
 def _barrier_under_rank_test(m, st: ast.stmt) -> bool:

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 from ddpdoctor.script import event_engines
 from ddpdoctor.script.names import (
-    DISTRIBUTED_FLAGS,
     EXIT_CALLS,
     dist_op,
     dotted,
+    is_distributed_flag,
     is_property,
     is_torch_name,
     names_a_ddp_wrapper,
@@ -806,7 +806,7 @@ class Interpreter:
                 return base[key]
             except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
                 return UNKNOWN
-        if base is UNKNOWN and isinstance(key, str) and key.lower() in DISTRIBUTED_FLAGS:
+        if base is UNKNOWN and isinstance(key, str) and is_distributed_flag(key):
             return True  # `cfg["DDP"]` read from a file: in the distributed run it holds
         return self._rank_node(e) if self.rank_nodes else UNKNOWN
 
@@ -861,7 +861,7 @@ class Interpreter:
                 return self._named_value(e.attr)
             if e.attr in MAIN_PROCESS_NAMES:
                 return self.rank == 0 if e.attr != "is_local_main_process" else self.local == 0
-            if e.attr.lower() in DISTRIBUTED_FLAGS:
+            if is_distributed_flag(e.attr):
                 return True  # `args.distributed` set where the walk cannot see: this run is one
             if self.rank_nodes:
                 return self._rank_node(e)

@@ -179,6 +179,17 @@ def names_evaluation(name: str) -> bool:
 # flags that say "this run is distributed" (`args.distributed`, `cfg["DDP"]`): the per-rank walk
 # simulates a distributed run, where they hold
 DISTRIBUTED_FLAGS = frozenset(("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp"))
+# the same said in a project's own words: `cfg.MODEL.DIST_TRAIN`, `args.use_dist`, `opt.ddp_mode`
+_DISTRIBUTED_FLAG = re.compile(
+    r"(?:is_|use_|enable_|do_)?(?:ddp|dist|distributed)(?:_(?:train|training|mode|run|enabled|on))?"
+)
+
+
+def is_distributed_flag(word: str) -> bool:
+    """A switch that says the run is distributed, by its last name (``distributed``, ``DIST_TRAIN``,
+    ``use_dist``); not ``dist`` alone, which is torch.distributed's usual alias."""
+    low = word.lower()
+    return low in DISTRIBUTED_FLAGS or (low != "dist" and _DISTRIBUTED_FLAG.fullmatch(low) is not None)
 
 # calls that end the process (with the status they are given: none or 0 is a clean exit)
 EXIT_CALLS = frozenset(("exit", "quit", "sys.exit", "os._exit"))

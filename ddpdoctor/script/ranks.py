@@ -19,7 +19,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ddpdoctor.script.names import DISTRIBUTED_FLAGS, dist_op, dotted, is_property, rebinds
+from ddpdoctor.script.names import dist_op, dotted, is_distributed_flag, is_property, rebinds
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.values import bound_argument
 
@@ -207,6 +207,32 @@ def callee_def(m, name: str):
         if found is not None:
             return found
     return m, fn
+
+
+# attributes that hold a process's place in the job (``opt.local_rank``, ``args.world_size``)
+_PLACE_ATTRS = frozenset(k for k in _NAME_KIND if not k.startswith(("gpu", "device"))) | {"world_size"}
+
+
+def rank_carriers(m) -> frozenset[str]:
+    """Names of the objects the file keeps a rank or the world size on (``opt.local_rank``,
+    ``args.world_size = ...``): a function of another file handed one of them knows where in the job
+    it runs and may split its work by it (``data.load_data(opt, tokenizer)``)."""
+    cached = m.__dict__.get("_rank_carriers")
+    if cached is None:
+        cached = m.__dict__["_rank_carriers"] = frozenset(
+            base for a in m.nodes(ast.Attribute) if a.attr in _PLACE_ATTRS and (base := dotted(a.value))
+        )
+    return cached
+
+
+def hands_rank_carrier(m, call: ast.Call) -> bool:
+    """``call`` runs a function this file does not show and hands it an object that carries the
+    rank (``rank_carriers``): what it makes may be the caller's part of the job only."""
+    name = dotted(call.func)
+    if name is None or callee_def(m, name)[1] is not None:
+        return False
+    carriers = rank_carriers(m)
+    return any(dotted(a) in carriers for a in (*call.args, *(k.value for k in call.keywords)))
 
 
 _RANK_QUERIES = ("get_rank", "get_world_size", "get_global_rank", "get_local_rank")
@@ -725,7 +751,8 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
 
 
 # flags that say "this run is distributed" (``if args.distributed:``, ``if ddp:``)
-_DISTRIBUTED_FLAGS = DISTRIBUTED_FLAGS | {"multi_gpu", "multigpu"}
+def _flag(word: str) -> bool:
+    return is_distributed_flag(word) or word.lower() in ("multi_gpu", "multigpu")
 
 
 def _single_when(test: ast.AST, m=None) -> bool | None:
@@ -742,11 +769,11 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
         return parts.pop() if len(parts) == 1 else None
     if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
         key = test.slice.value  # `cfg["DDP"]`
-        return False if isinstance(key, str) and key.lower() in _DISTRIBUTED_FLAGS else None
+        return False if isinstance(key, str) and _flag(key) else None
     name = dotted(test)
     if name is not None:
         last = name.rsplit(".", 1)[-1].lower()
-        if last in _DISTRIBUTED_FLAGS or ("." in name and last == "dist"):  # `args.dist`, not the module
+        if _flag(last) or ("." in name and last == "dist"):  # `args.dist`, not the module
             return False
         return True if m is not None and name in _refused_under_ddp(m) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
