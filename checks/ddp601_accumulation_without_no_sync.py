@@ -8,13 +8,17 @@ backwards that steps nothing itself, before one step), without using `model.no_s
 A `backward()` inside a helper of the same file counts, and so does a loss scaler called with the
 loss and the optimizer (`loss_scaler(loss, optimizer, update_grad=...)`, which does the backward and
 the step out of sight): then the gradients zeroed only every k-th iteration show the accumulation.
+So does a step helper that backwards on every call and steps under a flag its caller sets with an
+accumulation test (`optimizer_step(loss, opt, is_update=step % accum == 0)`). A static graph
+(`static_graph=True`) still all-reduces on every backward.
 Also finds
 `model.require_backward_grad_sync = ...` set after the model's forward in the same micro-step, and
 `with model.no_sync():` (also chosen by `model.no_sync() if not last else nullcontext()`) around
 the backward only, when the loss was made before the window (earlier in the function, or by the
 caller that passed it in, outside any no_sync window): DDP reads the flag during the forward, so
 the toggle applies to the wrong micro-step, and a window opened after the forward changes nothing.
-`model` is one the file wraps in DDP (or a helper named for it) or tests with
+`model` is one the file wraps in DDP (or a helper named for it, or one named for a distributed run
+that hands the model back under its name: `reader, opt = setup_for_distributed_mode(reader, opt)`) or tests with
 `isinstance(model, DistributedDataParallel)`, or the model a function of a data-parallel job is
 handed by its caller (`def train_one_epoch(model, ...)` in a file that all-reduces); a model the
 file builds and trains without wrapping it is not. FSDP's no_sync is read by the backward and stays out.
@@ -53,6 +57,7 @@ import ast
 
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import own_call_sites
+from ddpdoctor.script.values import bound_argument
 
 CODE = "DDP601"
 TITLE = "Gradient accumulation without no_sync"
@@ -113,11 +118,25 @@ def _may_be_ddp(m) -> bool:
             and call.args
             and m.assigned_to(call)
             and not last.startswith(("is_", "get_", "has_"))
-        ):
+        ) or _rewraps_for_distributed(m, call, last):
             return True
     return any(v.startswith("accelerate.Accelerator") for v in m.aliases.values()) or (
         m.mentions("Accelerator(") and bool(m.method_calls("prepare"))
     )
+
+
+def _rewraps_for_distributed(m, call: ast.Call, last: str) -> bool:
+    """``reader, optimizer = setup_for_distributed_mode(reader, optimizer, ...)``: a helper named
+    for a distributed run hands back, under the same name, an object it was given (the model it
+    wrapped)."""
+    if "distributed" not in last or not call.args:
+        return False
+    assign = m.parents.get(call)
+    if not isinstance(assign, ast.Assign) or len(assign.targets) != 1:
+        return False
+    target = assign.targets[0]
+    targets = {dotted(t) for t in (target.elts if isinstance(target, ast.Tuple) else [target])}
+    return any(isinstance(a, ast.Name) and a.id in targets for a in call.args)
 
 
 def _reduces_across_ranks(m) -> bool:
@@ -390,6 +409,35 @@ def _else_arm_backward(m, step: ast.Call, helpers):
     return None
 
 
+def _step_on_callers_flag(m, step: ast.Call, helpers):
+    """``def optimizer_step(loss, opt, ..., is_update=True): loss.backward(); if is_update:
+    opt.step()`` called as ``optimizer_step(loss, opt, ..., is_update=step % accum == 0)`` (or a
+    name given that test before the call): the helper backwards on every call and steps only on the
+    calls the caller's accumulation test lets through."""
+    fn = m.enclosing_function(step)
+    if fn is None or isinstance(fn, ast.Lambda):
+        return None
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    if_node = next(
+        (
+            a
+            for a in m.ancestors_below(step, fn)
+            if isinstance(a, ast.If) and isinstance(a.test, ast.Name) and a.test.id in params
+        ),
+        None,
+    )
+    if if_node is None:
+        return None
+    backwards = [c for c in _backwards(m, fn, helpers) if c.lineno < if_node.lineno and not _inside(m, c, if_node)]
+    if not backwards:
+        return None
+    for site in own_call_sites(m, fn):
+        known, given = bound_argument(fn, site, if_node.test.id)
+        if known and given is not None and not isinstance(given, ast.Constant) and _accum_test(m, given):
+            return if_node, max(backwards, key=lambda c: c.lineno)
+    return None
+
+
 def _skipped_step(m, step: ast.Call, helpers):
     """``if step % accum != 0: continue`` in the loop before the step, with a backward before it."""
     loop = m.enclosing_loop(step)
@@ -618,14 +666,14 @@ def check(m):
             "`no_sync()` window",
             chain=[loss_line, node.lineno],
         )
-    if m.mentions("no_sync", "require_backward_grad_sync", ".accumulate(", "static_graph"):
+    if m.mentions("no_sync", "require_backward_grad_sync", ".accumulate("):
         return
     if m.one_process:  # init_process_group(world_size=1): no other rank to all-reduce with
         return
     helpers = _backward_helpers(m)
     models = _ddp_names(m)
     for step in _optimizer_steps(m):
-        for how in (_accum_range_loop, _guarded_step, _skipped_step, _else_arm_backward):
+        for how in (_accum_range_loop, _guarded_step, _skipped_step, _else_arm_backward, _step_on_callers_flag):
             found = how(m, step, helpers)
             if found is None:
                 continue

@@ -77,6 +77,8 @@ SAVE_HELPERS = (b"save_checkpoint", b"save_model", b"save_ckpt", b"save_state", 
 DDP_HELPERS = (b"ddp_wrap", b"_ddp(", b"_DDP(")
 MAIN_TESTS = (b"rank", b"is_main", b"is_master", b"is_global_", b"main_process")
 _BARRIER = b"barrier("
+_ALL_REDUCE = b"all_reduce"
+_BACKWARDS = (b"backward(", b"loss_scaler(")
 _WITH_DISTRIBUTED = tuple(t for t in STRONG if _DISTRIBUTED in t)
 _WITH_NCCL = tuple(t for t in STRONG if _NCCL in t)
 _WITH_RANK = tuple(t for t in STRONG if _RANK in t)
@@ -99,7 +101,7 @@ def worth_parsing(data: bytes) -> bool:
         # main-process test (``if distr.is_global_main:``)
         return True
     if _RANK not in data:
-        return False
+        return _engine(data)
     if any(t in data for t in _WITH_RANK):
         return True
     if PER_NODE in data:
@@ -108,7 +110,13 @@ def worth_parsing(data: bytes) -> bool:
         # a rank-0 test and a wrapped model's `.module.` (a per-rank training loop of a DDP job), or
         # a checkpoint helper it may call on one rank in one place and on every rank in another
         return True
-    return distributed and any(t in data for t in _DIST) and any(t in data for t in _COMM)
+    return (distributed and any(t in data for t in _DIST) and any(t in data for t in _COMM)) or _engine(data)
+
+
+def _engine(data: bytes) -> bool:
+    """A training engine of a data-parallel job (MAE's engine_pretrain.py): it all-reduces its
+    metrics through a helper and backwards, with no rank or torch.distributed in sight."""
+    return _ALL_REDUCE in data and any(t in data for t in _BACKWARDS)
 
 
 def _exclusion(patterns: tuple[str, ...]):

@@ -49,6 +49,8 @@ def _reference_worth_parsing(data: bytes) -> bool:
         return True
     if b"rank" in data and any(t in data for t in SAVE_HELPERS) and any(t in data for t in RANK_ZERO):
         return True
+    if b"all_reduce" in data and (b"backward(" in data or b"loss_scaler(" in data):
+        return True
     return b"rank" in data and any(t in data for t in _DIST) and any(t in data for t in _COMM)
 
 
@@ -57,7 +59,7 @@ _PIECES = sorted(
     {t for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
-    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module", *RANK_ZERO, b"rank ==", *SAVE_HELPERS, b"save_"}
+    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module", *RANK_ZERO, b"rank ==", *SAVE_HELPERS, b"save_", b"backward(", b"loss_scaler(", b"backward"}
 )
 
 
@@ -82,6 +84,9 @@ def test_prefilter_on_the_corpus_and_on_single_tokens():
     # a trainer module with no torch.distributed: a rank taken modulo a node's GPU count
     assert worth_parsing(b"if args.rank % ngpus_per_node == 0:\n    save()")
     assert not worth_parsing(b"ngpus_per_node = 8")  # no rank
+    # a training engine that all-reduces its metrics through a helper: no rank, no torch.distributed
+    assert worth_parsing(b"loss_scaler(loss, optimizer)\nmisc.all_reduce_mean(loss_value)")
+    assert not worth_parsing(b"loss.backward()\noptimizer.step()")
 
 
 def _reference_discover(paths: list[str], exclude: tuple[str, ...]) -> list[Path]:
