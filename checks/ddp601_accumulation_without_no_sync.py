@@ -263,8 +263,8 @@ def _accum_range_loop(m, step: ast.Call, helpers):
             for loop in _run_here(earlier):
                 if isinstance(loop, (ast.For, ast.AsyncFor)) and _splits_batch(m, loop):
                     found = _backwards(m, loop, helpers)
-                    if found:
-                        return loop, found[-1]
+                    if found:  # the last in the text: the plain one after an  arm
+                        return loop, max(found, key=lambda c: c.lineno)
         parent = m.parents.get(stmt)
         if parent is None or isinstance(parent, (*_FUNCS, *_LOOPS)):
             return None
