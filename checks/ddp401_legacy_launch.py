@@ -8,7 +8,10 @@ the process group to a setup helper elsewhere is left alone: it is kept so the o
 is accepted, and that helper picks the rank. So is an option beside a read of `LOCAL_RANK` (torchrun
 works): that one is DDP412's, opt-in; unless the option's value then overwrites the name that read
 went into (`local_rank = int(os.environ.get("LOCAL_RANK", -1))`, later `local_rank =
-opt.local_rank`), which throws torchrun's value away.
+opt.local_rank`), which throws torchrun's value away. And a GPU picked by `args.local_rank` of a
+command line another file's parser makes (`args = get_args()`), where nothing in the file reads
+LOCAL_RANK, sets `args.local_rank` or hands `args` to a setup helper that could: the option is then
+the only source of the rank (reported at the first device pick).
 
 ## Why is this bad?
 `torch.distributed.launch` is deprecated in favour of `torchrun`, which does not pass
@@ -32,6 +35,7 @@ torch.cuda.set_device(local_rank)
 from __future__ import annotations
 
 import ast
+import re
 
 from ddpdoctor.script.launch_args import local_rank_options, reads_local_rank_env
 from ddpdoctor.script.names import dotted
@@ -148,9 +152,83 @@ def _env_overwritten(m, dest: str) -> tuple[ast.Assign, ast.Assign] | None:
     return None
 
 
+# functions of a project that hand back its parsed command line (`args = get_args()`,
+# `args, cfg = merge_config()`, `opt = parse_arguments()`)
+_OPTIONS_FROM = re.compile(r"(?:get|parse|load|merge|make)_?(?:args|arguments|config|cfg|opts?|options)")
+_DEVICE_CALLS = frozenset(("set_device", "device", "cuda", "to"))
+
+
+def _options_of_other_files(m) -> set[str]:
+    """Names bound to a command line parsed by a parser this file does not build: ``args =
+    parser.parse_args()`` with ``parser`` imported, ``args = get_args()`` of another module."""
+    own = set(m.function_names)
+    out: set[str] = set()
+    for a in m.nodes(ast.Assign):
+        call = a.value
+        if len(a.targets) != 1 or not isinstance(call, ast.Call):
+            continue
+        name = dotted(call.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if not (_parses(call) or (_OPTIONS_FROM.fullmatch(last.lower()) and last not in own)):
+            continue
+        target = a.targets[0]
+        out |= {t.id for t in (target.elts if isinstance(target, ast.Tuple) else [target]) if isinstance(t, ast.Name)}
+    return out
+
+
+def _device_use(m, node: ast.Attribute) -> bool:
+    """``node`` (``args.local_rank``) picks a GPU: ``set_device(...)``, ``torch.device("cuda", ...)``,
+    ``.cuda(...)``, ``.to(...)``, ``device_ids=[...]``, ``output_device=...``."""
+    child: ast.AST = node
+    for a in m.ancestors(node):
+        if isinstance(a, ast.keyword):
+            return a.arg in ("device_ids", "output_device", "device")
+        if isinstance(a, ast.Call):
+            return child is not a.func and (dotted(a.func) or "").rsplit(".", 1)[-1] in _DEVICE_CALLS
+        if not isinstance(a, (ast.List, ast.Tuple)):
+            return False
+        child = a
+    return False
+
+
+def _option_of_other_files(m):
+    """The GPU is picked by ``args.local_rank`` of a command line another file's parser makes, and
+    nothing here sets it (from LOCAL_RANK or otherwise) or hands ``args`` to a setup helper that
+    could: the value is the ``--local_rank`` option only torch.distributed.launch passes. The first
+    device pick, where it goes wrong under torchrun."""
+    if not m.is_training_script or reads_local_rank_env(m) or next(local_rank_options(m), None):
+        return None
+    names = _options_of_other_files(m)
+    if not names:
+        return None
+    for n in m.nodes(ast.Attribute):
+        if n.attr == "local_rank" and isinstance(n.ctx, ast.Store):
+            return None  # `args.local_rank = int(os.environ["LOCAL_RANK"])`, `= gpu` in a spawn worker
+    if any(dotted(c.func) == "setattr" or _hands_args_to_setup(c) for c, _q in m.calls):
+        return None
+    uses = [
+        n
+        for n in m.nodes(ast.Attribute)
+        if n.attr == "local_rank" and isinstance(n.value, ast.Name) and n.value.id in names and _device_use(m, n)
+    ]
+    return min(uses, key=lambda n: (n.lineno, n.col_offset)) if uses else None
+
+
 def check(m):
     if not m.mentions("torch.distributed.launch", "local_rank", "local-rank"):
         return
+    use = _option_of_other_files(m)
+    if use is not None:
+        yield m.finding(
+            CODE,
+            use,
+            f"`{ast.unparse(use)}` comes from a `--local_rank` option of another file's parser, and "
+            "nothing here sets it from LOCAL_RANK: only the deprecated torch.distributed.launch passes "
+            "that option, so under torchrun every rank gets its default and picks the same GPU",
+            SEVERITY,
+            hint="read `int(os.environ['LOCAL_RANK'])` (set by torchrun), or give the option "
+            "`default=int(os.environ.get('LOCAL_RANK', 0))`",
+        )
     for node in m.nodes(ast.Import, ast.ImportFrom, ast.Constant):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = (
