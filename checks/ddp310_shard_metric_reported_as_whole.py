@@ -70,6 +70,34 @@ def _names_metric(node: ast.AST) -> bool:
     return bool(words & _METRIC_WORDS) and "train" not in words
 
 
+def _message_of_metrics(m, node: ast.AST) -> bool:
+    """``log_str`` in ``print(log_str)`` after ``log_str = f"valid loss {valid_loss:5.2f} ..."``:
+    a text made of metrics (an f-string, ``"...".format(...)``, ``%`` or ``+`` of strings) in the
+    same function is reported with them."""
+    if not isinstance(node, ast.Name):
+        return False
+    fn = m.enclosing_function(node)
+    values = [
+        a.value
+        for a in m.nodes(ast.Assign)
+        if a.lineno < node.lineno
+        and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)
+        and m.enclosing_function(a) is fn
+    ]
+    return bool(values) and all(_text_of_metrics(v) for v in values)
+
+
+def _text_of_metrics(value: ast.AST) -> bool:
+    textual = (
+        isinstance(value, ast.JoinedStr)
+        or (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "format")
+        or (isinstance(value, ast.BinOp) and isinstance(value.left, (ast.Constant, ast.JoinedStr)))
+    )
+    return textual and any(
+        isinstance(n, (ast.Name, ast.Attribute)) and _names_metric(n) for n in ast.walk(value)
+    )
+
+
 def _evaluates(m, loop: ast.AST) -> bool:
     """An evaluation: the loop is in a function named for one (``validate``, ``evaluate_epoch``) or
     reads a loader named for a held-out split (``val_loader``, ``test_dl``); not a pass that
@@ -219,7 +247,7 @@ def check(m):
             continue  # a method called (`meter.update(...)`), not a value reported
         if isinstance(parent, ast.Attribute) and not _method_of(m, parent):
             continue  # (the whole `a.b.c` is read once, at its outermost node; `top1.mean()` reads top1)
-        if not _names_metric(node):
+        if not (_names_metric(node) or _message_of_metrics(m, node)):
             continue
         fn = m.enclosing_function(node)
         origin = values.reads(node, fn) if values is not None else None
@@ -227,8 +255,11 @@ def check(m):
             origin = by_training.reads(node, fn)
         if origin is None or not origin.data:
             continue
-        if any(_inside(node, loop) for loop in loops) or _in_training_loop(m, node):
+        if any(_inside(node, loop) for loop in loops) or (
+            _in_training_loop(m, node) and id(origin.node) in trained
+        ):
             continue  # the running figure inside the evaluation itself, or a training step's
+            # (an evaluation run every k steps from inside the training loop is reported)
         if id(origin.node) in trained and (_inside(node, origin.node) or not _decides_best(m, node)):
             continue
         test = _reported_by_one_rank(m, node)
