@@ -70,11 +70,13 @@ def _shards_somehow(m) -> bool:
     IterableDataset that may split itself, ``accelerator.prepare``), or gives a loader a sampler of
     its own making: then a loader without one may be fed by it, so unknown."""
     looked: set[str] = set()  # a file says the same few names many times: each is looked at once
-    for n in m.nodes(ast.Name, ast.Attribute, ast.alias, ast.keyword, ast.ClassDef, ast.FunctionDef):
+    # (not the imports: `from torch.utils.data import DistributedSampler` never used shards nothing,
+    # and one that is used is seen where it is used)
+    for n in m.nodes(ast.Name, ast.Attribute, ast.keyword, ast.ClassDef, ast.FunctionDef):
         word = (
             n.id if isinstance(n, ast.Name)
             else n.attr if isinstance(n, ast.Attribute)
-            else n.name if isinstance(n, (ast.alias, ast.ClassDef, ast.FunctionDef))
+            else n.name if isinstance(n, (ast.ClassDef, ast.FunctionDef))
             else n.arg
         )
         if not word or word in looked:
