@@ -8,7 +8,9 @@ all-reduces the gradients in it). Early stopping decided on rank 0 is the usual 
 exit under a rank test (`sys.exit`, `os._exit`, `exit()`, or a `raise` right after
 `destroy_process_group()`) when the other ranks go on to a collective: later in that function, in
 its loop, or in the function itself when a loop of its caller calls it again. An exit in an `except`
-handler is a failure path (the rank hit an error), not the usual run, and is left alone.
+handler is a failure path (the rank hit an error), not the usual run, and is left alone. And a
+`while True:` training loop whose only exits sit under a rank test: the other ranks never leave it,
+whatever it communicates.
 
 ## Why is this bad?
 Only the ranks that pass the rank test can take that exit; whatever the inner condition says, the
@@ -174,7 +176,8 @@ def check(m):
         return
     reported: set[int] = set()
     for fn in (m.tree, *m.functions):
-        for exit_node, loop, ifs in _exits(fn.body, [], []):
+        exits = list(_exits(fn.body, [], []))
+        for exit_node, loop, ifs in exits:
             if id(loop) in reported:
                 continue
             test = next((i for i in ifs if ranks.guard_kind(m, i.test) is not None), None)
@@ -189,6 +192,19 @@ def check(m):
                 continue
             comm = _communicates(m, loop, test)
             if comm is None:
+                if _endless_for_the_others(m, loop, exits):
+                    reported.add(id(loop))
+                    yield m.finding(
+                        CODE,
+                        exit_node,
+                        f"this loop (line {loop.lineno}) has no way out but this one, and only the "
+                        f"ranks that pass the rank test `{ast.unparse(test.test)[:40]}` (line "
+                        f"{test.lineno}) take it: the others go round forever, waiting in whatever "
+                        "the next iteration communicates for a rank that has left",
+                        SEVERITY,
+                        hint="take the decision on every rank (or broadcast it) so that every rank "
+                        "leaves the loop",
+                    )
                 continue
             reported.add(id(loop))
             if _process_exit(exit_node):
@@ -208,6 +224,17 @@ def check(m):
                 hint="take the decision on one rank, then broadcast it (dist.broadcast / "
                 "broadcast_object_list) so that every rank leaves the loop together",
             )
+
+
+def _endless_for_the_others(m, loop: ast.AST, exits: list) -> bool:
+    """``while True:`` whose every exit sits under a rank test (``if rank == 0: ... if epoch >=
+    max_epoch: quit()``), in a training script: the ranks that fail the test never leave it."""
+    if not (
+        isinstance(loop, ast.While) and isinstance(loop.test, ast.Constant) and loop.test.value is True
+    ) or not m.is_training_script:
+        return False
+    own = [ifs for _node, lp, ifs in exits if lp is loop]
+    return bool(own) and all(any(ranks.guard_kind(m, i.test) is not None for i in ifs) for ifs in own)
 
 
 def _gone(m, exit_node: ast.Expr, test: ast.If, comm: ast.AST):
