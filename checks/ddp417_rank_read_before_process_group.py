@@ -1,8 +1,9 @@
 """DDP417: the rank asked for before the process group exists.
 
 ## What it does
-Finds a rank query (`get_rank()` of a project helper, `dist.get_rank()`) that runs before
-`init_process_group` in the same straight-line code: the query sits earlier in the function (or the
+Finds a rank query (`get_rank()` of a project helper, `dist.get_rank()`; also `get_world_size()`,
+which answers 1 there) that runs before `init_process_group` (or the project's setup helper,
+`init_distributed_mode(args)`) in the same straight-line code: the query sits earlier in the function (or the
 `__main__` block) that later creates the process group, outside any test of
 `dist.is_initialized()`. A helper of this file that reads the launcher's `RANK` from the
 environment is right at any time and is left alone, and so is a query inside a function that runs
@@ -41,6 +42,7 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 _QUERIES = ("get_rank", "get_global_rank")
+_WORLD = "get_world_size"  # answers 1 before the group exists: a batch divided by it is not divided
 
 
 def _reads_environment(m, name: str, depth: int = 0) -> bool:
@@ -78,13 +80,14 @@ def _same_code(m, node: ast.AST) -> ast.AST:
 
 
 def check(m):
-    inits = m.dist_calls("init_process_group")
+    # the process group is made here or by the project's setup helper (`init_distributed_mode(args)`)
+    inits = [*m.dist_calls("init_process_group"), *m.setup_helper_calls]
     if not inits:
         return
     for call, q in m.calls:
         name = dotted(call.func) or ""
         last = name.rsplit(".", 1)[-1]
-        if last not in _QUERIES or call.args or call.keywords:
+        if last not in (*_QUERIES, _WORLD) or call.args or call.keywords:
             continue
         if not (q or "").startswith("torch.distributed") and (
             "." in name and name.split(".", 1)[0] not in m.aliases
@@ -99,14 +102,18 @@ def check(m):
         if not later:
             continue
         init = later[0]
+        if (q or "").startswith("torch.distributed"):
+            answer = "it raises there, so what is made from it here is the same on every rank"
+        elif last == _WORLD:
+            answer = "such a helper answers 1 there (one process), so what is sized from it here is sized for one process"
+        else:
+            answer = "such a helper answers 0 on every process there, so what is made from it here is the same on every rank"
         yield m.finding(
             CODE,
             call,
-            f"`{name}()` runs before the process group is created (line {init.lineno}): "
-            + ("it raises there" if (q or "").startswith("torch.distributed") else "such a helper answers 0 on every process there")
-            + ", so what is made from it here is the same on every rank",
+            f"`{name}()` runs before the process group is created (line {init.lineno}): {answer}",
             SEVERITY,
-            hint="create the process group first (init_process_group), then ask for the rank, "
-            "or read the launcher's RANK from the environment",
+            hint="create the process group first, then ask for the rank or the world size, or read "
+            "the launcher's RANK / WORLD_SIZE from the environment",
             chain=[call.lineno, init.lineno],
         )

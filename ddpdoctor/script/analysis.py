@@ -655,13 +655,20 @@ class ModuleAnalysis:
 
     @cached_property
     def _calls_setup_helper(self) -> bool:
+        return bool(self.setup_helper_calls)
+
+    @cached_property
+    def setup_helper_calls(self) -> list[ast.Call]:
+        """Calls of a project's own "start the process group" helper of another file
+        (``utils.init_distributed_mode(args)``, ``ddp_setup()``): the process group exists after them."""
         own = self.function_names
+        out = []
         for call, _q in self.calls:
             name = dotted(call.func)
             last = name.rsplit(".", 1)[-1] if name else ""
             if _SETUP_HELPER.fullmatch(last.lower()) and last not in own:
-                return True
-        return False
+                out.append(call)
+        return out
 
     def mentions(self, *words: str) -> bool:
         return any(w in self.source for w in words)
