@@ -388,6 +388,8 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
     if isinstance(expr, ast.Call):
         q = m.qualname(expr.func) or ""
         last = q.rsplit(".", 1)[-1]
+        if last.startswith("_") and not last.startswith("__"):
+            last = last.lstrip("_")  # a project's private helper: `_get_global_rank()` says the same
         if last in ("int", "str") and expr.args:
             return rank_kind(m, expr.args[0], depth + 1)
         if isinstance(expr.func, ast.Name) and not expr.args and not expr.keywords:
