@@ -36,7 +36,6 @@ from ddpdoctor.script.names import (
     qualify,
     wraps_for_data_parallel,
 )
-from ddpdoctor.script.nodes import FIELDS as _FIELDS
 from ddpdoctor.script.nodes import child_fields as _child_fields
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
@@ -174,18 +173,25 @@ class ModuleAnalysis:
     @cached_property
     def parents(self) -> dict[ast.AST, ast.AST]:
         """Each node's parent (operator and context singletons, shared by many nodes, have none)."""
+        # by_type already holds every node the walk in __init__ reached (the same child fields): a
+        # pass over those lists, class by class, instead of a second walk of the tree with its stack
         out: dict[ast.AST, ast.AST] = {}
-        stack: list[ast.AST] = [self.tree]
         AST = ast.AST
-        while stack:
-            node = stack.pop()
-            fields = _FIELDS.get(node.__class__)
-            for name in fields if fields is not None else _child_fields(node.__class__):
-                v = getattr(node, name, None)
-                for child in v if v.__class__ is list else (v,):
-                    if isinstance(child, AST):
-                        out[child] = node
-                        stack.append(child)
+        for cls, nodes in self.by_type.items():
+            fields = _child_fields(cls)
+            if not fields:
+                continue  # (Name, Constant, ...: no children)
+            for node in nodes:
+                for name in fields:
+                    v = getattr(node, name, None)
+                    if v is None:
+                        continue
+                    if v.__class__ is list:
+                        for child in v:
+                            if isinstance(child, AST):
+                                out[child] = node
+                    elif isinstance(v, AST):
+                        out[v] = node
         return out
 
     @cached_property
