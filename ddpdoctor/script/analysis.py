@@ -37,7 +37,7 @@ from ddpdoctor.script.names import (
     wraps_for_data_parallel,
 )
 from ddpdoctor.script.nodes import child_fields as _child_fields
-from ddpdoctor.script.nodes import walk
+from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
@@ -674,9 +674,10 @@ class ModuleAnalysis:
 
     def is_rank_guard(self, test: ast.AST) -> bool:
         """Syntactically: does this condition look at the rank (``rank == 0``, ``is_main_process()``)?"""
-        text = ast.unparse(test).lower() if test is not None else ""
-        if any(k in text for k in RANKISH):
-            return True
+        if test is not None and may_show_any(test, RANKISH, fold=True):  # (most tests: no text to build)
+            text = ast.unparse(test).lower()
+            if any(k in text for k in RANKISH):
+                return True
         # an attribute this file makes a rank test (``self.leader = rank == 0``, or a property)
         return test is not None and any(
             isinstance(n, ast.Attribute) and rank_facts.predicate_attribute_kind(self, n.attr) is not None
