@@ -95,6 +95,10 @@ def _middle_generation_rarely():
 
 
 def _lint_text(path: str, text: str, config: LintConfig, rules, project=None) -> list[Finding]:
+    # a file another file's rules looked into is parsed already: its tree, when of this same text
+    tree = project.parsed(path, text) if project is not None else None
+    if tree is not None:
+        return _lint_tree(path, text, tree, config, rules, project)
     try:
         tree = parse_source(text, path)
     except SyntaxError as e:
