@@ -46,21 +46,22 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
     """(count, index, their parameter names) of a call that shards data by a count of parts and the
     index of this process's part: any ``num_replicas=``/``rank=`` sampler, Hugging Face datasets'
     ``split_dataset_by_node(ds, rank, world_size)`` and ``ds.shard(num_shards, index)``."""
-    replicas, rank = m.keyword(call, "num_replicas"), m.keyword(call, "rank")
-    count_name = "num_replicas"
-    if replicas is None and m.keyword(call, "num_replica") is not None:
-        replicas, count_name = m.keyword(call, "num_replica"), "num_replica"  # a project's own loader
-    if replicas is not None and rank is not None:
-        return replicas, rank, (count_name, "rank")
-    if rank is not None and replicas is None and _is_torch_sampler(m, call):
-        # torch's DistributedSampler counts the replicas of the default process group: the whole job
-        return None, rank, ("num_replicas", "rank")
+    if call.keywords:  # (most calls have none: then only the positional forms below shard)
+        replicas, rank = m.keyword(call, "num_replicas"), m.keyword(call, "rank")
+        count_name = "num_replicas"
+        if replicas is None and m.keyword(call, "num_replica") is not None:
+            replicas, count_name = m.keyword(call, "num_replica"), "num_replica"  # a project's own loader
+        if replicas is not None and rank is not None:
+            return replicas, rank, (count_name, "rank")
+        if rank is not None and replicas is None and _is_torch_sampler(m, call):
+            # torch's DistributedSampler counts the replicas of the default process group: the whole job
+            return None, rank, ("num_replicas", "rank")
+        size = m.keyword(call, "world_size")
+        if size is not None and rank is not None and any(w in _callee(call) for w in _DATA_WORDS):
+            # a project's loader factory that shards by the same contract (`get_dataloader(...,
+            # rank=..., world_size=...)`); the process group's own `rank=` is DDP414's
+            return size, rank, ("world_size", "rank")
     last = (qualname or "").rsplit(".", 1)[-1]
-    size = m.keyword(call, "world_size")
-    if size is not None and rank is not None and any(w in _callee(call) for w in _DATA_WORDS):
-        # a project's loader factory that shards by the same contract (`get_dataloader(...,
-        # rank=..., world_size=...)`); the process group's own `rank=` is DDP414's
-        return size, rank, ("world_size", "rank")
     if last == "split_dataset_by_node":
         rank = m.keyword(call, "rank") or (call.args[1] if len(call.args) > 1 else None)
         size = m.keyword(call, "world_size") or (call.args[2] if len(call.args) > 2 else None)

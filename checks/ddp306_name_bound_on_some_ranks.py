@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Iterator
 from itertools import accumulate
 
 from ddpdoctor.script import ranks
-from ddpdoctor.script.nodes import child_nodes, walk
+from ddpdoctor.script.nodes import FIELDS, child_fields, walk
 from ddpdoctor.script.writers import every_rank_reaches, one_rank_side, rank_guards
 
 CODE = "DDP306"
@@ -52,24 +51,44 @@ _BUILTINS = frozenset(dir(builtins))
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _OWN_NAMES = (*_SCOPES, *_COMPREHENSIONS)  # nodes whose names are their own
+_OWN_NAMES_SET = frozenset(_OWN_NAMES)
 # handlers that would catch the NameError a read of an unbound name raises
 _CATCHES = frozenset(("NameError", "UnboundLocalError", "Exception", "BaseException"))
 
 
-def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
     """The nodes of ``scope``'s own body, not those of a function, class or comprehension in it
-    (their names are their own); the header of a nested def (its decorators, defaults) is ours."""
+    (their names are their own); the header of a nested def (its decorators, defaults) is ours.
+    A list, in the order of a stack walk (children pushed in field order, the last popped first):
+    child_nodes inlined, as this runs over every node of each scope the rule reads."""
     stack = list(scope.body) if not isinstance(scope, ast.Lambda) else [scope.body]
+    out: list[ast.AST] = []
+    pop, push, extend, keep = stack.pop, stack.append, stack.extend, out.append
+    fields_of = FIELDS
+    AST = ast.AST
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
     while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            stack.extend(node.decorator_list)
-            stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
+        node = pop()
+        keep(node)
+        cls = node.__class__
+        if cls in defs:
+            extend(node.decorator_list)
+            extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
             continue
-        if isinstance(node, _OWN_NAMES):
+        if cls in _OWN_NAMES_SET:
             continue
-        stack.extend(child_nodes(node))
+        fields = fields_of.get(cls)
+        if fields is None:
+            fields = child_fields(cls)
+        for name in fields:
+            v = getattr(node, name, None)
+            if v is None:
+                continue
+            if v.__class__ is list:
+                extend([x for x in v if isinstance(x, AST)])
+            elif isinstance(v, AST):
+                push(v)
+    return out
 
 
 # the classes the tests in _bindings look at (besides Name)

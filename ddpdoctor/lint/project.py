@@ -112,6 +112,13 @@ class Project:
         self._keep(path, out)
         return out
 
+    def parsed(self, path: str, text: str):
+        """The tree analysis() holds for ``path`` if it parsed this very ``text``, else None: linting
+        a file that rules have already looked into then needs no second parse (parsing is
+        deterministic, and nothing changes a tree). Not kept for the lint: a fresh ModuleAnalysis."""
+        found = self._analyses.get(Path(path))
+        return found.tree if found is not None and found.source == text else None
+
     def mentions(self, path: Path, word: str) -> bool:
         """The text of ``path``, decoded as analysis() decodes it, holds ``word`` (False when it cannot
         be read): asked before parsing a module only to look for a word in it, since most imported

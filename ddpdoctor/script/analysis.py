@@ -36,9 +36,8 @@ from ddpdoctor.script.names import (
     qualify,
     wraps_for_data_parallel,
 )
-from ddpdoctor.script.nodes import FIELDS as _FIELDS
 from ddpdoctor.script.nodes import child_fields as _child_fields
-from ddpdoctor.script.nodes import walk
+from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 
 DEFAULT_WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8)
@@ -174,18 +173,25 @@ class ModuleAnalysis:
     @cached_property
     def parents(self) -> dict[ast.AST, ast.AST]:
         """Each node's parent (operator and context singletons, shared by many nodes, have none)."""
+        # by_type already holds every node the walk in __init__ reached (the same child fields): a
+        # pass over those lists, class by class, instead of a second walk of the tree with its stack
         out: dict[ast.AST, ast.AST] = {}
-        stack: list[ast.AST] = [self.tree]
         AST = ast.AST
-        while stack:
-            node = stack.pop()
-            fields = _FIELDS.get(node.__class__)
-            for name in fields if fields is not None else _child_fields(node.__class__):
-                v = getattr(node, name, None)
-                for child in v if v.__class__ is list else (v,):
-                    if isinstance(child, AST):
-                        out[child] = node
-                        stack.append(child)
+        for cls, nodes in self.by_type.items():
+            fields = _child_fields(cls)
+            if not fields:
+                continue  # (Name, Constant, ...: no children)
+            for node in nodes:
+                for name in fields:
+                    v = getattr(node, name, None)
+                    if v is None:
+                        continue
+                    if v.__class__ is list:
+                        for child in v:
+                            if isinstance(child, AST):
+                                out[child] = node
+                    elif isinstance(v, AST):
+                        out[v] = node
         return out
 
     @cached_property
@@ -666,7 +672,9 @@ class ModuleAnalysis:
         for call, _q in self.calls:
             name = dotted(call.func)
             last = name.rsplit(".", 1)[-1] if name else ""
-            if _SETUP_HELPER.fullmatch(last.lower()) and last not in own:
+            low = last.lower()
+            # (every name the pattern takes holds "dist" or "ddp": most names skip the regex)
+            if ("dist" in low or "ddp" in low) and _SETUP_HELPER.fullmatch(low) and last not in own:
                 out.append(call)
         return out
 
@@ -675,9 +683,10 @@ class ModuleAnalysis:
 
     def is_rank_guard(self, test: ast.AST) -> bool:
         """Syntactically: does this condition look at the rank (``rank == 0``, ``is_main_process()``)?"""
-        text = ast.unparse(test).lower() if test is not None else ""
-        if any(k in text for k in RANKISH):
-            return True
+        if test is not None and may_show_any(test, RANKISH, fold=True):  # (most tests: no text to build)
+            text = ast.unparse(test).lower()
+            if any(k in text for k in RANKISH):
+                return True
         # an attribute this file makes a rank test (``self.leader = rank == 0``, or a property)
         return test is not None and any(
             isinstance(n, ast.Attribute) and rank_facts.predicate_attribute_kind(self, n.attr) is not None

@@ -115,3 +115,39 @@ def may_show(expr: ast.AST, word: str, fold: bool = False) -> bool:
         if word in (text.lower() if fold else text):
             return True
     return False
+
+
+def may_show_any(expr: ast.AST, words: tuple[str, ...], fold: bool = False) -> bool:
+    """Whether one of ``words`` (lower case with ``fold``) can be in ``ast.unparse(expr)`` (its
+    ``.lower()`` with ``fold``), in one walk: as ``may_show``, but a string or bytes constant that
+    ``ast.unparse`` would write with escapes (a character that is not printable: ``"\\rank"`` is
+    written ``'\\rank'``) counts as holding every word, so False is always the answer the text
+    would give."""
+    for n in walk(expr):
+        cls = n.__class__
+        if cls is ast.Name:
+            text = n.id
+        elif cls is ast.Attribute:
+            text = n.attr
+        elif cls is ast.Constant:
+            v = n.value
+            if isinstance(v, str):
+                if not v.isprintable():
+                    return True
+                text = v
+            elif isinstance(v, bytes):
+                if not (v.isascii() and v.decode("ascii").isprintable()):
+                    return True
+                text = v.decode("ascii")
+            else:
+                text = str(v)  # a number or an Ellipsis: letters e, j, inf, nan at most
+        elif cls is ast.keyword or cls is ast.arg:
+            text = n.arg or ""
+        else:
+            continue
+        if fold:
+            text = text.lower()
+        for w in words:
+            if w in text:
+                return True
+    return False

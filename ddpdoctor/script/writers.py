@@ -13,7 +13,7 @@ import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.nodes import walk
+from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
 from ddpdoctor.script.ranks import spawn_calls
 
@@ -525,8 +525,12 @@ def _is_rank_test(m, test: ast.AST) -> bool:
 def _rank_test(m, test: ast.AST) -> bool:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(_every_rank_may_pass(v) for v in test.values):
         return False  # `(rank == 0 and step % k == 0) or step >= last`: every rank at the last step
-    if m.is_rank_guard(test) or any(w in ast.unparse(test).lower() for w in _WRITER_PREDICATES):
+    if m.is_rank_guard(test):
         return True
+    if may_show_any(test, _WRITER_PREDICATES, fold=True):  # (most tests: no text to build)
+        text = ast.unparse(test).lower()
+        if any(w in text for w in _WRITER_PREDICATES):
+            return True
     if _should_save_flag(test):
         return True
     return ranks.guard_kind(m, test) is not None or presence_kind(m, test) is not None

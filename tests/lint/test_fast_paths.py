@@ -475,6 +475,33 @@ def test_may_show_is_false_only_where_the_unparsed_text_lacks_the_word(path):
                 assert may_show(e, word, fold), (text, word)
 
 
+_ANY_WORDS = (
+    ("rank", "master", "main_process", "is_main", "global_zero", "rank_zero", "rank0", "is_local_main"),
+    ("process_zero", "rank_zero_only", "is_chief"),
+)
+_ANY_TRICKY = (
+    '"\\rank"',  # the text is '\\rank': an escape's letter starts the word
+    'b"\\rank_zero_only"',
+    'f"{x}\\rmaster{y!r}"',
+    '"RANK" if IS_MAIN else Is_Chief',
+    "ctx.is_main_process() and args.global_zero",
+)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_may_show_any_is_false_only_where_the_unparsed_text_lacks_every_word(path):
+    from ddpdoctor.script.nodes import may_show_any
+
+    m = _module(path)
+    exprs = [n for n in ast.walk(m.tree) if isinstance(n, ast.expr)] if m is not None else []
+    exprs += [ast.parse(t, mode="eval").body for t in _ANY_TRICKY]
+    for e in exprs:
+        text = ast.unparse(e).lower()
+        for words in _ANY_WORDS:
+            if any(w in text for w in words):
+                assert may_show_any(e, words, fold=True), (text, words)
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_a_flow_asked_again_matches_a_fresh_one(path):
     from ddpdoctor.script.flow import Flow
