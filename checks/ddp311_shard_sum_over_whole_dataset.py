@@ -97,9 +97,14 @@ def _whole_size(m, den: ast.AST, loader: str | None, datasets: set[str], depth: 
 
 
 def _numerator(e: ast.AST) -> str | None:
-    """``score`` of ``score``, ``running_corrects.double()``, ``total.item()``."""
-    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args:
-        e = e.func.value
+    """``score`` of ``score``, ``running_corrects.double()``, ``total.item()``, ``float(correct)``."""
+    while isinstance(e, ast.Call):
+        if isinstance(e.func, ast.Attribute) and not e.args:
+            e = e.func.value
+        elif isinstance(e.func, ast.Name) and e.func.id in ("float", "int") and len(e.args) == 1:
+            e = e.args[0]  # `float(correct)`
+        else:
+            break
     return e.id if isinstance(e, ast.Name) else None
 
 
@@ -153,13 +158,16 @@ def check(m):
             continue  # (a figure reduced batch by batch inside the loop is the whole set's)
         end = loop.end_lineno or loop.lineno
         for div in ast.walk(fn):
-            if not (isinstance(div, ast.BinOp) and isinstance(div.op, ast.Div) and div.lineno > end):
+            if not (isinstance(div, (ast.BinOp, ast.AugAssign)) and isinstance(div.op, ast.Div) and div.lineno > end):
                 continue
-            name = _numerator(div.left)
+            # `correct / size`, or `correct /= size` in place
+            name = _numerator(div.left if isinstance(div, ast.BinOp) else div.target)
             if name not in summed:
                 continue
-            whole = _whole_size(m, div.right, loader, datasets)
-            if whole is None or _combined(m, fn, name, end, div.lineno) or _scaled_back(m, div):
+            whole = _whole_size(m, div.right if isinstance(div, ast.BinOp) else div.value, loader, datasets)
+            if whole is None or _combined(m, fn, name, end, div.lineno):
+                continue
+            if isinstance(div, ast.BinOp) and _scaled_back(m, div):
                 continue
             yield m.finding(
                 CODE,
