@@ -46,6 +46,7 @@ import ast
 from ddpdoctor.script import ranks
 from ddpdoctor.script.divergent import partings
 from ddpdoctor.script.interp import COLLECTIVES
+from ddpdoctor.script.models import handed_a_model
 from ddpdoctor.script.names import EXIT_CALLS, dotted
 from ddpdoctor.script.nodes import walk
 
@@ -71,20 +72,63 @@ def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
         and m.mentions("DistributedDataParallel", "prepare(")
     )
     inside = range(skip.lineno, (skip.end_lineno or skip.lineno) + 1)
+    own = {f.name: f for f in m.functions}
+
+    def joins(scope: ast.AST, depth: int) -> bool:
+        for n in ast.walk(scope):
+            if not isinstance(n, ast.Call):
+                continue
+            if id(n) in collectives:
+                return True
+            if (
+                isinstance(n.func, ast.Attribute)
+                and n.func.attr == "backward"
+                # a model the caller hands to this function of a distributed script: the one the
+                # job wraps in DDP (`def train(model, train_loader, ..., rank)`)
+                and (ddp or (_runs_per_rank(m) and handed_a_model(m, n)))
+            ):
+                return True
+            # the file's own function the loop calls: `train(trainer, model, loader, ...)`
+            if depth < 2 and isinstance(n.func, ast.Name) and n.func.id in own and joins(own[n.func.id], depth + 1):
+                return True
+        return False
+
     for n in ast.walk(loop):
-        if not isinstance(n, ast.Call) or n.lineno in inside:
-            continue
-        if id(n) in collectives:
-            return n
-        if ddp and isinstance(n.func, ast.Attribute) and n.func.attr == "backward":
+        if isinstance(n, ast.Call) and n.lineno not in inside and joins(n, 0):
             return n
     return None
+
+
+def _runs_per_rank(m) -> bool:
+    """Every rank of a job runs this file's code: it says so (``distributed_context``), or it is a
+    trainer of another file's job handed its rank (``def train(model, ..., rank=0)``) that it tests
+    (``if rank == 0:``), with no torch.distributed in sight."""
+    if m.distributed_context:
+        return True
+    cached = m.__dict__.get("_runs_per_rank")
+    if cached is None:
+        params = {
+            a.arg
+            for f in m.functions
+            for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)
+            if a.arg in ranks.RANK_PARAMS
+        }
+        cached = m.__dict__["_runs_per_rank"] = bool(params) and any(
+            isinstance(n.test, ast.Compare) and isinstance(n.test.left, ast.Name) and n.test.left.id in params
+            for n in m.nodes(ast.If)
+        )
+    return cached
 
 
 def _exits(body: list, loops: list, ifs: list):
     """(exit statement, the loop it leaves, the ifs between them) for every ``break`` and ``return``
     in ``body`` (one walk per function, no parent map: the stacks say where each exit sits)."""
     for i, st in enumerate(body):
+        if loops and _skips_the_rest(st):
+            # `if not is_main_process(): continue`: what follows in this block runs on the other
+            # ranks only, as under `if is_main_process():`
+            ifs = [*ifs, (len(loops), _passed(st, body[-1]))]
+            continue
         if isinstance(st, ast.Raise) and _torn_down(body[:i]):
             st = _Left(st)  # the rank leaves the job on purpose: a process exit like sys.exit
         if isinstance(st, ast.Break) and loops:
@@ -109,6 +153,30 @@ def _exits(body: list, loops: list, ifs: list):
             # usual run, as for DDP305's values set in `except`
             for part in (st.body, st.orelse, st.finalbody):
                 yield from _exits(part, loops, ifs)
+
+
+def _skips_the_rest(st: ast.stmt) -> bool:
+    """``if test: continue`` (nothing else in it, no ``else``): a guard clause of a loop's body."""
+    return (
+        isinstance(st, ast.If)
+        and not st.orelse
+        and len(st.body) == 1
+        and isinstance(st.body[0], ast.Continue)
+    )
+
+
+def _passed(guard: ast.If, last: ast.stmt) -> ast.If:
+    """The ``if`` whose body is what follows the guard clause, up to ``last``, the block's last
+    statement: its test negated (``not not x`` is ``x``)."""
+    test = guard.test
+    negated = (
+        test.operand
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        else ast.UnaryOp(op=ast.Not(), operand=test)
+    )
+    out = ast.copy_location(ast.If(test=negated, body=[], orelse=[]), guard)
+    out.end_lineno = last.end_lineno or last.lineno
+    return out
 
 
 class _Left(ast.Expr):
@@ -170,7 +238,7 @@ def _called_again(m, fn: ast.AST, test: ast.If) -> ast.AST | None:
 def check(m):
     # a file that tests the rank and calls a project's barrier or all_reduce wrapper runs on every rank
     wrapped = any(m.method_calls(op) for op in _WRAPPED)
-    if not (m.distributed_context or wrapped) or m.pinned_rank is not None:
+    if not (_runs_per_rank(m) or wrapped) or m.pinned_rank is not None:
         return
     if not (m.mentions("break", "return") and m.nodes(*_LOOPS)) and not m.mentions("exit(", "destroy_process_group"):
         return

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.models import handed_a_model
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import own_call_sites
 from ddpdoctor.script.values import bound_argument
@@ -144,29 +145,6 @@ def _reduces_across_ranks(m) -> bool:
     data-parallel ranks, whatever wraps the model it is handed."""
     return bool(m.dist_calls("all_reduce")) or any(
         "all_reduce" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower() for c, _q in m.calls
-    )
-
-
-_MODEL_WORDS = ("model", "net", "module")
-
-
-def _handed_a_model(m, node: ast.AST) -> bool:
-    """``node`` runs in a function handed its model by the caller (``def train_one_epoch(model,
-    ...)``, a trainer method on ``self.model``): the caller's model is the one the job wraps in DDP.
-    A model the file builds and trains at the top level (``model = GPT(...)``) it would have
-    wrapped here."""
-    fn = m.enclosing_function(node)
-    if fn is None:
-        return False
-    params = [a.arg.lower() for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
-    if any(any(w in p for w in _MODEL_WORDS) for p in params):
-        return True
-    return bool(params) and params[0] == "self" and any(
-        isinstance(n, ast.Attribute)
-        and isinstance(n.value, ast.Name)
-        and n.value.id == "self"
-        and any(w in n.attr.lower() for w in _MODEL_WORDS)
-        for n in ast.walk(fn)
     )
 
 
@@ -680,7 +658,7 @@ def check(m):
             cond, backward = found
             if _in_model_context(m, backward, models):
                 continue
-            if not wrapped and not _handed_a_model(m, backward):
+            if not wrapped and not handed_a_model(m, backward):
                 continue  # a rank of a job whose model this file builds and does not wrap
             via = ""
             helper = backward.func.id if isinstance(backward.func, ast.Name) else None
