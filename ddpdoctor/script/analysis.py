@@ -91,6 +91,7 @@ _GROUP_STARTERS = (
     "colossalai.launch_from_torch",
     "colossalai.launch_from_slurm",
     "colossalai.launch_from_openmpi",
+    "accelerate.Accelerator",  # (started by `accelerate launch` or torchrun: it joins the group)
 )
 
 # The names projects give their own "start the process group" helper (`utils.init_distributed_mode`,
