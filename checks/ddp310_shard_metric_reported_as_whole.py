@@ -67,6 +67,7 @@ def _names_metric(node: ast.AST) -> bool:
     text = ast.unparse(node)
     parts = {p.lower() for p in text.split(".")}  # `top1`, `self.best_acc`, `meter.avg`
     words = {w.lower() for w in name_words(text)} | parts
+    words |= {w[:-1] for w in words if w.endswith("s") and len(w) > 3}  # `valid_accs`, `ious`
     return bool(words & _METRIC_WORDS) and "train" not in words
 
 
