@@ -326,7 +326,10 @@ def _helper_loaders(m):
         last = (dotted(call.func) or "").rsplit(".", 1)[-1]
         if names_eval_split(last):
             continue  # `get_eval_data_loader(...)`: an evaluation loader needs no reshuffling
-        for loop in passes(m, _loader_flow(m, call)):
+        home = m.enclosing_function(call)
+        # the pass beside the factory call first (names are text: another function's
+        # `epoch_iterator` over its own loader reads alike)
+        for loop in sorted(passes(m, _loader_flow(m, call)), key=lambda lp: m.enclosing_function(lp) is not home):
             again = repeats(m, loop)
             if again is None:
                 continue
@@ -354,7 +357,11 @@ def _loader_flow(m, call: ast.Call) -> Flow:
     factory(...)`` the target named for a loader."""
     parent = m.parents.get(call)
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Tuple):
-        names = [d for e in parent.targets[0].elts if (d := dotted(e)) and "loader" in d.rsplit(".", 1)[-1].lower()]
+        names = [
+            d
+            for e in parent.targets[0].elts
+            if (d := dotted(e)) and "loader" in d.rsplit(".", 1)[-1].lower() and not names_eval_split(d)
+        ]  # (`train_loader, test_loader = get_loader(args)`: the training one)
         if names:
             return Flow(m, [], {n: call.lineno for n in names})
     return Flow(m, [call])

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import is_accelerate_prepare
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import own_call_sites
+from ddpdoctor.script.ranks import hands_rank_carrier, own_call_sites
 from ddpdoctor.script.values import bound_argument
 
 _SAMPLER = "DistributedSampler"
@@ -241,7 +241,9 @@ def distributed_factory(m, call: ast.Call) -> bool:
     flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
     flags |= {k.arg.lower() for k in call.keywords if k.arg}
     sharded = {"rank", "global_rank"} & flags and ({"world_size", "num_replicas"} & flags or "loader" in low)
-    return bool(flags & _DIST_FLAGS or "distrib" in low or "ddp" in low or sharded)
+    # handed the object the script keeps its rank on (`get_loader(args)` with `args.local_rank`)
+    carried = "loader" in low and hands_rank_carrier(m, call)
+    return bool(flags & _DIST_FLAGS or "distrib" in low or "ddp" in low or sharded or carried)
 
 
 def sharded_passes(m) -> frozenset[int]:
