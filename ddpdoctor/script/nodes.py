@@ -87,6 +87,34 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+_ANY_WORD = object()  # a constant ast.unparse writes with escapes: it may show any word
+
+
+def _word_texts(expr: ast.AST, escapes: bool):
+    """The texts whose runs of letters, digits and underscores ``ast.unparse(expr)`` writes: names,
+    attributes, keywords, arguments and constants. With ``escapes``, ``_ANY_WORD`` for a string or
+    bytes constant unparse writes with escapes (``"\\rank"`` is written ``'\\rank'``)."""
+    for n in walk(expr):
+        cls = n.__class__
+        if cls is ast.Name:
+            yield n.id
+        elif cls is ast.Attribute:
+            yield n.attr
+        elif cls is ast.Constant:
+            v = n.value
+            if isinstance(v, str):
+                yield _ANY_WORD if escapes and not v.isprintable() else v
+            elif isinstance(v, bytes):
+                if escapes and not (v.isascii() and v.decode("ascii").isprintable()):
+                    yield _ANY_WORD
+                else:
+                    yield v.decode("latin-1")  # (printable ASCII reads the same)
+            else:
+                yield str(v)  # a number or an Ellipsis: as written out, near enough to hold no word
+        elif cls is ast.keyword or cls is ast.arg:
+            yield n.arg or ""
+
+
 def may_show(expr: ast.AST, word: str, fold: bool = False) -> bool:
     """Whether ``word`` (letters, digits and underscores) can be in ``ast.unparse(expr)`` (its
     ``.lower()`` with ``fold``, ``word`` then lower case): only if one name, attribute, keyword or
@@ -94,24 +122,7 @@ def may_show(expr: ast.AST, word: str, fold: bool = False) -> bool:
     only from one of those (keywords and operators stand apart, numbers hold none of most words,
     and an escape in a string's repr is a backslash and lower-case letters and digits), so a False
     here is the answer without building the text, which is slow."""
-    for n in walk(expr):
-        cls = n.__class__
-        if cls is ast.Name:
-            text = n.id
-        elif cls is ast.Attribute:
-            text = n.attr
-        elif cls is ast.Constant:
-            v = n.value
-            if isinstance(v, str):
-                text = v
-            elif isinstance(v, bytes):
-                text = v.decode("latin-1")
-            else:
-                text = str(v)  # a number or an Ellipsis: as written out, near enough to hold no word
-        elif cls is ast.keyword or cls is ast.arg:
-            text = n.arg or ""
-        else:
-            continue
+    for text in _word_texts(expr, False):
         if word in (text.lower() if fold else text):
             return True
     return False
@@ -123,28 +134,9 @@ def may_show_any(expr: ast.AST, words: tuple[str, ...], fold: bool = False) -> b
     ``ast.unparse`` would write with escapes (a character that is not printable: ``"\\rank"`` is
     written ``'\\rank'``) counts as holding every word, so False is always the answer the text
     would give."""
-    for n in walk(expr):
-        cls = n.__class__
-        if cls is ast.Name:
-            text = n.id
-        elif cls is ast.Attribute:
-            text = n.attr
-        elif cls is ast.Constant:
-            v = n.value
-            if isinstance(v, str):
-                if not v.isprintable():
-                    return True
-                text = v
-            elif isinstance(v, bytes):
-                if not (v.isascii() and v.decode("ascii").isprintable()):
-                    return True
-                text = v.decode("ascii")
-            else:
-                text = str(v)  # a number or an Ellipsis: letters e, j, inf, nan at most
-        elif cls is ast.keyword or cls is ast.arg:
-            text = n.arg or ""
-        else:
-            continue
+    for text in _word_texts(expr, True):
+        if text is _ANY_WORD:
+            return True
         if fold:
             text = text.lower()
         for w in words:
