@@ -49,7 +49,6 @@ from ddpdoctor.script.writers import (
     every_rank_reaches,
     guard_chains,
     guarded_here,
-    one_rank_side,
     other_ranks_arm,
     per_process_path,
     rank_guards,
@@ -241,23 +240,10 @@ def _inconsistent_calls(m, saves):
 
 
 def _saves_on_one_rank_inside(m, fn, saves) -> bool:
-    """Every save of ``saves`` in ``fn`` sits on the one-rank side of a rank test of ``fn`` itself:
-    whoever calls the helper, one rank writes."""
-    mine = [s for s in saves if any(a is fn for a in m.ancestors(s))]
-    return bool(mine) and all(_one_rank_within(m, s, fn) for s in mine)
-
-
-def _one_rank_within(m, node: ast.AST, fn) -> bool:
-    child = node
-    for a in m.ancestors(node):
-        if a is fn:
-            return False
-        if isinstance(a, ast.If) and guard_kind(m, a.test) is not None:
-            side = "body" if any(child is s for s in a.body) else "orelse"
-            if child is not a.test and one_rank_side(m, a.test) == side:
-                return True
-        child = a
-    return False
+    """Every save of ``saves`` in ``fn`` sits behind a rank test of ``fn`` itself (writers'
+    rank_guards): whoever calls the helper, one rank writes."""
+    mine = [s for s in saves if m.enclosing_function(s) is fn]
+    return bool(mine) and all(rank_guards(m, s) for s in mine)
 
 
 def _barrier_under_rank_test(m, st: ast.stmt) -> bool:
