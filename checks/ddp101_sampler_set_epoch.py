@@ -79,8 +79,16 @@ def _epoch_pass(m, sampler_call):
 
 
 def _beside_epoch_loop(m, loop, again) -> bool:
-    epoch_loop = _line_node(m, again[0])
-    return epoch_loop is not None and m.enclosing_function(epoch_loop) is m.enclosing_function(loop)
+    return _epoch_loop_beside(m, again[0], loop) is not None
+
+
+def _epoch_loop_beside(m, line: int, node: ast.AST):
+    """The loop starting on ``line`` when it is in ``node``'s function (where `set_epoch` goes), else
+    None."""
+    epoch_loop = _line_node(m, line)
+    if epoch_loop is None or m.enclosing_function(epoch_loop) is not m.enclosing_function(node):
+        return None
+    return epoch_loop
 
 
 def _handed_on(m, loaders: Flow):
@@ -298,9 +306,7 @@ def _finding(m, made, loader, _loop, again):
     path, line = again[-1]
     where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
     # at the epoch loop, where `set_epoch` goes, when it is beside the loader; else at the sampler
-    epoch_loop = _line_node(m, again[0][1]) if again and again[0][0] == m.path else None
-    if epoch_loop is not None and m.enclosing_function(epoch_loop) is not m.enclosing_function(loader):
-        epoch_loop = None
+    epoch_loop = _epoch_loop_beside(m, again[0][1], loader) if again and again[0][0] == m.path else None
     return m.finding(
         CODE,
         epoch_loop or made,
@@ -335,9 +341,7 @@ def _helper_loaders(m):
                 continue
             chain = " -> ".join(f"{Path(m.path).name}:{ln}" for ln in (call.lineno, *again, loop.lineno))
             # at the epoch loop, where `set_epoch` goes, when it is beside the factory call
-            epoch_loop = _line_node(m, again[0])
-            if epoch_loop is not None and m.enclosing_function(epoch_loop) is not m.enclosing_function(call):
-                epoch_loop = None
+            epoch_loop = _epoch_loop_beside(m, again[0], call)
             yield m.finding(
                 CODE,
                 epoch_loop or call,
