@@ -142,6 +142,20 @@ def _class_held(m, call: ast.Call) -> str | None:
     return names[0] if len(prefixes) == 1 else None
 
 
+def _subclassed(m, call: ast.Call) -> str | None:
+    """``ProxyFashionMNIST("./data", download=True)`` where this file's class extends a dataset that
+    downloads (``class ProxyFashionMNIST(datasets.FashionMNIST)``): that dataset's qualified name."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    for c in m.nodes(ast.ClassDef):
+        if c.name == call.func.id:
+            for b in c.bases:
+                q = m.qualname(b) or ""
+                if q.startswith(_DOWNLOADERS + _ALWAYS_DOWNLOADERS):
+                    return q
+    return None
+
+
 def _kw(call: ast.Call, name: str) -> ast.AST | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
@@ -208,10 +222,12 @@ def _writes(m):
                 "at the same time: the last writer wins, partial files in between",
             )
         elif (
-            q and (_downloads(q, call) or _downloads(_class_held(m, call) or "", call))
+            (q and (_downloads(q, call) or _downloads(_class_held(m, call) or "", call)))
+            or _downloads(_subclassed(m, call) or "", call)
         ) and not _after_barrier(m, call):
             # OGB's datasets take the name first and the root as a keyword
-            first = call.args[0] if call.args and not q.startswith("ogb.") else None
+            kind = q if q and q.startswith(("ogb.", *_DOWNLOADERS)) else _subclassed(m, call) or q or ""
+            first = call.args[0] if call.args and not kind.startswith("ogb.") else None
             yield (
                 call,
                 _kw(call, "root") or first,
