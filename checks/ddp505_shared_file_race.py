@@ -301,7 +301,13 @@ def _output_file_arg(m, call: ast.Call, f: ast.Attribute) -> ast.AST | None:
     at = 1 if module else 0
     if len(call.args) > at and _extension(call.args[at]) in _OUTPUT_FILES:
         return call.args[at]
+    if len(call.args) > 1 and m.qualname(f) in _TEXT_ONLY_SAVES:
+        return call.args[1]  # a YAML file whatever the path's name says (`args.config_save_path`)
     return None
+
+
+# library saves that only ever write a text file (never a checkpoint)
+_TEXT_ONLY_SAVES = frozenset(("omegaconf.OmegaConf.save",))
 
 
 # files written for people and tools to read, not checkpoints
