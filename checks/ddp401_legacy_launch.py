@@ -169,11 +169,24 @@ def _options_of_other_files(m) -> set[str]:
             continue
         name = dotted(call.func) or ""
         last = name.rsplit(".", 1)[-1]
-        if not (_parses(call) or (_OPTIONS_FROM.fullmatch(last.lower()) and last not in own)):
+        if not (_parses(call) or (_OPTIONS_FROM.fullmatch(last.lower()) and last not in own) or _options_object(call)):
             continue
         target = a.targets[0]
         out |= {t.id for t in (target.elts if isinstance(target, ast.Tuple) else [target]) if isinstance(t, ast.Name)}
     return out
+
+
+def _options_object(call: ast.Call) -> bool:
+    """``TrainOptions().parse()``: an options class of another file parses the command line (the
+    pix2pix family's layout)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr == "parse" and isinstance(f.value, ast.Call)):
+        return False
+    cls = (dotted(f.value.func) or "").rsplit(".", 1)[-1]
+    return _OPTIONS_CLASS.search(cls) is not None
+
+
+_OPTIONS_CLASS = re.compile(r"(?:Options|Opts|Args|Arguments)$")
 
 
 def _device_use(m, node: ast.Attribute) -> bool:
