@@ -55,7 +55,7 @@ from ddpdoctor.script.foreign import (
     place,
     reported_there,
 )
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, path_extension
 from ddpdoctor.script.ranks import assignments
 from ddpdoctor.script.writers import enclosing_statements, every_rank_reaches, per_process_path
 
@@ -299,7 +299,7 @@ def _output_file_arg(m, call: ast.Call, f: ast.Attribute) -> ast.AST | None:
     path)``; ``wandb.save(path)`` uploads a file, it does not write one)."""
     module = (dotted(f.value) or "").split(".")[0] in m.aliases
     at = 1 if module else 0
-    if len(call.args) > at and _extension(call.args[at]) in _OUTPUT_FILES:
+    if len(call.args) > at and path_extension(call.args[at]) in _OUTPUT_FILES:
         return call.args[at]
     if len(call.args) > 1 and m.qualname(f) in _TEXT_ONLY_SAVES:
         return call.args[1]  # a YAML file whatever the path's name says (`args.config_save_path`)
@@ -315,24 +315,6 @@ _OUTPUT_FILES = frozenset(
     (".svg", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".json", ".txt", ".csv", ".tsv", ".yaml", ".yml",
      ".wav", ".mp3", ".flac", ".mp4")
 )
-
-
-def _extension(path: ast.AST) -> str | None:
-    """The file extension a path expression ends with, when its text says so: ``"a/b.png"``,
-    ``f"{out}/b.png"``, ``os.path.join(out, "b.png")``, ``out / "b.png"``, ``out + "b.png"``."""
-    while True:
-        if isinstance(path, ast.Constant) and isinstance(path.value, str):
-            tail = path.value.rsplit("/", 1)[-1]
-            dot = tail.rfind(".")
-            return tail[dot:].lower() if dot > 0 else None
-        if isinstance(path, ast.JoinedStr) and path.values:
-            path = path.values[-1]
-        elif isinstance(path, ast.BinOp) and isinstance(path.op, (ast.Div, ast.Add)):
-            path = path.right
-        elif isinstance(path, ast.Call) and (dotted(path.func) or "").endswith("path.join") and path.args:
-            path = path.args[-1]
-        else:
-            return None
 
 
 def _beside_torch_save(m, call: ast.Call) -> bool:

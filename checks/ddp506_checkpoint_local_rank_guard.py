@@ -90,7 +90,9 @@ def check(m):
     if not m.single_node:
         yield from _saved_on_each_node(m)
     # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)
-    local_words = ("local_rank", "LOCAL_RANK", "local-rank", "local_main", "per_node", "device_count")
+    local_words = (
+        "local_rank", "LOCAL_RANK", "local-rank", "local_main", "local_process_index", "per_node", "device_count"
+    )
     several = m.distributed_context or ranks.reads_launcher_rank(m) or ranks.tests_rank_per_node(m)
     if not several or not m.mentions(*local_words):
         return

@@ -144,6 +144,26 @@ def wraps_for_data_parallel(last: str | None, call: ast.Call, distributed: bool)
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
+def path_extension(path: ast.AST) -> str | None:
+    """The file extension a path expression ends with, when its text says so: ``"a/b.png"``,
+    ``f"{out}/b.png"``, ``os.path.join(out, "b.png")``, ``out / "b.png"``, ``out + "b.png"``."""
+    after_value = False  # the text follows a formatted value: `f"{step}.ckpt"` ends in ".ckpt"
+    while True:
+        if isinstance(path, ast.Constant) and isinstance(path.value, str):
+            tail = path.value.rsplit("/", 1)[-1]
+            dot = tail.rfind(".")
+            return tail[dot:].lower() if dot > 0 or (dot == 0 and after_value and len(tail) > 1) else None
+        if isinstance(path, ast.JoinedStr) and path.values:
+            after_value = len(path.values) > 1
+            path = path.values[-1]
+        elif isinstance(path, ast.BinOp) and isinstance(path.op, (ast.Div, ast.Add)):
+            path = path.right
+        elif isinstance(path, ast.Call) and (dotted(path.func) or "").endswith("path.join") and path.args:
+            path = path.args[-1]
+        else:
+            return None
+
+
 def short_text(node: ast.AST, n: int = 40) -> str:
     """A node's source, cut to ``n`` characters for a message."""
     try:

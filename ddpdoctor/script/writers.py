@@ -12,7 +12,7 @@ import ast
 import re
 
 from ddpdoctor.script import ranks
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, path_extension
 from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
 from ddpdoctor.script.ranks import spawn_calls
@@ -651,6 +651,8 @@ def _presence(m, test: ast.AST):
 # a call named like this saves a checkpoint (`save`, `save_checkpoint`, `save_model`,
 # `saver.save_checkpoint`, `ckpt_save`); pictures and plots are not checkpoints
 _CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|state|weight|network)|(checkpoint|ckpt).*save")
+# the extensions of checkpoint files (pictures, tables and configs are DDP505's)
+CHECKPOINT_FILES = frozenset((".ckpt", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".pkl", ".model"))
 _LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
 
 
@@ -675,7 +677,11 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
         named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
     else:
         root = (dotted(f.value) or "").split(".", 1)[0]
-        named = root not in m.aliases and bool(_CHECKPOINT_CALL.search(_joined(name)))
+        named = root not in m.aliases and (
+            bool(_CHECKPOINT_CALL.search(_joined(name)))
+            # an object's `save` to a checkpoint file (`train_state.save(f"{root}/{step}.ckpt")`)
+            or (name == "save" and bool(call.args) and path_extension(call.args[0]) in CHECKPOINT_FILES)
+        )
     # the name first: callee_guard may read and parse another file of the project to look inside
     if not named or ranks.callee_guard(m, call) is not None:
         return False  # not a checkpoint helper, or one that picks its rank
