@@ -772,6 +772,10 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
     if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
         key = test.slice.value  # `cfg["DDP"]`
         return False if isinstance(key, str) and _flag(key) else None
+    if isinstance(test, ast.Call) and not test.args and not test.keywords:
+        # a predicate asked: `is_distributed()`, `dist.is_initialized()` (the group is up: many processes)
+        called = (dotted(test.func) or "").rsplit(".", 1)[-1]
+        return False if _flag(called) or called == "is_initialized" else None
     name = dotted(test)
     if name is not None:
         last = name.rsplit(".", 1)[-1].lower()
