@@ -34,7 +34,7 @@ import ast
 
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.loaders import passes
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, is_distributed_flag
 from ddpdoctor.script.ranks import callee_reads_rank, hands_rank_carrier, single_process_arm
 
 CODE = "DDP105"
@@ -115,6 +115,7 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
             # function, not shown here, may load each rank its part
             and not hands_rank_carrier(m, expr)
             and not _inputs_fitted_to_the_world(m, expr)
+            and not _told_distributed(expr)
         )
     if isinstance(expr, ast.Subscript):  # splits["train"], data[:n]
         return _built_here(m, expr.value, depth + 1)
@@ -131,6 +132,14 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
         and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
     ]
     return bool(values) and all(_built_here(m, v, depth + 1) for v in values)
+
+
+def _told_distributed(call: ast.Call) -> bool:
+    """The dataset is told the run is distributed (``dataset_cls(..., multi_gpu=args.multi_gpu)``,
+    ``load(cfg, distributed=True)``): it may well split itself per rank, so unknown."""
+    words = [k.arg or "" for k in call.keywords]
+    words += [(dotted(a) or "").rsplit(".", 1)[-1] for a in (*call.args, *(k.value for k in call.keywords))]
+    return any(is_distributed_flag(w) or w.lower() in ("multi_gpu", "multigpu") for w in words if w)
 
 
 def _inputs_fitted_to_the_world(m, call: ast.Call) -> bool:
