@@ -8,7 +8,8 @@ methods of `DistributedDataParallel` are nn.Module's and its own (`no_sync`, `jo
 `register_comm_hook`, ...); and a read of an attribute the wrapper does not have, used as an object
 (`model.model.state_dict()`, `model.encoder.layers`: DDP's own attributes, `module`, and those the
 script sets on the wrapper itself are known). Calls on a branch that tests whether the model is wrapped
-(`isinstance(model, DistributedDataParallel)`, `hasattr(model, "module")`) are left alone.
+(`isinstance(model, DistributedDataParallel)`, `hasattr(model, "module")`) or whether it has that
+attribute (`if hasattr(policy, "update"): policy.update()`) are left alone.
 
 ## Why is this bad?
 DDP does not forward attribute lookups to the model it wraps: nn.Module's `__getattr__` finds only
@@ -45,11 +46,19 @@ CONFIDENCE = "high"
 
 
 def _tests_wrapping(m, node: ast.AST) -> bool:
-    """Under an ``if`` (or conditional expression) that asks whether the model is wrapped."""
+    """Under an ``if`` (or conditional expression) that asks whether the model is wrapped, or
+    whether it has this very attribute (``if hasattr(policy, "update"):``, a project's
+    ``has_method(policy, "update")``): on the wrapper the answer is no, and nothing is called."""
+    target = node.func if isinstance(node, ast.Call) else node
+    attr = target.attr if isinstance(target, ast.Attribute) else None
     for a in m.ancestors(node):
         if isinstance(a, (ast.If, ast.IfExp, ast.While)):
             text = ast.unparse(a.test)
             if "isinstance" in text or "module" in text or "DistributedDataParallel" in text:
+                return True
+            if attr is not None and any(
+                isinstance(c, ast.Constant) and c.value == attr for c in ast.walk(a.test)
+            ):
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
