@@ -75,7 +75,17 @@ def _epoch_pass(m, sampler_call):
         # the pass written in the epoch loop itself before one in a function it calls (`validate`)
         loop, again = min(repeated, key=lambda la: not _beside_epoch_loop(m, *la))
         return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
+    endless = next((c for c, _q in m.calls if _cycles(m, c, loaders)), None)
+    if endless is not None:
+        return loader, endless, [(m.path, endless.lineno)]
     return _epoch_pass_elsewhere(m, loader, loaders)
+
+
+def _cycles(m, call: ast.Call, loaders: Flow) -> bool:
+    """``cycle(loader)`` (itertools' or a project's helper of that name): the loader is drawn from
+    endlessly, pass after pass, with no place between them for ``set_epoch``."""
+    name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    return name == "cycle" and len(call.args) == 1 and loaders.carries(call.args[0])
 
 
 def _beside_epoch_loop(m, loop, again) -> bool:
@@ -305,6 +315,18 @@ def _finding(m, made, loader, _loop, again):
     )
     path, line = again[-1]
     where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
+    if isinstance(_loop, ast.Call) and (dotted(_loop.func) or "").rsplit(".", 1)[-1] == "cycle":  # `cycle(loader)`: endless passes, none of them an epoch of its own
+        return m.finding(
+            CODE,
+            _loop,
+            f"DistributedSampler is never given the epoch: its loader is drawn from endlessly through "
+            f"`{ast.unparse(_loop.func)}(...)` ({where}), so every pass over the data repeats the first "
+            f"one's order [{chain}]",
+            SEVERITY,
+            hint="loop over the loader once per epoch and call `sampler.set_epoch(epoch)` before each pass "
+            "(itertools.cycle even replays the first pass's batches)",
+            chain=chain,
+        )
     # at the epoch loop, where `set_epoch` goes, when it is beside the loader; else at the sampler
     epoch_loop = _epoch_loop_beside(m, again[0][1], loader) if again and again[0][0] == m.path else None
     return m.finding(
