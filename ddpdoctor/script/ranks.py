@@ -648,11 +648,35 @@ def predicate_attribute_kind(m, attr: str, depth: int = 0):
 
 def _every_rank_holds(test: ast.Compare) -> bool:
     """``local_rank >= 0`` / ``rank < 0``: true (false) for every rank of a distributed run, so it asks
-    whether the run is distributed (or set up yet), not which rank this is."""
-    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.GtE, ast.Lt)):
+    whether the run is distributed (or set up yet), not which rank this is. So does ``rank >= size``
+    against the world size: false for every rank there is."""
+    if len(test.ops) != 1:
         return False
     c = test.comparators[0]
-    return isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool)
+    if isinstance(test.ops[0], (ast.GtE, ast.Lt)):
+        if isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool):
+            return True
+        return _names_world_size(c)  # `rank >= size`: no rank of the world is past its size
+    if isinstance(test.ops[0], (ast.Gt, ast.LtE)):  # `rank > world_size - 1`
+        return (
+            isinstance(c, ast.BinOp)
+            and isinstance(c.op, ast.Sub)
+            and isinstance(c.right, ast.Constant)
+            and c.right.value == 1
+            and _names_world_size(c.left)
+        )
+    return False
+
+
+_WORLD_SIZE_NAMES = frozenset(("size", "world_size", "world", "nprocs", "num_processes", "num_replicas"))
+
+
+def _names_world_size(e: ast.AST) -> bool:
+    """``size``, ``args.world_size``, ``dist.get_world_size()``: the number of ranks in the job."""
+    if isinstance(e, ast.Call) and not e.args:
+        return (dotted(e.func) or "").rsplit(".", 1)[-1] == "get_world_size"
+    name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+    return name is not None and name.rsplit(".", 1)[-1].lower() in _WORLD_SIZE_NAMES
 
 
 def _only_negative_constants(nodes) -> bool:

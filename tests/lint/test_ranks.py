@@ -204,3 +204,15 @@ def test_rank_tests_by_device_index_and_upper_case_constants():
     )
     tests = [n.test for n in m.nodes(ast.If)]
     assert [guard_kind(m, t) for t in tests] == [(LOCAL,), (LOCAL,), None, None]
+
+
+def test_rank_against_the_world_size_parts_no_ranks():
+    """``rank >= size`` (or ``rank > world_size - 1``) holds for no rank of the world: not a rank test
+    that parts ranks. ``rank >= 1`` still is one."""
+    from ddpdoctor.script.ranks import guard_kind
+
+    src = "def run(rank, size, args):\n    pass\n"
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    for text in ("rank >= size", "rank > args.world_size - 1", "rank < dist.get_world_size()"):
+        assert guard_kind(m, ast.parse(text, mode="eval").body) is None, text
+    assert guard_kind(m, ast.parse("rank >= 1", mode="eval").body) is not None
