@@ -626,7 +626,32 @@ class ModuleAnalysis:
                 return True
         if any(self._spawns_whole_world(c) for c in rank_facts.spawn_calls(self)):
             return True
+        if self._world_of_this_machines_gpus():
+            return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
+
+    def _world_of_this_machines_gpus(self) -> bool:
+        """The process group's world is this machine's GPU count: ``init_process_group(...,
+        world_size=torch.cuda.device_count())``, or a setup helper handed the rank and that count
+        (``init_distributed(args.rank, num_gpus, ...)`` with ``num_gpus = torch.cuda.device_count()``).
+        A per-node count by name (``ngpus_per_node``) says nothing: it also turns a node's index into
+        a global rank."""
+
+        def gpu_count(e: ast.AST) -> bool:
+            if isinstance(e, ast.Call):
+                return rank_facts.per_node_count(self, e)
+            name = dotted(e)
+            return name is not None and "per_node" not in name.lower() and rank_facts.per_node_count(self, e)
+
+        for call in self.dist_calls("init_process_group"):
+            size = self.keyword(call, "world_size")
+            if size is not None and gpu_count(size):
+                return True
+        for call, _q in self.calls:
+            name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+            if "dist" in name and ("init" in name or "setup" in name) and any(gpu_count(a) for a in call.args):
+                return True
+        return False
 
     def _spawns_whole_world(self, call: ast.Call) -> bool:
         """``mp.spawn(main, args=(world_size,), nprocs=world_size)``: the file starts as many processes
