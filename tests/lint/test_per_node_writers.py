@@ -12,7 +12,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def _findings(name: str, code: str):
     path = FIXTURES / name
-    # DDP506 is opt-in: select the rule asked about on top of the defaults
+    # select the rule asked about on top of the defaults (DDP506 is one of them since 2026-11-27)
     config = LintConfig(extend_select=(code,))
     return [f for f in lint_source(str(path), path.read_bytes(), config) if f.code == code]
 
