@@ -95,9 +95,11 @@ _GROUP_STARTERS = (
 )
 
 # The names projects give their own "start the process group" helper (`utils.init_distributed_mode`,
-# `ddp_setup`, `setup_dist`): a script that calls one imported from elsewhere is a training script.
+# `ddp_setup`, `setup_dist`, DPR's `setup_for_distributed_mode`): a script that calls one imported
+# from elsewhere is a training script.
 _SETUP_HELPER = re.compile(
-    r"(?:init|setup)_?(?:dist|distributed|ddp)(?:_mode|_training|_env|_process_group)?|(?:dist|distributed|ddp)_?(?:setup|init)"
+    r"(?:init|setup)_?(?:for_)?(?:dist|distributed|ddp)(?:_mode|_training|_env|_process_group)?"
+    r"|(?:dist|distributed|ddp)_?(?:setup|init)"
 )
 
 
@@ -583,8 +585,8 @@ class ModuleAnalysis:
         group or the DDP model, calls torch.distributed, or is the trainer of such a job (it imports
         DistributedDataParallel or DistributedSampler, builds an accelerate Accelerator, uses
         Horovod, wraps its model in DDP through a helper or subclass)."""
-        if self.uses_distributed or self.ddp_wrapper_calls:
-            return True
+        if self.uses_distributed or self.ddp_wrapper_calls or self._calls_setup_helper:
+            return True  # (a project's helper that starts the group: `init_distributed_mode(args)`)
         if self.calls_named("torch.nn.SyncBatchNorm.convert_sync_batchnorm"):
             return True  # batch norm synchronised across ranks: the model trains in a distributed job
         markers = (".DistributedDataParallel", ".DistributedSampler", "accelerate.Accelerator")
