@@ -141,9 +141,10 @@ def _rewraps_for_distributed(m, call: ast.Call, last: str) -> bool:
 
 
 def _reduces_across_ranks(m) -> bool:
-    """The file all-reduces (``dist.all_reduce``, ``misc.all_reduce_mean``): it runs as one of several
-    data-parallel ranks, whatever wraps the model it is handed."""
-    return bool(m.dist_calls("all_reduce")) or any(
+    """The file all-reduces (``dist.all_reduce``, ``misc.all_reduce_mean``), gathers or waits at a
+    barrier with the other ranks: it runs as one of several data-parallel ranks, whatever wraps the
+    model it is handed."""
+    return bool(m.dist_calls("all_reduce", "barrier", "all_gather", "all_gather_object", "reduce")) or any(
         "all_reduce" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower() for c, _q in m.calls
     )
 
