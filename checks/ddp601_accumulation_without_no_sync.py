@@ -140,6 +140,17 @@ def _rewraps_for_distributed(m, call: ast.Call, last: str) -> bool:
     return any(isinstance(a, ast.Name) and a.id in targets for a in call.args)
 
 
+def _syncs_itself(m) -> bool:
+    """The code (not a comment: "accumulation w/ fsdp requires a no_sync context") uses `no_sync`,
+    sets `require_backward_grad_sync` or accumulates through a library (`accelerator.accumulate(model)`)."""
+    if not m.mentions("no_sync", "require_backward_grad_sync", ".accumulate("):
+        return False  # (most files: no node to look at)
+    names = ("no_sync", "require_backward_grad_sync", "accumulate")
+    return any(n.attr in names for n in m.nodes(ast.Attribute)) or any(
+        n.id in names for n in m.nodes(ast.Name)
+    )
+
+
 def _reduces_across_ranks(m) -> bool:
     """The file all-reduces (``dist.all_reduce``, ``misc.all_reduce_mean``), gathers or waits at a
     barrier with the other ranks: it runs as one of several data-parallel ranks, whatever wraps the
@@ -645,7 +656,7 @@ def check(m):
             "`no_sync()` window",
             chain=[loss_line, node.lineno],
         )
-    if m.mentions("no_sync", "require_backward_grad_sync", ".accumulate("):
+    if _syncs_itself(m):
         return
     if m.one_process:  # init_process_group(world_size=1): no other rank to all-reduce with
         return
