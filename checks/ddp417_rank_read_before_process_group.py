@@ -2,7 +2,8 @@
 
 ## What it does
 Finds a rank query (`get_rank()` of a project helper, `dist.get_rank()`; also `get_world_size()`,
-which answers 1 there) that runs before `init_process_group` (or the project's setup helper,
+which answers 1 there, and a main-process predicate such as `utils.is_main_process()`, which answers
+yes there) that runs before `init_process_group` (or the project's setup helper,
 `init_distributed_mode(args)`) in the same straight-line code: the query sits earlier in the function (or the
 `__main__` block) that later creates the process group, outside any test of
 `dist.is_initialized()`. A helper of this file that reads the launcher's `RANK` from the
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
 
 CODE = "DDP417"
@@ -87,7 +89,8 @@ def check(m):
     for call, q in m.calls:
         name = dotted(call.func) or ""
         last = name.rsplit(".", 1)[-1]
-        if last not in (*_QUERIES, _WORLD) or call.args or call.keywords:
+        predicate = last not in (*_QUERIES, _WORLD) and ranks.predicate_name_kind(last) == ranks.GLOBAL
+        if (last not in (*_QUERIES, _WORLD) and not predicate) or call.args or call.keywords:
             continue
         if not (q or "").startswith("torch.distributed") and (
             "." in name and name.split(".", 1)[0] not in m.aliases
@@ -104,6 +107,11 @@ def check(m):
         init = later[0]
         if (q or "").startswith("torch.distributed"):
             answer = "it raises there, so what is made from it here is the same on every rank"
+        elif predicate:
+            answer = (
+                "such a helper answers yes (rank 0) on every process there, so every rank takes what "
+                "it keeps for the main process"
+            )
         elif last == _WORLD:
             answer = "such a helper answers 1 there (one process), so what is sized from it here is sized for one process"
         else:
