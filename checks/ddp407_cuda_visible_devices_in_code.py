@@ -50,7 +50,7 @@ _DEVICE_CALLS = ("torch.cuda.set_device", "torch.cuda.device", "torch.device")
 
 
 def _multi_process(m) -> bool:
-    return m.uses_distributed or bool(spawn_calls(m)) or m.mentions("LOCAL_RANK")
+    return m.uses_distributed or m.distributed_context or bool(spawn_calls(m)) or m.mentions("LOCAL_RANK")
 
 
 def _only_when_unset(m, node) -> bool:
@@ -93,12 +93,43 @@ _CUDA_STARTS = ("torch.cuda.set_device", "torch.cuda.init", "torch.cuda.current_
 def _constant_behind(m, value: ast.AST) -> ast.AST:
     """The constant a name is bound to everywhere in the file (``gpu_list = "0,1,2,3"``), else
     ``value`` itself."""
+    joined = _joined_list(m, value)
+    if joined is not None:
+        return joined
     if not isinstance(value, ast.Name):
         return value
     made = [v for v, _node in ranks.assignments(m, value.id)]
     if made and all(isinstance(v, ast.Constant) and v.value == made[0].value for v in made):
         return made[0]
     return value
+
+
+def _joined_list(m, value: ast.AST) -> ast.Constant | None:
+    """``",".join(str(g) for g in GPU)`` (or ``map(str, GPU)``) over a list of constant GPU numbers
+    the file fixes (``GPU = [1, 2]``): that fixed text, "1,2"."""
+    if not (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "join"
+        and isinstance(value.func.value, ast.Constant)
+        and len(value.args) == 1
+    ):
+        return None
+    arg = value.args[0]
+    if isinstance(arg, (ast.GeneratorExp, ast.ListComp)) and len(arg.generators) == 1:
+        items = arg.generators[0].iter
+    elif isinstance(arg, ast.Call) and dotted(arg.func) == "map" and len(arg.args) == 2:
+        items = arg.args[1]
+    else:
+        items = arg
+    if isinstance(items, ast.Name):
+        made = [v for v, _node in ranks.assignments(m, items.id)]
+        items = made[0] if len(made) == 1 else None
+    if not isinstance(items, (ast.List, ast.Tuple)) or not items.elts:
+        return None
+    if not all(isinstance(e, ast.Constant) and isinstance(e.value, (int, str)) for e in items.elts):
+        return None
+    return ast.Constant(value=value.func.value.value.join(str(e.value) for e in items.elts))
 
 
 def _option_with_fixed_gpus(m, value: ast.AST) -> tuple[str, str] | None:
