@@ -93,6 +93,7 @@ def check(m):
     if m.single_node:
         return
     reported: set[int] = set()
+    reported_origins: set[int] = set()
     for save, path in _saves(m):
         if per_process_path(path, m):
             continue
@@ -120,9 +121,14 @@ def check(m):
                 others = [v for v in test.values if writer_guard_kind(m, v) is None]
                 if others:
                     held += f"; where `{ast.unparse(others[0])}` holds, every process writes it"
+            # a saver made on local rank 0 only is reported where it is made: that test is the one to change
+            anchor = origin if origin is not None else test
+            if id(anchor) in reported_origins:
+                break
+            reported_origins.add(id(anchor))
             yield m.finding(
                 CODE,
-                test,
+                anchor,
                 f"the checkpoint save is guarded only by the node-local rank (`{ast.unparse(test)}`{held}): "
                 f"on several nodes every node's local rank 0 writes the same file at once ({via})",
                 SEVERITY,
