@@ -58,9 +58,11 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     if not isinstance(base, ast.Name):
         return False
     scope = m.enclosing_function(base) or m.tree
+    models = {id(c) for c in m.ddp_constructors}  # `model = DDP(model, device_ids=[rank])` is no path
     return any(
         isinstance(node, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id == base.id for t in node.targets)
+        and id(node.value) not in models
         and (
             per_process_path(node.value)
             or _reads_rank_loop(m, node.value)
