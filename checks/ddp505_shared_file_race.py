@@ -1,7 +1,8 @@
 """DDP505: every rank writes the same file or creates the same folder.
 
 ## What it does
-Finds, in a distributed script, file-system writes that every rank reaches with the same path:
+Finds, in a distributed script, file-system writes that every rank reaches with the same path
+(also a writer of another module handed a table or text file, `update_summary(..., "summary.csv")`):
 `os.makedirs`/`os.mkdir`/`Path.mkdir` without `exist_ok=True` (also behind an
 `if not os.path.exists(...)` check), `shutil.rmtree` without `ignore_errors=True`, a torchvision
 (torchaudio, torchtext) dataset built with `download=True` and a PyG or OGB dataset (which downloads
@@ -291,6 +292,26 @@ def _writes(m):
                 continue  # the library is told which process writes
             path = call.args[0] if call.args else _kw(call, "save_directory")
             yield call, path, "writes", "at the same time: interleaved writes corrupt the files"
+        elif (target := _helper_output_file(m, call)) is not None:
+            # `update_summary(epoch, ..., os.path.join(output_dir, "summary.csv"))`: another module's
+            # writer handed a table or text file
+            yield call, target, "writes into", "at the same time: their lines interleave and repeat, or the last writer wins"
+
+
+# what another module's function named like this does with a file it is handed: write it
+_WRITER_NAME = re.compile(r"(?:write|save|dump|update|append|log|export|plot)_")
+
+
+def _helper_output_file(m, call: ast.Call) -> ast.AST | None:
+    """The output file (a table, text or picture, by its extension) handed to a writer of another
+    module (``update_summary(..., join(out, "summary.csv"))``, ``save_results(res, "preds.json")``)."""
+    f = call.func
+    if not isinstance(f, ast.Name) or f.id in m.function_names or not _WRITER_NAME.match(f.id.lower()):
+        return None
+    q = m.qualname(f) or ""
+    if q.split(".", 1)[0] in ("torch", "numpy", "np", "pandas", "json", "yaml", "pickle", "matplotlib"):
+        return None  # a library's writer: handled above, or its own rule
+    return next((a for a in (*call.args, *(k.value for k in call.keywords)) if path_extension(a) in _OUTPUT_FILES), None)
 
 
 def _output_file_arg(m, call: ast.Call, f: ast.Attribute) -> ast.AST | None:
@@ -356,6 +377,12 @@ def check(m):
             if key in blocks:
                 continue
             blocks.add(key)
+        if verb == "writes into" and path is not None:
+            # one log or table that a function writes to line after line: one race, at the first
+            key = (id(m.enclosing_function(call)), "writes into", ast.unparse(path))
+            if key in roots:
+                continue
+            roots.add(key)
         if verb == "downloads into" and path is not None:
             # the train and test splits fetched into one root: one race, reported at the first
             key = (id(m.enclosing_function(call)), ast.unparse(path))
