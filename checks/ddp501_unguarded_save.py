@@ -273,24 +273,32 @@ def _main_first_window(m, call: ast.Call) -> bool:
 
 def _unguarded_siblings(m):
     """Saving helpers of one object whose bodies are in another file (a base class, a checkpoint
-    manager): ``self.save_checkpoint(e)`` under ``if is_main_process():`` and
-    ``self.save_best_checkpoint()`` on every rank. The guard on the one shows that saving through
+    manager), or imported from one module of the project: ``self.save_checkpoint(e)`` under ``if
+    is_main_process():`` and ``self.save_best_checkpoint()`` on every rank. The guard on the one shows that saving through
     this object is one rank's job; the unguarded call has every rank write the same file. Yields
     (unguarded call, a guarded call)."""
     own = {fn.name for fn in m.functions}
     by_receiver: dict[str, list[ast.Call]] = {}
-    for call, _q in m.calls:
+    for call, q in m.calls:
         f = call.func
-        name = f.attr.lower() if isinstance(f, ast.Attribute) else ""
+        name = f.attr.lower() if isinstance(f, ast.Attribute) else f.id.lower() if isinstance(f, ast.Name) else ""
+        if "save" not in name or "load" in name:
+            continue
+        effect = isinstance(m.parents.get(call), ast.Expr)  # run for its effect, not asked for a value
         if (
-            "save" in name
-            and "load" not in name
+            effect
+            and isinstance(f, ast.Attribute)
             and isinstance(f.value, ast.Name)
             and f.value.id not in m.aliases  # torch.save, np.save: other rules
             and f.attr not in own
-            and isinstance(m.parents.get(call), ast.Expr)  # run for its effect, not asked for a value
         ):
             by_receiver.setdefault(f.value.id, []).append(call)
+        elif isinstance(f, ast.Name) and f.id not in own and q and "." in q and checkpoint_helper_call(m, call):
+            # checkpoint helpers imported from one module of the project (`save_checkpoint` and
+            # `best = save_best_model(loss, best, model, ...)` from `utils.io`): siblings too
+            module = q.rsplit(".", 1)[0]
+            if module.split(".", 1)[0] not in ("torch", "numpy", "accelerate", "transformers"):
+                by_receiver.setdefault("module:" + module, []).append(call)
     for calls in by_receiver.values():
         if len(calls) < 2 or any(_passes_rank(c) for c in calls):
             continue
