@@ -97,6 +97,8 @@ _GROUP_STARTERS = (
 # The names projects give their own "start the process group" helper (`utils.init_distributed_mode`,
 # `ddp_setup`, `setup_dist`, DPR's `setup_for_distributed_mode`): a script that calls one imported
 # from elsewhere is a training script.
+# names of "how many GPUs": a process group sized by one is this machine's
+_GPU_COUNT_NAMES = frozenset(("num_gpus", "n_gpus", "n_gpu", "ngpus", "ngpu", "gpu_count", "num_gpu", "nb_gpus"))
 _SETUP_HELPER = re.compile(
     r"(?:init|setup)_?(?:for_)?(?:dist|distributed|ddp)(?:_mode|_training|_env|_process_group)?"
     r"|(?:dist|distributed|ddp)_?(?:setup|init)"
@@ -643,7 +645,16 @@ class ModuleAnalysis:
             if isinstance(e, ast.Call):
                 return rank_facts.per_node_count(self, e)
             name = dotted(e)
-            return name is not None and "per_node" not in name.lower() and rank_facts.per_node_count(self, e)
+            if name is None or "per_node" in name.lower():
+                return False
+            if rank_facts.per_node_count(self, e):
+                return True  # assigned from device_count()
+            # a world named for a GPU count (`num_gpus`, `n_gpu`) that the launcher's WORLD_SIZE
+            # does not fill (`h.num_gpus = int(os.environ["WORLD_SIZE"])` counts the whole job)
+            return name.rsplit(".", 1)[-1].lower() in _GPU_COUNT_NAMES and not any(
+                "WORLD_SIZE" in ast.unparse(v) or "world_size" in ast.unparse(v)
+                for v, _n in rank_facts.assignments(self, name)
+            )
 
         for call in self.dist_calls("init_process_group"):
             size = self.keyword(call, "world_size")
@@ -651,7 +662,9 @@ class ModuleAnalysis:
                 return True
         for call, _q in self.calls:
             name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
-            if "dist" in name and ("init" in name or "setup" in name) and any(gpu_count(a) for a in call.args):
+            # a helper that starts the group (`init_distributed(rank, num_gpus, ...)`), not one that
+            # wraps the model (`setup_for_distributed_mode(model, opt, device, n_gpu, ...)`)
+            if name.startswith("init") and "dist" in name and any(gpu_count(a) for a in call.args):
                 return True
         return False
 
