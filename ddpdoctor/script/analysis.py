@@ -676,7 +676,18 @@ class ModuleAnalysis:
         if nprocs is None and len(call.args) > 2:
             nprocs = call.args[2]
         key = dotted(nprocs) if nprocs is not None else None
-        return key is not None and key.rsplit(".", 1)[-1].lower() in ("world_size", "world", "worldsize")
+        if key is not None and key.rsplit(".", 1)[-1].lower() in ("world_size", "world", "worldsize"):
+            return True
+        # `args.world_size = len(args.gpu_ids)` then `mp.spawn(run, nprocs=len(args.gpu_ids))`: the
+        # same count, written out twice
+        if nprocs is None or isinstance(nprocs, ast.Constant):
+            return False
+        text = ast.unparse(nprocs)
+        return any(
+            any((dotted(t) or "").rsplit(".", 1)[-1].lower() in ("world_size", "worldsize") for t in a.targets)
+            and ast.unparse(a.value) == text
+            for a in self.nodes(ast.Assign)
+        )
 
     @cached_property
     def pinned_rank(self) -> int | None:
