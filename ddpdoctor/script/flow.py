@@ -34,12 +34,15 @@ class Flow:
         memo = m.__dict__.setdefault("_flow_memo", {})
         found = memo.get(key)
         if found is not None:
-            self.holders, self.returns = found[0], found[1]
+            self.holders, self.returns, self.positions = found[0], found[1], found[2]
             return
         self.holders: dict[str, int] = dict(names or {})  # name -> line where it got the value
         self.returns: dict[str, set[int | None]] = {}  # function name -> positions returned (None: whole)
+        # a holder that is a tuple of which only some items carry the value (`loaders = (train, val)`),
+        # handed on to a parameter and unpacked there (`train_loader, val_loader = loaders`)
+        self.positions: dict[str, set[int]] = {}
         self._run()
-        memo[key] = (self.holders, self.returns, list(seeds))
+        memo[key] = (self.holders, self.returns, self.positions, list(seeds))
 
     # -- does an expression carry the value? ------------------------------------------------------
     def carries(self, e: ast.AST | None, depth: int = 0) -> bool:
@@ -100,8 +103,16 @@ class Flow:
                             continue
                         if pos < len(t.elts):
                             changed |= self._add(t.elts[pos], line)
+                elif isinstance(value, ast.Name) and value.id in self.positions:
+                    for pos in self.positions[value.id]:
+                        if pos < len(t.elts):
+                            changed |= self._add(t.elts[pos], line)
             elif self.carries(value):
                 changed |= self._add(t, line)
+                if isinstance(value, ast.Tuple) and isinstance(t, ast.Name):
+                    self.positions.setdefault(t.id, set()).update(
+                        i for i, v in enumerate(value.elts) if self.carries(v)
+                    )
         return changed
 
     def _run(self) -> None:
@@ -146,6 +157,11 @@ class Flow:
                     for i, a in enumerate(call.args):
                         if i < len(params) and self.carries(a):
                             changed |= self._add(ast.Name(params[i].arg), call.lineno)
+                            if isinstance(a, ast.Name) and a.id in self.positions:
+                                have = self.positions.setdefault(params[i].arg, set())
+                                if not self.positions[a.id] <= have:
+                                    have |= self.positions[a.id]
+                                    changed = True
                     names = {p.arg for p in [*params, *fn.args.kwonlyargs]}
                     for k in call.keywords:
                         if k.arg in names and self.carries(k.value):
