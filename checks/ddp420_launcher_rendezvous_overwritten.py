@@ -52,12 +52,12 @@ def _environment_tested(m, node: ast.AST) -> bool:
     os.getenv("WORLD_SIZE") is None:``) or in a branch for another launcher."""
     for a in m.ancestors(node):
         if isinstance(a, (ast.If, ast.IfExp)):
-            text = ast.unparse(a.test)
-            if "environ" in text or "getenv" in text or any(w in text for w in _OTHER_LAUNCHERS):
+            test = ast.unparse(a.test)
+            if "environ" in test or "getenv" in test:
                 return True
-        if isinstance(a, (ast.If, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = ast.unparse(a) if isinstance(a, ast.If) else ""
-            if any(w in body for w in _OTHER_LAUNCHERS):
+            # the branch reads another launcher's variables (in its test, or an `if`'s body)
+            text = ast.unparse(a) if isinstance(a, ast.If) else test
+            if any(w in text for w in _OTHER_LAUNCHERS):
                 return True
     return False
 

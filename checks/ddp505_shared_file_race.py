@@ -58,7 +58,12 @@ from ddpdoctor.script.foreign import (
 )
 from ddpdoctor.script.names import dotted, path_extension
 from ddpdoctor.script.ranks import assignments
-from ddpdoctor.script.writers import enclosing_statements, every_rank_reaches, per_process_path
+from ddpdoctor.script.writers import (
+    WRITING_LIBRARIES,
+    enclosing_statements,
+    every_rank_reaches,
+    per_process_path,
+)
 
 CODE = "DDP505"
 TITLE = "Every rank writes the same file or folder"
@@ -308,8 +313,7 @@ def _helper_output_file(m, call: ast.Call) -> ast.AST | None:
     f = call.func
     if not isinstance(f, ast.Name) or f.id in m.function_names or not _WRITER_NAME.match(f.id.lower()):
         return None
-    q = m.qualname(f) or ""
-    if q.split(".", 1)[0] in ("torch", "numpy", "np", "pandas", "json", "yaml", "pickle", "matplotlib"):
+    if (m.qualname(f) or "").split(".", 1)[0] in (*WRITING_LIBRARIES, "yaml"):
         return None  # a library's writer: handled above, or its own rule
     return next((a for a in (*call.args, *(k.value for k in call.keywords)) if path_extension(a) in _OUTPUT_FILES), None)
 

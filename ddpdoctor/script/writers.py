@@ -655,7 +655,8 @@ def _presence(m, test: ast.AST):
 _CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|state|weight|network)|(checkpoint|ckpt).*save")
 # the extensions of checkpoint files (pictures, tables and configs are DDP505's)
 CHECKPOINT_FILES = frozenset((".ckpt", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".pkl", ".model"))
-_LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
+# libraries whose own writers other rules know (torch.save is DDP501, a picture or table DDP505)
+WRITING_LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
 
 
 def _joined(name: str) -> str:
@@ -670,7 +671,7 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     ``torch.save`` instead."""
     f = call.func
     q = m.qualname(f) or ""
-    if q.split(".", 1)[0] in _LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
+    if q.split(".", 1)[0] in WRITING_LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
         return False
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
     if not name or name in m.function_names:
