@@ -87,7 +87,12 @@ def check(m):
     local_words = (
         "local_rank", "LOCAL_RANK", "local-rank", "local_main", "local_process_index", "per_node", "device_count"
     )
-    several = m.distributed_context or ranks.reads_launcher_rank(m) or ranks.tests_rank_per_node(m)
+    several = (
+        m.distributed_context
+        or ranks.reads_launcher_rank(m)
+        or ranks.tests_rank_per_node(m)
+        or ranks.takes_local_rank(m)
+    )
     if not several or not m.mentions(*local_words):
         return
     if m.single_node:

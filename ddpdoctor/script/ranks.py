@@ -311,6 +311,20 @@ def per_node_count(m, expr: ast.AST) -> bool:
     return any(isinstance(v, ast.Call) and per_node_count(m, v) for v, _n in _assignments(m).get(name, ())[:8])
 
 
+def takes_local_rank(m) -> bool:
+    """A function of the file takes the launcher's node-local rank as a parameter (``def
+    fit_one_epoch(..., local_rank=0)``): only a process started as one of several per node has one,
+    so the file's helpers run in every process of a distributed job."""
+    cached = m.__dict__.get("_takes_local_rank")
+    if cached is None:
+        cached = m.__dict__["_takes_local_rank"] = any(
+            a.arg == "local_rank"
+            for fn in m.functions
+            for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+        )
+    return cached
+
+
 def tests_rank_per_node(m) -> bool:
     """The file takes a rank modulo the GPUs of a node (``args.rank % ngpus_per_node == 0``, the
     ``mp.spawn`` scripts' "first process of this node"): it is written to run as several processes
