@@ -57,7 +57,7 @@ from ddpdoctor.script.foreign import (
     reported_there,
 )
 from ddpdoctor.script.names import dotted, path_extension
-from ddpdoctor.script.ranks import assignments
+from ddpdoctor.script.ranks import assignments, spawn_calls
 from ddpdoctor.script.writers import (
     WRITING_LIBRARIES,
     enclosing_statements,
@@ -353,6 +353,17 @@ _COPIES = frozenset(("shutil.copyfile", "shutil.copy", "shutil.copy2", "shutil.c
 _MOVES = frozenset(("shutil.move", "os.rename", "os.replace"))
 
 
+def _made_before_spawn(m, call) -> bool:
+    """A folder made by the module's top-level code in a script that starts its ranks with
+    ``mp.spawn``: the parent runs that code alone before any rank exists, so when the ranks import
+    the module again the folder is there and their ``exists`` test skips the call (without that
+    test each of them would fail on it: not this race)."""
+    if m.enclosing_function(call) is not None or not spawn_calls(m):
+        return False
+    tests = [ast.unparse(a.test) for a in m.ancestors(call) if isinstance(a, ast.If)]
+    return not any("__name__" in t for t in tests) and any("exists" in t or "isdir" in t for t in tests)
+
+
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
@@ -371,6 +382,8 @@ def check(m):
         if path is not None and "devnull" in ast.unparse(path):
             continue
         if not every_rank_reaches(m, call) or class_apart_from_distributed(m, call):
+            continue
+        if verb == "creates" and _made_before_spawn(m, call):
             continue
         if verb == "copies into" and _beside_torch_save(m, call):
             continue  # `torch.save(state, f); if is_best: copyfile(f, best)`: one cause, DDP501's

@@ -630,9 +630,35 @@ class ModuleAnalysis:
                 return True
         if any(self._spawns_whole_world(c) for c in rank_facts.spawn_calls(self)):
             return True
-        if self._world_of_this_machines_gpus():
+        if self._world_of_this_machines_gpus() or self._world_capped_by_gpus():
             return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
+
+    def _world_capped_by_gpus(self) -> bool:
+        """The file refuses a world larger than this machine's GPU count (``if world_size >
+        torch.cuda.device_count(): raise ...``, ``assert world_size <= n_gpus``): whatever it is
+        launched with, all its ranks run on one node."""
+
+        def world(e: ast.AST) -> bool:
+            name = dotted(e)
+            if name is None:
+                return isinstance(e, ast.Call) and "WORLD_SIZE" in ast.unparse(e)
+            return name.rsplit(".", 1)[-1].lower() in ("world_size", "worldsize", "nprocs")
+
+        def capped(test: ast.AST, bigger: type, smaller: type) -> bool:
+            if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+                return False
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            if isinstance(op, bigger):
+                return world(left) and rank_facts.per_node_count(self, right)
+            if isinstance(op, smaller):
+                return world(right) and rank_facts.per_node_count(self, left)
+            return False
+
+        for node in self.nodes(ast.If):
+            if node.body and isinstance(node.body[0], ast.Raise) and capped(node.test, (ast.Gt, ast.GtE), ast.Lt):
+                return True
+        return any(capped(a.test, ast.LtE, (ast.Gt, ast.GtE)) for a in self.nodes(ast.Assert))
 
     def _world_of_this_machines_gpus(self) -> bool:
         """The process group's world is this machine's GPU count: ``init_process_group(...,
