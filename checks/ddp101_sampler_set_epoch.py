@@ -43,7 +43,7 @@ from pathlib import Path
 from ddpdoctor.script import ranks
 from ddpdoctor.script.analysis import names_eval_split
 from ddpdoctor.script.branches import untaken_by_callers
-from ddpdoctor.script.flow import Flow, repeats
+from ddpdoctor.script.flow import Flow, loops_around, repeats
 from ddpdoctor.script.interp import is_accelerate_prepare
 from ddpdoctor.script.loaders import distributed_factory, loader_calls, made_by_factory, passes, sampler_calls
 from ddpdoctor.script.names import dotted
@@ -208,6 +208,27 @@ def check(m):
     guards = [m.rank_guard(c) for c in calls]
     if all(guards) and all(_few_ranks_side(m, c, g) for c, g in zip(calls, guards)):
         yield from _set_on_some_ranks(m, samplers, calls, guards)
+        return
+    yield from _pass_without_set_epoch(m, samplers, calls)
+
+
+def _pass_without_set_epoch(m, samplers, calls):
+    """The file calls ``set_epoch``, but not in the loop that repeats this pass over a shuffling
+    sampler's loader (``if mode == "iter": ... set_epoch ... elif mode == "epoch": for epoch in
+    ...: for batch in loader:``): that way of training shuffles every epoch alike. Quiet when some
+    ``set_epoch`` runs from code this file does not show being called (a hook)."""
+    around_calls = [loops_around(m, c) for c in calls]
+    if any(not around for around in around_calls):
+        return
+    setting = frozenset().union(*around_calls)
+    for made, loader, loop, again in _shuffling_passes(m, samplers):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        around = loops_around(m, loop)
+        if not around or around & setting:
+            continue
+        yield _finding(m, made, loader, loop, again, elsewhere=True)
+        return
 
 
 def _set_by_rank_choice(m):
@@ -309,7 +330,7 @@ def _line_node(m, line: int):
     return next((st for st in m.nodes(ast.For, ast.While, ast.AsyncFor) if st.lineno == line), None)
 
 
-def _finding(m, made, loader, _loop, again):
+def _finding(m, made, loader, _loop, again, elsewhere=False):
     chain = " -> ".join(
         f"{Path(p).name}:{ln}" for p, ln in [(m.path, made.lineno), (m.path, loader.lineno), *again]
     )
@@ -333,7 +354,12 @@ def _finding(m, made, loader, _loop, again):
         CODE,
         epoch_loop or made,
         f"DistributedSampler is never given the epoch: its loader is iterated every epoch at {where} "
-        f"but `set_epoch` is never called, so every epoch shuffles the same way [{chain}]",
+        + (
+            "but the loop around it never calls `set_epoch` (the file calls it on another way through)"
+            if elsewhere
+            else "but `set_epoch` is never called"
+        )
+        + f", so every epoch shuffles the same way [{chain}]",
         SEVERITY,
         hint="call `sampler.set_epoch(epoch)` at the start of each epoch, before iterating the loader",
         chain=chain,
@@ -346,8 +372,15 @@ def _helper_loaders(m):
     for it (``get_dataset_distributed``, ``prepare_dataloader_ddp``) or handed the rank (and the
     world size, unless it is named for a loader) to shard by: such a
     factory gives the loader a DistributedSampler, and nothing here reshuffles it per epoch."""
-    if not m.is_training_script or m.method_calls("set_epoch"):
+    if not m.is_training_script:
         return
+    setting: frozenset[int] = frozenset()
+    calls = m.method_calls("set_epoch")
+    if calls:
+        around_calls = [loops_around(m, c) for c in calls]
+        if any(not around for around in around_calls):
+            return  # some `set_epoch` runs from where this file does not show
+        setting = frozenset().union(*around_calls)
     for call, _q in m.calls:
         if not distributed_factory(m, call) or m.looks_like_eval(call):
             continue
@@ -361,6 +394,8 @@ def _helper_loaders(m):
             again = repeats(m, loop)
             if again is None:
                 continue
+            if calls and (not (around := loops_around(m, loop)) or around & setting):
+                continue  # the loop that repeats this pass calls `set_epoch`
             chain = " -> ".join(f"{Path(m.path).name}:{ln}" for ln in (call.lineno, *again, loop.lineno))
             # at the epoch loop, where `set_epoch` goes, when it is beside the factory call
             epoch_loop = _epoch_loop_beside(m, again[0], call)
@@ -368,8 +403,9 @@ def _helper_loaders(m):
                 CODE,
                 epoch_loop or call,
                 f"the training loader from `{last}(...)` (line {call.lineno}), made for a distributed "
-                f"run, is iterated every epoch (line {again[0]}) and nothing in this script calls "
-                "`set_epoch`: a DistributedSampler it was given shuffles every epoch the same way "
+                f"run, is iterated every epoch (line {again[0]}) and "
+                + ("the loop around it never calls " if calls else "nothing in this script calls ")
+                + "`set_epoch`: a DistributedSampler it was given shuffles every epoch the same way "
                 f"[{chain}]",
                 SEVERITY,
                 hint="call `<loader>.sampler.set_epoch(epoch)` at the start of each epoch",

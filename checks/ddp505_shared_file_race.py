@@ -357,8 +357,9 @@ def _made_before_spawn(m, call) -> bool:
     """A folder made by the module's top-level code in a script that starts its ranks with
     ``mp.spawn``: the parent runs that code alone before any rank exists, so when the ranks import
     the module again the folder is there and their ``exists`` test skips the call (without that
-    test each of them would fail on it: not this race)."""
-    if m.enclosing_function(call) is not None or not spawn_calls(m):
+    test each of them would fail on it: not this race). Only on one node: on several, every node's
+    parent runs that code at once."""
+    if m.enclosing_function(call) is not None or not spawn_calls(m) or not m.single_node:
         return False
     tests = [ast.unparse(a.test) for a in m.ancestors(call) if isinstance(a, ast.If)]
     return not any("__name__" in t for t in tests) and any("exists" in t or "isdir" in t for t in tests)

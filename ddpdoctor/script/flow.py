@@ -218,6 +218,39 @@ def _callee(call: ast.Call) -> str | None:
     return name.rsplit(".", 1)[-1] if name else None
 
 
+def loops_around(m, node: ast.AST, depth: int = 0) -> frozenset[int] | None:
+    """Ids of every loop that runs ``node`` again: those of its function around it and, through
+    each call of that function in this file, those around the call. None when some way to
+    ``node`` is out of sight (a function this file never calls: a hook, a callback)."""
+    if depth > 4:
+        return None
+    out: set[int] = set()
+    fn = None
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)) and not (
+            isinstance(a, (ast.For, ast.AsyncFor)) and child is a.iter
+        ):
+            out.add(id(a))
+        child = a
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            fn = a
+            break
+    if fn is None:
+        return frozenset(out)
+    if isinstance(fn, ast.Lambda):
+        return None
+    sites = [s for s in own_call_sites(m, fn) if m.enclosing_function(s) is not fn]
+    if not sites:
+        return None
+    for site in sites:
+        up = loops_around(m, site, depth + 1)
+        if up is None:
+            return None
+        out |= up
+    return frozenset(out)
+
+
 def repeats(m, node: ast.AST, depth: int = 0) -> tuple[int, ...] | None:
     """Call lines (outermost first, ending with the loop's line) when ``node`` runs inside a loop of
     its function or of a caller in this file; None when it seems to run once."""

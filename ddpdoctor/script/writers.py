@@ -217,13 +217,13 @@ def in_spawning_parent(m, node) -> bool:
     if not spawns:
         return False
     fn = m.enclosing_function(node)
+    if fn is None and not _under_main_guard(m, node):
+        return False  # module code outside `if __name__ == "__main__":` runs again in each spawned child
     parents, launchers = _spawning_functions(m)
     if id(fn) in parents:
         return True
     # a function that calls this file's spawning function (`main(main_worker, args)` at module
     # level, `main` spawning inside) is the parent too: the workers run inside that call
-    if fn is None and not _under_main_guard(m, node):
-        return False  # module code outside `if __name__ == "__main__":` runs again in each spawned child
     if not launchers:
         return False
     _stmt, block = m.statement_in_block(node)
