@@ -178,7 +178,18 @@ def _through_module(call: ast.Call, models: Flow, getters: set[str] = frozenset(
         and isinstance(f.value, ast.Attribute)
         and f.value.attr == "module"
         and models.held(f.value.value)
+        and f.attr not in _MODULE_METHODS
+        and bool(call.args or call.keywords)  # a forward takes inputs; `.state_dict()` does not
     )
+
+
+# torch.nn.Module's own methods: bookkeeping on the inner model, never a forward
+_MODULE_METHODS = frozenset((
+    "state_dict", "load_state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
+    "modules", "named_modules", "children", "named_children", "to", "cuda", "cpu", "half", "float",
+    "train", "eval", "requires_grad_", "zero_grad", "apply", "register_buffer", "register_parameter",
+    "get_submodule", "get_parameter", "add_module", "register_forward_hook", "register_forward_pre_hook",
+))
 
 
 def _ddp_forward(call: ast.Call, models: Flow) -> bool:

@@ -49,6 +49,7 @@ from ddpdoctor.script.writers import (
     every_rank_reaches,
     guard_chains,
     guarded_here,
+    in_spawning_parent,
     other_ranks_arm,
     per_process_path,
     rank_guards,
@@ -408,8 +409,8 @@ def check(m):
     for call in saves:
         if _in_helpers(m, call, helpers):
             continue
-        if _guard_on_the_way(m, call):
-            continue
+        if _guard_on_the_way(m, call) or in_spawning_parent(m, call):
+            continue  # (the spawning parent's code runs once, before or after the workers)
         reach = m.reach(call)
         if reach:
             if not any(_many_ranks(run, ranks) for run, ranks in reach):

@@ -171,13 +171,39 @@ def _const(node) -> object:
 
 
 def _handles_exists(m, node) -> bool:
-    """Inside ``try:`` whose handler catches FileExistsError (or broader): the race is handled."""
-    return any(
+    """Inside ``try:`` whose handler catches FileExistsError (or broader): the race is handled.
+    Also under a file lock the ranks take in turn (``with FileLock(path):``, or ``fcntl.flock(f,
+    fcntl.LOCK_EX)`` earlier in the ``with open(lock)`` block): they write one after another."""
+    return _under_file_lock(m, node) or any(
         isinstance(st, ast.Try)
         and any(h.type is None or any(n in ast.unparse(h.type) for n in _HANDLED) for h in st.handlers)
         and any(b.lineno <= node.lineno <= b.end_lineno for b in st.body)
         for st in enclosing_statements(m, node)
     )
+
+
+_LOCKS = frozenset(("FileLock", "SoftFileLock", "UnixFileLock", "InterProcessLock"))
+
+
+def _under_file_lock(m, node) -> bool:
+    for a in m.ancestors(node):
+        if not isinstance(a, (ast.With, ast.AsyncWith)):
+            continue
+        for item in a.items:
+            e = item.context_expr
+            if isinstance(e, ast.Call) and (dotted(e.func) or "").rsplit(".", 1)[-1] in _LOCKS:
+                return True
+        # `with open(lock_file) as f: fcntl.flock(f, fcntl.LOCK_EX)` before the write
+        if any(
+            isinstance(c, ast.Call)
+            and m.qualname(c.func) in ("fcntl.flock", "fcntl.lockf")
+            and "LOCK_EX" in ast.unparse(c)
+            and c.lineno < node.lineno
+            for st in a.body
+            for c in ast.walk(st)
+        ):
+            return True
+    return False
 
 
 _TABLE_WRITES = frozenset(("to_csv", "to_json", "to_parquet", "to_pickle", "to_excel", "to_feather"))

@@ -61,7 +61,25 @@ def _local_only(m, test: ast.AST) -> bool:
     spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...), also through
     a value only those ranks hold (``if saver is not None:`` where ``saver`` is made under
     ``local_rank == 0``)."""
-    return writer_guard_kind(m, test) == (ranks.LOCAL,)
+    if writer_guard_kind(m, test) != (ranks.LOCAL,):
+        return False
+    compared = {
+        d for c in ast.walk(test) if isinstance(c, ast.Compare) for e in (c.left, *c.comparators) if (d := dotted(e))
+    }  # (`rank % gpus_per_node == 0` compares a remainder: one process per node)
+    return not _group_rank_names(m) & compared
+
+
+def _group_rank_names(m) -> set[str]:
+    """Names handed to ``init_process_group`` as the process's rank (``rank=local_rank``): whatever
+    the name says, a test of that value picks one process of the whole group (were it only the
+    node's rank, the group would not form on several nodes: DDP414's question)."""
+    out = set()
+    for call in m.dist_calls("init_process_group"):
+        rank = m.keyword(call, "rank") or (call.args[4] if len(call.args) > 4 else None)
+        # (not one the file reads from the launcher's LOCAL_RANK: that group is misbuilt, DDP414)
+        if rank is not None and (name := dotted(rank)) and ranks.strict_rank_kind(m, rank) != ranks.LOCAL:
+            out.add(name)
+    return out
 
 
 def _saves(m):

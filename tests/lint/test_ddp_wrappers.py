@@ -41,3 +41,31 @@ def test_a_function_of_this_file_is_not_another_files_wrapper():
     m = build(net, find_unused_parameters=True)
     """
     assert _wrappers(src) == []
+
+
+def test_bookkeeping_on_the_inner_model_is_no_forward_around_the_wrapper():
+    # DDP409 asks which calls run the model inside the wrapper: a forward takes inputs, and
+    # nn.Module's own methods (state_dict, parameters, to, ...) are not forwards at all
+    import importlib.util
+    from pathlib import Path
+
+    from ddpdoctor.script.flow import Flow
+
+    rule = Path(__file__).parents[2] / "checks" / "ddp409_backward_bypasses_ddp.py"
+    spec = importlib.util.spec_from_file_location("ddp409", rule)
+    ddp409 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ddp409)
+    src = textwrap.dedent("""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(net)
+    a = model.module.state_dict()
+    b = model.module.load_state_dict(sd)
+    c = model.module.parameters()
+    d = model.module.compute_loss(batch)
+    e = model.module(x)
+    f = model.module.encoder(x)
+    """)
+    m = ModuleAnalysis("t.py", src, ast.parse(src))
+    models = Flow(m, m.ddp_constructors)
+    bypasses = [ast.unparse(c.func) for c, _q in m.calls if ddp409._through_module(c, models)]
+    assert bypasses == ["model.module.compute_loss", "model.module", "model.module.encoder"]
