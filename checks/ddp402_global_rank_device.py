@@ -516,6 +516,18 @@ def _value_key(m, expr: ast.AST) -> object:
     module's name, or the expression itself."""
     name = _bare_name(expr)
     if name is None:
+        # `device = torch.device(f"cuda:{rank}")`: the assignment, which the later uses of
+        # `device` reach too (one value, one finding)
+        held = m.parents.get(expr)
+        if isinstance(held, ast.Call) and expr in held.args:
+            held = m.parents.get(held)  # (the string inside `torch.device(...)`)
+        if (
+            isinstance(expr, (ast.JoinedStr, ast.BinOp))
+            and isinstance(held, ast.Assign)
+            and len(held.targets) == 1
+            and isinstance(held.targets[0], ast.Name)
+        ):
+            return id(held)
         return dotted(expr) or id(expr)
     reaching = _reaching_assignment(m, expr, name) or _only_assignment_before(m, expr, name)
     if reaching is not None:

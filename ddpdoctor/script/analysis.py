@@ -616,9 +616,9 @@ class ModuleAnalysis:
         file pins its rendezvous here (``MASTER_ADDR = "localhost"``, ``tcp://127.0.0.1:...``), or it
         is a test built on torch's multi-process harness (``torch.testing._internal``'s
         ``MultiProcessTestCase``, ``DTensorTestBase``, ...), which starts its ranks on one host."""
-        for key, value, _node, how in self.env_writes:
+        for key, value, node, how in self.env_writes:
             local = isinstance(value, ast.Constant) and str(value.value) in _LOCALHOST
-            if key == "MASTER_ADDR" and how == "assign" and local:
+            if key == "MASTER_ADDR" and how == "assign" and local and not self._fallback_only(node, key):
                 return True
         for call in self.dist_calls("init_process_group"):
             init = self.keyword(call, "init_method")
@@ -633,6 +633,13 @@ class ModuleAnalysis:
         if self._world_of_this_machines_gpus() or self._world_capped_by_gpus():
             return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
+
+    def _fallback_only(self, node: ast.AST, key: str) -> bool:
+        """The write sits under a test that the variable is not set yet (``if "MASTER_ADDR" not in
+        os.environ:``): a default for a run by hand, which a launcher's value replaces."""
+        return any(
+            isinstance(a, ast.If) and key in ast.unparse(a.test) for a in self.ancestors(node)
+        )
 
     def _world_capped_by_gpus(self) -> bool:
         """The file refuses a world larger than this machine's GPU count (``if world_size >
