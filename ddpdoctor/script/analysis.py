@@ -591,6 +591,11 @@ class ModuleAnalysis:
             return True  # (a project's helper that starts the group: `init_distributed_mode(args)`)
         if self.calls_named("torch.nn.SyncBatchNorm.convert_sync_batchnorm"):
             return True  # batch norm synchronised across ranks: the model trains in a distributed job
+        if any(
+            c.args and rank_facts.strict_rank_kind(self, c.args[0]) == rank_facts.LOCAL
+            for c in self.calls_named("torch.cuda.set_device")
+        ):
+            return True  # the device of the launcher's local rank (`--local_rank`, LOCAL_RANK): one of many
         markers = (".DistributedDataParallel", ".DistributedSampler", "accelerate.Accelerator")
         return any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values()) or bool(
             self.calls_named("DistributedSampler")
