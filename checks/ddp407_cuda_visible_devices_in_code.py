@@ -133,11 +133,15 @@ def _joined_list(m, value: ast.AST) -> ast.Constant | None:
 
 
 def _option_with_fixed_gpus(m, value: ast.AST) -> tuple[str, str] | None:
-    """(flag, default) when ``value`` is ``args.<dest>`` of the file's own option whose default is
-    a GPU list (``--gpu``, default ``'0,1,2,3'``)."""
-    if not isinstance(value, ast.Attribute):
+    """(flag, default) when ``value`` is ``args.<dest>`` (or ``args["<dest>"]``) of the file's own
+    option whose default is a GPU list (``--gpu``, default ``'0,1,2,3'``)."""
+    if isinstance(value, ast.Attribute):
+        key = value.attr
+    elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant):
+        key = value.slice.value  # `args["gpu"]` after `args = vars(parser.parse_args())`
+    else:
         return None
-    dest = ranks.argparse_dests(m).get(value.attr)
+    dest = ranks.argparse_dests(m).get(key) if isinstance(key, str) else None
     if dest is None or not isinstance(dest.default, ast.Constant) or not isinstance(dest.default.value, str):
         return None
     default = dest.default.value

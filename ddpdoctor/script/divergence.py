@@ -26,7 +26,7 @@ import ast
 from dataclasses import dataclass
 
 from ddpdoctor.script.names import dist_op, dotted
-from ddpdoctor.script.ranks import guard_kind
+from ddpdoctor.script.ranks import distributed_when_true, guard_kind
 
 _ROUNDS = 4
 # what reads only the shape of a value, not its contents: alike on every rank for a batch (a
@@ -243,7 +243,7 @@ class RankValues:
                 self._walk(st.body, fn, inner, loops)
                 self._walk(st.orelse, fn, inner, loops)
                 if _exits(st.body):
-                    if rank and ctrl is None:
+                    if rank and ctrl is None and not _every_rank_exits_when_distributed(st.test):
                         # an early exit on the rank: the rest of this block runs on the others only
                         self._sinks.append(("after", st, st.test, None, tuple(body[i + 1 :]), fn))
                     self._walk(body[i + 1 :], fn, self._decide(st.test, ctrl, after=True), loops)
@@ -916,3 +916,11 @@ def _under_rank(ctrl) -> bool:
             return True
         ctrl = ctrl[2]
     return False
+
+
+def _every_rank_exits_when_distributed(test: ast.AST) -> bool:
+    """``if not is_main or world_size != 1: return``: one side of the ``or`` holds on every rank of a
+    distributed run, so there every rank leaves; the rest runs in a one-process job only."""
+    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(
+        distributed_when_true(v) for v in test.values
+    )
