@@ -146,9 +146,25 @@ def _syncs_itself(m) -> bool:
     if not m.mentions("no_sync", "require_backward_grad_sync", ".accumulate("):
         return False  # (most files: no node to look at)
     names = ("no_sync", "require_backward_grad_sync", "accumulate")
-    return any(n.attr in names for n in m.nodes(ast.Attribute)) or any(
+    return any(n.attr in names and not _evaluation_window(m, n) for n in m.nodes(ast.Attribute)) or any(
         n.id in names for n in m.nodes(ast.Name)
     )
+
+
+def _evaluation_window(m, node: ast.AST) -> bool:
+    """``with torch.no_grad(), model.no_sync():`` (an evaluation pass through the DDP model): no
+    backward runs there, so it says nothing of how the training steps accumulate."""
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.With, ast.AsyncWith)):
+            return any(
+                (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) or "")
+                .rsplit(".", 1)[-1]
+                in ("no_grad", "inference_mode")
+                for i in a.items
+            )
+        if isinstance(a, ast.stmt):
+            break
+    return False
 
 
 def _reduces_across_ranks(m) -> bool:
@@ -662,7 +678,10 @@ def check(m):
         return
     helpers = _backward_helpers(m)
     models = _ddp_names(m)
+    reported: set[int] = set()  # one finding per training loop's function (XE and RL phases are two)
     for step in _optimizer_steps(m):
+        if id(m.enclosing_function(step)) in reported:
+            continue
         for how in (_accum_range_loop, _guarded_step, _skipped_step, _else_arm_backward, _step_on_callers_flag):
             found = how(m, step, helpers)
             if found is None:
@@ -693,4 +712,5 @@ def check(m):
                 SEVERITY,
                 hint="wrap non-final accumulation steps in `with model.no_sync():`",
             )
-            return
+            reported.add(id(m.enclosing_function(step)))
+            break
