@@ -284,16 +284,38 @@ def names_a_loader(name: str | None) -> bool:
     return "loader" in last or last.endswith("_dl") or last == "dl"
 
 
+def _reshuffled_loaders(m) -> dict[tuple[str, int], int]:
+    """(loader name, id of its function) -> line for each ``loader.sampler.set_epoch(epoch)``
+    (``batch_sampler`` too): whatever made the loader, its sampler is a DistributedSampler, which
+    gives this rank its shard."""
+    out: dict[tuple[str, int], int] = {}
+    for call in m.method_calls("set_epoch"):
+        recv = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if isinstance(recv, ast.Attribute) and recv.attr in ("sampler", "batch_sampler"):
+            name = dotted(recv.value)
+            if name is not None:
+                out.setdefault((name, id(m.enclosing_function(call))), call.lineno)
+    return out
+
+
 def _sharded_passes(m) -> frozenset[int]:
     samplers = sampler_calls(m)
     sharded = loader_calls(m, Flow(m, samplers)) if samplers else []
     # a loader from another module's factory made for the distributed run is sharded there
     sharded += [c for c, _q in m.calls if distributed_factory(m, c)]
     prepared = _prepared_loaders(m)
-    if not sharded and not prepared:
+    reshuffled = _reshuffled_loaders(m)
+    if not sharded and not prepared and not reshuffled:
         return frozenset()
-    flow = Flow(m, sharded, prepared)
     out = set()
+    for loop in m.nodes(ast.For, ast.AsyncFor):
+        # a loop in the function that reshuffles its loader's sampler: a DistributedSampler's shard
+        root = loop_root(loop.iter)
+        if (dotted(root), id(m.enclosing_function(loop))) in reshuffled:
+            out.add(id(loop))
+    if not sharded and not prepared:
+        return frozenset(out)
+    flow = Flow(m, sharded, prepared)
     for loop in passes(m, flow):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
