@@ -316,11 +316,12 @@ def _sharded_passes(m) -> frozenset[int]:
     if not sharded and not prepared:
         return frozenset(out)
     flow = Flow(m, sharded, prepared)
+    wrapped = _wrapped(m, flow)  # `progress_bar = tqdm(loader)`, then `for b in enumerate(progress_bar)`
     for loop in passes(m, flow):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
         root = loop_root(loop.iter)
-        if not flow.held(root):
+        if not flow.held(root) and not (wrapped is not None and isinstance(root, ast.Name) and wrapped.held(root)):
             continue  # ``range(len(loader))`` counts the batches: the same on every rank
         fn = m.enclosing_function(loop)
         if fn is not None and isinstance(root, ast.Name) and root.id in param_names(fn) and root.id not in prepared:
