@@ -39,6 +39,7 @@ import ast
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.values import bound_argument
 from ddpdoctor.script.writers import (
     checkpoint_helper_call,
     every_process_side,
@@ -61,12 +62,41 @@ def _local_only(m, test: ast.AST) -> bool:
     spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...), also through
     a value only those ranks hold (``if saver is not None:`` where ``saver`` is made under
     ``local_rank == 0``)."""
-    if writer_guard_kind(m, test) != (ranks.LOCAL,):
-        return False
+    kind = writer_guard_kind(m, test)
+    if kind != (ranks.LOCAL,):
+        return kind is not None and _param_given_local_rank(m, test)
     compared = {
         d for c in ast.walk(test) if isinstance(c, ast.Compare) for e in (c.left, *c.comparators) if (d := dotted(e))
     }  # (`rank % gpus_per_node == 0` compares a remainder: one process per node)
     return not _group_rank_names(m) & compared
+
+
+def _param_given_local_rank(m, test: ast.AST) -> bool:
+    """``if rank == 0:`` on a parameter of this file's function that every call hands the node-local
+    rank (``train(model, args.local_rank)`` with ``--local_rank``): the test is on the local rank,
+    whatever the parameter is called."""
+    fn = m.enclosing_function(test)
+    if fn is None or isinstance(fn, ast.Lambda):
+        return False
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    names = {
+        e.id
+        for c in ast.walk(test)
+        if isinstance(c, ast.Compare)
+        for e in (c.left, *c.comparators)
+        if isinstance(e, ast.Name) and e.id in params
+    }
+    if len(names) != 1:
+        return False
+    (name,) = names
+    sites = [s for s in ranks.own_call_sites(m, fn) if m.enclosing_function(s) is not fn]
+    if not sites:
+        return False
+    for site in sites:
+        known, value = bound_argument(fn, site, name)
+        if not known or value is None or ranks.strict_rank_kind(m, value) != ranks.LOCAL:
+            return False
+    return True
 
 
 def _group_rank_names(m) -> set[str]:
@@ -129,12 +159,17 @@ def check(m):
             test = tests[-1]  # the outermost: where the one-per-node decision is taken
             if id(test) in reported:
                 continue
+            handed = writer_guard_kind(m, test) != (ranks.LOCAL,)  # a parameter given the local rank
+            if handed and id(m.enclosing_function(test)) in reported:
+                continue  # one cause: the call that hands the function the local rank
             if every_process_side(m, test) is not None and every_rank_reaches(m, test):
                 continue  # another launch mode lets every rank through: DDP501 reports this test
             reported.add(id(test))
+            if handed:
+                reported.add(id(m.enclosing_function(test)))
             lines = [test.lineno, *(node.lineno for _t, node in reversed(chain)), save.lineno]
             origin = next((o for t in tests if (o := presence_origin(m, t)) is not None), None)
-            held = ""
+            held = "; every call of the function hands it the node-local rank" if handed else ""
             if origin is not None:  # `saver is not None`: the saver is made on local rank 0 only
                 lines.insert(0, origin.lineno)
                 held = f", true only where `{ast.unparse(origin)}` (line {origin.lineno})"
