@@ -208,7 +208,7 @@ _DISTRIBUTED_FLAG = re.compile(
 def is_distributed_flag(word: str) -> bool:
     """A switch that says the run is distributed, by its last name (``distributed``, ``DIST_TRAIN``,
     ``use_dist``); not ``dist`` alone, which is torch.distributed's usual alias."""
-    low = word.lower()
+    low = word.lower().lstrip("_")  # (`self._use_ddp`: a private attribute of the same switch)
     return low in DISTRIBUTED_FLAGS or (low != "dist" and _DISTRIBUTED_FLAG.fullmatch(low) is not None)
 
 # calls that end the process (with the status they are given: none or 0 is a clean exit)
