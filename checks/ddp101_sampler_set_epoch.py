@@ -217,10 +217,9 @@ def _pass_without_set_epoch(m, samplers, calls):
     sampler's loader (``if mode == "iter": ... set_epoch ... elif mode == "epoch": for epoch in
     ...: for batch in loader:``): that way of training shuffles every epoch alike. Quiet when some
     ``set_epoch`` runs from code this file does not show being called (a hook)."""
-    around_calls = [loops_around(m, c) for c in calls]
-    if any(not around for around in around_calls):
+    setting = _set_epoch_loops(m, calls)
+    if setting is None:
         return
-    setting = frozenset().union(*around_calls)
     for made, loader, loop, again in _shuffling_passes(m, samplers):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
@@ -229,6 +228,15 @@ def _pass_without_set_epoch(m, samplers, calls):
             continue
         yield _finding(m, made, loader, loop, again, elsewhere=True)
         return
+
+
+def _set_epoch_loops(m, calls) -> frozenset[int] | None:
+    """Ids of the loops that run one of the ``set_epoch`` calls again; None when some call runs
+    from code this file does not show being called (a hook): then any loop may reshuffle."""
+    around_calls = [loops_around(m, c) for c in calls]
+    if any(not around for around in around_calls):
+        return None
+    return frozenset().union(*around_calls)
 
 
 def _set_by_rank_choice(m):
@@ -374,13 +382,10 @@ def _helper_loaders(m):
     factory gives the loader a DistributedSampler, and nothing here reshuffles it per epoch."""
     if not m.is_training_script:
         return
-    setting: frozenset[int] = frozenset()
     calls = m.method_calls("set_epoch")
-    if calls:
-        around_calls = [loops_around(m, c) for c in calls]
-        if any(not around for around in around_calls):
-            return  # some `set_epoch` runs from where this file does not show
-        setting = frozenset().union(*around_calls)
+    setting = _set_epoch_loops(m, calls) if calls else frozenset()
+    if setting is None:
+        return  # some `set_epoch` runs from where this file does not show
     for call, _q in m.calls:
         if not distributed_factory(m, call) or m.looks_like_eval(call):
             continue

@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script import ranks
+from ddpdoctor.script.loaders import param_names
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.values import bound_argument
 from ddpdoctor.script.writers import (
@@ -65,10 +66,14 @@ def _local_only(m, test: ast.AST) -> bool:
     kind = writer_guard_kind(m, test)
     if kind != (ranks.LOCAL,):
         return kind is not None and _param_given_local_rank(m, test)
-    compared = {
-        d for c in ast.walk(test) if isinstance(c, ast.Compare) for e in (c.left, *c.comparators) if (d := dotted(e))
-    }  # (`rank % gpus_per_node == 0` compares a remainder: one process per node)
+    # (`rank % gpus_per_node == 0` compares a remainder: one process per node)
+    compared = {d for e in _compared(test) if (d := dotted(e))}
     return not _group_rank_names(m) & compared
+
+
+def _compared(test: ast.AST) -> list[ast.AST]:
+    """The operands the comparisons of ``test`` compare (``rank`` and ``0`` in ``rank == 0``)."""
+    return [e for c in ast.walk(test) if isinstance(c, ast.Compare) for e in (c.left, *c.comparators)]
 
 
 def _param_given_local_rank(m, test: ast.AST) -> bool:
@@ -78,14 +83,8 @@ def _param_given_local_rank(m, test: ast.AST) -> bool:
     fn = m.enclosing_function(test)
     if fn is None or isinstance(fn, ast.Lambda):
         return False
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    names = {
-        e.id
-        for c in ast.walk(test)
-        if isinstance(c, ast.Compare)
-        for e in (c.left, *c.comparators)
-        if isinstance(e, ast.Name) and e.id in params
-    }
+    params = param_names(fn)
+    names = {e.id for e in _compared(test) if isinstance(e, ast.Name) and e.id in params}
     if len(names) != 1:
         return False
     (name,) = names
@@ -105,7 +104,7 @@ def _group_rank_names(m) -> set[str]:
     node's rank, the group would not form on several nodes: DDP414's question)."""
     out = set()
     for call in m.dist_calls("init_process_group"):
-        rank = m.keyword(call, "rank") or (call.args[4] if len(call.args) > 4 else None)
+        rank = ranks.group_rank_argument(m, call)
         # (not one the file reads from the launcher's LOCAL_RANK: that group is misbuilt, DDP414)
         if rank is not None and (name := dotted(rank)) and ranks.strict_rank_kind(m, rank) != ranks.LOCAL:
             out.add(name)

@@ -1199,6 +1199,12 @@ class LocalAsGroupRank:
     passed: ast.AST | None = None
 
 
+def group_rank_argument(m, call: ast.Call) -> ast.AST | None:
+    """The rank an ``init_process_group(...)`` call gives this process (``rank=`` or its fifth
+    positional argument), else None (the launcher's RANK)."""
+    return m.keyword(call, "rank") or (call.args[4] if len(call.args) > 4 else None)
+
+
 def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
     """``init_process_group(rank=int(os.environ["LOCAL_RANK"]), world_size=int(os.environ["WORLD_SIZE"]))``:
     the calls that hand the process group this node's rank where the world is the launcher's, with
@@ -1212,7 +1218,7 @@ def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
     found = []
     # a rendezvous pinned to this machine (``tcp://127.0.0.1``): one node, where local is global
     for call in () if m.single_node else m.dist_calls("init_process_group"):
-        rank = m.keyword(call, "rank") or (call.args[4] if len(call.args) > 4 else None)
+        rank = group_rank_argument(m, call)
         world = m.keyword(call, "world_size") or (call.args[3] if len(call.args) > 3 else None)
         if rank is None:
             continue
