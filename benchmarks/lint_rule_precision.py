@@ -7,7 +7,11 @@ scorer sorts them: on an anchor line of an F row (a real bug) it is true, on a l
 that looks wrong but is right) it is false, on an M row neither, elsewhere unlabelled (for review).
 A row counts once per rule. Where the labels list one line both as a bug's anchor (F) and as a trap
 (N), a report there is true for the F row and counted apart as a label conflict, not as false: one
-report cannot be both the bug found and a false alarm. A rule earns its place in the default selection by precision >= 0.95
+report cannot be both the bug found and a false alarm. Likewise a line an N row marks correct for
+one look-alike and an M row calls debatable (often the very thing the rule reports) is a conflict,
+not a false report. Rows that evidence shows wrong (``label_errata.md`` beside this script: a run of
+torch, a contradiction with a labelled row that cites the upstream report) are set aside and listed;
+``--errata none`` counts every label as written. A rule earns its place in the default selection by precision >= 0.95
 on these reports, true / (true + false); below that it is opt-in (``--extend-select``). A rule with
 few reports is judged on them all the same (the table shows how many there are).
 
@@ -30,6 +34,8 @@ PRECISION_FOR_DEFAULT = 0.95
 # an opt-in rule moves to the default selection only on a handful of true reports: one or two right
 # answers say little about code nobody has seen
 
+# label rows that evidence shows wrong (a run of torch, a contradiction with a referenced label)
+ERRATA = Path(__file__).with_name("label_errata.md")
 _SECTION = re.compile(r"##\s+\d+\.\s+(\S+\.py)")
 _ROW = re.compile(r"\|\s*([FNM])(\d+\.\d+)\s*\|\s*([^|]*)\|")
 
@@ -47,6 +53,8 @@ class Tally:
     false: set = field(default_factory=set)
     unlabelled: set = field(default_factory=set)  # (corpus, file, line)
     conflict: set = field(default_factory=set)  # N rows whose line is also an F row's anchor
+    debatable: set = field(default_factory=set)  # N rows whose line is also an M row's
+    refuted: set = field(default_factory=set)  # rows the errata file shows wrong, with evidence
 
     @property
     def precision(self) -> float | None:
@@ -80,7 +88,19 @@ def read_labels(text: str) -> dict[str, list[Row]]:
     return rows
 
 
-def tally(corpora: list[Path]) -> tuple[dict[str, Tally], int]:
+def read_errata(path: Path | None) -> dict[tuple[str, str], str]:
+    """``| corpus | row | why |`` lines of the errata file -> {(corpus, row id): why}."""
+    out: dict[tuple[str, str], str] = {}
+    if path is None or not path.is_file():
+        return out
+    for ln in path.read_text().splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if len(cells) >= 3 and re.fullmatch(r"[FNM]\d+\.\d+", cells[1]):
+            out[(cells[0], cells[1])] = cells[2]
+    return out
+
+
+def tally(corpora: list[Path], errata: dict[tuple[str, str], str] | None = None) -> tuple[dict[str, Tally], int]:
     from ddpdoctor.lint import LintConfig, lint_paths
 
     every = LintConfig(select=("DDP",))
@@ -97,13 +117,19 @@ def tally(corpora: list[Path]) -> tuple[dict[str, Tally], int]:
                 line = f.location.line if f.location else 0
                 t = out.setdefault(f.code, Tally())
                 hits = [r for r in rows if line in r.lines]
+                wrong = [r for r in hits if (corpus.name, r.ident) in (errata or {})]
+                hits = [r for r in hits if r not in wrong]
                 is_bug = any(r.kind == "F" for r in hits)
+                is_moot = any(r.kind == "M" for r in hits)
+                for r in wrong:
+                    t.refuted.add((corpus.name, name, r.ident))
                 for r in hits:
                     if r.kind == "F":
                         t.true.add((corpus.name, name, r.ident))
                     elif r.kind == "N":
-                        (t.conflict if is_bug else t.false).add((corpus.name, name, r.ident))
-                if not hits:
+                        key = (corpus.name, name, r.ident)
+                        (t.conflict if is_bug else t.debatable if is_moot else t.false).add(key)
+                if not hits and not wrong:
                     t.unlabelled.add((corpus.name, name, line))
     return out, files
 
@@ -111,7 +137,14 @@ def tally(corpora: list[Path]) -> tuple[dict[str, Tally], int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpora", nargs="*", type=Path, help="labelled corpus folders (each with LABELS.md)")
+    ap.add_argument(
+        "--errata",
+        type=Path,
+        default=ERRATA,
+        help="label rows shown wrong, with the evidence (default: %(default)s; 'none' to count every label as written)",
+    )
     args = ap.parse_args(argv)
+    errata = read_errata(None if str(args.errata) == "none" else args.errata)
     here = []
     for c in args.corpora:
         if (c / "LABELS.md").is_file():
@@ -124,11 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     from ddpdoctor.lint.rules import on_by_default, script_rules
 
     t0 = time.perf_counter()
-    tallies, files = tally(here)
+    tallies, files = tally(here, errata)
     wall = time.perf_counter() - t0
     print(
         f"per-rule precision over {files} labelled files in {', '.join(str(c) for c in here)} "
-        f"(every rule on, each file alone; {wall:.1f} s)"
+        f"(every rule on, each file alone; {wall:.1f} s; {len(errata)} label rows set aside by "
+        f"{args.errata.name if errata else 'no errata'})"
     )
     print(
         f"{'rule':7} {'true':>5} {'false':>5} {'unlab.':>6} {'confl.':>6} {'precision':>9}  now      measured"
@@ -147,13 +181,17 @@ def main(argv: list[str] | None = None) -> int:
             verdict += "  <- differs from now"
         ptxt = "-" if p is None else f"{p:.2f}"
         print(
-            f"{spec.code:7} {len(t.true):5} {len(t.false):5} {len(t.unlabelled):6} {len(t.conflict):6} "
+            f"{spec.code:7} {len(t.true):5} {len(t.false):5} {len(t.unlabelled):6} {len(t.conflict) + len(t.debatable):6} "
             f"{ptxt:>9}  {now:8} {verdict}"
         )
         for c, f, r in sorted(t.false):
             print(f"        false: {c}/{f} {r}")
         for c, f, r in sorted(t.conflict):
             print(f"        label conflict (line is also a bug's anchor): {c}/{f} {r}")
+        for c, f, r in sorted(t.debatable):
+            print(f"        label conflict (line is also a debatable row's): {c}/{f} {r}")
+        for c, f, r in sorted(t.refuted):
+            print(f"        label set aside ({errata[(c, r)][:60]}): {c}/{f} {r}")
     return 0
 
 

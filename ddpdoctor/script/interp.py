@@ -543,7 +543,14 @@ class Interpreter:
             before = dict(frame), dict(self.attrs)
             met = self.splits.meet(key, frame, self.attrs)
             met.enter(True)
-            self._branch(st.body, frame)
+            seen = len(self.trace.events)
+            returned = self._branch(st.body, frame)
+            if returned is not None and self._synchronises(seen):
+                # every rank decides this test alike, and the arm synchronises and then returns: a
+                # rank that takes it never reaches what follows the `if`, so one walk on past it must
+                # not hold the arm's collectives as well (`if not ok: barrier(); return` ...
+                # `barrier()` is one barrier either way); the walk goes on as the ranks that skip it
+                del self.trace.events[seen:]
             after_body = dict(frame), dict(self.attrs)
             mark = self.splits.tick
             if st.orelse:
@@ -572,8 +579,9 @@ class Interpreter:
             text = self.test_texts[test] = ast.unparse(test)
         return text, positive
 
-    def _branch(self, body: list[ast.stmt], frame: dict) -> None:
-        """A branch every rank may or may not take alike: walk it, ignore its early exits."""
+    def _branch(self, body: list[ast.stmt], frame: dict) -> _Return | None:
+        """A branch every rank may or may not take alike: walk it, ignore its early exits. Gives the
+        return that ended it, if it surely returned."""
         try:
             self.exec_block(body, frame)
         except (_Raise, _ExitCall):
@@ -581,8 +589,14 @@ class Interpreter:
         except _Return as r:
             if self.returns_seen:  # the function may return this instead: see _walk_function
                 self.returns_seen[-1].append(r.value)
+            return r
         except (_Break, _Continue):
             pass
+        return None
+
+    def _synchronises(self, since: int) -> bool:
+        """A collective, point-to-point call or DDP forward was recorded after event ``since``."""
+        return any(e.kind in ("collective", "p2p", "ddp_forward") for e in self.trace.events[since:])
 
     def _exec_for(self, st: ast.For | ast.AsyncFor, frame: dict) -> None:
         it = self.ev(st.iter, frame)

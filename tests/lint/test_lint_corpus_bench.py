@@ -90,3 +90,31 @@ def test_per_rule_precision_judges_an_opt_in_rule_on_its_reports(tmp_path, capsy
     row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("DDP406"))
     # one true report, none false: fit for the default selection, and the table says it differs
     assert "fit for default" in row and "differs from now" in row
+
+
+def test_per_rule_precision_sets_aside_debatable_lines_and_errata(tmp_path, capsys):
+    sys.path.insert(0, str(BENCH.parent))
+    from lint_rule_precision import main as per_rule
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    script = 'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl"); m = torch.nn.DataParallel(x)\n'
+    for name in ("a.py", "b.py", "d.py"):
+        (corpus / name).write_text(script)
+    (corpus / "LABELS.md").write_text(
+        "## 1. a.py\n| N1.1 | 3 | a trap of another kind |\n| M1.1 | 3 | this very report: debatable |\n"
+        "## 2. b.py\n| N2.1 | 3 | labelled correct, shown wrong |\n"
+        "## 3. d.py\n| N3.1 | 3 | a plain false alarm |\n"
+    )
+    errata = tmp_path / "errata.md"
+    errata.write_text("| corpus | row | why |\n|---|---|---|\n| c | N2.1 | a run of torch shows it |\n")
+    assert per_rule([str(corpus), "--errata", str(errata)]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("DDP413"))
+    assert row.split()[1:6] == ["0", "1", "0", "1", "0.00"]  # only d.py is false
+    assert "label conflict (line is also a debatable row's): c/a.py N1.1" in out
+    assert "label set aside (a run of torch shows it): c/b.py N2.1" in out
+    # without the errata the shown-wrong row counts as written
+    assert per_rule([str(corpus), "--errata", "none"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("DDP413"))
+    assert row.split()[1:3] == ["0", "2"]

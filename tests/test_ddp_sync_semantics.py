@@ -1,0 +1,117 @@
+"""What DDP601 rests on, run for real: DistributedDataParallel decides in the *forward* whether the
+backward all-reduces. ``no_sync()`` around the backward alone, or ``require_backward_grad_sync = False``
+set after the forward, still synchronises; only a forward inside the window accumulates locally.
+
+Two gloo processes on this machine train a one-weight model on inputs 1.0 (rank 0) and 2.0 (rank 1):
+a local gradient on rank 0 is 1.0, an all-reduced (averaged) one 1.5. benchmarks/label_errata.md cites
+this test for the labels that call the first two forms correct gradient accumulation."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.distributed.is_available():  # pragma: no cover - a torch built without distributed
+    pytest.skip("torch.distributed is not available in this build", allow_module_level=True)
+
+_WORKER = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def grad(mode):
+        torch.manual_seed(0)
+        m = DDP(torch.nn.Linear(1, 1, bias=False))
+        x = torch.full((1, 1), float(dist.get_rank() + 1))
+        if mode == "no_sync_around_forward_and_backward":
+            with m.no_sync():
+                m(x).sum().backward()
+        elif mode == "no_sync_around_backward_only":
+            loss = m(x).sum()
+            with m.no_sync():
+                loss.backward()
+        elif mode == "flag_cleared_after_forward":
+            loss = m(x).sum()
+            m.require_backward_grad_sync = False
+            loss.backward()
+        elif mode == "flag_cleared_before_forward":
+            m.require_backward_grad_sync = False
+            m(x).sum().backward()
+        else:
+            m(x).sum().backward()
+        return m.module.weight.grad.item()
+
+    dist.init_process_group("gloo", init_method=sys.argv[1], rank=int(sys.argv[2]), world_size=2)
+    modes = sys.argv[3].split(",")
+    out = {mode: grad(mode) for mode in modes}
+    dist.barrier()
+    dist.destroy_process_group()
+    if int(sys.argv[2]) == 0:
+        print(json.dumps(out))
+    """
+)
+
+MODES = (
+    "plain",
+    "no_sync_around_forward_and_backward",
+    "no_sync_around_backward_only",
+    "flag_cleared_after_forward",
+    "flag_cleared_before_forward",
+)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def rank0_grads(tmp_path_factory) -> dict[str, float]:
+    script = tmp_path_factory.mktemp("ddp_sync") / "worker.py"
+    script.write_text(_WORKER)
+    url = f"tcp://127.0.0.1:{_port()}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), url, str(rank), ",".join(MODES)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err[-2000:]
+            outs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return json.loads(outs[0].strip().splitlines()[-1])
+
+
+def test_plain_backward_averages(rank0_grads):
+    assert rank0_grads["plain"] == pytest.approx(1.5)
+
+
+def test_forward_inside_no_sync_accumulates_locally(rank0_grads):
+    assert rank0_grads["no_sync_around_forward_and_backward"] == pytest.approx(1.0)
+    assert rank0_grads["flag_cleared_before_forward"] == pytest.approx(1.0)
+
+
+def test_no_sync_around_backward_only_still_synchronises(rank0_grads):
+    assert rank0_grads["no_sync_around_backward_only"] == pytest.approx(1.5)
+
+
+def test_flag_cleared_after_forward_still_synchronises(rank0_grads):
+    assert rank0_grads["flag_cleared_after_forward"] == pytest.approx(1.5)
