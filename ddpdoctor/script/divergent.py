@@ -110,8 +110,16 @@ def partings(m) -> list[Parting]:
             old = places.get(p.place)
             if old is None or (old.forward and not p.forward):
                 places[p.place] = p
-    m.__dict__["_partings"] = out = list(places.values())
+    m.__dict__["_partings"] = out = consequences_dropped(list(places.values()))
     return out
+
+
+def consequences_dropped(parts: list[Parting]) -> list[Parting]:
+    """A call no rank test keeps from the others, in a walk where one does, parts the ranks only
+    because that test put them out of step (rank 0 left a stage early and reached the next stage's
+    barrier alone): one cause, reported where the test is."""
+    guarded = {p.run.entry for p in parts if p.guard is not None}
+    return [p for p in parts if p.guard is not None or p.run.entry not in guarded]
 
 
 def by_rank_test(parts: list[Parting]) -> list[list[Parting]]:

@@ -685,10 +685,26 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
             # an object's `save` to a checkpoint file (`train_state.save(f"{root}/{step}.ckpt")`)
             or (name == "save" and bool(call.args) and path_extension(call.args[0]) in CHECKPOINT_FILES)
         )
+        if not named and root not in m.aliases and name.lower().startswith("save") and _hands_model(call):
+            # `self.ioer.save_file(self.model, epoch)`: whatever the object is, it is handed the model
+            # (or its weights) to save: a checkpoint write
+            return ranks.callee_guard(m, call) is None
     # the name first: callee_guard may read and parse another file of the project to look inside
     if not named or ranks.callee_guard(m, call) is not None:
         return False  # not a checkpoint helper, or one that picks its rank
     return isinstance(f, ast.Name) or _saver_made_here(m, f.value)
+
+
+def _hands_model(call: ast.Call) -> bool:
+    """An argument is a model or its weights: ``model``, ``self.net``, ``model.module``,
+    ``model.state_dict()``."""
+    for a in (*call.args, *(k.value for k in call.keywords)):
+        if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "state_dict":
+            return True
+        last = (dotted(a) or "").rsplit(".", 1)[-1].lower()
+        if last in ("model", "net", "network", "module") or last.endswith("_model"):
+            return True
+    return False
 
 
 # libraries whose trainers and accelerators pick the process that writes themselves
