@@ -281,6 +281,22 @@ def check(m):
                 SEVERITY,
                 hint=f"keep it: `{model} = DistributedDataParallel({model}, ...)`, and train with it",
             )
+    for call in m.ddp_constructors if _trains(m) else ():
+        # `self.model = DistributedDataParallel(self.model, ...).module`: only the inner module is
+        # kept, the wrapper and its gradient hooks' reducer are dropped on the spot
+        parent = m.parents.get(call)
+        if isinstance(parent, ast.Attribute) and parent.attr == "module":
+            model = ast.unparse(call.args[0]) if call.args else "the model"
+            yield m.finding(
+                CODE,
+                call,
+                f"`.module` of the DDP wrapper made here is all that is kept: the wrapper is thrown "
+                f"away, training goes on with `{model}` itself, so no gradient is all-reduced and each "
+                "process trains its own copy",
+                SEVERITY,
+                hint=f"keep the wrapper (`{model} = DistributedDataParallel({model}, ...)`), train with "
+                "it, and use `.module` only to save or evaluate",
+            )
     replaced = set()
     for st, call in replacements(m) if _trains(m) else ():
         replaced.add(id(call))

@@ -82,8 +82,12 @@ def check(m):
         if step is None:
             continue  # module level: a script body, left to the per-rank rules
         reach = _reachable(m, step, by_name)
-        if any(_ddp_forward(c, models) and id(c) not in bypass_ids for fn in reach for c in _calls(fn)):
-            continue  # the step runs the wrapper's forward: the reducer is armed
+        if any(
+            _ddp_forward(c, models) and id(c) not in bypass_ids and not _without_grad(m, c)
+            for fn in reach
+            for c in _calls(fn)
+        ):
+            continue  # the step runs the wrapper's forward with gradients on: the reducer is armed
         mine = [c for c in bypasses if m.enclosing_function(c) in reach]
         if not mine:
             continue

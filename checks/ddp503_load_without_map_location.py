@@ -85,7 +85,34 @@ def _unmapped(m, call) -> bool:
         and not _downloaded_here(m, call)
         and not class_apart_from_distributed(m, call)
         and not _moved_at_once(m, call)
+        and not _feeds_a_dataset(m, call)
     )
+
+
+def _feeds_a_dataset(m, call) -> bool:
+    """What is loaded is handed to a Dataset (``enc = torch.load("encodings.pt")`` then
+    ``QADataset(enc)``): data a preprocessing step saved, not a checkpoint from a training GPU, as
+    for a load inside a Dataset class."""
+    name = m.assigned_to(call)
+    if name is None:
+        return False
+    for other, _q in m.calls:
+        callee = (dotted(other.func) or "").rsplit(".", 1)[-1]
+        if not (callee.endswith("Dataset") or _dataset_class(m, callee)):
+            continue
+        if any(dotted(a) == name for a in (*other.args, *(k.value for k in other.keywords))):
+            return True
+    return False
+
+
+def _dataset_class(m, name: str) -> bool:
+    """A class of this file that serves items (``__getitem__``) or derives from a Dataset."""
+    for c in m.nodes(ast.ClassDef):
+        if c.name == name:
+            bases = [(dotted(b) or "").rsplit(".", 1)[-1] for b in c.bases]
+            methods = {n.name for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            return any(b.endswith("Dataset") for b in bases) or "__getitem__" in methods
+    return False
 
 
 def _moved_at_once(m, call) -> bool:
