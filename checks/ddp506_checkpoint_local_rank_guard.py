@@ -68,6 +68,10 @@ def _local_only(m, test: ast.AST) -> bool:
         return kind is not None and _param_given_local_rank(m, test)
     # (`rank % gpus_per_node == 0` compares a remainder: one process per node)
     compared = {d for e in _compared(test) if (d := dotted(e))}
+    for e in ast.walk(test):  # `is_main = device_id in {0, None}` then `if not is_main:`
+        key = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+        for value, _n in ranks.assignments(m, key)[:8] if key else ():
+            compared |= {d for c in _compared(value) if (d := dotted(c))}
     return not _group_rank_names(m) & compared
 
 

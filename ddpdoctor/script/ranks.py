@@ -614,8 +614,8 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
     if name is not None:
         last = name.rsplit(".", 1)[-1]
         if predicate_name_kind(last) is not None:
-            found = _from_guard_assignments(m, name, depth)
-            return (found or predicate_name_kind(last),)
+            found = _from_guard_assignments(m, name, depth)  # already (kind,)
+            return found or (predicate_name_kind(last),)
         found = _from_guard_assignments(m, name, depth)
         if found is not None:
             return found
