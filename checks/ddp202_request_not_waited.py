@@ -1,9 +1,11 @@
-"""DDP202: isend/irecv whose request is never waited.
+"""DDP202: an isend/irecv request or an async collective handle never waited.
 
 ## What it does
 Finds `dist.isend`/`dist.irecv` whose returned request is thrown away, never used again, overwritten
 by the next assignment before anything looks at it, or kept in one variable inside a loop that only
-uses it after the loop (so only the last iteration's request is waited).
+uses it after the loop (so only the last iteration's request is waited). Also a collective started
+with `async_op=True` as a statement of its own (`dist.all_reduce(p.grad, async_op=True)`), whose
+work handle is thrown away.
 
 ## Why is this bad?
 The operation is only known to be finished after `req.wait()`. Without it the received buffer may
@@ -26,16 +28,28 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.names import dotted
 
 CODE = "DDP202"
-TITLE = "isend/irecv request never waited"
+TITLE = "isend/irecv request or async collective handle never waited"
 KIND = "script"
 SEVERITY = "error"
 CONFIDENCE = "high"
 
 
 def check(m):
+    for call in _async_collectives_dropped(m):
+        op = call.func.attr if isinstance(call.func, ast.Attribute) else "collective"
+        yield m.finding(
+            CODE,
+            call,
+            f"`{op}(..., async_op=True)` returns a work handle that is discarded: nothing waits for "
+            "it, so the code after it reads or changes the tensor while the collective may still be "
+            "running",
+            SEVERITY,
+            hint="keep the handle and call `.wait()` before using the tensor (or drop async_op)",
+        )
     for call, msg in _batch_not_waited(m):
         yield m.finding(CODE, call, msg, SEVERITY, hint="wait every request (`for r in reqs: r.wait()`)")
     for call in m.dist_calls("isend", "irecv"):
@@ -85,6 +99,20 @@ def check(m):
                 SEVERITY,
                 hint="keep every request (`reqs.append(dist.isend(...))`) and wait all of them",
             )
+
+
+def _async_collectives_dropped(m):
+    """``dist.all_reduce(p.grad, async_op=True)`` as a statement of its own: the handle that says
+    when the result is there is thrown away."""
+    for call in m.dist_calls(*COLLECTIVES):
+        flag = m.keyword(call, "async_op")
+        if (
+            isinstance(flag, ast.Constant)
+            and flag.value is True
+            and isinstance(m.parents.get(call), ast.Expr)
+            and not _expected_to_raise(m, call)
+        ):
+            yield call
 
 
 def _expected_to_raise(m, call) -> bool:
