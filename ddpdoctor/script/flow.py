@@ -115,6 +115,15 @@ class Flow:
                     )
         return changed
 
+    def _bound_otherwise(self, value: ast.AST, fn: ast.AST) -> bool:
+        """``return loader`` where the function's own ``loader`` is assigned only values that do not
+        carry this one (``loader = DataLoader(val_set, sampler=SequentialSampler(val_set))`` in
+        ``get_val_loader``): names are text, but a local name the function binds is its own."""
+        if not isinstance(value, ast.Name):
+            return False
+        values = _local_values(self.m, fn).get(value.id)
+        return bool(values) and not any(self.carries(v) for v in values)
+
     def _run(self) -> None:
         m = self.m
         funcs, classes, assigns, returns, for_loops, withs, local_calls = _static(m)
@@ -134,7 +143,7 @@ class Flow:
                 pos: set[int | None] = set()
                 if isinstance(r.value, ast.Tuple):
                     pos = {i for i, v in enumerate(r.value.elts) if self.carries(v)}
-                elif self.carries(r.value):
+                elif self.carries(r.value) and not self._bound_otherwise(r.value, fn):
                     pos = {None}
                 have = self.returns.setdefault(fn.name, set())
                 if not pos <= have:
@@ -181,6 +190,20 @@ class Flow:
                     changed |= self._add(tgt, getattr(loop, "lineno", it.lineno))
             if not changed:
                 break
+
+
+def _local_values(m, fn: ast.AST) -> dict[str, list[ast.AST]]:
+    """The values a function assigns to its plain local names (``x = ...``), once per function."""
+    memo = m.__dict__.setdefault("_flow_local_values", {})
+    found = memo.get(id(fn))
+    if found is None:
+        found = memo[id(fn)] = {}
+        for a in ast.walk(fn):
+            if isinstance(a, ast.Assign):
+                for t in a.targets:
+                    if isinstance(t, ast.Name):
+                        found.setdefault(t.id, []).append(a.value)
+    return found
 
 
 def _static(m) -> tuple:
