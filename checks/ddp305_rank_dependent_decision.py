@@ -33,6 +33,11 @@ that steps an optimizer, scheduler or scaler in one way and not in the other (`i
 skip_optimizer_step: scaler.step(optimizer)`, the flag set where this rank's loss is NaN): every
 rank ran the backward, but only some apply the update, and the replicas drift apart silently.
 
+So is a reading of the process's own clock (`time.time()`, `perf_counter()`) and the arithmetic
+on it (`elapsed = time.time() - start`, `self.run_time += elapsed`): a time budget (`while time.time()
+< end_time:`, `if self.run_time > self.max_run_time: break`) expires at a different step on each
+rank. A decision taken on one rank and broadcast (`dist.broadcast(flag, 0)`) is the same everywhere.
+
 An exception is such a value too: a handler that catches what the DDP model's forward or backward
 raised on this rank's batch and moves on (`except SomeError: continue`, `break` or `return`, with no
 collective of its own and no re-raise at its top level) skips the step on that rank alone. Ctrl-C,
@@ -81,7 +86,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.divergence import Decision, RankValues
+from ddpdoctor.script.divergence import CLOCKS, Decision, RankValues
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
 from ddpdoctor.script.loaders import names_a_loader, sharded_passes
@@ -402,7 +407,7 @@ def check(m):
         return
     loops, draws = comms.training_loops()
     # an evaluation loop over a sharded loader reads the rank's own samples too
-    values = RankValues(m, loops | sharded_passes(m), draws)
+    values = RankValues(m, loops | sharded_passes(m), draws, clocks=True)
     reported: set[int] = set()
     # a step skipped on a value of the rank's own batch (`if torch.isnan(loss): continue`) is the
     # cause; what it later makes differ (a step counter) is not a finding of its own
@@ -544,7 +549,7 @@ def _skips_on_batch_value(m, comms: _Comms, values):
             continue
         fn = m.enclosing_function(node)
         o = values.reads(node.test, fn)
-        if o is None or not o.data or values.layout_test(node.test, fn):
+        if o is None or not o.data or o.clock or values.layout_test(node.test, fn):
             continue
         c = next(
             (n for n in _calls_in(_after(m, node, loop)) if id(n) in comms.backwards or _in_step(comms, n)),
@@ -616,10 +621,66 @@ def _step_one_way(node: ast.If) -> ast.Call | None:
     return min(alone, key=lambda c: c.lineno) if alone else None
 
 
+def _clock_names(m) -> set[str]:
+    """Names and attributes the file assigns from a clock reading, directly or through another such
+    name (``elapsed = time() - start`` then ``self.run_time += elapsed``), once per file."""
+    found = m.__dict__.get("_ddp305_clock_names")
+    if found is not None:
+        return found
+    assigns = [a for a in m.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign) if a.value is not None]
+    found: set[str] = set()
+    for _ in range(4):
+        grew = False
+        for a in assigns:
+            if not _arithmetic_of(m, a.value, found):
+                continue
+            for t in a.targets if isinstance(a, ast.Assign) else [a.target]:
+                key = dotted(t)
+                if key is not None and key not in found:
+                    found.add(key)
+                    grew = True
+        if not grew:
+            break
+    m.__dict__["_ddp305_clock_names"] = found
+    return found
+
+
+_NUMERIC = frozenset(("float", "int", "round", "abs", "min", "max"))
+
+
+def _arithmetic_of(m, e: ast.AST, names: set[str]) -> bool:
+    """``e`` computes a number from a clock reading or from one of ``names`` by arithmetic,
+    comparison and numeric conversions; a container or another call (a checkpoint dict that holds
+    the elapsed time among other things) is something else."""
+    if isinstance(e, ast.Call):
+        if m.qualname(e.func) in CLOCKS:
+            return True
+        if (dotted(e.func) or "") in _NUMERIC:
+            return any(_arithmetic_of(m, a, names) for a in e.args)
+        return False
+    if isinstance(e, (ast.Name, ast.Attribute)):
+        return dotted(e) in names
+    if isinstance(e, ast.BinOp):
+        return _arithmetic_of(m, e.left, names) or _arithmetic_of(m, e.right, names)
+    if isinstance(e, ast.UnaryOp):
+        return _arithmetic_of(m, e.operand, names)
+    if isinstance(e, ast.Compare):
+        return any(_arithmetic_of(m, x, names) for x in (e.left, *e.comparators))
+    if isinstance(e, ast.BoolOp):
+        return any(_arithmetic_of(m, x, names) for x in e.values)
+    return False
+
+
+def _reads_clock(m, test: ast.AST) -> bool:
+    return _arithmetic_of(m, test, _clock_names(m))
+
+
 def _judge(m, comms: _Comms, d: Decision):
     if _under_join(m, d.node):
         return None
     o = d.origin
+    if o.clock and not _reads_clock(m, d.test):
+        return None  # the walk's origin for a test that reads no clock-derived name: not trusted
     set_where = (
         f"`{o.name}` is set on some ranks only (line {o.node.lineno}, under the rank test "
         f"`{_short(o.test)}` on line {o.test.lineno})"
@@ -628,7 +689,16 @@ def _judge(m, comms: _Comms, d: Decision):
         "take the decision on one rank and broadcast it (dist.broadcast / broadcast_object_list), or "
         "compute the value on every rank, so that every rank takes the same path"
     )
-    if o.data:
+    if o.clock:
+        set_where = (
+            f"`{o.name}` (line {o.node.lineno}) reads this process's own clock, which differs between "
+            "ranks (start times, stragglers, time spent saving), and no collective makes it the same first"
+        )
+        hint = (
+            "decide on one rank and broadcast the decision (dist.broadcast / broadcast_object_list), "
+            "or count steps instead of seconds, so that every rank stops at the same step"
+        )
+    elif o.data:
         set_where = (
             f"values of this rank's own batch (`{o.name}` from `{_short(o.test)}`, line {o.node.lineno}) "
             "differ between ranks, and no collective makes them the same first"
@@ -686,7 +756,7 @@ def _judge(m, comms: _Comms, d: Decision):
         return None
     what = "whether" if d.kind == "if" else "how often"
     return (
-        d.node if o.data and d.kind == "if" else o.node,
+        d.node if (o.data and d.kind == "if") or o.clock else o.node,
         f"{set_where}; `{_short(d.test)}` (line {d.test.lineno}) then decides {what} the ranks run "
         f"{comms.describe(c)}: they part ways and the ones in the collective wait forever",
         hint,

@@ -40,6 +40,7 @@ _UNIFYING = ("broadcast", "bcast", "all_reduce", "allreduce", "reduce", "gather"
 # `init_distributed_mode(args)`)
 _UNIFYING_RESULT = ("distributed", "across", "ranks")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+CLOCKS = frozenset(("time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "timeit.default_timer"))
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
@@ -53,6 +54,7 @@ class Origin:
     test: ast.AST  # the rank test that decides it (the loop's iterable, for data)
     name: str  # what holds the value there
     data: bool = False  # computed from the rank's own batch: differs between ranks by their data
+    clock: bool = False  # (with data) read from this process's own clock: differs between ranks too
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ class RankValues:
         data_loops: frozenset[int] = frozenset(),
         data_draws: dict | None = None,
         to_one_rank: bool = False,
+        clocks: bool = False,
     ):
         """``data_loops``: ids of the ``for`` loops whose items are the rank's own batches (a DDP
         training loop: each rank trains on its own shard of the data); ``data_draws``: id of a
@@ -171,6 +174,15 @@ class RankValues:
             i: Origin(loop, call, dotted(call.args[0]) or "batch" if call.args else "batch", data=True)
             for i, (call, loop) in (data_draws or {}).items()
         }
+        # batches drawn by `next(it)`: what the file's own functions compute from their arguments is
+        # the rank's own too; a clock read alone does not make every such call suspect
+        self._batch_draws = bool(self._draws)
+        if clocks:
+            # each process reads its own clock: a deadline or a time budget (`while time.time() <
+            # end`) expires at a different step on each rank
+            for call, q in m.calls:
+                if q in CLOCKS and not call.args:
+                    self._draws[id(call)] = Origin(call, call, f"{q}()", data=True, clock=True)
         self.defs: list[_Def] = []
         self.by_key: dict[tuple, list[_Def]] = {}
         self.returns: dict[str, dict[int | None, Origin]] = {}  # function name -> position -> origin
@@ -202,7 +214,7 @@ class RankValues:
             self.decisions: list[Decision] = []
             return
         self._note_unifying()
-        if self._data_defs or self._draws:
+        if self._data_defs or self._batch_draws:
             for call, _q in m.calls:
                 callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
                 if callee in self._defs_named and (call.args or call.keywords):
@@ -616,7 +628,7 @@ class RankValues:
                 callee = (dotted(n.func) or "").rsplit(".", 1)[-1]
                 if callee in self.funcs:
                     out.append(("call", callee))
-                    if (self._data_defs or self._draws) and not shape:
+                    if (self._data_defs or self._batch_draws) and not shape:
                         # the rank's batch handed to the file's own function: what it computes
                         # from it (the loss, a statistic) is the rank's own too
                         out.append(("args", n))
