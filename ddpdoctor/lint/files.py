@@ -67,7 +67,7 @@ _COMM = (
 # Each ``in`` is one pass over the file, and most files are rejected after trying every token. A token
 # can only be present where a shorter part of it is, so the tokens that share a part are tried only
 # when that part is (one pass instead of several); the answer is exactly that of trying them all.
-_RANK, _DISTRIBUTED, _NCCL = b"rank", b"istributed", b"NCCL_"
+_RANK, _DISTRIBUTED, _NCCL, _DEEPSPEED, _DDP = b"rank", b"istributed", b"NCCL_", b"deepspeed", b"ddp"
 PER_NODE = b"per_node"
 UNWRAP = b".module."
 RANK_ZERO = (b"rank == 0", b"rank==0")
@@ -82,25 +82,34 @@ _BACKWARDS = (b"backward(", b"loss_scaler(")
 _WITH_DISTRIBUTED = tuple(t for t in STRONG if _DISTRIBUTED in t)
 _WITH_NCCL = tuple(t for t in STRONG if _NCCL in t)
 _WITH_RANK = tuple(t for t in STRONG if _RANK in t)
-_UNSHARED = tuple(t for t in STRONG if t not in _WITH_DISTRIBUTED + _WITH_NCCL + _WITH_RANK)
+_WITH_DEEPSPEED = tuple(t for t in STRONG if _DEEPSPEED in t and t not in _WITH_DISTRIBUTED + _WITH_NCCL + _WITH_RANK)
+_UNSHARED = tuple(t for t in STRONG if t not in _WITH_DISTRIBUTED + _WITH_NCCL + _WITH_RANK + _WITH_DEEPSPEED)
+_HELPERS_WITH_DDP = tuple(t for t in DDP_HELPERS if _DDP in t)
+_HELPERS_WITHOUT = tuple(t for t in DDP_HELPERS if _DDP not in t)
 assert all(_DISTRIBUTED in t for t in _DIST)  # the last line of worth_parsing relies on it
+assert MAIN_TESTS[0] == _RANK  # worth_parsing looks for "rank" once, for both
 
 
 def worth_parsing(data: bytes) -> bool:
     if any(t in data for t in _UNSHARED):
+        return True
+    if _DEEPSPEED in data and any(t in data for t in _WITH_DEEPSPEED):
         return True
     distributed = _DISTRIBUTED in data
     if distributed and any(t in data for t in _WITH_DISTRIBUTED):
         return True
     if _NCCL in data and any(t in data for t in _WITH_NCCL):
         return True
-    if any(t in data for t in MAIN_TESTS) and (
-        any(t in data for t in DDP_HELPERS) or (_BARRIER in data and any(t in data for t in MAIN_TESTS[1:]))
-    ):
+    rank = _RANK in data
+    # (a helper or a barrier is rarer than a rank: looked for first, "rank" once)
+    helper = (_DDP in data and any(t in data for t in _HELPERS_WITH_DDP)) or any(
+        t in data for t in _HELPERS_WITHOUT
+    )
+    if (helper or _BARRIER in data) and ((helper and rank) or any(t in data for t in MAIN_TESTS[1:])):
         # a project's barrier wrapper or DDP helper (``ddp_wrap(model, ctx)``) and a rank or
         # main-process test (``if distr.is_global_main:``)
         return True
-    if _RANK not in data:
+    if not rank:
         return _engine(data)
     if any(t in data for t in _WITH_RANK):
         return True
