@@ -96,7 +96,15 @@ def sync_call(call: ast.Call, libraries: frozenset[str]) -> SyncCall | None:
 
 def grads_reduced_by_hand(m) -> bool:
     """The file reduces gradients itself (``dist.all_reduce(p.grad)``, ``average_gradients(model)``):
-    a model trained outside the DDP wrapper may still be kept in step."""
+    a model trained outside the DDP wrapper may still be kept in step. (Asked up to once per
+    training call by DDP408: answered once per file.)"""
+    found = m.__dict__.get("_grads_reduced_by_hand")
+    if found is None:
+        found = m.__dict__["_grads_reduced_by_hand"] = _grads_reduced_by_hand(m)
+    return found
+
+
+def _grads_reduced_by_hand(m) -> bool:
     for call, _q in m.calls:
         name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
         if "reduce" in name or "average" in name or "sync" in name:
