@@ -8,11 +8,6 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: tomli is the parser that became tomllib (a dependency there only)
-    import tomli as tomllib
-
 from ddpdoctor.script.analysis import DEFAULT_WORLD_SIZES
 
 # opt-in rules whose doubt a run-time observation settles: DDP308's "does this forward communicate?"
@@ -143,6 +138,11 @@ def load_config(pyproject: Path | None) -> LintConfig:
     """Settings from a pyproject.toml (defaults when None or when it has no ddpdoctor table)."""
     if pyproject is None:
         return LintConfig()
+    # imported here: a run without a pyproject.toml (--isolated, most single files) never reads TOML
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli is the parser that became tomllib (a dependency there only)
+        import tomli as tomllib
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
