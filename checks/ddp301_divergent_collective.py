@@ -30,6 +30,7 @@ dist.barrier()             # every rank reaches it
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 
 from ddpdoctor.script.divergent import by_rank_test, guard_text, partings, ranks_text
@@ -63,7 +64,10 @@ def check(m):
         if all(p.forward for p in group):
             continue  # DDP forwards only: DDP308
         first, rest = group[0], group[1:]
-        f = _finding(m, first.run, first.event, list(first.ranks), first.alt, first.guard, first.anchor)
+        anchor = first.anchor
+        if anchor is first.event.node:  # (no call on the way sits under a rank test of its own)
+            anchor = _early_exit(m, first.guard, anchor) or anchor
+        f = _finding(m, first.run, first.event, list(first.ranks), first.alt, first.guard, anchor)
         if rest:
             lines = ", ".join(str(p.anchor.lineno) for p in rest)
             f = replace(
@@ -74,6 +78,26 @@ def check(m):
             if first.forward:  # as severe as the worst of them: an all_reduce will hang
                 f = replace(f, severity=m.finding(CODE, first.anchor, "", SEVERITY).severity)
         yield f
+
+
+def _early_exit(m, guard, anchor):
+    """The ``if`` of a rank test that sends some ranks out early (``if done and rank == 0: return``)
+    when the collective it keeps from them is in another function: that test is the line to change."""
+    if guard is None or guard.path is not None:
+        return None
+    node = m.parents.get(guard.test)
+    if not isinstance(node, ast.If) or node.test is not guard.test or not node.body:
+        return None
+    if not isinstance(node.body[-1], (ast.Return, ast.Break, ast.Continue, ast.Raise)):
+        return None
+    # a collective of a plain statement of the same block, right after the exit, is where the
+    # labels and users look; one deep in the loops below, or in another function, is not
+    block = m.parents.get(node)
+    for a in (anchor, *m.ancestors(anchor)):
+        if m.parents.get(a) is block and isinstance(a, ast.stmt):
+            plain = isinstance(a, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return))
+            return None if plain or anchor.lineno == a.lineno else node  # (or the header of a `with`)
+    return node
 
 
 def _finding(m, run, ev, ranks, alt, guard, anchor):

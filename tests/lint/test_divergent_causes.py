@@ -24,3 +24,33 @@ def test_unexplained_divergence_beside_a_rank_test_is_dropped():
 def test_unexplained_divergence_alone_is_kept():
     parts = [_part("<module>", False, 30), _part("train", True, 12)]
     assert [p.anchor.lineno for p in consequences_dropped(parts)] == [30, 12]
+
+
+def test_ddp301_anchors_at_an_early_exit_on_the_rank(tmp_path):
+    """When no call on the way sits under a rank test, the rank test that sent some ranks out early
+    (``if done and rank == 0: return``) is the line to change, not the collective far away."""
+    import importlib.util
+    from pathlib import Path
+
+    from ddpdoctor.script.analysis import ModuleAnalysis
+    from ddpdoctor.script.ranks import Guard
+
+    spec = importlib.util.spec_from_file_location(
+        "ddp301", Path(__file__).parents[2] / "checks" / "ddp301_divergent_collective.py"
+    )
+    rule = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule)
+    src = (
+        "def stage(rank, done, t):\n"
+        "    if done and rank == 0:\n"
+        "        return {}\n"
+        "    train(t)\n"
+        "def train(t):\n"
+        "    dist.all_reduce(t)\n"
+    )
+    m = ModuleAnalysis("s.py", src, ast.parse(src))
+    exit_if = m.tree.body[0].body[0]
+    collective = m.tree.body[1].body[0].value
+    assert rule._early_exit(m, Guard(exit_if.test, "global"), collective) is exit_if
+    # a plain statement right after the exit, in the same block, stays where it is
+    assert rule._early_exit(m, Guard(exit_if.test, "global"), m.tree.body[0].body[1]) is None
