@@ -53,7 +53,12 @@ CODE = "DDP309"
 TITLE = "Sharded loader read by some ranks only"
 KIND = "script"
 SEVERITY = "warning"
-CONFIDENCE = "high"
+CONFIDENCE = "medium"
+OPT_IN_BECAUSE = (
+    "on 68 labelled sets (about 940 real files) 5 of its 6 reports were bugs (0.83): the sixth was a "
+    "rank-0 test over a sharded loader in a method whose only call is commented out; too few reports "
+    "to show 0.95"
+)
 
 
 def _one_replica(m, sampler: ast.Call) -> bool:

@@ -52,7 +52,12 @@ CODE = "DDP310"
 TITLE = "One rank's shard metric reported as the whole"
 KIND = "script"
 SEVERITY = "warning"
-CONFIDENCE = "high"
+CONFIDENCE = "medium"
+OPT_IN_BECAUSE = (
+    "on 68 labelled sets (about 940 real files) 29 of 31 reports were bugs (0.94): the two counted "
+    "false sit on lines labelled correct for another question (a guarded save, a rank-0 log), though "
+    "the metric there is one rank's shard; the default selection needs 0.95"
+)
 
 
 # what a metric is called (`val_loss`, `top1`, `mIoU`, `psnr`): what is reported, not a batch
