@@ -263,40 +263,31 @@ def check(m):
             "usual cause: move it out)",
             chain=[assign.lineno, *sorted({r.lineno for r in reads})],
         )
+    trains = _trains(m)
     for call in m.ddp_constructors:
-        # `DistributedDataParallel(model, ...)` alone, in a function that then trains (a backward
-        # after it, there or in a function defined in it): a constructor test trains nothing
+        parent = m.parents.get(call)
         fn = m.enclosing_function(call)
         end = fn.end_lineno if fn is not None else len(m.lines)
-        if isinstance(m.parents.get(call), ast.Expr) and any(
-            call.lineno < b.lineno <= end for b in m.method_calls("backward")
-        ):
-            model = ast.unparse(call.args[0]) if call.args else "the model"
-            yield m.finding(
-                CODE,
-                call,
-                f"the DDP wrapper made here is thrown away (the call's result is not kept): training "
-                f"goes on with `{model}` itself, so no gradient is all-reduced and each process "
-                "trains its own copy",
-                SEVERITY,
-                hint=f"keep it: `{model} = DistributedDataParallel({model}, ...)`, and train with it",
-            )
-    for call in m.ddp_constructors if _trains(m) else ():
-        # `self.model = DistributedDataParallel(self.model, ...).module`: only the inner module is
-        # kept, the wrapper and its gradient hooks' reducer are dropped on the spot
-        parent = m.parents.get(call)
-        if isinstance(parent, ast.Attribute) and parent.attr == "module":
-            model = ast.unparse(call.args[0]) if call.args else "the model"
-            yield m.finding(
-                CODE,
-                call,
-                f"`.module` of the DDP wrapper made here is all that is kept: the wrapper is thrown "
-                f"away, training goes on with `{model}` itself, so no gradient is all-reduced and each "
-                "process trains its own copy",
-                SEVERITY,
-                hint=f"keep the wrapper (`{model} = DistributedDataParallel({model}, ...)`), train with "
-                "it, and use `.module` only to save or evaluate",
-            )
+        if isinstance(parent, ast.Expr) and any(call.lineno < b.lineno <= end for b in m.method_calls("backward")):
+            # `DistributedDataParallel(model, ...)` alone, in a function that then trains (a backward
+            # after it, there or in a function defined in it): a constructor test trains nothing
+            kept = "the call's result is not kept"
+        elif trains and isinstance(parent, ast.Attribute) and parent.attr == "module":
+            # `self.model = DistributedDataParallel(self.model, ...).module`: the wrapper and the
+            # reducer its gradient hooks feed are dropped on the spot
+            kept = "only its `.module` is kept"
+        else:
+            continue
+        model = ast.unparse(call.args[0]) if call.args else "the model"
+        yield m.finding(
+            CODE,
+            call,
+            f"the DDP wrapper made here is thrown away ({kept}): training goes on with `{model}` "
+            "itself, so no gradient is all-reduced and each process trains its own copy",
+            SEVERITY,
+            hint=f"keep it: `{model} = DistributedDataParallel({model}, ...)`, train with it, and use "
+            "`.module` only to save or evaluate",
+        )
     replaced = set()
     for st, call in replacements(m) if _trains(m) else ():
         replaced.add(id(call))
