@@ -513,6 +513,15 @@ def _ddp_holders(m) -> set[str]:
     DDP's, whose switch the forward reads. FSDP's no_sync is read by the backward, so a
     backward-only window is right for it and it stays out."""
     out = {n for c in (*m.ddp_constructors, *m.ddp_wrapper_calls) if (n := m.assigned_to(c))}
+    # `self.model = self._prepare_model(model)` where that method `return DDP(...)`
+    makers = {
+        fn.name
+        for c in m.ddp_constructors
+        if isinstance(m.parents.get(c), ast.Return) and (fn := m.enclosing_function(c)) is not None
+    }
+    for call, _q in m.calls if makers else ():
+        if (dotted(call.func) or "").rsplit(".", 1)[-1] in makers and (n := m.assigned_to(call)):
+            out.add(n)
     for call, _q in m.calls:
         if (
             isinstance(call.func, ast.Name)
