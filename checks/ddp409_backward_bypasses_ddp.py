@@ -42,7 +42,7 @@ import ast
 from collections.abc import Iterator
 
 from ddpdoctor.script.flow import Flow
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, turns_grad_off
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 from ddpdoctor.script.unwrapping import replacements
 
@@ -52,7 +52,6 @@ KIND = "script"
 SEVERITY = "error"
 CONFIDENCE = "high"
 
-_NO_GRAD = ("no_grad", "inference_mode")
 _DEPTH = 4  # calls followed from the function of the backward
 
 
@@ -205,18 +204,10 @@ def _ddp_forward(call: ast.Call, models: Flow) -> bool:
 
 def _without_grad(m, node: ast.AST) -> bool:
     for a in m.ancestors(node):
-        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
-            (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) or "")
-            .rsplit(".", 1)[-1]
-            in _NO_GRAD
-            for i in a.items
-        ):
+        if isinstance(a, (ast.With, ast.AsyncWith)) and any(turns_grad_off(i.context_expr) for i in a.items):
             return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return any(
-                (dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _NO_GRAD
-                for d in a.decorator_list
-            )
+            return any(turns_grad_off(d) for d in a.decorator_list)
     return False
 
 

@@ -43,12 +43,15 @@ def _in_dataset_class(m, call) -> bool:
     ``__getitem__``): it reads the data the class serves, files made by a preprocessing step, not a
     checkpoint saved from a training GPU. Which device their tensors were saved from is unknown, so
     the load is not called wrong."""
-    for a in m.ancestors(call):
-        if isinstance(a, ast.ClassDef):
-            bases = [(dotted(b) or "").rsplit(".", 1)[-1] for b in a.bases]
-            methods = {n.name for n in a.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            return any(b.endswith("Dataset") for b in bases) or "__getitem__" in methods
-    return False
+    cls = next((a for a in m.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+    return cls is not None and _serves_items(cls)
+
+
+def _serves_items(cls: ast.ClassDef) -> bool:
+    """A Dataset: a class derived from one (``*Dataset``) or with ``__getitem__``."""
+    bases = [(dotted(b) or "").rsplit(".", 1)[-1] for b in cls.bases]
+    methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return any(b.endswith("Dataset") for b in bases) or "__getitem__" in methods
 
 
 def _downloaded_here(m, call) -> bool:
@@ -96,22 +99,13 @@ def _feeds_a_dataset(m, call) -> bool:
     name = m.assigned_to(call)
     if name is None:
         return False
+    classes = m.nodes(ast.ClassDef)
     for other, _q in m.calls:
         callee = (dotted(other.func) or "").rsplit(".", 1)[-1]
-        if not (callee.endswith("Dataset") or _dataset_class(m, callee)):
+        if not (callee.endswith("Dataset") or any(c.name == callee and _serves_items(c) for c in classes)):
             continue
         if any(dotted(a) == name for a in (*other.args, *(k.value for k in other.keywords))):
             return True
-    return False
-
-
-def _dataset_class(m, name: str) -> bool:
-    """A class of this file that serves items (``__getitem__``) or derives from a Dataset."""
-    for c in m.nodes(ast.ClassDef):
-        if c.name == name:
-            bases = [(dotted(b) or "").rsplit(".", 1)[-1] for b in c.bases]
-            methods = {n.name for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            return any(b.endswith("Dataset") for b in bases) or "__getitem__" in methods
     return False
 
 

@@ -56,7 +56,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.models import handed_a_model
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, turns_grad_off
 from ddpdoctor.script.ranks import own_call_sites
 from ddpdoctor.script.values import bound_argument
 
@@ -156,12 +156,7 @@ def _evaluation_window(m, node: ast.AST) -> bool:
     backward runs there, so it says nothing of how the training steps accumulate."""
     for a in m.ancestors(node):
         if isinstance(a, (ast.With, ast.AsyncWith)):
-            return any(
-                (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) or "")
-                .rsplit(".", 1)[-1]
-                in ("no_grad", "inference_mode")
-                for i in a.items
-            )
+            return any(turns_grad_off(i.context_expr) for i in a.items)
         if isinstance(a, ast.stmt):
             break
     return False

@@ -237,3 +237,11 @@ def also_lines(lines) -> str:
     if not lines:
         return ""
     return f" (also line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
+
+
+def turns_grad_off(e: ast.AST) -> bool:
+    """``torch.no_grad()`` / ``inference_mode`` (a context manager or a decorator, called or not):
+    no backward, so no gradient all-reduce, runs under it."""
+    f = e.func if isinstance(e, ast.Call) else e
+    return (dotted(f) or "").rsplit(".", 1)[-1] in ("no_grad", "inference_mode")
+
