@@ -4,7 +4,8 @@
 Finds a script that wraps its model in DistributedDataParallel but builds its training DataLoader
 with no sampler (or a `RandomSampler`/`SequentialSampler`, which draw from the whole dataset), and
 never uses a DistributedSampler or another way of sharding the data in its code (a commented-out
-one does not count; a sampler of the script's own making, or `sampler=None` said out loud, does);
+one does not count, nor one built and handed to no loader, only asked for its epoch; a sampler of
+the script's own making, or `sampler=None` said out loud, does);
 and a distributed job without a DDP model (feature extraction, inference) whose every rank loops
 over an unsharded loader and saves each batch's results to a file named by its rank. Only a
 loader over a dataset this file builds itself, that every rank builds: a dataset handed in by a
@@ -42,11 +43,6 @@ TITLE = "DataLoader without DistributedSampler in a DDP script"
 KIND = "script"
 SEVERITY = "warning"
 CONFIDENCE = "high"
-OPT_IN_BECAUSE = (
-    "too little evidence yet: on 130 labelled real files it now makes one report, a real bug (0 "
-    "false, after the dataset-from-a-caller, one-process and rank-0 loader traps went quiet), and "
-    "one true report is not enough to promise 0.95 on code nobody has seen"
-)
 # names that say the script shards its data across ranks some other way (read from the code, not
 # from comments: a commented-out DistributedSampler shards nothing)
 _SHARDING_NAMES = (
@@ -71,8 +67,11 @@ def _shards_somehow(m) -> bool:
     its own making: then a loader without one may be fed by it, so unknown."""
     looked: set[str] = set()  # a file says the same few names many times: each is looked at once
     # (not the imports: `from torch.utils.data import DistributedSampler` never used shards nothing,
-    # and one that is used is seen where it is used)
+    # and one that is used is seen where it is used; nor a sampler built and handed to no loader)
+    idle = {id(n) for c in idle_samplers(m) for n in ast.walk(c.func)}
     for n in m.nodes(ast.Name, ast.Attribute, ast.keyword, ast.ClassDef, ast.FunctionDef):
+        if id(n) in idle:
+            continue
         word = (
             n.id if isinstance(n, ast.Name)
             else n.attr if isinstance(n, ast.Attribute)
@@ -90,6 +89,38 @@ def _shards_somehow(m) -> bool:
     # ``sampler=None`` said out loud counts too: the author thought about sampling, and the dataset
     # (an IterableDataset of another module, say) may split itself
     return any(not plain.carries(k.value) for k in m.nodes(ast.keyword) if k.arg in ("sampler", "batch_sampler"))
+
+
+def idle_samplers(m) -> list[ast.Call]:
+    """DistributedSamplers built, kept in a name and handed to nothing: the name is only asked for
+    its epoch (`sampler.set_epoch(epoch)`) or tested (`if sampler is not None`), never given to a
+    DataLoader, returned or stored elsewhere. Such a sampler shards no loader."""
+    out = []
+    for call in m.calls_named("DistributedSampler"):
+        parent = m.parents.get(call)
+        if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+            continue
+        name = parent.targets[0].id
+        scope = m.enclosing_function(call) or m.tree
+        reads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+        if all(_only_asked(m, r) for r in reads):
+            out.append(call)
+    return out
+
+
+def _only_asked(m, read: ast.Name) -> bool:
+    """``read`` is the receiver of a method call (``sampler.set_epoch(e)``) or a part of a test."""
+    parent = m.parents.get(read)
+    if isinstance(parent, ast.Attribute) and isinstance(m.parents.get(parent), ast.Call):
+        return m.parents[parent].func is parent
+    child = read
+    for a in m.ancestors(read):
+        if isinstance(a, (ast.If, ast.While, ast.IfExp)) and child is a.test:
+            return True
+        if isinstance(a, (ast.stmt, ast.Call, ast.keyword)):
+            return False
+        child = a
+    return False
 
 
 # words in a dataset factory's arguments that say it splits the data per rank itself
@@ -124,12 +155,17 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
     scope = m.enclosing_function(expr)
     if scope is not None and expr.id in {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}:
         return False
+    # (`train_set, val_set = random_split(data, [n, k])`: a part of what the call makes)
     values = [
         node.value
         for node in ast.walk(scope or m.tree)
         if isinstance(node, ast.Assign)
         and node.lineno < expr.lineno
-        and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+        and any(
+            isinstance(t, ast.Name) and t.id == expr.id
+            or isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == expr.id for e in t.elts)
+            for t in node.targets
+        )
     ]
     return bool(values) and all(_built_here(m, v, depth + 1) for v in values)
 
