@@ -88,6 +88,7 @@ _IMAGE_WRITES = {
 }
 _MODE = re.compile(r"^[rwxabt+]{1,3}$")
 _HANDLED = ("FileExistsError", "FileNotFoundError", "OSError", "Exception", "BaseException", "IOError")
+_FILE_ERRORS = ("FileExistsError", "FileNotFoundError", "OSError", "IOError")
 
 
 # datasets that fetch their files on construction with download=True, with no lock between processes
@@ -176,10 +177,19 @@ def _handles_exists(m, node) -> bool:
     fcntl.LOCK_EX)`` earlier in the ``with open(lock)`` block): they write one after another."""
     return _under_file_lock(m, node) or any(
         isinstance(st, ast.Try)
-        and any(h.type is None or any(n in ast.unparse(h.type) for n in _HANDLED) for h in st.handlers)
+        and any(_handles(h, st) for h in st.handlers)
         and any(b.lineno <= node.lineno <= b.end_lineno for b in st.body)
         for st in enclosing_statements(m, node)
     )
+
+
+def _handles(handler: ast.ExceptHandler, st: ast.Try) -> bool:
+    """A handler of the file errors; a catch-all (``except Exception:``) only around a few steps:
+    one around a whole training loop is there to report a crash, not to survive the race."""
+    if handler.type is not None and any(n in ast.unparse(handler.type) for n in _FILE_ERRORS):
+        return True
+    broad = handler.type is None or any(n in ast.unparse(handler.type) for n in _HANDLED)
+    return broad and not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for b in st.body for n in ast.walk(b))
 
 
 _LOCKS = frozenset(("FileLock", "SoftFileLock", "UnixFileLock", "InterProcessLock"))
