@@ -58,6 +58,16 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 
+def _local_part(m, test: ast.AST) -> ast.AST:
+    """The comparison in a compound test that reads the node-local rank (`args.rank % ngpus_per_node
+    == 0` on the second line of `not mp or (mp and ...)`): the part to change, else the whole test."""
+    if isinstance(test, ast.BoolOp):
+        for v in test.values:
+            if writer_guard_kind(m, v) == (ranks.LOCAL,):
+                return _local_part(m, v)
+    return test
+
+
 def _local_only(m, test: ast.AST) -> bool:
     """The test reads the node-local rank and no global one (ddpdoctor.script.ranks knows the
     spellings: LOCAL_RANK, args.local_rank, an argparse dest fed by --local_rank, ...), also through
@@ -183,7 +193,7 @@ def check(m):
                 if others:
                     held += f"; where `{ast.unparse(others[0])}` holds, every process writes it"
             # a saver made on local rank 0 only is reported where it is made: that test is the one to change
-            anchor = origin if origin is not None else test
+            anchor = origin if origin is not None else _local_part(m, test)
             if id(anchor) in reported_origins:
                 break
             reported_origins.add(id(anchor))
