@@ -160,10 +160,26 @@ class ModuleAnalysis:
         for nodes in by_type.values():
             nodes.reverse()  # the stack walk pops the last child first; restore source order within a type
         self.aliases = collect_aliases(self.nodes(ast.Import, ast.ImportFrom))
+        self._module_renames(tree)
         self.calls: list[tuple[ast.Call, str | None]] = [
             (n, qualify(dotted(n.func), self.aliases)) for n in by_type.get(ast.Call, [])
         ]
         self.functions = self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def _module_renames(self, tree: ast.Module) -> None:
+        """``th = torch`` at the top of the file: one more name for an imported module (or one of
+        its attributes), bound once and never again there."""
+        bound: dict[str, list] = {}
+        for st in tree.body:
+            for t in st.targets if isinstance(st, ast.Assign) else ():
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).append(st.value)
+        for name, values in bound.items():
+            if len(values) != 1 or name in self.aliases:
+                continue
+            text = dotted(values[0])
+            if text and text.split(".", 1)[0] in self.aliases:
+                self.aliases[name] = qualify(text, self.aliases)
 
     def nodes(self, *types: type) -> list:
         out: list = []
