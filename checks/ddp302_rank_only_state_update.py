@@ -74,6 +74,26 @@ def _every_arm_steps(node: ast.If, owner: str) -> bool:
     return _steps(node.orelse, owner)
 
 
+def _rate_broadcast_after(m, call: ast.Call) -> bool:
+    """After the step, every rank takes a broadcast and writes a learning rate from it
+    (``dist.broadcast(lr, src=0)`` then ``group["lr"] = lr.item()``): the rate one rank's scheduler
+    set is everyone's again."""
+    fn = m.enclosing_function(call)
+    scope = fn if fn is not None else m.tree
+    sent = [
+        b for b in m.dist_calls("broadcast", "broadcast_object_list")
+        if b.lineno > call.lineno and m.enclosing_function(b) is fn and m.rank_guard(b) is None
+    ]
+    if not sent:
+        return False
+    first = min(b.lineno for b in sent)
+    return any(
+        isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value == "lr"
+        for a in ast.walk(scope) if isinstance(a, ast.Assign) and a.lineno > first
+        for t in a.targets
+    )
+
+
 def check(m):
     # one cause, one finding: the steps one rank test decides are one finding, at the first
     by_test: dict[tuple, list] = {}
@@ -87,6 +107,8 @@ def check(m):
         guard = m.rank_guard(call)
         if guard is None or _pipeline_schedule(m, owner):
             continue
+        if "optim" not in owner.lower() and _rate_broadcast_after(m, call):
+            continue  # the scheduler steps on rank 0, which then hands every rank its learning rate
         test_of = m.parents.get(guard.test) if not guard.chain else None
         if isinstance(test_of, ast.If) and _every_arm_steps(test_of, owner):
             continue  # `if first: s.step(x) elif last: s.step(target=y) else: s.step()`: every rank
