@@ -46,8 +46,11 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     if depth < 2 and _per_process_argument(m, expr, depth):
         return True
     # `os.path.join(scratch, "x")` / `scratch / "x"` where `scratch` is this process's own folder
-    parts = expr.args if isinstance(expr, ast.Call) else [expr.left] if isinstance(expr, ast.BinOp) else []
+    parts = _path_parts(expr)
     if depth < 2 and any(isinstance(a, ast.Name) and per_process_path(a, m, depth + 1) for a in parts):
+        return True
+    # `join(args.save_dir, "x")` after `args.save_dir = join(args.save_dir, f"ensemble_{rank}")`
+    if any(isinstance(a, ast.Attribute) and _rebound_per_process(m, a) for a in parts):
         return True
     # a variable, or the variable a method call starts from (`out_path.replace(".npy", "")`)
     if _temp_file_object(m, expr):
@@ -65,11 +68,33 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
         and id(node.value) not in models
         and (
             per_process_path(node.value)
+            or any(isinstance(a, ast.Attribute) and _rebound_per_process(m, a) for a in _path_parts(node.value))
             or _reads_rank_loop(m, node.value)
             # `save_path = self.exp / filename`, each call passing `f"best_{rank}.pth"`
             or (depth < 2 and _per_process_argument(m, node.value, depth + 1))
         )
         for node in walk(scope)
+    )
+
+
+def _path_parts(expr: ast.AST) -> list:
+    """The pieces a path is joined from: ``join(a, b)``'s arguments, ``a / b``'s left side."""
+    return expr.args if isinstance(expr, ast.Call) else [expr.left] if isinstance(expr, ast.BinOp) else []
+
+
+def _rebound_per_process(m, attr: ast.Attribute) -> bool:
+    """The attribute (``args.save_dir``) is set, on an earlier line of the file, to a path that names
+    the rank (``args.save_dir = join(args.save_dir, f"ensemble_{rank}")``): this process's own folder
+    from then on, wherever the object is handed."""
+    key = dotted(attr)
+    if key is None:
+        return False
+    return any(
+        isinstance(node, ast.Assign)
+        and node.lineno < attr.lineno
+        and any(dotted(t) == key for t in node.targets)
+        and per_process_path(node.value)
+        for node in m.nodes(ast.Assign)
     )
 
 
