@@ -104,9 +104,16 @@ def _feeds_a_dataset(m, call) -> bool:
         callee = (dotted(other.func) or "").rsplit(".", 1)[-1]
         if not (callee.endswith("Dataset") or any(c.name == callee and _serves_items(c) for c in classes)):
             continue
-        if any(dotted(a) == name for a in (*other.args, *(k.value for k in other.keywords))):
+        if any(dotted(_root(a)) == name for a in (*other.args, *(k.value for k in other.keywords))):
             return True
     return False
+
+
+def _root(arg: ast.AST) -> ast.AST:
+    """What an argument is cut from: ``*data["train"]`` and ``data["train"]`` are parts of ``data``."""
+    while isinstance(arg, (ast.Starred, ast.Subscript)):
+        arg = arg.value
+    return arg
 
 
 def _moved_at_once(m, call) -> bool:
