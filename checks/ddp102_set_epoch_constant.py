@@ -2,7 +2,9 @@
 
 ## What it does
 Finds `sampler.set_epoch(0)` (any literal) in a loop instead of the epoch counter, and
-`set_epoch(start_epoch)` with a variable that the loop never changes.
+`set_epoch(start_epoch)` with a variable that the loop never changes. The sampler of a held-out
+split (`valid_loader.sampler.set_epoch(0)`) is left alone: it is read in order, and a fixed epoch
+keeps it that way.
 
 ## Why is this bad?
 The sampler's permutation depends only on `seed + epoch`; a constant makes every epoch use the same
@@ -24,6 +26,9 @@ for epoch in range(epochs):
 from __future__ import annotations
 
 import ast
+
+from ddpdoctor.script.analysis import names_eval_split
+from ddpdoctor.script.names import dotted
 
 CODE = "DDP102"
 TITLE = "set_epoch called with a constant"
@@ -77,6 +82,9 @@ def check(m):
         loop = _epoch_loop(m, call) if isinstance(call.func, ast.Attribute) else m.enclosing_loop(call)
         if not call.args or loop is None:
             continue
+        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if owner and names_eval_split(owner):
+            continue  # `valid_queue.sampler.set_epoch(0)`: a held-out split is read in order anyway
         if isinstance(call.args[0], ast.Constant):
             yield m.finding(
                 CODE,
