@@ -78,8 +78,9 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
 
 
 def _path_parts(expr: ast.AST) -> list:
-    """The pieces a path is joined from: ``join(a, b)``'s arguments, ``a / b``'s left side."""
-    return expr.args if isinstance(expr, ast.Call) else [expr.left] if isinstance(expr, ast.BinOp) else []
+    """The pieces a path is joined from: ``join(a, b)``'s arguments, both sides of ``a / b`` and
+    ``folder + name``."""
+    return expr.args if isinstance(expr, ast.Call) else [expr.left, expr.right] if isinstance(expr, ast.BinOp) else []
 
 
 def _rebound_per_process(m, attr: ast.Attribute) -> bool:
