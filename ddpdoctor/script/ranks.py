@@ -55,6 +55,8 @@ _NAME_KIND = {
     "local_process_index": LOCAL,
     "gpu": LOCAL,
     "gpu_id": LOCAL,
+    "gpu_index": LOCAL,
+    "gpu_idx": LOCAL,
     "device_id": LOCAL,
     "nr": NODE,
     "node_rank": NODE,
