@@ -98,18 +98,28 @@ def check(m):
         if id(first) in reported:
             continue
         reported.add(id(first))
+        # through a name given the inner model (`net = ddp_net.module`): that line is the one to change
+        alias = _alias_binding(m, first, unwrapped)
+        if alias is not None:
+            what = (
+                f"`{_alias_name(first)}` is given the model inside the DDP wrapper here, "
+                f"`{ast.unparse(first.func)}(...)` runs it on line {first.lineno}, and the backward on line "
+                f"{bw.lineno} starts from its output"
+            )
+        else:
+            what = (
+                f"`{ast.unparse(first.func)}` calls the model inside the DDP wrapper{_via_getter(first, getters)}, "
+                f"and the backward on line {bw.lineno} starts from its output"
+            )
         yield m.finding(
             CODE,
-            first,
-            f"`{ast.unparse(first.func)}` calls the model inside the DDP wrapper{_via_getter(first, getters)}, "
-            f"and the backward on "
-            f"line {bw.lineno} starts from its output with no call of the DDP model in that step: "
-            "DistributedDataParallel never sees the forward, so the gradients are not all-reduced and "
-            "every rank trains its own copy of the model",
+            alias if alias is not None else first,
+            f"{what} with no call of the DDP model in that step: DistributedDataParallel never sees the "
+            "forward, so the gradients are not all-reduced and every rank trains its own copy of the model",
             SEVERITY,
             hint="call the DDP model itself (`model(...)`) in the training step: give the inner model a "
             "`forward` that runs what the loss needs, and keep `.module` for saving and evaluation",
-            chain=f"{first.lineno} -> {bw.lineno}",
+            chain=(f"{alias.lineno} -> " if alias is not None else "") + f"{first.lineno} -> {bw.lineno}",
         )
 
 
@@ -158,6 +168,26 @@ def _through_alias(m, call: ast.Call, unwrapped: dict[int, set[str]]) -> bool:
         return False
     fn = m.enclosing_function(call)
     return fn is not None and base.id in unwrapped.get(id(fn), ())
+
+
+def _alias_name(call: ast.Call) -> str:
+    f = call.func
+    return (f.value if isinstance(f, ast.Attribute) else f).id
+
+
+def _alias_binding(m, call: ast.Call, unwrapped: dict[int, set[str]]) -> ast.AST | None:
+    """The assignment before ``call`` that gave its name the model inside the wrapper, when the call
+    goes through such a name and one assignment in the function binds it."""
+    if not _through_alias(m, call, unwrapped):
+        return None
+    name = _alias_name(call)
+    fn = m.enclosing_function(call)
+    binds = [
+        a for a in ast.walk(fn)
+        if isinstance(a, ast.Assign) and a.lineno < call.lineno
+        and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+    ]
+    return binds[0].value if len(binds) == 1 else None
 
 
 def _via_getter(call: ast.Call, getters: set[str]) -> str:
