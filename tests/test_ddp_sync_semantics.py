@@ -4,7 +4,8 @@ set after the forward, still synchronises; only a forward inside the window accu
 
 Two gloo processes on this machine train a one-weight model on inputs 1.0 (rank 0) and 2.0 (rank 1):
 a local gradient on rank 0 is 1.0, an all-reduced (averaged) one 1.5. benchmarks/label_errata.md cites
-this test for the labels that call the first two forms correct gradient accumulation."""
+this test for the labels that call the first two forms correct gradient accumulation, and for the
+label that calls an optimizer step skipped on some ranks harmless."""
 
 from __future__ import annotations
 
@@ -44,6 +45,17 @@ _WORKER = textwrap.dedent(
         elif mode == "flag_cleared_before_forward":
             m.require_backward_grad_sync = False
             m(x).sum().backward()
+        elif mode == "one_rank_skips_step":
+            # the gradients are all-reduced, but rank 1 skips its optimizer step (a rank-local
+            # "nothing to train this time" test): the result is how far the replicas' weights part
+            opt = torch.optim.SGD(m.parameters(), lr=1.0)
+            m(x).sum().backward()
+            if dist.get_rank() == 0:
+                opt.step()
+            w = m.module.weight.detach().reshape(1).clone()
+            both = [torch.zeros(1), torch.zeros(1)]
+            dist.all_gather(both, w)
+            return abs(both[0].item() - both[1].item())
         else:
             m(x).sum().backward()
         return m.module.weight.grad.item()
@@ -64,6 +76,7 @@ MODES = (
     "no_sync_around_backward_only",
     "flag_cleared_after_forward",
     "flag_cleared_before_forward",
+    "one_rank_skips_step",
 )
 
 
@@ -115,3 +128,9 @@ def test_no_sync_around_backward_only_still_synchronises(rank0_grads):
 
 def test_flag_cleared_after_forward_still_synchronises(rank0_grads):
     assert rank0_grads["flag_cleared_after_forward"] == pytest.approx(1.5)
+
+
+def test_a_rank_that_skips_its_step_parts_from_the_others(rank0_grads):
+    # what DDP305 and DDP302 rest on: the all-reduced gradient is the same everywhere, so a rank that
+    # skips `optimizer.step()` keeps its old weight while the others move by lr * 1.5
+    assert rank0_grads["one_rank_skips_step"] == pytest.approx(1.5)
