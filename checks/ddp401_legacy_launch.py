@@ -227,23 +227,6 @@ def _option_of_other_files(m):
     return min(uses, key=lambda n: (n.lineno, n.col_offset)) if uses else None
 
 
-def _set_by_own_launcher(m, dest: str) -> bool:
-    """The script starts the processes itself (``Process(target=...)``, ``mp.spawn``) and sets the
-    option's value for each one in the loop that starts them (``args.local_rank = rank``): the option
-    is that launcher's contract, not torch.distributed.launch's."""
-    for loop in m.nodes(ast.For):
-        sets = any(
-            isinstance(t, ast.Attribute) and t.attr == dest
-            for a in ast.walk(loop) if isinstance(a, ast.Assign) for t in a.targets
-        )
-        if sets and any(
-            isinstance(c, ast.Call) and (m.qualname(c.func) or "").endswith(("Process", "spawn", "start_processes"))
-            for c in ast.walk(loop)
-        ):
-            return True
-    return False
-
-
 def check(m):
     if not m.mentions("torch.distributed.launch", "local_rank", "local-rank"):
         return
@@ -294,8 +277,6 @@ def check(m):
     env_too = reads_local_rank_env(m)
     for opt in local_rank_options(m):
         call = opt.call
-        if _set_by_own_launcher(m, opt.dest):
-            continue  # the script starts its processes itself and hands each its `local_rank`
         if m.keyword_is(call, "required", True):
             message = (
                 "`--local_rank` is required, but only the deprecated torch.distributed.launch passes "

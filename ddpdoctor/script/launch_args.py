@@ -44,9 +44,13 @@ def local_rank_options(m) -> Iterator[LocalRankOption]:
 
 
 def _set_by_the_script(m, dest: str) -> bool:
-    """The script starts its own workers (``mp.spawn``) and gives the option's attribute their index
-    (``args.local_rank = gpu`` in the worker): no launcher passes the option, and its value is never
+    """The script starts its own workers (``mp.spawn``, or ``Process(target=...)`` in a loop) and
+    gives the option's attribute their index (``args.local_rank = gpu`` in the worker, ``args.local_rank
+    = rank`` in the loop that starts them): no launcher passes the option, and its value is never
     used."""
-    return bool(spawn_calls(m)) and any(
+    starts = bool(spawn_calls(m)) or any(
+        (q or "").endswith("multiprocessing.Process") for _c, q in m.calls
+    )
+    return starts and any(
         isinstance(t, ast.Attribute) and t.attr == dest for a in m.nodes(ast.Assign) for t in a.targets
     )
