@@ -104,11 +104,11 @@ _MESSAGE_CALLS = frozenset(
 
 
 def _in_message(m, node: ast.AST) -> bool:
-    """The string is (part of) a message: printed, logged, or the text of a raised error. It tells
+    """The string is (part of) a message: printed, logged, an option's help, or the text of a raised error. It tells
     someone how the script was once launched; it launches nothing."""
     for a in m.ancestors(node):
-        if isinstance(a, ast.Raise):
-            return True
+        if isinstance(a, ast.Raise) or isinstance(a, ast.keyword) and a.arg == "help":
+            return True  # (an option's `help=` text too)
         if isinstance(a, ast.Call) and (dotted(a.func) or "").rsplit(".", 1)[-1] in _MESSAGE_CALLS:
             return True
         if isinstance(a, ast.stmt):
@@ -126,6 +126,35 @@ def _own_rank_option(m) -> bool:
         if isinstance(rank, ast.Attribute) and rank.attr in dests and rank.attr not in ("local_rank",):
             return True
     return False
+
+
+def _device_beside_env(m, dest: str) -> tuple[ast.AST, ast.AST] | None:
+    """(``os.environ["LOCAL_RANK"]`` read with no default, the first GPU pick by the option's value)
+    when nothing sets ``args.<dest>``: the environment read says torchrun, the device says the option,
+    and torchrun never passes the option. The pick is ``args.<dest>`` itself or a name given it."""
+    env = next(
+        (
+            n for n in m.nodes(ast.Subscript)
+            if isinstance(n.ctx, ast.Load) and (dotted(n.value) or "").endswith("environ")
+            and isinstance(n.slice, ast.Constant) and n.slice.value == "LOCAL_RANK"
+        ),
+        None,
+    )
+    if env is None:
+        return None
+    reads = [n for n in m.nodes(ast.Attribute) if n.attr == dest]
+    if any(isinstance(n.ctx, ast.Store) for n in reads):
+        return None  # `args.local_rank = int(os.environ["LOCAL_RANK"])`: the option carries the launcher's value
+    names = {
+        a.targets[0].id for a in m.nodes(ast.Assign)
+        if len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+        and isinstance(a.value, ast.Attribute) and a.value.attr == dest
+    }
+    uses = [n for n in reads if _device_use(m, n)]
+    uses += [n for n in m.nodes(ast.Name) if n.id in names and isinstance(n.ctx, ast.Load) and _device_use(m, n)]
+    if not uses:
+        return None
+    return env, min(uses, key=lambda n: (n.lineno, n.col_offset))
 
 
 def _env_overwritten(m, dest: str) -> tuple[ast.Assign, ast.Assign] | None:
@@ -286,6 +315,21 @@ def check(m):
         elif env_too:
             over = _env_overwritten(m, opt.dest)
             if over is None:
+                beside = _device_beside_env(m, opt.dest)
+                if beside is None:
+                    continue
+                env_read, use = beside
+                message = (
+                    f"`--local_rank` picks the GPU on line {use.lineno}, but the script also reads LOCAL_RANK "
+                    f"from the environment on line {env_read.lineno} with no default, so it runs under torchrun "
+                    "(or launch --use_env), which never passes `--local_rank`: every rank gets the option's "
+                    "default GPU"
+                )
+                message = message.replace("`--local_rank`", f"`{opt.flag.value}`", 1)
+                yield m.finding(
+                    CODE, opt.flag, message, SEVERITY,
+                    hint="pick the GPU with the LOCAL_RANK value (and drop the option)",
+                )
                 continue
             env_read, overwrite = over
             target = ast.unparse(overwrite.targets[0])
