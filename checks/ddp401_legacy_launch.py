@@ -39,6 +39,7 @@ import re
 
 from ddpdoctor.script.launch_args import local_rank_options, reads_local_rank_env
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import env_key
 
 CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"
@@ -132,12 +133,9 @@ def _device_beside_env(m, dest: str) -> tuple[ast.AST, ast.AST] | None:
     """(``os.environ["LOCAL_RANK"]`` read with no default, the first GPU pick by the option's value)
     when nothing sets ``args.<dest>``: the environment read says torchrun, the device says the option,
     and torchrun never passes the option. The pick is ``args.<dest>`` itself or a name given it."""
+    # (a subscript, not `.get("LOCAL_RANK", 0)`: the script cannot run without the variable)
     env = next(
-        (
-            n for n in m.nodes(ast.Subscript)
-            if isinstance(n.ctx, ast.Load) and (dotted(n.value) or "").endswith("environ")
-            and isinstance(n.slice, ast.Constant) and n.slice.value == "LOCAL_RANK"
-        ),
+        (n for n in m.nodes(ast.Subscript) if isinstance(n.ctx, ast.Load) and env_key(m, n) == "LOCAL_RANK"),
         None,
     )
     if env is None:

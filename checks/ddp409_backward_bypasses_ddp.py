@@ -102,7 +102,7 @@ def check(m):
         alias = _alias_binding(m, first, unwrapped)
         if alias is not None:
             what = (
-                f"`{_alias_name(first)}` is given the model inside the DDP wrapper here, "
+                f"`{_called_name(first)}` is given the model inside the DDP wrapper here, "
                 f"`{ast.unparse(first.func)}(...)` runs it on line {first.lineno}, and the backward on line "
                 f"{bw.lineno} starts from its output"
             )
@@ -162,17 +162,18 @@ def _through_alias(m, call: ast.Call, unwrapped: dict[int, set[str]]) -> bool:
     (it takes inputs) of the model inside the wrapper."""
     if not unwrapped or not (call.args or call.keywords):
         return False
-    f = call.func
-    base = f.value if isinstance(f, ast.Attribute) else f
-    if not isinstance(base, ast.Name):
+    base = _called_name(call)
+    if base is None:
         return False
     fn = m.enclosing_function(call)
-    return fn is not None and base.id in unwrapped.get(id(fn), ())
+    return fn is not None and base in unwrapped.get(id(fn), ())
 
 
-def _alias_name(call: ast.Call) -> str:
+def _called_name(call: ast.Call) -> str | None:
+    """``net`` of ``net(x)`` and of ``net.encoder(x)``."""
     f = call.func
-    return (f.value if isinstance(f, ast.Attribute) else f).id
+    base = f.value if isinstance(f, ast.Attribute) else f
+    return base.id if isinstance(base, ast.Name) else None
 
 
 def _alias_binding(m, call: ast.Call, unwrapped: dict[int, set[str]]) -> ast.AST | None:
@@ -180,7 +181,7 @@ def _alias_binding(m, call: ast.Call, unwrapped: dict[int, set[str]]) -> ast.AST
     goes through such a name and one assignment in the function binds it."""
     if not _through_alias(m, call, unwrapped):
         return None
-    name = _alias_name(call)
+    name = _called_name(call)
     fn = m.enclosing_function(call)
     binds = [
         a for a in ast.walk(fn)

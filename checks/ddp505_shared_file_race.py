@@ -87,8 +87,8 @@ _IMAGE_WRITES = {
     "scipy.io.wavfile.write": 0,
 }
 _MODE = re.compile(r"^[rwxabt+]{1,3}$")
-_HANDLED = ("FileExistsError", "FileNotFoundError", "OSError", "Exception", "BaseException", "IOError")
 _FILE_ERRORS = ("FileExistsError", "FileNotFoundError", "OSError", "IOError")
+_CATCH_ALL = ("Exception", "BaseException")
 
 
 # datasets that fetch their files on construction with download=True, with no lock between processes
@@ -188,7 +188,7 @@ def _handles(handler: ast.ExceptHandler, st: ast.Try) -> bool:
     one around a whole training loop is there to report a crash, not to survive the race."""
     if handler.type is not None and any(n in ast.unparse(handler.type) for n in _FILE_ERRORS):
         return True
-    broad = handler.type is None or any(n in ast.unparse(handler.type) for n in _HANDLED)
+    broad = handler.type is None or any(n in ast.unparse(handler.type) for n in _CATCH_ALL)
     return broad and not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for b in st.body for n in ast.walk(b))
 
 

@@ -193,7 +193,7 @@ def reads_launcher_rank(m) -> bool:
     cached = m.__dict__.get("_reads_launcher_rank")
     if cached is None:
         cached = m.__dict__["_reads_launcher_rank"] = any(
-            _env_key(m, node) in _ENV_KIND
+            env_key(m, node) in _ENV_KIND
             for node in (*m.nodes(ast.Subscript), *(c for c, _q in m.calls))
         )
     return cached
@@ -254,7 +254,7 @@ def callee_reads_rank(m, call: ast.Call, depth: int = 0) -> bool:
         if not isinstance(node, ast.Call):
             continue
         inner = dotted(node.func) or ""
-        if inner.rsplit(".", 1)[-1] in _RANK_QUERIES or _env_key(mod, node) in _ENV_KIND:
+        if inner.rsplit(".", 1)[-1] in _RANK_QUERIES or env_key(mod, node) in _ENV_KIND:
             return True
         if node is not call and inner and callee_reads_rank(mod, node, depth + 1):
             return True
@@ -342,7 +342,7 @@ def tests_rank_per_node(m) -> bool:
     return cached
 
 
-def _env_key(m, expr: ast.AST) -> str | None:
+def env_key(m, expr: ast.AST) -> str | None:
     """``RANK`` for ``os.environ["RANK"]``, ``os.environ.get("RANK", ...)``, ``os.getenv("RANK")``."""
     if isinstance(expr, ast.Subscript) and m.qualname(expr.value) == "os.environ":
         s = expr.slice
@@ -398,7 +398,7 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
     """GLOBAL, LOCAL or NODE when ``expr`` holds a rank of that kind, else None."""
     if expr is None or depth > _MAX_DEPTH:
         return None
-    key = _env_key(m, expr)
+    key = env_key(m, expr)
     if key is not None:
         return _ENV_KIND.get(key)
     if isinstance(expr, ast.Call):
@@ -1176,7 +1176,7 @@ def _launcher_world_size(m, expr: ast.AST | None, depth: int = 0) -> bool:
         return True
     if depth > _MAX_DEPTH:
         return False
-    if _env_key(m, expr) in _WORLD_ENV:
+    if env_key(m, expr) in _WORLD_ENV:
         return True
     if isinstance(expr, ast.Call):
         if (m.qualname(expr.func) or "").rsplit(".", 1)[-1] == "int" and expr.args:
