@@ -30,8 +30,9 @@ SEVERITY = "warning"
 CONFIDENCE = "medium"
 # why it is not in the default selection (measured with benchmarks/lint_rule_precision.py)
 OPT_IN_BECAUSE = (
-    "a fixed MASTER_PORT only breaks two jobs sharing a node; on labelled real code it was never a "
-    "labelled bug (0 true, 0 false, 2 unlabelled), so its precision is unmeasured"
+    "a fixed MASTER_PORT only breaks two jobs sharing a node, and labellers of real code mostly call it "
+    "debatable or correct: on the 20 labelled folders measured on 2026-11-27 it made 4 true and 6 false "
+    "reports (0.40)"
 )
 
 
