@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 
 from ddpdoctor import check_options as opt
-from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.bandwidth.busbw import busbw_factor
@@ -115,7 +115,12 @@ def _collective(op: str, size_B: int, ctx):
     raise ValueError(op)
 
 
+ONE_RANK = "one rank: no link between ranks to measure (busbw is 0 by definition); run on 2 or more GPUs or nodes"
+
+
 def run(ctx) -> dict:
+    if ctx.world_size < 2:
+        return {"one_rank": True}  # a collective of one rank moves nothing (seen on a one-GPU machine)
     ops = list(ctx.options.get("bw_ops") or OPS)
     for o in ops:
         if o not in OPS:
@@ -171,6 +176,8 @@ def run(ctx) -> dict:
 
 
 def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
+    if world.world_size < 2:
+        return Summary(status=Status.SKIPPED, summary=ONE_RANK)
     got = {r: d for r, d in results.items() if d}
     if not got:
         return Summary(summary="no rank returned measurements")

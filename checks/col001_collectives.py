@@ -109,7 +109,7 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
             )
     n_ok = sum(1 for d in results.values() if d)
     text = (
-        f"5 collectives exact on {n_ok} ranks"
+        f"5 collectives exact on {n_ok} rank{'' if n_ok == 1 else 's'}"
         if not findings
         else f"wrong data in {', '.join(op for op in ops if table[op]['bad_ranks'])}"
     )

@@ -26,7 +26,7 @@ import time
 
 from ddpdoctor import check_options as opt
 from ddpdoctor.core.payload import LabeledMatrix
-from ddpdoctor.core.report import Finding, Severity
+from ddpdoctor.core.report import Finding, Severity, Status
 from ddpdoctor.core.summary import Summary
 from ddpdoctor.core.world import WorldInfo
 from ddpdoctor.model.bandwidth.p2p_analysis import Thresholds, analyze
@@ -212,6 +212,8 @@ def _hosts(world) -> tuple[list[int], list[str]]:
 
 
 def run(ctx) -> dict:
+    if ctx.world_size < 2:
+        return {"one_rank": True}
     sched = _plan(ctx)
     size = parse_size(ctx.options.get("p2p_size") or DEFAULT_SIZE_B.get(ctx.backend, DEFAULT_SIZE_B["gloo"]))
     max_elems = max(1, size // 4)
@@ -304,6 +306,8 @@ def _cpu_bound_nodes(got: dict[int, dict], world: WorldInfo) -> list[str]:
 
 
 def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
+    if world.world_size < 2:
+        return Summary(status=Status.SKIPPED, summary="one rank: no pair of ranks to measure")
     got = {r: d for r, d in results.items() if d}
     n = world.world_size
     if not got:

@@ -84,5 +84,5 @@ def summarize(results: dict[int, dict | None], world: WorldInfo) -> Summary:
                                         f"{n['hostname']} joined {n['join_s']:.1f} s after launch (median {med:.1f} s)",
                                         where={"node": n["hostname"]}, evidence={"join_s": n["join_s"], "median_s": med}))
     slowest = max(joins) if joins else None
-    text = f"{world.world_size} ranks on {len(nodes)} node(s)" + (f", joined within {slowest:.1f} s" if slowest is not None else "")
+    text = f"{world.world_size} rank{'' if world.world_size == 1 else 's'} on {len(nodes)} node(s)" + (f", joined within {slowest:.1f} s" if slowest is not None else "")
     return Summary(findings=findings, data={"nodes": nodes, "rank_map": rank_map, "unit": "s"}, summary=text)

@@ -48,3 +48,18 @@ def test_a_run_is_prepared_from_the_typed_options_alone(monkeypatch):
 def test_a_run_that_cannot_start_says_why(run, words):
     with pytest.raises(RunError, match=words.replace("(", r"\(")):
         prepare(run)
+
+
+@pytest.mark.parametrize("backend", ["auto", "nccl"])
+def test_more_ranks_than_gpus_on_nccl_is_refused_before_launch(monkeypatch, backend):
+    # On a one-GPU H200 (tests/fixtures/device-h200/check-2ranks-1gpu.txt) `--nproc-per-node 2` reached
+    # NCCL, which refused it ("Duplicate GPU detected") once per check; now it never starts.
+    import ddpdoctor.runtime.launcher as launcher
+
+    for k in ("SLURM_JOB_ID", "SLURM_NNODES", "SLURM_PROCID"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(launcher, "visible_gpus", lambda: 1)
+    with pytest.raises(RunError, match=r"2 ranks per node but this node has 1 visible GPU.*--nproc-per-node 1"):
+        prepare(CheckRun(backend=backend, select=("COL001",), nproc_per_node=2))
+    assert prepare(CheckRun(backend=backend, select=("COL001",), nproc_per_node=1)).plan.nproc_per_node == 1
+    assert prepare(CheckRun(backend="gloo", select=("COL001",), nproc_per_node=2)).backend == "gloo"

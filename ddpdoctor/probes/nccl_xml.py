@@ -93,6 +93,7 @@ def parse_nccl_topo(text: str) -> NcclTopo:
     topo = NcclTopo(cpus=[], pcis=[])
     for cpu in root.iter("cpu"):
         numa = int(cpu.get("numaid")) if (cpu.get("numaid") or "").lstrip("-").isdigit() else None
+        numa = numa if numa is None or numa >= 0 else None  # -1: NCCL could not tell (a VM's dump)
         topo.cpus.append(
             XmlCpu(numa, affinity_cpus(cpu.get("affinity", "")), cpu.get("arch", ""), cpu.get("vendor", ""))
         )

@@ -51,7 +51,11 @@ def recommendation_panel(rec: Recommendation, evidence: bool = False) -> Panel:
         body.append(f"\n{rec.rationale}")
     if evidence and rec.evidence:
         for k, v in rec.evidence.items():
-            body.append(f"\n  {k}: {v}", style="dim")
+            items = list(v) if isinstance(v, (list, tuple)) else [v]
+            if items and all(isinstance(x, str) and len(x) > 20 and x in rec.rationale for x in items):
+                continue  # the rationale already says it, word for word
+            text = ", ".join(map(str, items)) if isinstance(v, (list, tuple)) else str(v)
+            body.append(f"\n  {k}: {text}", style="dim")
     if rec.snippet:
         body.append(f"\n{rec.snippet}", style="cyan")
     return Panel(body, title=Text(rec.title), title_align="left", expand=False)
@@ -91,7 +95,7 @@ class ReportView:
             return t
         names = run.nodes  # older sample reports give a count instead (run.counted_nodes)
         t.append(
-            f"{_or_unknown(run.world_size)} ranks on {run.node_count} node(s)"
+            f"{_or_unknown(run.world_size)} rank{'' if run.world_size == 1 else 's'} on {run.node_count} node(s)"
             + (f" [{', '.join(map(str, names[:6]))}{', …' if len(names) > 6 else ''}]" if names else "")
             + f", backend {_or_unknown(run.backend)}, torch {self.report.versions.get('torch', '?')}"
         )

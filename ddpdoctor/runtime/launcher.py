@@ -121,6 +121,13 @@ def prepare(run: CheckRun) -> Prepared:
             check_local_addr(run.local_addr)
     except (LaunchError, PreflightError) as e:
         raise RunError(str(e)) from None
+    if backend == "nccl" and plan.nproc_per_node > gpus:
+        # NCCL refuses two ranks on one GPU ("Duplicate GPU detected", seen on a one-GPU H200): say so
+        # before launching rather than fail every check with the same NCCL error.
+        raise RunError(
+            f"{plan.nproc_per_node} ranks per node but this node has {gpus} visible GPU(s), and NCCL "
+            f"refuses two ranks on one GPU; use --nproc-per-node {gpus} or fewer, or --backend gloo"
+        )
     return Prepared(run, specs, backend, plan)
 
 

@@ -640,6 +640,12 @@ def _stack_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding
 
 # A rank that loses its peer dies of the peer, not of its own bug (gloo: "Connection closed by peer",
 # "Connection reset by peer", "Application timeout caused pair closure"; NCCL: aborted communicator).
+# A CUDA error raised where the host next waits on the GPU, not where the kernel was launched (seen on
+# an H200: a device-side assert in the loss surfaced at `loss.item()` four lines later).
+_CUDA_LATE = re.compile(
+    r"CUDA kernel errors might be asynchronously reported|"
+    r"CUDA error: (device-side assert|an illegal memory access|unspecified launch failure)"
+)
 _PEER_LOSS = re.compile(
     r"closed by peer|reset by peer|pair closure|Timed out waiting|remote (worker|process)|"
     r"communicator was aborted|Broken pipe|Socket Timeout|NCCL (error|Error).*remote",
@@ -671,8 +677,15 @@ def _death_finding(ev: Evidence, reports: dict[int, RankReport]) -> GroupFinding
     at = f" in {where[0]} #{where[1]}" if where else ""
     op, seq = where if where else ("", None)
     if own:
+        late = [r for r in own if _CUDA_LATE.search(reports[r].exception or "")]
+        details = [
+            f"{_who([r], ev)}: CUDA reports a kernel's failure at the next call that waits for the GPU, "
+            "so the kernel that failed ran at or before the line named; run again with "
+            "CUDA_LAUNCH_BLOCKING=1 to stop at the kernel itself"
+            for r in late
+        ]
         return GroupFinding(
-            "default_pg", "died", "collective", None, "", f"{_who(own, ev)} died", [], own, [], 0
+            "default_pg", "died", "collective", None, "", f"{_who(own, ev)} died", details, own, [], 0
         )
     if missing:
         gone = _gone(ev, missing)

@@ -40,7 +40,7 @@ def run_line(state: RunState, mode: str) -> Text:
     t = Text()
     if state.backend or state.world_size:
         t.append(
-            f"{state.backend or '?'} · {state.world_size} ranks on {len(state.node_groups())} node(s)", "bold"
+            f"{state.backend or '?'} · {state.world_size} rank{'' if state.world_size == 1 else 's'} on {len(state.node_groups())} node(s)", "bold"
         )
     for n, host, ranks in state.node_groups():
         span = f"r{ranks[0]}" if len(ranks) == 1 else f"r{ranks[0]}-{ranks[-1]}"
