@@ -124,3 +124,16 @@ def test_a_recommendation_does_not_repeat_its_reason_as_evidence():
     console.print(recommendation_panel(rec, evidence=True))
     text = " ".join(console.export_text().replace("│", " ").split())
     assert text.count("--model-params 124M") == 1 and "missing:" not in text and "['" not in text
+
+
+def test_the_h200_run_after_the_fixes():
+    # The same machine, rerun on the fixed code (tests/fixtures/device-h200/after-fixes/).
+    from helpers import check, load
+
+    report = load(fixture(f"{D}/after-fixes/check-report.json"))
+    assert check(report, "BW001")["status"] == "skipped" and check(report, "P2P001")["status"] == "skipped"
+    assert check(report, "COL001")["status"] == "passed" and report["run"]["backend"] == "nccl"
+    refused = fixture(f"{D}/after-fixes/check-2ranks-1gpu.txt").read_text()
+    assert "--nproc-per-node 1" in refused and "Traceback" not in refused
+    crash = fixture(f"{D}/after-fixes/watch-assert.txt").read_text()
+    assert "CUDA_LAUNCH_BLOCKING=1" in crash and "train_gpu.py:26" in crash
