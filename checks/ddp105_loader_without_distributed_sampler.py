@@ -68,7 +68,7 @@ def _shards_somehow(m) -> bool:
     looked: set[str] = set()  # a file says the same few names many times: each is looked at once
     # (not the imports: `from torch.utils.data import DistributedSampler` never used shards nothing,
     # and one that is used is seen where it is used; nor a sampler built and handed to no loader)
-    idle = {id(n) for c in idle_samplers(m) for n in ast.walk(c.func)}
+    idle = {id(n) for c in (*idle_samplers(m), *_same_subset_everywhere(m)) for n in ast.walk(c.func)}
     for n in m.nodes(ast.Name, ast.Attribute, ast.keyword, ast.ClassDef, ast.FunctionDef):
         if id(n) in idle:
             continue
@@ -78,7 +78,8 @@ def _shards_somehow(m) -> bool:
             else n.name if isinstance(n, (ast.ClassDef, ast.FunctionDef))
             else n.arg
         )
-        if not word or word in looked:
+        # a constant's name labels something, it shards nothing (`mlperf_log.INPUT_SHARD`, a log key)
+        if not word or word in looked or word.isupper():
             continue
         looked.add(word)
         if any(w in word.lower() for w in _SHARDING_NAMES) or word.lower() in _SHARDING_EXACT:
@@ -89,6 +90,25 @@ def _shards_somehow(m) -> bool:
     # ``sampler=None`` said out loud counts too: the author thought about sampling, and the dataset
     # (an IterableDataset of another module, say) may split itself
     return any(not plain.carries(k.value) for k in m.nodes(ast.keyword) if k.arg in ("sampler", "batch_sampler"))
+
+
+def _same_subset_everywhere(m) -> list[ast.Call]:
+    """``Subset(ds, range(n))``, ``Subset(ds, list(range(0, len(ds), 8)))``, ``Subset(ds, [0, 1])``:
+    indices written out with nothing of the rank in them pick the same part on every rank, which
+    shards nothing (a Subset of indices kept in a name may be each rank's part: unknown)."""
+    out = []
+    for call in m.calls_named("Subset"):
+        idx = call.args[1] if len(call.args) > 1 else m.keyword(call, "indices")
+        inner = idx.args[0] if isinstance(idx, ast.Call) and dotted(idx.func) == "list" and idx.args else idx
+        if not (
+            isinstance(inner, (ast.List, ast.Tuple))
+            or isinstance(inner, ast.Call) and dotted(inner.func) == "range"
+        ):
+            continue
+        text = ast.unparse(inner).lower()
+        if not any(w in text for w in _PER_RANK_ARGS):
+            out.append(call)
+    return out
 
 
 def idle_samplers(m) -> list[ast.Call]:

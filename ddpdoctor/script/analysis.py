@@ -28,6 +28,7 @@ from ddpdoctor.script.interp import (
     module_defs,
 )
 from ddpdoctor.script.names import (
+    APEX_DDP,
     collect_aliases,
     dist_op,
     dotted,
@@ -558,8 +559,10 @@ class ModuleAnalysis:
         """torch names by their last component (see names.is_torch_name)."""
         out: dict[str, list[int]] = {}
         for q, at in self._calls_by_qualname.items():
-            if q.startswith("torch."):
+            if q.startswith("torch.") or q in APEX_DDP:
                 out.setdefault(q.rsplit(".", 1)[-1], []).extend(at)
+        for at in out.values():
+            at.sort()
         return out
 
     @cached_property

@@ -89,10 +89,19 @@ def dist_op(qualname: str | None) -> str | None:
     return None
 
 
+# NVIDIA apex's DistributedDataParallel (`from apex.parallel import DistributedDataParallel as DDP`,
+# common in older training code) wraps a model as torch's does: `module.` keys, gradients all-reduced
+# in backward, the data to be sharded per rank. It counts as torch's.
+APEX_DDP = frozenset({"apex.parallel.DistributedDataParallel", "apex.parallel.distributed.DistributedDataParallel"})
+
+
 def is_torch_name(qualname: str | None, last: str) -> bool:
     """True if ``qualname`` is a torch object whose final component is ``last`` (so both
-    ``torch.nn.parallel.DistributedDataParallel`` and ``...parallel.distributed.DistributedDataParallel``)."""
-    return bool(qualname) and qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] == last
+    ``torch.nn.parallel.DistributedDataParallel`` and ``...parallel.distributed.DistributedDataParallel``,
+    and apex's DistributedDataParallel)."""
+    if not qualname:
+        return False
+    return qualname.rsplit(".", 1)[-1] == last and (qualname.startswith("torch.") or qualname in APEX_DDP)
 
 
 _PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
