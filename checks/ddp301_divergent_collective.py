@@ -47,7 +47,7 @@ def _label(ev, m=None) -> str:
     if ev.kind == "ddp_forward" and ev.arg:  # inside a function of another module handed the wrapper
         name = f"the DDP model's forward inside `{ev.arg}(...)`, which is handed the DDP wrapper,"
     if ev.library:
-        name = f"`{ev.library}` (a {ev.op} of every rank inside it)"
+        name = f"`{ev.library}` ({'an' if ev.op[0] in 'aeiou' else 'a'} {ev.op} of every rank inside it)"
     via = ""
     if ev.chain:
         last = ev.chain_paths[-1] if ev.chain_paths else None

@@ -1083,6 +1083,55 @@ class ModuleAnalysis:
         return {k: tuple(v) for k, v in out.items()}
 
     @cached_property
+    def class_fsdp_attrs(self) -> dict[int, tuple[str, ...]]:
+        """id of a class -> the ``self.x`` attributes it sets to ``FullyShardedDataParallel(...)``:
+        directly, or from one of its own methods that returns such a model (``self.model =
+        self._setup_model(model)`` with ``model = FSDP(model, ...); return model`` inside)."""
+        calls = self.calls_named("FullyShardedDataParallel")
+        if not calls:
+            return {}
+        out: dict[int, list[str]] = {}
+        makers: dict[int, set[str]] = {}  # id(class) -> its methods that return an FSDP model
+        for call in calls:
+            owner = next((a for a in self.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+            if owner is None:
+                continue
+            target = self.assigned_to(call)
+            if target is not None and target.startswith("self."):
+                out.setdefault(id(owner), []).append(target)
+                continue
+            fn = self.enclosing_function(call)
+            if fn is None:
+                continue
+            returned = {dotted(r.value) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None}
+            if (target in returned) or isinstance(self.parents.get(call), ast.Return):
+                makers.setdefault(id(owner), set()).add(fn.name)
+        for cls in self.nodes(ast.ClassDef):
+            names = makers.get(id(cls))
+            if not names:
+                continue
+            for fn in (f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                held: set[str] = set()  # local names given such a model (`model = self._wrap(model)`)
+                for a in sorted((a for a in ast.walk(fn) if isinstance(a, ast.Assign)), key=lambda a: a.lineno):
+                    if len(a.targets) != 1:
+                        continue
+                    target = dotted(a.targets[0])
+                    called = dotted(a.value.func) if isinstance(a.value, ast.Call) else None
+                    makes = called is not None and called.removeprefix("self.") in names
+                    if not (makes or isinstance(a.value, ast.Name) and a.value.id in held) or not target:
+                        continue
+                    if target.startswith("self."):
+                        out.setdefault(id(cls), []).append(target)
+                    else:
+                        held.add(target)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def fsdp_full_state_dicts(self) -> bool:
+        """The file never asks FSDP for sharded or local state dicts (then state_dict() gathers)."""
+        return not any(w in self.source for w in ("SHARDED_STATE_DICT", "LOCAL_STATE_DICT"))
+
+    @cached_property
     def handed_ddp_attrs(self) -> dict[int, tuple[str, ...]]:
         """id of a class -> the ``self.x`` attributes that hold a DDP model another file hands in: the
         constructor is given the rank and stores a parameter as ``self.x``, and the class unwraps it
@@ -1267,6 +1316,8 @@ class ModuleAnalysis:
         rank_nodes = self.rank_nodes
         set_attributes = self.set_attribute_names
         class_ddp_attrs = self.class_ddp_attrs
+        class_fsdp_attrs = self.class_fsdp_attrs
+        fsdp_full = self.fsdp_full_state_dicts
 
         test_texts = self._test_texts
 
@@ -1285,6 +1336,8 @@ class ModuleAnalysis:
             it.rank_nodes = rank_nodes
             it.set_attributes = set_attributes
             it.class_ddp_attrs = class_ddp_attrs
+            it.class_fsdp_attrs = class_fsdp_attrs
+            it.fsdp_full_state_dicts = fsdp_full
             it.sync_bn = sync_bn
             it.test_texts = test_texts
             trace = walk(it)

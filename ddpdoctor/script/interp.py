@@ -173,6 +173,12 @@ class DDPModel:
         self.broadcasts = broadcasts
 
 
+class FSDPModel:
+    """A value made by FullyShardedDataParallel(...): its forward all-gathers each wrapped unit's
+    parameters and its ``state_dict()`` (FULL_STATE_DICT, the default) all-gathers them too, so both
+    are collectives every rank must join, whatever the model holds."""
+
+
 @dataclass
 class Request:
     id: int
@@ -387,6 +393,10 @@ class Interpreter:
         self.rank_nodes: dict[int, str] = {}
         self.set_attributes: frozenset[str] = frozenset()  # `x.name = ...` somewhere in the file
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
+        self.class_fsdp_attrs: dict[int, tuple[str, ...]] = {}  # the same for FSDP(...)
+        # False where the file asks FSDP for sharded or local state dicts: state_dict() may then
+        # gather nothing, so it is not recorded
+        self.fsdp_full_state_dicts = True
         self.next_req = 0
         self.open_loops: list[ast.AST] = []  # ``while`` loops being walked (see Event.open_loop)
         # per function being walked: the values of the returns in branches the walk could not decide
@@ -437,6 +447,8 @@ class Interpreter:
             # the constructor did not run: attributes the class sets to a DDP model are one
             for key in self._ddp_attributes(cls):
                 self.attrs[key] = DDPModel()
+            for key in self.class_fsdp_attrs.get(id(cls.node), ()):
+                self.attrs[key] = FSDPModel()
         self._guarded(lambda: self._walk_function(fn, frame))
         return self.trace
 
@@ -853,6 +865,8 @@ class Interpreter:
                 return EngineMethod(base, e.attr) if e.attr in event_engines.METHODS else UNKNOWN
             if isinstance(base, DDPModel):
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
+            if isinstance(base, FSDPModel):
+                return UNKNOWN if e.attr == "module" else ("fsdp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
                 return FuncRef(base.methods[e.attr], base, ctx=base.ctx)
             if isinstance(base, Instance):
@@ -989,6 +1003,15 @@ class Interpreter:
                 if local.broadcasts:
                     self._record("ddp_forward", "forward", node)
                 return UNKNOWN
+            if isinstance(local, FSDPModel):
+                self._record("collective", "all_gather", node, library=f"{name}(...)")  # the forward
+                return UNKNOWN
+            if isinstance(local, tuple) and len(local) == 3 and local[0] == "fsdp_attr":
+                if local[2] in _RETURNS_SELF:
+                    return local[1]
+                if local[2] == "forward" or local[2] == "state_dict" and self.fsdp_full_state_dicts:
+                    self._record("collective", "all_gather", node, library=f"{name}()")
+                return UNKNOWN
             if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
                 if local[2] in _RETURNS_SELF:  # DDP(model).to(device) is still the DDP model
                     return local[1]
@@ -1024,6 +1047,8 @@ class Interpreter:
                 wrapped = tuple(DDPModel() if _names_a_model(a) else UNKNOWN for a in node.args)
                 return wrapped[0] if len(wrapped) == 1 else wrapped
         last = syntax.last
+        if syntax.is_fsdp:
+            return FSDPModel()
         if syntax.is_ddp:
             # (a SyncBatchNorm model syncs its statistics in the forward whatever DDP broadcasts)
             return DDPModel(broadcasts=not _keyword_is_false(node, "broadcast_buffers") or self._uses_sync_bn())
@@ -1429,6 +1454,7 @@ class _CallSyntax:
     handed: tuple[str, ...]  # variables handed to the call, a method's object included
     last: str | None  # the qualified name's last part, ``send``
     is_ddp: bool  # DistributedDataParallel(...), or a helper named for wrapping in it (``ddp_wrap(model)``)
+    is_fsdp: bool  # FullyShardedDataParallel(...)
 
     @classmethod
     def of(cls, node: ast.Call, aliases: dict[str, str]) -> _CallSyntax:
@@ -1448,6 +1474,7 @@ class _CallSyntax:
             last=q.rsplit(".", 1)[-1] if q is not None else None,
             is_ddp=is_torch_name(q, "DistributedDataParallel")
             or (bool(node.args) and names_a_ddp_wrapper(q.rsplit(".", 1)[-1] if q else None)),
+            is_fsdp=is_torch_name(q, "FullyShardedDataParallel"),
         )
 
 
