@@ -127,6 +127,14 @@ class Run:
         return not any(t.truncated for t in self.traces)
 
 
+
+def _dict_entry(d: ast.Dict, name: str) -> ast.AST | None:
+    """The value of ``d`` under the string key ``name`` (a ``**`` spread in it is not followed)."""
+    for k, v in zip(d.keys, d.values):
+        if isinstance(k, ast.Constant) and k.value == name:
+            return v
+    return None
+
 class ModuleAnalysis:
     project = None  # the ddpdoctor.lint.project.Project of the files linted together, if several
 
@@ -372,10 +380,50 @@ class ModuleAnalysis:
         )
 
     def keyword(self, call: ast.Call, name: str) -> ast.AST | None:
+        splat = None
         for k in call.keywords:  # (a plain loop: asked a quarter of a million times on torch's tree)
             if k.arg == name:
                 return k.value
-        return None
+            if k.arg is None:
+                splat = k.value
+        return None if splat is None else self._splatted(call, splat, name)
+
+    def _splatted(self, call: ast.Call, splat: ast.AST, name: str) -> ast.AST | None:
+        """The value a ``**kwargs`` splat gives for ``name``: from a dict literal, or from the dict a
+        name holds, as built before the call in the same function (``kw = {"sampler": s}``,
+        ``kw = dict(sampler=s)``, ``kw["sampler"] = s``, ``kw.update({"sampler": s})``); the last
+        one written wins. None when it gives none or this cannot tell."""
+        if isinstance(splat, ast.Dict):
+            return _dict_entry(splat, name)
+        if isinstance(splat, ast.Call) and dotted(splat.func) == "dict":
+            return next((k.value for k in splat.keywords if k.arg == name), None)
+        if not isinstance(splat, ast.Name):
+            return None
+        scope = self.enclosing_function(call) or self.tree
+        found = None
+        before = [n for n in walk(scope) if isinstance(n, (ast.Assign, ast.Call)) and n.lineno < call.lineno]
+        for node in sorted(before, key=lambda n: (n.lineno, n.col_offset)):
+            value = None
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == splat.id for t in node.targets):
+                value = self._splatted(call, node.value, name) if isinstance(node.value, (ast.Dict, ast.Call)) else None
+                found = value  # a new dict: what came before is gone
+                continue
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == splat.id
+                and isinstance(t.slice, ast.Constant) and t.slice.value == name
+                for t in node.targets
+            ):
+                value = node.value
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == splat.id
+            ):
+                value = next((k.value for k in node.keywords if k.arg == name), None)
+                if value is None and node.args and isinstance(node.args[0], ast.Dict):
+                    value = _dict_entry(node.args[0], name)
+            if value is not None:
+                found = value
+        return found
 
     def keyword_is(self, call: ast.Call, name: str, value: object) -> bool:
         v = self.keyword(call, name)
