@@ -1,4 +1,5 @@
-"""DDP107: a distributed sampler given the node-local rank among all the job's replicas.
+"""DDP107: a distributed sampler given the node-local rank among all the job's replicas (or the
+job's rank among one node's).
 
 ## What it does
 Finds a sampler built with `num_replicas=` the job's world size (also left out: torch's
@@ -7,6 +8,9 @@ Finds a sampler built with `num_replicas=` the job's world size (also left out: 
 `num_replicas`/`rank` contract (or a project's loader factory taking `rank=` and `world_size=`:
 `get_dataloader(..., rank=local_rank, world_size=dist.get_world_size())`), and the same split by Hugging Face datasets
 (`split_dataset_by_node(ds, rank, world_size)`, `ds.shard(num_shards, index)`).
+
+The mirror case too: `rank=` the job's rank with `num_replicas=` this node's number of processes
+(`num_replicas=args.ngpus_per_node, rank=args.rank`).
 
 ## Why is this bad?
 A sampler gives replica `rank` every `num_replicas`-th sample. With the local rank, rank 0 of every
@@ -30,7 +34,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.loaders import sampler_calls
-from ddpdoctor.script.ranks import LOCAL, per_node_count
+from ddpdoctor.script.ranks import GLOBAL, LOCAL, per_node_count
 
 CODE = "DDP107"
 TITLE = "Sampler given the local rank"
@@ -76,6 +80,15 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
 _DATA_WORDS = ("loader", "sampler", "dataset", "data")
 
 
+def _counts_one_node(m, replicas: ast.AST) -> bool:
+    """The replica count is this node's number of processes (``args.ngpus_per_node``,
+    ``torch.cuda.device_count()``, a name set from it), not a product that makes it the job's."""
+    if isinstance(replicas, (ast.Constant, ast.BinOp)):
+        return False
+    text = ast.unparse(replicas).lower()
+    return per_node_count(m, replicas) or any(w in text for w in ("per_node", "device_count", "local_world_size"))
+
+
 def _callee(call: ast.Call) -> str:
     f = call.func
     return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "").lower()
@@ -99,7 +112,21 @@ def check(m):
         if found is None:
             continue
         replicas, rank, (count_name, rank_name) = found
-        if m.rank_kind(rank) != LOCAL:
+        kind = m.rank_kind(rank)
+        if kind == GLOBAL and replicas is not None and _counts_one_node(m, replicas):
+            yield m.finding(
+                CODE,
+                rank,
+                f"`{rank_name}={ast.unparse(rank)}` is the rank in the whole job (by its name or where it comes "
+                "from), but "
+                f"`{count_name}={ast.unparse(replicas)}` counts this node's processes: on a second node the "
+                "rank runs past the count (DistributedSampler raises ValueError) and the shards do not add up",
+                SEVERITY,
+                hint="give both for the whole job (`dist.get_world_size()`, `dist.get_rank()`), or leave both "
+                "out: DistributedSampler reads them from the process group",
+            )
+            continue
+        if kind != LOCAL:
             continue
         if replicas is None:
             count = f"`{count_name}` left out (the process group's world size)"
