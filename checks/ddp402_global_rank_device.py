@@ -58,7 +58,7 @@ def _holders(m) -> tuple[set[int], set[int]]:
     walk of each expression would."""
     found = m.__dict__.get("_ddp402_holders")
     if found is None:
-        sources = m.dist_calls("get_rank", "get_global_rank")
+        sources = m.dist_calls("get_rank", "get_global_rank") + _own_rank_getters(m)
         env = [c for c in m.nodes(ast.Constant) if c.value in _GLOBAL_ENV]
         if env:
             sources += [
@@ -67,6 +67,16 @@ def _holders(m) -> tuple[set[int], set[int]]:
         mods = [b for b in m.nodes(ast.BinOp) if isinstance(b.op, ast.Mod)]
         found = m.__dict__["_ddp402_holders"] = (_with_ancestors(m, sources), _with_ancestors(m, mods))
     return found
+
+
+def _own_rank_getters(m) -> list[ast.Call]:
+    """Calls of this file's own functions that return the global rank (``def get_rank(): return
+    dist.get_rank() if dist.is_initialized() else 0``; ``rank = get_rank()``)."""
+    own = {f.name for f in m.functions}
+    return [
+        c for c, _q in m.calls
+        if isinstance(c.func, ast.Name) and c.func.id in own and not c.args and rank_kind(m, c) == GLOBAL
+    ]
 
 
 def _fallback_of_local(m, node: ast.AST) -> bool:
@@ -120,7 +130,7 @@ def _global_assignments(m) -> tuple[set, dict[str, list[ast.Assign]]]:
     if found is not None:
         return found
     # only assignments that span a line with a rank source are worth a closer look
-    lines = {c.lineno for c in m.dist_calls("get_rank", "get_global_rank")}
+    lines = {c.lineno for c in m.dist_calls("get_rank", "get_global_rank") + _own_rank_getters(m)}
     lines |= {c.lineno for c in m.nodes(ast.Constant) if c.value in _GLOBAL_ENV}
     out: set = set()
     attr_defs: dict[str, list[ast.Assign]] = {}
@@ -463,6 +473,7 @@ def check(m):
         return
     if (
         not m.dist_calls("get_rank", "get_global_rank")
+        and not _own_rank_getters(m)
         and not any(c.value in _GLOBAL_ENV for c in m.nodes(ast.Constant))
         and not any(d.kind == "global" for d in m.argparse_dests().values())
         and not _beside_local_anywhere(m)

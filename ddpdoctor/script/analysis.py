@@ -128,6 +128,16 @@ class Run:
 
 
 
+def _env_unset_test(test: ast.AST) -> bool:
+    """``"NODE_RANK" not in os.environ``: a test that the launcher set no such variable, so what it
+    guards is a default for a run by hand (``if "NODE_RANK" not in os.environ: MASTER_ADDR =
+    "localhost"``), not the only way the script runs."""
+    return (
+        isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn)
+        and dotted(test.comparators[0]) in ("os.environ", "environ")
+    )
+
+
 def _dict_entry(d: ast.Dict, name: str) -> ast.AST | None:
     """The value of ``d`` under the string key ``name`` (a ``**`` spread in it is not followed)."""
     for k, v in zip(d.keys, d.values):
@@ -710,7 +720,8 @@ class ModuleAnalysis:
         """The write sits under a test that the variable is not set yet (``if "MASTER_ADDR" not in
         os.environ:``): a default for a run by hand, which a launcher's value replaces."""
         return any(
-            isinstance(a, ast.If) and key in ast.unparse(a.test) for a in self.ancestors(node)
+            isinstance(a, ast.If) and (key in ast.unparse(a.test) or _env_unset_test(a.test))
+            for a in self.ancestors(node)
         )
 
     def _world_capped_by_gpus(self) -> bool:

@@ -405,9 +405,16 @@ def _walk_holds_global_source(m, expr) -> bool:
 
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
+    from ddpdoctor.script.ranks import GLOBAL, rank_kind
+
+    own = {f.name for f in m.functions}
     for n in ast.walk(expr):
         if isinstance(n, ast.Call) and dist_op(m.qualname(n.func)) in ("get_rank", "get_global_rank"):
             return True
+        # the file's own getter of the global rank (`rank = get_rank()`)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in own and not n.args:
+            if rank_kind(m, n) == GLOBAL:
+                return True
         if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
             # (not the fallback of a LOCAL_RANK read: `environ.get("LOCAL_RANK", environ.get("RANK"))`)
             if isinstance(m.parents.get(n), (ast.Subscript, ast.Call)) and not _fallback_of_local(m, n):
