@@ -72,11 +72,14 @@ def _holders(m) -> tuple[set[int], set[int]]:
 def _own_rank_getters(m) -> list[ast.Call]:
     """Calls of this file's own functions that return the global rank (``def get_rank(): return
     dist.get_rank() if dist.is_initialized() else 0``; ``rank = get_rank()``)."""
-    own = {f.name for f in m.functions}
-    return [
-        c for c, _q in m.calls
-        if isinstance(c.func, ast.Name) and c.func.id in own and not c.args and rank_kind(m, c) == GLOBAL
-    ]
+    found = m.__dict__.get("_ddp402_getters")
+    if found is None:
+        own = {f.name for f in m.functions}
+        found = m.__dict__["_ddp402_getters"] = [
+            c for c, _q in m.calls
+            if isinstance(c.func, ast.Name) and c.func.id in own and not c.args and rank_kind(m, c) == GLOBAL
+        ]
+    return found
 
 
 def _fallback_of_local(m, node: ast.AST) -> bool:

@@ -127,7 +127,6 @@ class Run:
         return not any(t.truncated for t in self.traces)
 
 
-
 def _env_unset_test(test: ast.AST) -> bool:
     """``"NODE_RANK" not in os.environ``: a test that the launcher set no such variable, so what it
     guards is a default for a run by hand (``if "NODE_RANK" not in os.environ: MASTER_ADDR =
@@ -138,12 +137,15 @@ def _env_unset_test(test: ast.AST) -> bool:
     )
 
 
-def _dict_entry(d: ast.Dict, name: str) -> ast.AST | None:
-    """The value of ``d`` under the string key ``name`` (a ``**`` spread in it is not followed)."""
-    for k, v in zip(d.keys, d.values):
-        if isinstance(k, ast.Constant) and k.value == name:
-            return v
-    return None
+def _literal_keywords(e: ast.AST) -> dict[str, ast.AST]:
+    """The string keys a dict literal or ``dict(...)`` call gives, with their values (a ``**``
+    spread in it is not followed); {} for anything else."""
+    if isinstance(e, ast.Dict):
+        return {k.value: v for k, v in zip(e.keys, e.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    if isinstance(e, ast.Call) and dotted(e.func) == "dict":
+        return {k.arg: k.value for k in e.keywords if k.arg is not None}
+    return {}
+
 
 class ModuleAnalysis:
     project = None  # the ddpdoctor.lint.project.Project of the files linted together, if several
@@ -396,44 +398,44 @@ class ModuleAnalysis:
                 return k.value
             if k.arg is None:
                 splat = k.value
-        return None if splat is None else self._splatted(call, splat, name)
-
-    def _splatted(self, call: ast.Call, splat: ast.AST, name: str) -> ast.AST | None:
-        """The value a ``**kwargs`` splat gives for ``name``: from a dict literal, or from the dict a
-        name holds, as built before the call in the same function (``kw = {"sampler": s}``,
-        ``kw = dict(sampler=s)``, ``kw["sampler"] = s``, ``kw.update({"sampler": s})``); the last
-        one written wins. None when it gives none or this cannot tell."""
-        if isinstance(splat, ast.Dict):
-            return _dict_entry(splat, name)
-        if isinstance(splat, ast.Call) and dotted(splat.func) == "dict":
-            return next((k.value for k in splat.keywords if k.arg == name), None)
-        if not isinstance(splat, ast.Name):
+        if splat is None:
             return None
+        given = self._splat_cache.get(id(call))
+        if given is None:
+            given = self._splat_cache[id(call)] = self._splatted(call, splat)
+        return given.get(name)
+
+    @cached_property
+    def _splat_cache(self) -> dict[int, dict[str, ast.AST]]:
+        return {}
+
+    def _splatted(self, call: ast.Call, splat: ast.AST) -> dict[str, ast.AST]:
+        """The keywords a ``**kwargs`` splat gives: from a dict literal, ``dict(...)``, or the dict a
+        name holds as built before the call in the same function (``kw = {"sampler": s}``,
+        ``kw["sampler"] = s``, ``kw.update({"sampler": s})``); the last one written wins. Keys it
+        cannot read are left out."""
+        if not isinstance(splat, ast.Name):
+            return _literal_keywords(splat)
         scope = self.enclosing_function(call) or self.tree
-        found = None
+        given: dict[str, ast.AST] = {}
         before = [n for n in walk(scope) if isinstance(n, (ast.Assign, ast.Call)) and n.lineno < call.lineno]
         for node in sorted(before, key=lambda n: (n.lineno, n.col_offset)):
-            value = None
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == splat.id for t in node.targets):
-                value = self._splatted(call, node.value, name) if isinstance(node.value, (ast.Dict, ast.Call)) else None
-                found = value  # a new dict: what came before is gone
-                continue
-            if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == splat.id
-                and isinstance(t.slice, ast.Constant) and t.slice.value == name
-                for t in node.targets
-            ):
-                value = node.value
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id == splat.id:
+                        given = _literal_keywords(node.value)  # a new dict: what came before is gone
+                    elif (
+                        isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == splat.id
+                        and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str)
+                    ):
+                        given[t.slice.value] = node.value
             elif (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+                isinstance(node.func, ast.Attribute) and node.func.attr == "update"
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == splat.id
             ):
-                value = next((k.value for k in node.keywords if k.arg == name), None)
-                if value is None and node.args and isinstance(node.args[0], ast.Dict):
-                    value = _dict_entry(node.args[0], name)
-            if value is not None:
-                found = value
-        return found
+                given.update(_literal_keywords(node.args[0]) if node.args else {})
+                given.update({k.arg: k.value for k in node.keywords if k.arg is not None})
+        return given
 
     def keyword_is(self, call: ast.Call, name: str, value: object) -> bool:
         v = self.keyword(call, name)
@@ -619,8 +621,6 @@ class ModuleAnalysis:
         for q, at in self._calls_by_qualname.items():
             if q.startswith("torch.") or q in APEX_DDP:
                 out.setdefault(q.rsplit(".", 1)[-1], []).extend(at)
-        for at in out.values():
-            at.sort()
         return out
 
     @cached_property
