@@ -5,8 +5,8 @@ DDP308's question, asked where the file shows the wrapped model has buffers: it 
 to SyncBatchNorm, builds it from one of its own classes that holds BatchNorm layers or registers a
 buffer, builds BatchNorm into the wrapped module directly, or uses a torchvision family built with
 BatchNorm (ResNet, DenseNet, EfficientNet, MobileNet, ...). Then a rank test that keeps only DDP
-forwards from the other ranks (`if rank == 0: evaluate(ddp_model)`) is a certain hang, and this rule
-runs by default. Where the file does not show the model's layers, DDP308 (opt-in) asks.
+forwards from the other ranks (`if rank == 0: evaluate(ddp_model)`) is a certain hang. Where the
+file does not show the model's layers, DDP308 reports the same test as a likely one.
 
 ## Why is this bad?
 Before each forward DDP broadcasts the model's buffers (BatchNorm running statistics) from rank 0,

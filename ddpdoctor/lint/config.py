@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ddpdoctor.script.analysis import DEFAULT_WORLD_SIZES
 
-# opt-in rules whose doubt a run-time observation settles: DDP308's "does this forward communicate?"
-# and DDP305's "does this value part the ranks?" are answered by a job that hung there (`watch`,
-# `hang` add them to what they lint)
+# rules whose doubt a run-time observation settles: DDP308's "does this forward communicate?" and
+# DDP305's "does this value part the ranks?" are answered by a job that hung there (`watch`, `hang`
+# add them to what they lint)
 CONFIRMED_AT_RUN_TIME = ("DDP308", "DDP305")
 
 DEFAULT_EXCLUDE = (
