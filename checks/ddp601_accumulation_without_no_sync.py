@@ -554,6 +554,29 @@ def _in_no_sync(m, node: ast.AST) -> bool:
     return False
 
 
+def _made_in_no_sync(m, last: ast.AST, assigns: list) -> bool:
+    """The value ``last`` assigns was made inside a no_sync window, there or further back: the loss
+    is scaled after a forward run in the window (`with ddp.no_sync(): out = ddp(x)`, then `loss =
+    out[0]`, `loss = loss / k`); each name read is followed to its latest assignment before."""
+    todo, seen = [last], set()
+    while todo and len(seen) < 16:
+        a = todo.pop()
+        if id(a) in seen:
+            continue
+        seen.add(id(a))
+        if _in_no_sync(m, a):
+            return True
+        value = a.value
+        if value is None:
+            continue
+        for n in ast.walk(value):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                earlier = [b for b in assigns if b.lineno < a.lineno and n.id in _stored([b])]
+                if earlier:
+                    todo.append(max(earlier, key=lambda b: b.lineno))
+    return False
+
+
 def _loss_before(m, w: ast.AST, backward: ast.Call) -> int | None:
     """The line where the loss that ``backward`` runs on got its value before the ``with`` ``w``
     (an assignment earlier in the function, or the call that passed it in as a parameter); None
@@ -576,16 +599,13 @@ def _loss_before(m, w: ast.AST, backward: ast.Call) -> int | None:
         return None
     fn = m.enclosing_function(w)  # None: the script's own top level, a scope like any other
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} if fn else set()
+    assigns = [a for a in m.nodes(ast.Assign, ast.AnnAssign) if m.enclosing_function(a) is fn]
     lines = []
     for name in names:
-        made = [
-            a
-            for a in m.nodes(ast.Assign, ast.AnnAssign)
-            if m.enclosing_function(a) is fn and a.lineno < w.lineno and name in _stored([a])
-        ]
+        made = [a for a in assigns if a.lineno < w.lineno and name in _stored([a])]
         if made:
             last = max(made, key=lambda a: a.lineno)
-            if _in_no_sync(m, last):
+            if _made_in_no_sync(m, last, assigns):
                 return None
             lines.append(last.lineno)
         elif name in params:

@@ -182,6 +182,32 @@ def _assignments(m) -> dict[str, list[tuple[ast.AST, ast.AST]]]:
     return out
 
 
+def _shifted_names(m) -> frozenset[str]:
+    """Names the file moves by a non-constant offset in place (``args.local_rank +=
+    args.node_index * args.gpu_per_node``): one kind of rank before that line, another after, so a
+    question that does not follow the order of lines cannot say which (built once per file)."""
+    out = m.__dict__.get("_shifted_rank_names")
+    if out is None:
+        out = m.__dict__["_shifted_rank_names"] = frozenset(
+            key
+            for node in m.nodes(ast.AugAssign)
+            if isinstance(node.op, (ast.Add, ast.Sub))
+            and not _is_plain_constant(node.value)
+            and (key := dotted(node.target))
+        )
+    return out
+
+
+def _shifted_rank(m, expr: ast.AST) -> bool:
+    """A rank name the file shifts in place (see _shifted_names): its kind changes, not its rank-ness."""
+    name = dotted(expr)
+    if name is None or name not in _shifted_names(m):
+        return False
+    last = name.rpartition(".")[2]
+    dest = argparse_dests(m).get(last)
+    return bool(dest is not None and dest.kind) or _by_name(last, m) is not None
+
+
 def assignments(m, key: str) -> list[tuple[ast.AST, ast.AST]]:
     """(value, assignment) for every assignment of ``key`` (``saver``, ``self.saver``) in the file."""
     return _assignments(m).get(key, [])
@@ -460,6 +486,8 @@ def rank_kind(m, expr: ast.AST | None, depth: int = 0) -> str | None:
     name = dotted(expr)
     if name is None:
         return None
+    if name in _shifted_names(m):
+        return None  # `args.local_rank += node_index * gpus`: local before that line, global after
     found = _from_assignments(m, name, depth)
     if found:
         return found
@@ -593,6 +621,8 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
             k = rank_kind(m, side, depth + 1)
             if k is not None:
                 return (k,)
+        if any(_shifted_rank(m, side) for side in (test.left, *test.comparators)):
+            return (None,)  # a rank, local or global depending on the line: a rank test all the same
         if _device_index_test(test):
             return (LOCAL,)
         return None
