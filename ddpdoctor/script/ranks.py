@@ -82,10 +82,11 @@ _PREDICATES = {
     "is_local_rank_zero": LOCAL,
     "primary": GLOBAL,  # `if primary():` (a process that is "the primary one")
 }
-# and the names built like them: is_global_main, is_local_master_process, is_rank0_worker
+# and the names built like them: is_global_main, is_local_master_process, is_rank0_worker,
+# is_default_gpu (the process that logs and saves, in vision-and-language navigation code)
 _PREDICATE_NAME = re.compile(
     r"^i[sf]_(?:(global|local|node)_)?(?:(?:main|master|primary|chief|leader|rank_?0|rank_?zero)"
-    r"(?:_(?:process|rank|worker))?|first_(?:process|rank|worker|gpu))$"
+    r"(?:_(?:process|rank|worker))?|(?:first|default)_(?:process|rank|worker|gpu))$"
 )
 _MAX_DEPTH = 6
 
