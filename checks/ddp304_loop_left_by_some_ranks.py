@@ -4,7 +4,9 @@
 Finds a `break` (or `return`) out of a loop that sits under a rank test inside that loop (`if rank
 == 0: ... if patience_exceeded: break`, `if is_main_process(): ... return`), where the loop itself
 communicates on every rank: a torch.distributed collective, or a backward pass in a DDP job (DDP
-all-reduces the gradients in it). Early stopping decided on rank 0 is the usual case. Also a process
+all-reduces the gradients in it), also in the file's own functions and in methods of the loop's own
+class it calls; a base trainer's abstract training step (`self._train_epoch(epoch)` left to
+subclasses in other files) counts as one in a file that wraps or unwraps a DDP model. Early stopping decided on rank 0 is the usual case. Also a process
 exit under a rank test (`sys.exit`, `os._exit`, `exit()`, or a `raise` right after
 `destroy_process_group()`) when the other ranks go on to a collective: later in that function, in
 its loop, or in the function itself when a loop of its caller calls it again. An exit in an `except`
@@ -73,6 +75,7 @@ def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
     )
     inside = range(skip.lineno, (skip.end_lineno or skip.lineno) + 1)
     own = {f.name: f for f in m.functions}
+    methods = _class_methods(m, loop)
 
     def joins(scope: ast.AST, depth: int) -> bool:
         for n in ast.walk(scope):
@@ -91,12 +94,48 @@ def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
             # the file's own function the loop calls: `train(trainer, model, loader, ...)`
             if depth < 2 and isinstance(n.func, ast.Name) and n.func.id in own and joins(own[n.func.id], depth + 1):
                 return True
+            # a method of the loop's own class: `self._train_epoch(epoch)`; an abstract one a
+            # subclass elsewhere fills in is the training step of the job when it is named so
+            if isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self" and n.func.attr in methods:
+                method = methods[n.func.attr]
+                if _abstract(method):
+                    if ddp and _names_training(method.name):
+                        return True
+                elif depth < 2 and joins(method, depth + 1):
+                    return True
         return False
 
     for n in ast.walk(loop):
         if isinstance(n, ast.Call) and n.lineno not in inside and joins(n, 0):
             return n
     return None
+
+
+def _class_methods(m, node: ast.AST) -> dict[str, ast.AST]:
+    """The methods of the class ``node`` sits in, by name (empty outside a class)."""
+    for a in m.ancestors(node):
+        if isinstance(a, ast.ClassDef):
+            return {f.name: f for f in a.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {}
+
+
+def _abstract(fn: ast.AST) -> bool:
+    """A method left to subclasses: ``@abstractmethod``, or a body that only raises
+    NotImplementedError (after its docstring)."""
+    if any((dotted(d) or "").rsplit(".", 1)[-1] == "abstractmethod" for d in fn.decorator_list):
+        return True
+    body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Raise)
+        and "NotImplementedError" in (dotted(getattr(body[0].exc, "func", body[0].exc)) or "")
+    )
+
+
+def _names_training(name: str) -> bool:
+    """``_train_epoch``, ``train_one_epoch``, ``train_step``: a training pass, not an evaluation."""
+    words = name.lower().strip("_").split("_")
+    return "train" in words and not {"val", "valid", "eval", "test"} & set(words)
 
 
 def _runs_per_rank(m) -> bool:
