@@ -744,6 +744,7 @@ def _saver_made_here(m, receiver: ast.AST) -> bool:
     parameter, an attribute set in another file) is unknown, and unknown is not guilty."""
     key = dotted(receiver)
     made = [v for v, _n in ranks.assignments(m, key)] if key else []
+    made += [i.context_expr for i in _with_items(m) if key and dotted(i.optional_vars) == key]
     made = [v for v in made if not (isinstance(v, ast.Constant) and v.value is None)]
     return bool(made) and all(
         isinstance(v, ast.Call)
@@ -751,6 +752,16 @@ def _saver_made_here(m, receiver: ast.AST) -> bool:
         and (dotted(v.func) or "").rsplit(".", 1)[-1] not in ("Accelerator", "Trainer", "Fabric")
         for v in made
     )
+
+
+def _with_items(m) -> list[ast.withitem]:
+    """``with Engine(...) as engine:`` items that bind a name (built once per file)."""
+    out = m.__dict__.get("_named_with_items")
+    if out is None:
+        out = m.__dict__["_named_with_items"] = [
+            i for w in m.nodes(ast.With) for i in w.items if i.optional_vars is not None
+        ]
+    return out
 
 
 _MAX_CHAINS = 32  # ways into one function looked at; beyond that the answer would not change
