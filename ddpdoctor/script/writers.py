@@ -702,8 +702,15 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
     if not name or name in m.function_names:
         return False  # this file's own helper (followed to its torch.save)
-    if isinstance(f, ast.Name):
-        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
+    module_function = (
+        isinstance(f, ast.Attribute)
+        and isinstance(f.value, ast.Name)
+        and f.value.id in m.aliases
+        and q.split(".", 1)[0] not in _SELF_CHOOSING
+    )
+    if isinstance(f, ast.Name) or module_function:
+        # an imported function, by name or through its module (`utils.save_checkpoint(state)`)
+        named = q != f"{name}" and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
     else:
         root = (dotted(f.value) or "").split(".", 1)[0]
         named = root not in m.aliases and (
@@ -718,7 +725,7 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     # the name first: callee_guard may read and parse another file of the project to look inside
     if not named or ranks.callee_guard(m, call) is not None:
         return False  # not a checkpoint helper, or one that picks its rank
-    return isinstance(f, ast.Name) or _saver_made_here(m, f.value)
+    return isinstance(f, ast.Name) or module_function or _saver_made_here(m, f.value)
 
 
 def _hands_model(call: ast.Call) -> bool:
