@@ -122,6 +122,21 @@ def _group_rank_names(m) -> set[str]:
         # (not one the file reads from the launcher's LOCAL_RANK: that group is misbuilt, DDP414)
         if rank is not None and (name := dotted(rank)) and ranks.strict_rank_kind(m, rank) != ranks.LOCAL:
             out.add(name)
+            out |= _copied_from(m, name)
+    return out
+
+
+def _copied_from(m, name: str) -> set[str]:
+    """The names ``name`` is a plain copy of (``args.device_id = args.gpus = args.local_rank``):
+    testing them is testing the group's rank too."""
+    out: set[str] = set()
+    todo = [name]
+    while todo and len(out) < 8:
+        for value, _node in ranks.assignments(m, todo.pop())[:4]:
+            src = dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+            if src and src not in out and src != name:
+                out.add(src)
+                todo.append(src)
     return out
 
 
