@@ -162,7 +162,7 @@ class _Comms:
         direct = {
             id(c)
             for c in m.dist_calls(*COLLECTIVES)
-            if group_of(dist_op(m.qualname(c.func)) or "", c) is None
+            if group_of(dist_op(m.qualname(c.func)) or "", c) in (None, *m.world_group_names)
         }
         direct |= {id(c) for c in m.sync_calls}
         for op in _WRAPPED:

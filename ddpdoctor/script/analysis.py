@@ -1220,6 +1220,18 @@ class ModuleAnalysis:
         return out
 
     @cached_property
+    def world_group_names(self) -> frozenset[str]:
+        """Names that hold the default process group wherever the file sets them (``self.group =
+        dist.group.WORLD``): a collective given one runs on every rank, as with no group at all."""
+        kinds: dict[str, set[bool]] = {}
+        for a in self.nodes(ast.Assign):
+            world = (qualify(dotted(a.value), self.aliases) or "").endswith("distributed.group.WORLD")
+            for t in a.targets:
+                if (key := dotted(t)) is not None:
+                    kinds.setdefault(key, set()).add(world)
+        return frozenset(k for k, v in kinds.items() if v == {True})
+
+    @cached_property
     def set_attribute_names(self) -> frozenset[str]:
         """Attribute names the file assigns on objects it holds (``model.epoch = e``,
         ``setattr(model, "name", ...)``), not on ``self`` in a class body: a network's own
@@ -1374,6 +1386,7 @@ class ModuleAnalysis:
 
         rank_nodes = self.rank_nodes
         set_attributes = self.set_attribute_names
+        world_groups = self.world_group_names
         class_ddp_attrs = self.class_ddp_attrs
         class_fsdp_attrs = self.class_fsdp_attrs
         fsdp_full = self.fsdp_full_state_dicts
@@ -1394,6 +1407,7 @@ class ModuleAnalysis:
             it.resolve = resolver
             it.rank_nodes = rank_nodes
             it.set_attributes = set_attributes
+            it.world_groups = world_groups
             it.class_ddp_attrs = class_ddp_attrs
             it.class_fsdp_attrs = class_fsdp_attrs
             it.fsdp_full_state_dicts = fsdp_full

@@ -392,6 +392,7 @@ class Interpreter:
         # ``config["rank"]``), by kind: "global", "local" or "node" (see ddpdoctor.script.ranks)
         self.rank_nodes: dict[int, str] = {}
         self.set_attributes: frozenset[str] = frozenset()  # `x.name = ...` somewhere in the file
+        self.world_groups: frozenset[str] = frozenset()  # names the file sets to dist.group.WORLD only
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.class_fsdp_attrs: dict[int, tuple[str, ...]] = {}  # the same for FSDP(...)
         # False where the file asks FSDP for sharded or local state dicts: state_dict() may then
@@ -883,6 +884,8 @@ class Interpreter:
                 ref = FuncRef(cls.methods[e.attr], cls, bound_self=True, ctx=cls.ctx)
                 return self._property(ref, e) if is_property(ref.node) else ref
         if base is UNKNOWN:
+            if e.attr == "WORLD" and (qualify(key, self.aliases) or "").endswith("distributed.group.WORLD"):
+                return WORLD_GROUP  # kept in `self.group = dist.group.WORLD`: the default group
             if e.attr in MAIN_PROCESS_NAMES:
                 self.touched_rank = True
             if e.attr in RANK_NAMES:
@@ -1142,7 +1145,10 @@ class Interpreter:
         if op in ("is_initialized", "is_available", "is_nccl_available", "is_gloo_available"):
             return True
         if op in COLLECTIVES:
-            self._record("collective", op, node, arg=group_of(op, node))
+            group = group_of(op, node)
+            if group is not None and (group in self.world_groups or WORLD_GROUP in (kwargs.get("group"), *args[1:])):
+                group = None  # a name that holds the default group (`group=self.group`)
+            self._record("collective", op, node, arg=group)
             return UNKNOWN
         if op in P2P:
             key = "dst" if op in ("send", "isend") else "src"
@@ -1514,6 +1520,16 @@ def _self_attributes(cls: ast.ClassDef) -> frozenset[str]:
                     names.add(t.attr)
         out = cls._ddpdoctor_self_attributes = frozenset(names)
     return out
+
+
+class _WorldGroup:
+    """``torch.distributed.group.WORLD`` as a value: the default process group, every rank."""
+
+    def __repr__(self) -> str:
+        return "WORLD_GROUP"
+
+
+WORLD_GROUP = _WorldGroup()
 
 
 def group_of(op: str, node: ast.Call) -> str | None:
