@@ -708,9 +708,12 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
         and f.value.id in m.aliases
         and q.split(".", 1)[0] not in _SELF_CHOOSING
     )
-    if isinstance(f, ast.Name) or module_function:
-        # an imported function, by name or through its module (`utils.save_checkpoint(state)`)
-        named = q != f"{name}" and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
+    if isinstance(f, ast.Name):
+        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
+    elif module_function:
+        # an imported function through its module (`utils.save_checkpoint(state)`): named for a
+        # checkpoint, not a bare `save` (`profiler.save(...)`, `OmegaConf.save(cfg, ...)`)
+        named = bool(_CHECKPOINT_CALL.search(_joined(name)))
     else:
         root = (dotted(f.value) or "").split(".", 1)[0]
         named = root not in m.aliases and (
