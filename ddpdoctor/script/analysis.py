@@ -36,6 +36,7 @@ from ddpdoctor.script.names import (
     names_a_ddp_wrapper,
     qualify,
     wraps_for_data_parallel,
+    wraps_iteration,
 )
 from ddpdoctor.script.nodes import child_fields as _child_fields
 from ddpdoctor.script.nodes import may_show_any, walk
@@ -82,8 +83,6 @@ def names_eval_split(words: str) -> bool:
     )  # `valset`, `testloader`, `evalset`; not `values`
 
 
-# Calls that iterate what they are given: `for i, x in enumerate(tqdm(loader))` iterates the loader.
-_ITER_WRAPPERS = frozenset(("enumerate", "tqdm", "iter", "islice", "zip", "track", "progress_bar", "chain"))
 
 # Frameworks' launchers that call init_process_group for the script: every rank runs what follows.
 _GROUP_STARTERS = (
@@ -512,7 +511,7 @@ class ModuleAnalysis:
         while stack:
             e = stack.pop()
             if isinstance(e, ast.Call):
-                if (dotted(e.func) or "").rsplit(".", 1)[-1] in _ITER_WRAPPERS:
+                if wraps_iteration(e.func):
                     stack.extend(e.args)
                 continue
             name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import is_accelerate_prepare
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, wraps_iteration
 from ddpdoctor.script.ranks import hands_rank_carrier, own_call_sites
 from ddpdoctor.script.values import bound_argument
 
@@ -152,15 +152,12 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
 
 
 # calls whose result iterates their first argument afresh each time it is looped over: progress
-# bars and the builtins that wrap an iterable (``bar = tqdm(enumerate(loader))``; ``for b in bar``)
-_ITER_WRAPPERS = frozenset({"tqdm", "trange", "track", "enumerate", "zip", "iter", "islice", "chain"})
 
 
 def _wrapped(m, loaders: Flow) -> Flow | None:
     """The values an iteration wrapper made of one of the loaders, wrappers of those included."""
     def wraps(c: ast.Call, inner: set[int]) -> bool:
-        name = dotted(c.func)
-        if name is None or name.rsplit(".", 1)[-1] not in _ITER_WRAPPERS:
+        if not wraps_iteration(c.func):  # bars and builtins (``bar = tqdm(enumerate(loader))``)
             return False
         return any(id(a) in inner or loaders.held(a) for a in c.args)
 
@@ -192,7 +189,7 @@ def passes(m, loaders: Flow) -> Iterator[ast.AST]:
 
 def loop_root(it: ast.AST) -> ast.AST:
     """What a loop iterates, under ``enumerate``/``tqdm``/``zip`` (``enumerate(loader)`` -> loader)."""
-    while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in _ITER_WRAPPERS:
+    while isinstance(it, ast.Call) and it.args and wraps_iteration(it.func):
         it = it.args[0]
     return it
 

@@ -153,6 +153,18 @@ def wraps_for_data_parallel(last: str | None, call: ast.Call, distributed: bool)
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
+# calls that iterate what they are handed: the builtins and the progress bars
+# (`for i, x in enumerate(tqdm(loader))` iterates the loader)
+_ITER_WRAPPERS = frozenset(("enumerate", "tqdm", "trange", "iter", "islice", "zip", "track", "progress_bar", "chain"))
+
+
+def wraps_iteration(func: ast.AST) -> bool:
+    """The call iterates its first arguments: a builtin wrapper, a progress bar, or a project's own
+    progress helper named for one (`iterate_tqdm(loader, verbosity)`, `tqdm_notebook`)."""
+    last = (dotted(func) or "").rsplit(".", 1)[-1]
+    return last in _ITER_WRAPPERS or "tqdm" in last.lower()
+
+
 def path_extension(path: ast.AST) -> str | None:
     """The file extension a path expression ends with, when its text says so: ``"a/b.png"``,
     ``f"{out}/b.png"``, ``os.path.join(out, "b.png")``, ``out / "b.png"``, ``out + "b.png"``."""
