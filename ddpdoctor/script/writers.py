@@ -700,8 +700,13 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if q.split(".", 1)[0] in WRITING_LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
         return False
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-    if not name or name in m.function_names:
+    inherited = isinstance(f, ast.Attribute) and _is_super(f.value)
+    if not name or (name in m.function_names and not inherited):
         return False  # this file's own helper (followed to its torch.save)
+    if inherited:
+        # `super().save_checkpoint(fname)`: the base class's method, of another file when the base
+        # class is not this file's
+        return bool(_CHECKPOINT_CALL.search(_joined(name))) and not _base_defined_here(m, call)
     module_function = (
         isinstance(f, ast.Attribute)
         and isinstance(f.value, ast.Name)
@@ -729,6 +734,19 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if not named or ranks.callee_guard(m, call) is not None:
         return False  # not a checkpoint helper, or one that picks its rank
     return isinstance(f, ast.Name) or module_function or _saver_made_here(m, f.value)
+
+
+def _is_super(e: ast.AST) -> bool:
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "super"
+
+
+def _base_defined_here(m, call: ast.Call) -> bool:
+    """The class around ``call`` has a base class this file defines (its method is followed instead)."""
+    own = {c.name for c in m.nodes(ast.ClassDef)}
+    for a in m.ancestors(call):
+        if isinstance(a, ast.ClassDef):
+            return any((dotted(b) or "").rsplit(".", 1)[-1] in own for b in a.bases)
+    return False
 
 
 def _hands_model(call: ast.Call) -> bool:
