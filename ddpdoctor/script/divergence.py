@@ -33,8 +33,11 @@ _ROUNDS = 4
 # DistributedSampler gives every rank as many samples)
 _SHAPE_CALLS = frozenset(("len", "size", "numel", "dim", "nelement"))
 _SHAPE_ATTRS = frozenset(("shape", "ndim", "dtype", "device", "is_cuda"))
-# calls whose result is the same on every rank (a collective or a wrapper of one)
-_UNIFYING = ("broadcast", "bcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all")  # bcast: mpi4py
+# calls whose result is the same on every rank (a collective or a wrapper of one); a scatter's is
+# what the source rank handed out, its decision, not one some ranks made alone
+_UNIFYING = (
+    "broadcast", "bcast", "all_reduce", "allreduce", "reduce", "gather", "sync", "all_to_all", "scatter"
+)  # bcast: mpi4py
 # a project's helper named for combining over the ranks, whose body is elsewhere, when its result is
 # kept (`preds = distributed_concat(preds, n)`, `m = mean_across_ranks(x)`; not a setup call such as
 # `init_distributed_mode(args)`)
