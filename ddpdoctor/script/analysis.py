@@ -1219,6 +1219,17 @@ class ModuleAnalysis:
         return out
 
     @cached_property
+    def int_option_defaults(self) -> dict[str, int]:
+        """The file's argparse options with a literal int default and no rank meaning of their own
+        (``--main_gpu``, default 0; not ``--local_rank``): what the walk compares a rank with."""
+        out = {}
+        for dest in self.argparse_dests().values():
+            d = dest.default
+            if isinstance(d, ast.Constant) and d.value.__class__ is int and not dest.kind:
+                out[dest.dest] = d.value
+        return out
+
+    @cached_property
     def world_group_names(self) -> frozenset[str]:
         """Names that hold the default process group wherever the file sets them (``self.group =
         dist.group.WORLD``): a collective given one runs on every rank, as with no group at all."""
@@ -1386,6 +1397,7 @@ class ModuleAnalysis:
         rank_nodes = self.rank_nodes
         set_attributes = self.set_attribute_names
         world_groups = self.world_group_names
+        option_defaults = self.int_option_defaults
         class_ddp_attrs = self.class_ddp_attrs
         class_fsdp_attrs = self.class_fsdp_attrs
         fsdp_full = self.fsdp_full_state_dicts
@@ -1407,6 +1419,7 @@ class ModuleAnalysis:
             it.rank_nodes = rank_nodes
             it.set_attributes = set_attributes
             it.world_groups = world_groups
+            it.option_defaults = option_defaults
             it.class_ddp_attrs = class_ddp_attrs
             it.class_fsdp_attrs = class_fsdp_attrs
             it.fsdp_full_state_dicts = fsdp_full

@@ -393,6 +393,7 @@ class Interpreter:
         self.rank_nodes: dict[int, str] = {}
         self.set_attributes: frozenset[str] = frozenset()  # `x.name = ...` somewhere in the file
         self.world_groups: frozenset[str] = frozenset()  # names the file sets to dist.group.WORLD only
+        self.option_defaults: dict[str, int] = {}  # argparse dests with an int default (`--main_gpu 0`)
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.class_fsdp_attrs: dict[int, tuple[str, ...]] = {}  # the same for FSDP(...)
         # False where the file asks FSDP for sharded or local state dicts: state_dict() may then
@@ -691,6 +692,10 @@ class Interpreter:
         if t is ast.Attribute:
             return self._attribute(e, frame)
         if t is ast.Compare:
+            if len(e.ops) == 1 and type(e.ops[0]) in (ast.Eq, ast.NotEq) and self.option_defaults:
+                pinned = self._rank_against_option(e, frame)
+                if pinned is not None:
+                    return pinned
             left = self.ev(e.left, frame)
             result: object = True
             for op, comp in zip(e.ops, e.comparators):
@@ -847,6 +852,28 @@ class Interpreter:
         if key in ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "LOCAL_WORLD_SIZE", "PMI_SIZE"):
             return str(self.W)
         return UNKNOWN
+
+    def _rank_against_option(self, e: ast.Compare, frame: dict) -> object:
+        """``rank != args.main_gpu``: the rank against a command-line option the walk cannot read,
+        taken at the option's default (``default=0``), as the script runs unless told otherwise.
+        None when either side is not that."""
+        sides = (e.left, e.comparators[0])
+        for i, side in enumerate(sides):
+            other = sides[1 - i]
+            if not (isinstance(other, ast.Attribute) and other.attr in self.option_defaults):
+                continue
+            touched, self.touched_rank = self.touched_rank, False
+            value = self.ev(side, frame)
+            by_rank = self.touched_rank
+            self.touched_rank = touched or by_rank
+            named = (
+                isinstance(side, ast.Name) and RANK_NAMES.get(side.id, "world") != "world"
+            ) or id(side) in self.rank_nodes
+            if not (by_rank or named) or value.__class__ is not int or self.ev(other, frame) is not UNKNOWN:
+                return None
+            same = value == self.option_defaults[other.attr]
+            return same if isinstance(e.ops[0], ast.Eq) else not same
+        return None
 
     def _attribute(self, e: ast.Attribute, frame: dict) -> object:
         key = self.syntax.get(e, _MISSING)

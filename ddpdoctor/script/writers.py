@@ -653,6 +653,11 @@ def _presence(m, test: ast.AST):
         hit = memo[cache_key]
         return None if hit is _PENDING else hit
     memo[cache_key] = _PENDING
+    if not isinstance(test, ast.Compare):
+        revoked = _revoked_flag(m, key)
+        if revoked is not None:
+            memo[cache_key] = revoked
+            return revoked
     absent = held = 0
     kinds: set[str | None] = set()
     origin = None
@@ -674,6 +679,37 @@ def _presence(m, test: ast.AST):
         out = ((kinds.pop() if len(kinds) == 1 else None,), origin)
     memo[cache_key] = out
     return out
+
+
+def _revoked_flag(m, key: str):
+    """``save = True`` for everyone, then ``if rank != args.main_gpu: save = False``: the flag stays
+    true on the ranks the test spares (at most one). ((kind,), the test) or None."""
+    truthy = revoking = 0
+    origin = None
+    kinds: set[str | None] = set()
+    for value, node in ranks.assignments(m, key)[:32]:
+        if not isinstance(value, ast.Constant):
+            return None
+        if value.value:
+            if rank_guards(m, node):
+                return None  # set true under a rank test: the other reading (_presence)
+            truthy += 1
+            continue
+        tests = [
+            st.test
+            for st in enclosing_statements(m, node)
+            if isinstance(st, ast.If)
+            and _is_rank_test(m, st.test)
+            and one_rank_side(m, st.test) == ("orelse" if _in_body(st, node) else "body")
+        ]
+        if not tests:
+            return None  # cleared on every rank somewhere: not a rank's flag
+        revoking += 1
+        origin = origin or tests[-1]
+        kinds.update(g[0] for t in tests if (g := writer_guard_kind(m, t)) is not None)
+    if not (truthy and revoking):
+        return None
+    return ((kinds.pop() if len(kinds) == 1 else None,), origin)
 
 
 # a call named like this saves a checkpoint (`save`, `save_checkpoint`, `save_model`,
