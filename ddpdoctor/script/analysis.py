@@ -561,6 +561,15 @@ class ModuleAnalysis:
             # a method is not called through another object the instance holds: in a Trainer,
             # `self.model.train()` is nn.Module.train, not Trainer.train
             sites = [c for c in sites if not _through_self_attribute(c.func)]
+        else:
+            # a function outside any class is called by its name, or through a module that imports
+            # it: `model.train()` beside `def train(rank, ...)` is nn.Module.train
+            sites = [
+                c
+                for c in sites
+                if not isinstance(c.func, ast.Attribute)
+                or (dotted(c.func.value) or "").split(".", 1)[0] in self.aliases
+            ]
         return sites
 
     def callers_all_guarded(self, fn: ast.AST) -> bool:
