@@ -6,7 +6,8 @@ Finds a `break` (or `return`) out of a loop that sits under a rank test inside t
 communicates on every rank: a torch.distributed collective, or a backward pass in a DDP job (DDP
 all-reduces the gradients in it), also in the file's own functions and in methods of the loop's own
 class it calls; a base trainer's abstract training step (`self._train_epoch(epoch)` left to
-subclasses in other files) counts as one in a file that wraps or unwraps a DDP model. Early stopping decided on rank 0 is the usual case. Also a process
+subclasses in other files) counts as one in a file that wraps or unwraps a DDP model. Early stopping
+decided on rank 0 is the usual case. Also a process
 exit under a rank test (`sys.exit`, `os._exit`, `exit()`, or a `raise` right after
 `destroy_process_group()`) when the other ranks go on to a collective: later in that function, in
 its loop, or in the function itself when a loop of its caller calls it again. An exit in an `except`

@@ -83,7 +83,6 @@ def names_eval_split(words: str) -> bool:
     )  # `valset`, `testloader`, `evalset`; not `values`
 
 
-
 # Frameworks' launchers that call init_process_group for the script: every rank runs what follows.
 _GROUP_STARTERS = (
     "deepspeed.init_distributed",

@@ -693,9 +693,7 @@ class Interpreter:
             return self._attribute(e, frame)
         if t is ast.Compare:
             if len(e.ops) == 1 and type(e.ops[0]) in (ast.Eq, ast.NotEq) and self.option_defaults:
-                pinned = self._rank_against_option(e, frame)
-                if pinned is not None:
-                    return pinned
+                return self._equality_with_options(e, frame)
             left = self.ev(e.left, frame)
             result: object = True
             for op, comp in zip(e.ops, e.comparators):
@@ -853,27 +851,38 @@ class Interpreter:
             return str(self.W)
         return UNKNOWN
 
-    def _rank_against_option(self, e: ast.Compare, frame: dict) -> object:
-        """``rank != args.main_gpu``: the rank against a command-line option the walk cannot read,
-        taken at the option's default (``default=0``), as the script runs unless told otherwise.
-        None when either side is not that."""
+    def _equality_with_options(self, e: ast.Compare, frame: dict) -> object:
+        """``a == b`` / ``a != b`` in a file with int-valued command-line options: each side walked
+        once, and the rank against an option the walk cannot read (``rank != args.main_gpu``) taken
+        at the option's default (``default=0``), as the script runs unless told otherwise."""
         sides = (e.left, e.comparators[0])
+        values, by_rank = [], []
+        for side in sides:
+            touched, self.touched_rank = self.touched_rank, False
+            values.append(self.ev(side, frame))
+            by_rank.append(self.touched_rank)
+            self.touched_rank = touched or self.touched_rank
+        left, right = values
         for i, side in enumerate(sides):
             other = sides[1 - i]
-            if not (isinstance(other, ast.Attribute) and other.attr in self.option_defaults):
-                continue
-            touched, self.touched_rank = self.touched_rank, False
-            value = self.ev(side, frame)
-            by_rank = self.touched_rank
-            self.touched_rank = touched or by_rank
             named = (
                 isinstance(side, ast.Name) and RANK_NAMES.get(side.id, "world") != "world"
             ) or id(side) in self.rank_nodes
-            if not (by_rank or named) or value.__class__ is not int or self.ev(other, frame) is not UNKNOWN:
-                return None
-            same = value == self.option_defaults[other.attr]
-            return same if isinstance(e.ops[0], ast.Eq) else not same
-        return None
+            if (
+                values[1 - i] is UNKNOWN
+                and isinstance(other, ast.Attribute)
+                and other.attr in self.option_defaults
+                and values[i].__class__ is int
+                and (by_rank[i] or named)
+            ):
+                left, right = values[i], self.option_defaults[other.attr]
+                break
+        if not _concrete(left, right):
+            return UNKNOWN
+        try:
+            return bool(_CMPOPS[type(e.ops[0])](left, right))
+        except Exception:  # noqa: BLE001 - any error of a concrete operation means the value is unknown
+            return UNKNOWN
 
     def _attribute(self, e: ast.Attribute, frame: dict) -> object:
         key = self.syntax.get(e, _MISSING)

@@ -151,9 +151,6 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
     return made
 
 
-# calls whose result iterates their first argument afresh each time it is looped over: progress
-
-
 def _wrapped(m, loaders: Flow) -> Flow | None:
     """The values an iteration wrapper made of one of the loaders, wrappers of those included."""
     def wraps(c: ast.Call, inner: set[int]) -> bool:
