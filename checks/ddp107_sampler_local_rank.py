@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.loaders import sampler_calls
-from ddpdoctor.script.ranks import GLOBAL, LOCAL, per_node_count
+from ddpdoctor.script.ranks import GLOBAL, LOCAL, per_node_count, same_as_group_local_rank
 
 CODE = "DDP107"
 TITLE = "Sampler given the local rank"
@@ -126,8 +126,8 @@ def check(m):
                 "out: DistributedSampler reads them from the process group",
             )
             continue
-        if kind != LOCAL:
-            continue
+        if kind != LOCAL or same_as_group_local_rank(m, rank):
+            continue  # (the process group was given the same local rank: one cause, DDP414's)
         if replicas is None:
             count = f"`{count_name}` left out (the process group's world size)"
         else:

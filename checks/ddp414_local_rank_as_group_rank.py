@@ -33,13 +33,24 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.ranks import local_rank_as_group_rank
+from ddpdoctor.script.loaders import sampler_calls
+from ddpdoctor.script.ranks import local_rank_as_group_rank, same_as_group_local_rank
 
 CODE = "DDP414"
 TITLE = "Node-local rank passed as the process-group rank"
 KIND = "script"
 SEVERITY = "error"
 CONFIDENCE = "high"
+
+
+def _samplers_given_it(m, hit) -> list[int]:
+    """Lines of the DistributedSamplers handed the same local rank: one mistake, one finding."""
+    lines = set()
+    for call in sampler_calls(m):
+        rank = m.keyword(call, "rank")
+        if rank is not None and same_as_group_local_rank(m, rank):
+            lines.add(rank.lineno)
+    return sorted(lines)
 
 
 def check(m):
@@ -58,9 +69,21 @@ def check(m):
             f"the process group's rank is the node-local rank "
             f"(`{ast.unparse(hit.passed if hit.passed is not None else hit.rank)}`{through}) in a world the "
             "launcher sizes over every node: on a second node the processes claim ranks 0, 1, ... again, "
-            "so the rendezvous fails or hangs, and rank-0-only work runs once per node",
+            "so the rendezvous fails or hangs, and rank-0-only work runs once per node"
+            + _also(_samplers_given_it(m, hit)),
             SEVERITY,
             hint="pass the global rank (`int(os.environ['RANK'])`), or leave `rank` and `world_size` "
             "out: torchrun's env:// sets them",
             **chain,
         )
+
+
+def _also(lines: list[int]) -> str:
+    if not lines:
+        return ""
+    many = len(lines) > 1
+    return (
+        f"; the DistributedSampler{'s' if many else ''} on line{'s' if many else ''} "
+        f"{', '.join(map(str, lines))} take{'' if many else 's'} it as the rank too, so on several nodes "
+        "their shards repeat"
+    )

@@ -155,8 +155,6 @@ def _saves(m):
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
-    if ranks.local_rank_as_group_rank(m):
-        return  # the local rank is the process group's rank: one cause, DDP414's
     if not m.single_node:
         yield from _saved_on_each_node(m)
     # `rank % ngpus_per_node == 0` is a node-local test too (mp.spawn scripts)

@@ -214,6 +214,25 @@ def assignments(m, key: str) -> list[tuple[ast.AST, ast.AST]]:
     return _assignments(m).get(key, [])
 
 
+def assignments_seen_at(m, expr: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """(value, assignment) of what ``expr`` reads, as far as scope shows: a plain name that the
+    function holding ``expr`` assigns is that function's own, so another function's assignments to
+    the same name say nothing about it (``world_size = torch.cuda.device_count()`` in ``main`` beside
+    ``world_size = int(os.environ["WORLD_SIZE"])`` in ``train``). Attributes and names the function
+    only reads (a global, a parameter filled by a caller) keep every assignment in the file."""
+    name = dotted(expr)
+    found = _assignments(m).get(name, []) if name else []
+    if isinstance(expr, ast.Name) and found:
+        fn = m.enclosing_function(expr)
+        if fn is not None and rebinds(fn, expr.id) and not _declared_global(fn, expr.id):
+            return [(v, a) for v, a in found if m.enclosing_function(a) is fn]
+    return found
+
+
+def _declared_global(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(fn))
+
+
 def reads_launcher_rank(m) -> bool:
     """The file reads a rank the launcher puts in each worker's environment (``os.environ["LOCAL_RANK"]``,
     ``os.getenv("RANK")``, ``SLURM_PROCID``): it is written to run as one of several processes."""
@@ -337,7 +356,7 @@ def per_node_count(m, expr: ast.AST) -> bool:
         return False
     if "per_node" in name.rsplit(".", 1)[-1].lower():
         return True
-    return any(isinstance(v, ast.Call) and per_node_count(m, v) for v, _n in _assignments(m).get(name, ())[:8])
+    return any(isinstance(v, ast.Call) and per_node_count(m, v) for v, _n in assignments_seen_at(m, expr)[:8])
 
 
 def takes_local_rank(m) -> bool:
@@ -1217,7 +1236,7 @@ def _launcher_world_size(m, expr: ast.AST | None, depth: int = 0) -> bool:
             return bool(returns) and all(_launcher_world_size(m, r, depth + 1) for r in returns)
         return False
     name = dotted(expr)
-    values = [v for v, _n in _assignments(m).get(name, ())[:8]] if name else []
+    values = [v for v, _n in assignments_seen_at(m, expr)[:8]] if name else []
     return bool(values) and all(_launcher_world_size(m, v, depth + 1) for v in values)
 
 
@@ -1269,6 +1288,22 @@ def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
             found.append(LocalAsGroupRank(call, rank))
     m.__dict__["_local_rank_as_group_rank"] = found
     return found
+
+
+def same_as_group_local_rank(m, expr: ast.AST) -> bool:
+    """``expr`` is the very value that a call reported by ``local_rank_as_group_rank`` hands the
+    process group as its rank (the same name, read in the same function): a sampler given it too
+    (``DistributedSampler(ds, rank=local_rank)``) is the same mistake, fixed by the same change."""
+    name = dotted(expr)
+    if name is None:
+        return False
+    fn = m.enclosing_function(expr)
+    return any(
+        dotted(given) == name and m.enclosing_function(given) is fn
+        for hit in local_rank_as_group_rank(m)
+        for given in (hit.rank, hit.passed)
+        if given is not None
+    )
 
 
 _NOT_PASSED = object()

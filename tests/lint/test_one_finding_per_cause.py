@@ -3,6 +3,8 @@ once, and the message lists the other saves."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ddpdoctor.lint import LintConfig, lint_source
 
 SRC = '''
@@ -115,3 +117,10 @@ def test_steps_one_rank_test_decides_are_one_finding_in_neutral_words():
     msg = found[0].message
     assert f"`scheduler.step()` (line {_line(STEPS, 'scheduler.step')})" in msg
     assert "runs only where" not in msg and "on some ranks only" in msg
+
+
+def test_a_local_rank_given_to_the_group_and_the_samplers_is_one_finding_naming_them():
+    src = (Path(__file__).parent / "fixtures" / "DDP107_ok_same_local_rank_as_group.py").read_bytes()
+    found = lint_source("train.py", src, LintConfig(select=("DDP107", "DDP414")))
+    assert [(f.code, f.location.line) for f in found] == [("DDP414", 11)]
+    assert "DistributedSampler on line 13 takes it as the rank too" in found[0].message
