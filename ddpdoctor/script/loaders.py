@@ -127,15 +127,17 @@ def loader_calls(m, samplers: Flow) -> list[ast.Call]:
         return batches is not None and batches.carries(m.keyword(dl, "batch_sampler"))
 
     made = [dl for dl in m.calls_named("DataLoader") if draws(dl)]
-    # a loader factory of another module handed the sampler by keyword (``build_loader(ds, bs,
-    # batch_sampler=sampler)``): what it returns draws from the sampler
+    # a loader factory or a project's own loader class handed the sampler by keyword
+    # (``build_loader(ds, bs, batch_sampler=sampler)``, ``DataSetIter(ds, sampler=sampler)``): what
+    # it makes draws from the sampler, whatever it is called; a sampler that wraps the sampler is
+    # _batch_samplers' question
     seen = {id(c) for c in made}
     made += [
         c
         for c, _q in m.calls
         if c.keywords  # (the sampler is handed by keyword: most calls have none)
         and id(c) not in seen
-        and "loader" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower()
+        and not (dotted(c.func) or "").endswith("Sampler")
         and draws(c, ("sampler", "batch_sampler"))
     ]
     own = set()
