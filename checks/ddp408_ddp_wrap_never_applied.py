@@ -11,10 +11,13 @@ Finds a DDP wrapper that the code never gets to use on the path that made it:
   code that then trains (a backward after it); a constructor test that trains nothing is left alone;
 - a name holding the wrapper given something else before anything reads the wrapper: its own
   module back (`model = DDP(model); model = model.module`) or a value made without it
-  (`self.model = torch.compile(model)` of the bare model), in a file that trains; reported at that
+  (`self.model = torch.compile(model)` of the bare model), in a file that trains or on an attribute
+  of the object (`self.model`, which its methods and subclasses train with); reported at that
   assignment (script/unwrapping.py; another wrapper put there, as constructor tests do, is left alone).
 It stays quiet when the choice or the wrap sits in a loop (a later round may use it), when the name
-is declared `global`/`nonlocal`, or when the name is read anywhere after it.
+is declared `global`/`nonlocal`, when the name is read anywhere after it, or when the wrapper's
+module is taken back under a test of its own (`if archi == "vqgan": model = model.module`: a choice
+for that case, the other paths keep the wrapper).
 
 ## Why is this bad?
 Gradients are all-reduced only by the forward and backward of the DDP module. A model that is
@@ -289,7 +292,12 @@ def check(m):
             "`.module` only to save or evaluate",
         )
     replaced = set()
-    for st, call in replacements(m) if _trains(m) else ():
+    trains = _trains(m)
+    for st, call in replacements(m):
+        if not trains and not isinstance(st.targets[0], ast.Attribute):
+            continue  # a local name in a file that trains nothing: a constructor test
+        # (`self.model = self.model.module` gives up the object's wrapper for every method that
+        # trains with it, in this file or a subclass's)
         replaced.add(id(call))
         key = dotted(st.targets[0])
         yield m.finding(

@@ -53,6 +53,7 @@ from ddpdoctor.script.writers import (
     other_ranks_arm,
     per_process_path,
     rank_guards,
+    saved_by_caller,
     to_stream,
 )
 
@@ -166,10 +167,13 @@ def _saving_helpers(m, saves) -> dict[str, ast.AST | None]:
         if not found:
             break
         out.update(found)
+    # (one whose result a library write stores, `torch.save(save_state(model), path)`, returns
+    # the state: the write is that call's)
+    states = {call.func.id for call, _q in m.calls if isinstance(call.func, ast.Name) and saved_by_caller(m, call)}
     for call, q in m.calls:
         if isinstance(call.func, ast.Name) and q and q != call.func.id and not q.startswith("torch."):
             name = call.func.id.lower()
-            if any(w in name for w in _SAVE_WORDS) and "load" not in name and call.func.id not in out:
+            if any(w in name for w in _SAVE_WORDS) and "load" not in name and call.func.id not in out and call.func.id not in states:
                 out[call.func.id] = None
     return out
 

@@ -2,8 +2,10 @@
 
 ## What it does
 Finds `torch.load(path)` with no `map_location` in a script that sets up torch.distributed or DDP.
-Not in code only a non-distributed job runs, nor in a class of a trainer module that nothing in the
-file ties to its distributed code (a sibling trainer that overrides the DDP one's loop).
+Not in code only a non-distributed job runs, nor where the load restores a learning-rate scheduler
+(`scheduler.load_state_dict(torch.load(path))`: plain numbers, no tensors), nor in a class of a
+trainer module that nothing in the file ties to its distributed code (a sibling trainer that
+overrides the DDP one's loop).
 
 ## Why is this bad?
 Tensors are restored onto the device they were saved from — usually `cuda:0`. Every rank then
@@ -89,7 +91,23 @@ def _unmapped(m, call) -> bool:
         and not class_apart_from_distributed(m, call)
         and not _moved_at_once(m, call)
         and not _feeds_a_dataset(m, call)
+        and not _restores_a_scheduler(m, call)
     )
+
+
+def _restores_a_scheduler(m, call) -> bool:
+    """``scheduler.load_state_dict(torch.load(path))``: a learning-rate scheduler's state is plain
+    numbers (epoch counts, rates), no tensors to land on any GPU."""
+    parent = m.parents.get(call)
+    if not (
+        isinstance(parent, ast.Call)
+        and call in parent.args
+        and isinstance(parent.func, ast.Attribute)
+        and parent.func.attr == "load_state_dict"
+    ):
+        return False
+    owner = (dotted(parent.func.value) or "").rsplit(".", 1)[-1].lower()
+    return "sched" in owner
 
 
 def _feeds_a_dataset(m, call) -> bool:

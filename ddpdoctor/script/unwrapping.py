@@ -44,6 +44,10 @@ def replaced_before_use(m, call: ast.Call) -> ast.Assign | None:
         if any(arms(m, st, scope).get(i, arm) != arm for i, arm in here.items()):
             continue  # the other arm of an `if` that holds the wrap: a path without the wrapper
         if isinstance(st, ast.Assign) and any(dotted(t) == key for t in st.targets):
+            if set(arms(m, st, scope)) - set(here) and any(_unwraps(m, r) for r in _loads(st.value, key)):
+                # the wrapper's own module taken back under a test of its own (`if archi == "vqgan":
+                # model = model.module`): a choice for that case; the other paths keep the wrapper
+                continue
             used = [r for r in _loads(st.value, key) if not _unwraps(m, r)]
             rewrapped = any(id(c) in wraps for c in ast.walk(st.value))  # another wrapper: a constructor test
             return None if used or rewrapped else st

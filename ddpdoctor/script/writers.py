@@ -739,6 +739,8 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     inherited = isinstance(f, ast.Attribute) and _is_super(f.value)
     if not name or (name in m.function_names and not inherited):
         return False  # this file's own helper (followed to its torch.save)
+    if saved_by_caller(m, call):
+        return False  # `torch.save(save_state(model, opt), path)`: it makes what is saved
     if inherited:
         # `super().save_checkpoint(fname)`: the base class's method, of another file when the base
         # class is not this file's
@@ -770,6 +772,17 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if not named or ranks.callee_guard(m, call) is not None:
         return False  # not a checkpoint helper, or one that picks its rank
     return isinstance(f, ast.Name) or module_function or _saver_made_here(m, f.value)
+
+
+def saved_by_caller(m, call: ast.Call) -> bool:
+    """``call``'s result is what a library write stores (``torch.save(save_transformer(model, opt),
+    path)``): a helper that returns the state; the write, and its rank test, is the outer call's."""
+    parent = m.parents.get(call)
+    return (
+        isinstance(parent, ast.Call)
+        and call in parent.args
+        and (m.qualname(parent.func) or "").split(".", 1)[0] in WRITING_LIBRARIES
+    )
 
 
 def _is_super(e: ast.AST) -> bool:
