@@ -71,15 +71,25 @@ def _holders(m) -> tuple[set[int], set[int]]:
 
 def _own_rank_getters(m) -> list[ast.Call]:
     """Calls of this file's own functions that return the global rank (``def get_rank(): return
-    dist.get_rank() if dist.is_initialized() else 0``; ``rank = get_rank()``)."""
+    dist.get_rank() if dist.is_initialized() else 0``; ``rank = get_rank()``), and of a project's
+    imported ``get_rank()``."""
     found = m.__dict__.get("_ddp402_getters")
     if found is None:
         own = {f.name for f in m.functions}
         found = m.__dict__["_ddp402_getters"] = [
-            c for c, _q in m.calls
-            if isinstance(c.func, ast.Name) and c.func.id in own and not c.args and rank_kind(m, c) == GLOBAL
+            c for c, q in m.calls
+            if isinstance(c.func, ast.Name)
+            and not c.args
+            and (c.func.id in own or _imported_rank_getter(c.func.id, q))
+            and rank_kind(m, c) == GLOBAL
         ]
     return found
+
+
+def _imported_rank_getter(name: str, qualname: str | None) -> bool:
+    """``from utils.distributed import get_rank``: a project's helper named as torch.distributed's
+    own, which returns the process's rank in the whole job."""
+    return bool(qualname) and qualname != name and name in ("get_rank", "get_global_rank")
 
 
 def _fallback_of_local(m, node: ast.AST) -> bool:
@@ -527,7 +537,8 @@ def _choice_rank(m, where: ast.AST) -> int:
 
 def _value_key(m, expr: ast.AST) -> object:
     """What a device expression's rank value is: the assignment that gives the name its value, the
-    module's name, or the expression itself."""
+    module's name, or the expression itself; one argument-free getter call (``get_rank()``) in one
+    scope is one value however often it is called."""
     name = _bare_name(expr)
     if name is None:
         # `device = torch.device(f"cuda:{rank}")`: the assignment, which the later uses of
@@ -535,20 +546,41 @@ def _value_key(m, expr: ast.AST) -> object:
         held = m.parents.get(expr)
         if isinstance(held, ast.Call) and expr in held.args:
             held = m.parents.get(held)  # (the string inside `torch.device(...)`)
+        while isinstance(held, ast.IfExp):
+            held = m.parents.get(held)  # (`torch.device(...) if torch.cuda.is_available() else ...`)
         if (
-            isinstance(expr, (ast.JoinedStr, ast.BinOp))
+            isinstance(expr, (ast.JoinedStr, ast.BinOp, ast.Call))
             and isinstance(held, ast.Assign)
             and len(held.targets) == 1
             and isinstance(held.targets[0], ast.Name)
         ):
-            return id(held)
-        return dotted(expr) or id(expr)
+            return _assign_key(m, held)
+        return _getter_text(m, expr) or dotted(expr) or id(expr)
     reaching = _reaching_assignment(m, expr, name) or _only_assignment_before(m, expr, name)
     if reaching is not None:
-        return id(reaching)
+        return _assign_key(m, reaching)
+    top = [a for a in m.tree.body if isinstance(a, ast.Assign) and any(dotted(t) == name for t in a.targets)]
+    if len(top) == 1 and (getter := _getter_text(m, top[0].value)) is not None:
+        return getter  # a module-level `device = torch.device(f"cuda:{get_rank()}")`
     if _module_name_here(m, expr, name):
         return ("module", name)
     return (_scope(m, expr), name)
+
+
+def _assign_key(m, assign: ast.Assign) -> object:
+    return _getter_text(m, assign.value) or id(assign)
+
+
+def _getter_text(m, expr: ast.AST) -> tuple[str, str] | None:
+    """The one argument-free call of a global-rank getter in ``expr`` (``get_rank()`` in
+    ``set_device(get_rank())`` and in ``device = torch.device(f"cuda:{get_rank()}" if ... else
+    "cpu")``), by its text and scope: the devices made from it there are one value, one finding."""
+    found = {
+        ast.unparse(n)
+        for n in walk(expr)
+        if isinstance(n, ast.Call) and not n.args and not n.keywords and _is_global_source(m, n)
+    }
+    return ("getter", _scope(m, expr), found.pop()) if len(found) == 1 else None
 
 
 def _only_assignment_before(m, use: ast.AST, name: str):

@@ -49,8 +49,11 @@ _WORLD = "get_world_size"  # answers 1 before the group exists: a batch divided 
 
 def _reads_environment(m, name: str, depth: int = 0) -> bool:
     """This file's helper of that name reads the launcher's environment (RANK), itself or through
-    another helper of the file: right before the process group exists too."""
+    another helper of the file, or asks torch.distributed nothing at all (``return args.local_rank
+    == 0``, a value set before it runs): right before the process group exists too."""
     fns = [f for f in m.functions if f.name == name]
+    if fns and not any(_asks_the_group(m, f, depth) for f in fns):
+        return True
     for f in fns:
         for n in ast.walk(f):
             if (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv")) or (
@@ -66,6 +69,24 @@ def _reads_environment(m, name: str, depth: int = 0) -> bool:
                 and _reads_environment(m, n.func.id, depth + 1)
             ):
                 return True
+    return False
+
+
+def _asks_the_group(m, fn: ast.AST, depth: int) -> bool:
+    """``fn`` calls torch.distributed (or an accelerate/Horovod-style rank call it does not show),
+    itself or through another helper of the file."""
+    for n in ast.walk(fn):
+        if not isinstance(n, ast.Call):
+            continue
+        q = m.qualname(n.func) or ""
+        last = (dotted(n.func) or "").rsplit(".", 1)[-1]
+        if q.startswith("torch.distributed") or last in (*_QUERIES, _WORLD, "is_initialized"):
+            return True
+        if isinstance(n.func, ast.Name) and n.func.id in m.function_names and n.func.id != getattr(fn, "name", ""):
+            if depth >= 3 or any(_asks_the_group(m, g, depth + 1) for g in m.functions if g.name == n.func.id):
+                return True
+        elif not (isinstance(n.func, ast.Name) and n.func.id in ("hasattr", "getattr", "int", "str", "bool")):
+            return True  # a call it does not show (`accelerator.is_main_process`, `hvd.rank()`)
     return False
 
 

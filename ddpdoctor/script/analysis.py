@@ -770,8 +770,8 @@ class ModuleAnalysis:
             name = dotted(e)
             if name is None or "per_node" in name.lower():
                 return False
-            if rank_facts.per_node_count(self, e):
-                return True  # assigned from device_count()
+            if rank_facts.always_per_node_count(self, e):
+                return True  # assigned from device_count() (on every path)
             # a world named for a GPU count (`num_gpus`, `n_gpu`) that the launcher's WORLD_SIZE
             # does not fill (`h.num_gpus = int(os.environ["WORLD_SIZE"])` counts the whole job)
             return name.rsplit(".", 1)[-1].lower() in _GPU_COUNT_NAMES and not any(

@@ -359,6 +359,16 @@ def per_node_count(m, expr: ast.AST) -> bool:
     return any(isinstance(v, ast.Call) and per_node_count(m, v) for v, _n in assignments_seen_at(m, expr)[:8])
 
 
+def always_per_node_count(m, expr: ast.AST) -> bool:
+    """Like per_node_count, but every value the file gives the name is such a count: a world size
+    that falls back to ``torch.cuda.device_count()`` only when WORLD_SIZE is unset is the launcher's
+    on the other paths."""
+    if isinstance(expr, ast.Call) or "per_node" in (dotted(expr) or "").rsplit(".", 1)[-1].lower():
+        return per_node_count(m, expr)
+    values = [v for v, _n in assignments_seen_at(m, expr)[:8] if not _is_plain_constant(v)]
+    return bool(values) and all(isinstance(v, ast.Call) and per_node_count(m, v) for v in values)
+
+
 def takes_local_rank(m) -> bool:
     """A function of the file takes the launcher's node-local rank as a parameter (``def
     fit_one_epoch(..., local_rank=0)``): only a process started as one of several per node has one,

@@ -408,7 +408,11 @@ def test_module_names_as_pathlib_gives_them():
 
 def _walk_holds_global_source(m, expr) -> bool:
     """DDP402's question answered the plain way: a walk of the expression."""
-    from ddpdoctor.checks.ddp402_global_rank_device import _GLOBAL_ENV, _fallback_of_local
+    from ddpdoctor.checks.ddp402_global_rank_device import (
+        _GLOBAL_ENV,
+        _fallback_of_local,
+        _imported_rank_getter,
+    )
 
     if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
         return False
@@ -418,8 +422,9 @@ def _walk_holds_global_source(m, expr) -> bool:
     for n in ast.walk(expr):
         if isinstance(n, ast.Call) and dist_op(m.qualname(n.func)) in ("get_rank", "get_global_rank"):
             return True
-        # the file's own getter of the global rank (`rank = get_rank()`)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in own and not n.args:
+        # the file's own getter of the global rank (`rank = get_rank()`), or a project's imported one
+        getter = isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and not n.args
+        if getter and (n.func.id in own or _imported_rank_getter(n.func.id, m.qualname(n.func))):
             if rank_kind(m, n) == GLOBAL:
                 return True
         if isinstance(n, ast.Constant) and n.value in _GLOBAL_ENV:
