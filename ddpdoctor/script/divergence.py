@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from ddpdoctor.script.branches import arms
 from ddpdoctor.script.names import dist_op, dotted
 from ddpdoctor.script.ranks import distributed_when_true, guard_kind
 
@@ -211,8 +212,11 @@ class RankValues:
             self._lists = m.__dict__["_rv_lists"] = _made_lists(m)
         self._keep: list[ast.AST] = []  # synthetic values made by the walk (their ids stay theirs)
         self._classes = {c.name: c for c in m.nodes(ast.ClassDef)} if self._stateful else {}
+        self._effect_calls: dict[str, dict[int, object]] = {}  # own function -> {id of call: ctrl}
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
+        if self._any_rank:
+            self._walk_rank_only_functions()
         if not (self._any_rank or self._data_defs or self._draws):  # nothing can differ between ranks
             self.decisions: list[Decision] = []
             return
@@ -307,6 +311,7 @@ class RankValues:
                     else:
                         self._def(st.target, st, fn, ctrl, st.value, aug=t is ast.AugAssign)
             elif t is ast.Expr and isinstance(st.value, ast.Call):
+                self._note_effect_call(st.value, ctrl)
                 self._grown(st.value, st, fn, ctrl)
                 if self._stateful:
                     self._fed(st.value, st, fn, ctrl)
@@ -317,6 +322,59 @@ class RankValues:
                     self._sinks.append(("exit", st, None, ctrl, (loops[0],), fn))
             elif t in (ast.Break,) and loops:
                 self._sinks.append(("exit", st, None, ctrl, (loops[-1],), fn))
+
+    def _note_effect_call(self, call: ast.Call, ctrl) -> None:
+        """A call of the file's own function (``self.load(ckpt)``, ``restore()``) made for its effect."""
+        f = call.func
+        if isinstance(f, ast.Name):
+            name = f.id
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            name = f.attr
+        else:
+            return
+        if name in self._defs_named:
+            self._effect_calls.setdefault(name, {})[id(call)] = (ctrl, call)
+
+    def _walk_rank_only_functions(self) -> None:
+        """A function of the file that only some ranks call (``if is_leader: self.load_from_latest(d)``,
+        which calls ``self.load(ckpt)``, which sets ``self.start_epoch``): the attributes it sets are
+        set on those ranks only. Walked again under the rank test of its calls, for those attributes
+        alone (its own tests and exits were judged in the first walk); then what it calls, in turn."""
+        done: set[str] = set()
+        counts: dict[str, int] = {}  # calls that may run the file's function of that name
+        for call, _q in self.m.calls:
+            name = dotted(call.func) or ""
+            if name.split(".", 1)[0] not in self.m.aliases:  # (not `torch.load` beside `self.load`)
+                last = name.rsplit(".", 1)[-1]
+                counts[last] = counts.get(last, 0) + 1
+        for _ in range(3):
+            walked = False
+            for name, sites in list(self._effect_calls.items()):
+                fns = self._defs_named[name]
+                # one def to walk, called under a rank test somewhere (not in both arms of one)
+                ranked = [c for c, _call in sites.values() if _under_rank(c)]
+                if name in done or len(fns) != 1 or not ranked or _both_arms(self.m, [c for _, c in sites.values()]):
+                    continue
+                done.add(name)
+                walked = True
+                kept, sinks = len(self.defs), len(self._sinks)
+                returns, data = len(self._return_sites), len(self._data_defs)
+                self._walk(fns[0].body, fns[0], ranked[0], [])
+                fresh = [d for d in self.defs[kept:] if d.key[0] == "attr"]
+                before = self.defs[:kept]
+                del self._sinks[sinks:]
+                if counts.get(name) == len(ranked):
+                    # every call is under a rank test: its defs of the first walk, as if every rank
+                    # ran it, are replaced, and its own tests part no ranks (one rank runs them; the
+                    # call's rank test is where they part, DDP301's question)
+                    redone = {id(d.stmt) for d in fresh}
+                    before = [d for d in before if id(d.stmt) not in redone]
+                    self._sinks[:] = [k for k in self._sinks if k[5] is not fns[0]]
+                self.defs[:] = before + fresh
+                del self._return_sites[returns:]
+                del self._data_defs[data:]
+            if not walked:
+                return
 
     def _def(self, target, stmt, fn, ctrl, value, aug: bool = False) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -591,7 +649,8 @@ class RankValues:
         others = [
             o
             for o in self.by_key.get(d.key, ())
-            if o is not d and o.ctrl is None and o.value is not None and o.fn is d.fn
+            # (not the same statement as every rank runs it: a function also called on one rank)
+            if o is not d and o.stmt is not d.stmt and o.ctrl is None and o.value is not None and o.fn is d.fn
         ]
         if not others:
             return False
@@ -922,6 +981,17 @@ def _schema_test(test: ast.AST) -> bool:
             "type",
         ):
             return True
+    return False
+
+
+def _both_arms(m, calls: list) -> bool:
+    """Two of the calls sit in the two arms of one ``if`` (``if rank == 0: run(...) else: run(...)``):
+    every rank makes one of them."""
+    seen: dict[int, str] = {}
+    for call in calls:
+        for test, arm in arms(m, call, m.tree).items():
+            if seen.setdefault(test, arm) != arm:
+                return True
     return False
 
 
