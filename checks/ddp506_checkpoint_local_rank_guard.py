@@ -10,7 +10,10 @@ in distributed code (torch.distributed, DDP, a DistributedSampler, accelerate, H
 that reads the launcher's `LOCAL_RANK`, or one that takes a rank modulo the GPUs of a node:
 `args.rank % ngpus_per_node == 0` in a trainer module) that can run on several nodes (nothing pins its rendezvous to
 localhost). Saves to a path that names the host or node are left alone. Also Hugging Face's
-`save_on_each_node=True`, which makes the Trainer save from local rank 0 of every node.
+`save_on_each_node=True`, which makes the Trainer save from local rank 0 of every node, and a file
+every process writes that only its node-local rank names (`torch.save(state, f"final_{local_rank}.pt")`,
+`open(f"eval/{self.local_rank}.pkl", "wb")`) in a file that also knows the global rank (one finding,
+the other such writes listed).
 
 ## Why is this bad?
 Every node has a local rank 0, so on N nodes N processes write the same checkpoint at the same time.
@@ -46,6 +49,7 @@ from ddpdoctor.script.writers import (
     every_process_side,
     every_rank_reaches,
     guard_chains,
+    named_by_local_rank_only,
     per_process_path,
     presence_origin,
     writer_guard_kind,
@@ -171,6 +175,7 @@ def check(m):
         return
     if m.single_node:
         return
+    yield from _per_local_rank_files(m)
     reported: set[int] = set()
     reported_origins: set[int] = set()
     for save, path in _saves(m):
@@ -222,6 +227,56 @@ def check(m):
                 writer=dotted(save.func) or "save",
             )
             break
+
+
+def _writes(m):
+    """(call, path) of the saves and of ``open(path, "w"/"wb"/"a")``."""
+    yield from ((c, p) for c, p in _saves(m) if p is not None)
+    for call in m.calls_named("open"):
+        mode = call.args[1] if len(call.args) > 1 else m.keyword(call, "mode")
+        if call.args and isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax"):
+            yield call, call.args[0]
+
+
+def _per_local_rank_files(m):
+    """A file every process writes, named by its node-local rank alone (``torch.save(state,
+    f"{ckpt}_rank{local_rank}")``, ``open(f"eval/{self.local_rank}.pkl", "wb")``): on several nodes
+    the processes with the same local rank write the same file."""
+    if not _tells_global_rank(m):
+        return  # (a file that never tells a global rank from the local one is written for one node)
+    found = []
+    for call, path in _writes(m):
+        local = named_by_local_rank_only(m, path)
+        if local is None or m.rank_guard(call) is not None or any(guard_chains(m, call)):
+            continue  # (a rank test on the way, here or around a call that leads here: DDP501/506's)
+        found.append((call, local))
+    if not found:
+        return
+    # one cause, one finding: the first such write, with the others listed
+    found.sort(key=lambda f: (f[0].lineno, f[0].col_offset))
+    call, local = found[0]
+    more = [c.lineno for c, _l in found[1:]]
+    also = f"; so do the writes on line{'s' if len(more) > 1 else ''} {', '.join(map(str, more))}" if more else ""
+    yield m.finding(
+        CODE,
+        call,
+        f"every process writes a file named by its node-local rank (`{ast.unparse(local)}`): on several "
+        f"nodes the processes with the same local rank write the same file at once{also}",
+        SEVERITY,
+        hint="name the file by the global rank (`dist.get_rank()`) or the host, or write it on one rank",
+        chain=[call.lineno, *more[:4]],
+    )
+
+
+def _tells_global_rank(m) -> bool:
+    """The file knows the process's rank in the whole job beside the local one (``dist.get_rank()``,
+    ``rank = args.nr * args.gpus + local_rank``, RANK from the launcher)."""
+    return bool(m.dist_calls("get_rank", "get_global_rank")) or any(
+        # (a node's offset plus the local rank is a global rank whatever the names say)
+        (m.rank_kind(a.value) if isinstance(a.value, ast.BinOp) else ranks.strict_rank_kind(m, a.value))
+        == ranks.GLOBAL
+        for a in m.nodes(ast.Assign)
+    )
 
 
 def _saved_on_each_node(m):

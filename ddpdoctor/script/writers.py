@@ -77,6 +77,32 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     )
 
 
+def named_by_local_rank_only(m, expr: ast.AST | None) -> ast.AST | None:
+    """The node-local rank that alone makes ``expr`` this process's path (``f"ckpt_rank{local_rank}.pt"``,
+    ``"{}.pkl".format(self.local_rank)``, also through one plain variable): unique on one node, the
+    same file for the processes of that index on every node. None when a global rank, a node index,
+    the host or a temporary name also tells the processes apart."""
+    if expr is None:
+        return None
+    if isinstance(expr, ast.Name):
+        values = [v for v, _n in ranks.assignments_seen_at(m, expr)]
+        if len(values) != 1:
+            return None
+        expr = values[0]
+    text = ast.unparse(expr).lower()
+    if any(w in text for w in ("host", "node", "uuid", "pid", "mkdtemp", "mkstemp", "temporary", "global", "time")):
+        return None
+    local = None
+    for n in walk(expr):
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load):
+            kind = ranks.rank_kind(m, n)
+            if kind in (ranks.GLOBAL, ranks.NODE):
+                return None
+            if kind == ranks.LOCAL and local is None:
+                local = n
+    return local
+
+
 def _path_parts(expr: ast.AST) -> list:
     """The pieces a path is joined from: ``join(a, b)``'s arguments, both sides of ``a / b`` and
     ``folder + name``."""
