@@ -247,6 +247,17 @@ class ModuleAnalysis:
     def function_names(self) -> frozenset[str]:
         return frozenset(fn.name for fn in self.functions)
 
+    @cached_property
+    def plain_functions(self) -> list:
+        """The file's functions outside any class: what a bare ``name(...)`` can call (a method of
+        the same name is reached only through its object)."""
+        in_class = {id(f) for c in self.nodes(ast.ClassDef) for f in c.body}
+        return [fn for fn in self.functions if id(fn) not in in_class]
+
+    @cached_property
+    def plain_function_names(self) -> frozenset[str]:
+        return frozenset(fn.name for fn in self.plain_functions)
+
     def in_plain_arm(self, call: ast.AST, owner: str | None = None) -> bool:
         """``call`` (``X.state_dict()``, ``X(batch)``) sits in the arm of an ``if`` whose other arm
         takes ``X`` out of its wrapper (``if args.multi_gpu: X.module...``): the author unwraps

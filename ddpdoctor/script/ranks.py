@@ -249,7 +249,14 @@ def callee_def(m, name: str):
     """(module, def) of the function a call named ``name`` runs: this file's by its last name, else,
     in a project, another file's through the imports; (m, None) when neither shows it."""
     last = name.rsplit(".", 1)[-1]
-    fn = next((f for f in m.functions if f.name == last), None)
+    head = name.split(".", 1)[0]
+    if "." not in name:
+        # a bare name calls a function outside the classes (or an import), never a method
+        fn = next((f for f in m.plain_functions if f.name == last), None)
+    elif head in m.aliases:
+        fn = None  # `utils.save_checkpoint(...)`: the imported module's, not this file's method
+    else:
+        fn = next((f for f in m.functions if f.name == last), None)
     if fn is None and m.project is not None:
         found = m.resolve(name)
         if found is not None:

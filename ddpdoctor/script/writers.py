@@ -763,7 +763,10 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
         return False
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
     inherited = isinstance(f, ast.Attribute) and _is_super(f.value)
-    if not name or (name in m.function_names and not inherited):
+    # (a bare `save_checkpoint(...)` is never a method of the file's classes: beside a method of that
+    # name it is the imported function)
+    own = m.plain_function_names if isinstance(f, ast.Name) else m.function_names
+    if not name or (name in own and not inherited):
         return False  # this file's own helper (followed to its torch.save)
     if saved_by_caller(m, call):
         return False  # `torch.save(save_state(model, opt), path)`: it makes what is saved
