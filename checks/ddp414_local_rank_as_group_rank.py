@@ -3,7 +3,8 @@
 ## What it does
 Finds `init_process_group(rank=...)` where the rank is the node-local one (`LOCAL_RANK` from the
 environment, a `--local_rank` option, a name assigned from either, or a helper of the file that
-returns it) while the world size is the launcher's (`WORLD_SIZE`, `LOCAL_WORLD_SIZE` from the
+returns it; also a name that one launch path sets to it, `if args.local_rank != -1: args.rank =
+args.local_rank`, beside a Slurm path that sets the global one) while the world size is the launcher's (`WORLD_SIZE`, `LOCAL_WORLD_SIZE` from the
 environment, or left to `env://`). Only evidence counts: a parameter merely called `gpu` (the
 `mp.spawn` index) is not followed, and a script whose rendezvous is hard-wired to this machine
 (`tcp://127.0.0.1`, `MASTER_ADDR = "localhost"`) or whose world is this machine's GPU count is
@@ -63,6 +64,10 @@ def check(m):
                 f"{hit.passed_by.lineno}"
             )
         # at the rank argument: in a call spread over lines, the line to change
+        if hit.path_given is not None:
+            given = hit.path_given
+            through = f" on the launch path where line {given.lineno} sets `{ast.unparse(given).strip()}`"
+            chain = {"chain": [given.lineno, hit.rank.lineno]}
         yield m.finding(
             CODE,
             hit.rank,

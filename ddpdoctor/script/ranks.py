@@ -1266,6 +1266,7 @@ class LocalAsGroupRank:
     rank: ast.AST
     passed_by: ast.Call | None = None
     passed: ast.AST | None = None
+    path_given: ast.AST | None = None  # the assignment that gives it the local rank on one launch path
 
 
 def group_rank_argument(m, call: ast.Call) -> ast.AST | None:
@@ -1301,10 +1302,36 @@ def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
                     found.append(LocalAsGroupRank(call, rank, site, value))
                     break  # one finding per process group: the first call that passes a local rank
             continue
-        if strict_rank_kind(m, rank) == LOCAL and _launcher_world_size(m, world):
+        kind = strict_rank_kind(m, rank)
+        if kind == LOCAL and _launcher_world_size(m, world):
             found.append(LocalAsGroupRank(call, rank))
+        elif _launcher_world_size(m, world):
+            path = _local_on_one_launch_path(m, rank, call)
+            if path is not None:
+                found.append(LocalAsGroupRank(call, rank, path_given=path))
     m.__dict__["_local_rank_as_group_rank"] = found
     return found
+
+
+def _local_on_one_launch_path(m, rank: ast.AST, call: ast.Call) -> ast.AST | None:
+    """``if args.local_rank != -1: args.rank = args.local_rank`` / ``elif "SLURM_PROCID" in
+    os.environ: args.rank = int(os.environ["SLURM_PROCID"])`` before ``init_process_group(rank=
+    args.rank)``: on one launch path the group's rank is the node-local one. The assignment on that
+    path (one arm of an ``if`` that does not hold the call, before it in the same function)."""
+    from ddpdoctor.script.branches import arms
+
+    fn = m.enclosing_function(call)
+    scope = fn or m.tree
+    here = arms(m, call, scope)
+    for value, node in assignments_seen_at(m, rank)[:16]:
+        if m.enclosing_function(node) is not fn or node.lineno >= call.lineno:
+            continue
+        there = arms(m, node, scope)
+        if set(there.items()) <= set(here.items()):
+            continue  # on every path to the call: its kind would be the name's
+        if strict_rank_kind(m, value) == LOCAL:
+            return node
+    return None
 
 
 def same_as_group_local_rank(m, expr: ast.AST) -> bool:
