@@ -51,7 +51,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.branches import arms, in_loop
-from ddpdoctor.script.names import dotted, is_torch_name, names_evaluation
+from ddpdoctor.script.names import declares_shared, dotted, is_torch_name, names_evaluation
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 from ddpdoctor.script.unwrapping import replacements
@@ -66,10 +66,6 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.
 
 def _scope(m, node: ast.AST) -> ast.AST:
     return next((a for a in m.ancestors(node) if isinstance(a, _SCOPES)), m.tree)
-
-
-def _declared_shared(scope: ast.AST, name: str) -> bool:
-    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in walk(scope))
 
 
 def _reads(scope: ast.AST, name: str) -> list[ast.Name]:
@@ -102,7 +98,7 @@ def _chosen_never_called(m):
     for assign in m.nodes(ast.Assign):
         for name in _class_targets(m, assign):
             scope = _scope(m, assign)
-            if _declared_shared(scope, name) or in_loop(m, assign, scope):
+            if declares_shared(scope, name) or in_loop(m, assign, scope):
                 continue
             reads = _reads(scope, name)
             if not reads:
@@ -224,7 +220,7 @@ def _wrapped_never_read(m):
             continue
         name = assign.targets[0].id
         scope = _scope(m, assign)
-        if _declared_shared(scope, name) or in_loop(m, assign, scope):
+        if declares_shared(scope, name) or in_loop(m, assign, scope):
             continue
         if isinstance(scope, ast.ClassDef):
             continue  # a class attribute: read through the class elsewhere

@@ -242,16 +242,14 @@ def _per_local_rank_files(m):
     """A file every process writes, named by its node-local rank alone (``torch.save(state,
     f"{ckpt}_rank{local_rank}")``, ``open(f"eval/{self.local_rank}.pkl", "wb")``): on several nodes
     the processes with the same local rank write the same file."""
-    if not _tells_global_rank(m):
-        return  # (a file that never tells a global rank from the local one is written for one node)
     found = []
     for call, path in _writes(m):
         local = named_by_local_rank_only(m, path)
         if local is None or m.rank_guard(call) is not None or any(guard_chains(m, call)):
             continue  # (a rank test on the way, here or around a call that leads here: DDP501/506's)
         found.append((call, local))
-    if not found:
-        return
+    if not found or not _tells_global_rank(m):
+        return  # (a file that never tells a global rank from the local one is written for one node)
     # one cause, one finding: the first such write, with the others listed
     found.sort(key=lambda f: (f[0].lineno, f[0].col_offset))
     call, local = found[0]

@@ -251,8 +251,7 @@ class ModuleAnalysis:
     def plain_functions(self) -> list:
         """The file's functions outside any class: what a bare ``name(...)`` can call (a method of
         the same name is reached only through its object)."""
-        in_class = {id(f) for c in self.nodes(ast.ClassDef) for f in c.body}
-        return [fn for fn in self.functions if id(fn) not in in_class]
+        return [fn for fn in self.functions if id(fn) not in self._method_ids]
 
     @cached_property
     def plain_function_names(self) -> frozenset[str]:

@@ -212,7 +212,7 @@ class RankValues:
             self._lists = m.__dict__["_rv_lists"] = _made_lists(m)
         self._keep: list[ast.AST] = []  # synthetic values made by the walk (their ids stay theirs)
         self._classes = {c.name: c for c in m.nodes(ast.ClassDef)} if self._stateful else {}
-        self._effect_calls: dict[str, dict[int, object]] = {}  # own function -> {id of call: ctrl}
+        self._effect_calls: dict[str, dict[int, tuple]] = {}  # own function -> {id of call: (ctrl, call)}
         for fn in (m.tree, *m.functions):
             self._walk(fn.body, fn if fn is not m.tree else None, None, [])
         if self._any_rank:
@@ -341,12 +341,7 @@ class RankValues:
         set on those ranks only. Walked again under the rank test of its calls, for those attributes
         alone (its own tests and exits were judged in the first walk); then what it calls, in turn."""
         done: set[str] = set()
-        counts: dict[str, int] = {}  # calls that may run the file's function of that name
-        for call, _q in self.m.calls:
-            name = dotted(call.func) or ""
-            if name.split(".", 1)[0] not in self.m.aliases:  # (not `torch.load` beside `self.load`)
-                last = name.rsplit(".", 1)[-1]
-                counts[last] = counts.get(last, 0) + 1
+        counts = _own_call_counts(self.m)
         for _ in range(3):
             walked = False
             for name, sites in list(self._effect_calls.items()):
@@ -982,6 +977,20 @@ def _schema_test(test: ast.AST) -> bool:
         ):
             return True
     return False
+
+
+def _own_call_counts(m) -> dict[str, int]:
+    """By last name, the calls that may run a function of the file (not ``torch.load`` beside
+    ``self.load``); once per file, for every RankValues built on it."""
+    counts = m.__dict__.get("_rv_call_counts")
+    if counts is None:
+        counts = m.__dict__["_rv_call_counts"] = {}
+        for call, _q in m.calls:
+            name = dotted(call.func) or ""
+            if name.split(".", 1)[0] not in m.aliases:
+                last = name.rsplit(".", 1)[-1]
+                counts[last] = counts.get(last, 0) + 1
+    return counts
 
 
 def _both_arms(m, calls: list) -> bool:

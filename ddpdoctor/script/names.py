@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import re
 
+from ddpdoctor.script.nodes import walk
+
 
 def collect_aliases(imports) -> dict[str, str]:
     """Local name -> fully qualified name, from the file's Import/ImportFrom nodes wherever they are
@@ -192,6 +194,11 @@ def short_text(node: ast.AST, n: int = 40) -> str:
     except Exception:  # noqa: BLE001 - a node ast cannot unparse: say so
         return "..."
     return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def declares_shared(scope: ast.AST, name: str) -> bool:
+    """``scope`` declares ``name`` ``global`` or ``nonlocal``: its assignments there are not its own."""
+    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in walk(scope))
 
 
 def rebinds(scope: ast.AST, name: str) -> bool:

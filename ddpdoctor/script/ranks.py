@@ -19,7 +19,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ddpdoctor.script.names import dist_op, dotted, is_distributed_flag, is_property, rebinds
+from ddpdoctor.script.branches import arms
+from ddpdoctor.script.names import declares_shared, dist_op, dotted, is_distributed_flag, is_property, rebinds
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.values import bound_argument
 
@@ -224,13 +225,9 @@ def assignments_seen_at(m, expr: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     found = _assignments(m).get(name, []) if name else []
     if isinstance(expr, ast.Name) and found:
         fn = m.enclosing_function(expr)
-        if fn is not None and rebinds(fn, expr.id) and not _declared_global(fn, expr.id):
+        if fn is not None and rebinds(fn, expr.id) and not declares_shared(fn, expr.id):
             return [(v, a) for v, a in found if m.enclosing_function(a) is fn]
     return found
-
-
-def _declared_global(fn: ast.AST, name: str) -> bool:
-    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(fn))
 
 
 def reads_launcher_rank(m) -> bool:
@@ -1302,13 +1299,12 @@ def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
                     found.append(LocalAsGroupRank(call, rank, site, value))
                     break  # one finding per process group: the first call that passes a local rank
             continue
-        kind = strict_rank_kind(m, rank)
-        if kind == LOCAL and _launcher_world_size(m, world):
+        if not _launcher_world_size(m, world):
+            continue
+        if strict_rank_kind(m, rank) == LOCAL:
             found.append(LocalAsGroupRank(call, rank))
-        elif _launcher_world_size(m, world):
-            path = _local_on_one_launch_path(m, rank, call)
-            if path is not None:
-                found.append(LocalAsGroupRank(call, rank, path_given=path))
+        elif (path := _local_on_one_launch_path(m, rank, call)) is not None:
+            found.append(LocalAsGroupRank(call, rank, path_given=path))
     m.__dict__["_local_rank_as_group_rank"] = found
     return found
 
@@ -1318,8 +1314,6 @@ def _local_on_one_launch_path(m, rank: ast.AST, call: ast.Call) -> ast.AST | Non
     os.environ: args.rank = int(os.environ["SLURM_PROCID"])`` before ``init_process_group(rank=
     args.rank)``: on one launch path the group's rank is the node-local one. The assignment on that
     path (one arm of an ``if`` that does not hold the call, before it in the same function)."""
-    from ddpdoctor.script.branches import arms
-
     fn = m.enclosing_function(call)
     scope = fn or m.tree
     here = arms(m, call, scope)
