@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.loaders import names_a_loader
-from ddpdoctor.script.names import also_lines, dotted
+from ddpdoctor.script.names import also_lines, dotted, names_a_loader
 
 CODE = "DDP109"
 TITLE = "Sampler set on a DataLoader after it is built"

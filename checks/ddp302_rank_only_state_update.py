@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted, training_state
+from ddpdoctor.script.names import also_lines, dotted, training_state
 from ddpdoctor.script.ranks import assignments
 
 CODE = "DDP302"
@@ -115,20 +115,21 @@ def check(m):
         by_test.setdefault((guard.path, id(guard.test)), []).append((call, owner, guard))
     # a load under a test that also keeps a step away is the same cause: the step's finding says it
     yield from _restored(m, {key[1] for key in by_test})
-    for steps in by_test.values():
+    for steps in _by_owner(m, by_test):
         steps.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
         call, owner, guard = steps[0]
         via = f", reached through {m.chain_text(guard.chain, call.lineno)}" if guard.chain else ""
         test = ast.unparse(guard.test)
         if len(test) > 40:
             test = test[:37] + "..."
-        others = "".join(f" and `{o}.step()` (line {c.lineno})" for c, o, _g in steps[1:])
+        also = also_lines(c.lineno for c, o, _g in steps[1:] if o == owner)
+        others = "".join(f" and `{o}.step()` (line {c.lineno})" for c, o, _g in steps[1:] if o != owner)
         # the test may let the step through or keep it away (an early return before it): either
         # way it runs on some ranks only, which is what the message says
         yield m.finding(
             CODE,
             call,
-            f"`{owner}.step()`{others} depend{'' if others else 's'} on the rank test `{test}` "
+            f"`{owner}.step()`{also}{others} depend{'' if others else 's'} on the rank test `{test}` "
             f"(line {guard.line}{via}) and run{'' if others else 's'} on some ranks only: the other "
             "ranks keep their old learning rate or weights, and the replicas silently drift apart",
             SEVERITY,
@@ -136,6 +137,24 @@ def check(m):
             "rank test",
             guard_line=guard.line,
         )
+
+
+def _by_owner(m, by_test: dict[tuple, list]) -> list[list]:
+    """The groups of steps, one per rank test, joined where they step the same object in one function:
+    the scheduler stepped on rank 0 after the resume, every step and every epoch is one habit, one
+    finding (a name in another function may hold another object)."""
+    groups: list[list] = []
+
+    def owners(steps) -> set:
+        return {(o, id(m.enclosing_function(c))) for c, o, _g in steps}
+
+    for steps in by_test.values():
+        joined = [g for g in groups if owners(steps) & owners(g)]
+        for g in joined:
+            groups.remove(g)
+            steps = steps + g
+        groups.append(steps)
+    return groups
 
 
 def _restored(m, reported: set[int]):

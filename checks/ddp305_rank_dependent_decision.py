@@ -89,8 +89,8 @@ import ast
 from ddpdoctor.script.divergence import CLOCKS, Decision, RankValues
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
-from ddpdoctor.script.loaders import names_a_loader, sharded_passes
-from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, training_state
+from ddpdoctor.script.loaders import sharded_passes
+from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes
 

@@ -67,6 +67,7 @@ _METRIC_WORDS = frozenset((
     "loss", "losses", "acc", "accuracy", "metric", "metrics", "score", "scores", "f1", "auc", "ap",
     "map", "iou", "miou", "psnr", "ssim", "bleu", "wer", "cer", "ppl", "perplexity", "error", "err",
     "top1", "top5", "prec", "precision", "recall", "dice", "mae", "mse", "rmse", "fid", "correct",
+    "best",  # `is_best`, `self.best_pred`: a best-so-far figure, or the decision made from one
 ))
 
 

@@ -56,7 +56,7 @@ from ddpdoctor.script.foreign import (
     place,
     reported_there,
 )
-from ddpdoctor.script.names import dotted, path_extension
+from ddpdoctor.script.names import dotted, names_one_rank_output, path_extension
 from ddpdoctor.script.ranks import assignments, spawn_calls
 from ddpdoctor.script.writers import (
     WRITING_LIBRARIES,
@@ -349,6 +349,8 @@ def _helper_output_file(m, call: ast.Call) -> ast.AST | None:
     f = call.func
     if not isinstance(f, ast.Name) or f.id in m.function_names or not _WRITER_NAME.match(f.id.lower()):
         return None
+    if names_one_rank_output(f.id):
+        return None  # `save_rank(text, "log.txt")`: the helper writes on one rank, by its name
     if (m.qualname(f) or "").split(".", 1)[0] in (*WRITING_LIBRARIES, "yaml"):
         return None  # a library's writer: handled above, or its own rule
     return next((a for a in (*call.args, *(k.value for k in call.keywords)) if path_extension(a) in _OUTPUT_FILES), None)

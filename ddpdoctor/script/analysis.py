@@ -34,6 +34,7 @@ from ddpdoctor.script.names import (
     dotted,
     name_words,
     names_a_ddp_wrapper,
+    names_one_rank_function,
     qualify,
     wraps_for_data_parallel,
     wraps_iteration,
@@ -902,9 +903,7 @@ class ModuleAnalysis:
             if isinstance(a, (ast.If, ast.IfExp, ast.While)) and self.is_rank_guard(a.test):
                 return True
             if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(
-                    k in a.name.lower() for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")
-                ):
+                if names_one_rank_function(a.name):
                     return True
                 for st in a.body:
                     if st.lineno >= node.lineno:

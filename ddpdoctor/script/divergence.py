@@ -87,6 +87,9 @@ class _Def:
     unifying: bool = False  # the value comes out of a collective: the same on every rank
     failure: bool = False  # set in an ``except`` handler: a failure path, see RankValues._solve
     settled: bool = False  # known to be the same on every rank, whatever else turns out
+    # a container defined anew by storing one entry (see RankValues._stored): ("key", k) for
+    # ``d[k] = v``, ("prefix", text) for ``d[f"text{i}"] = v``
+    entry: tuple | None = None
 
 
 def _is_unifying(call: ast.Call, bound: bool = False) -> bool:
@@ -200,6 +203,8 @@ class RankValues:
         self._params_done: set[tuple] = set()
         self._return_sites: list[tuple] = []  # (Return, fn, ctrl)
         self._handlers = 0  # depth of ``except`` handlers the walk is in
+        self._entries_whole = True  # False while return values are read (see _stored)
+        self._item_bases: dict[tuple, tuple] = {}  # an entry's key -> its container's key
         self._leaf_memo: dict[int, tuple] = {}
         self.tainted: set[tuple] = set()  # keys with a rank-dependent definition
         self._any_rank = False
@@ -228,6 +233,7 @@ class RankValues:
                     self._own_calls.append((call, m.enclosing_function(call)))
         for d in self.defs:
             self.by_key.setdefault(d.key, []).append(d)
+        self._data_keys = frozenset(d.key for d in self._data_defs)  # names a data loop binds
         self._solve()
         self.decisions = self._decisions()
 
@@ -396,7 +402,7 @@ class RankValues:
     def _stored(self, target: ast.Subscript, stmt, fn, ctrl, value: ast.AST) -> None:
         """``metrics["acc"] += acc`` or ``sums[0] = x``: the container holds the new item beside
         its old contents (the def reads both, so a clean item hides nothing)."""
-        item = _item_key(target)
+        item = _item_key(target, fn)
         if item is not None:
             # `metrics["acc"] += acc`: that entry alone (a step counter in the same dict is another)
             both = value
@@ -404,6 +410,27 @@ class RankValues:
                 both = ast.Tuple(elts=[target, value], ctx=ast.Load())
                 self._keep.append(both)
             self.defs.append(_Def(item, stmt, fn, ctrl, both, None, failure=self._handlers > 0))
+            base = target.value
+            key = self._key(base, fn) if isinstance(base, (ast.Name, ast.Attribute)) else None
+            if key is not None:
+                # the container read whole (`calc_metric(val_data)`) holds that entry too; not where
+                # the function returns it, whose callers read other entries by their keys
+                whole = ast.Tuple(elts=[base, target], ctx=ast.Load())
+                self._keep.append(whole)
+                entry = ("key", target.slice.value)
+                self.defs.append(_Def(key, stmt, fn, ctrl, whole, None, failure=self._handlers > 0, entry=entry))
+            return
+        head = target.slice.values[0] if isinstance(target.slice, ast.JoinedStr) and target.slice.values else None
+        if (
+            isinstance(head, ast.Constant)
+            and isinstance(target.value, (ast.Name, ast.Attribute))
+            and (key := self._key(target.value, fn)) is not None
+        ):
+            # `image_logs[f"image/{i}"] = img`: entries whose keys start with that text
+            whole = ast.Tuple(elts=[target.value, value], ctx=ast.Load())
+            self._keep.append(whole)
+            entry = ("prefix", str(head.value))
+            self.defs.append(_Def(key, stmt, fn, ctrl, whole, None, failure=self._handlers > 0, entry=entry))
             return
         base = _storage_of(target)
         if isinstance(base, (ast.Name, ast.Attribute)):
@@ -438,10 +465,10 @@ class RankValues:
             return  # ``evaluator.evaluate(model)``, ``cfg.write(log)``: not a value it keeps
         obj = call.func.value if isinstance(call.func, ast.Attribute) else call.func
         name = dotted(obj)
-        if name not in self._stateful:
+        if not self._kept(name):
             return
         method = call.func.attr if isinstance(call.func, ast.Attribute) else "__call__"
-        cls = self._classes.get(self._stateful[name])
+        cls = self._classes.get(self._stateful.get(name, ""))
         if cls is not None and any(
             isinstance(n, ast.Call) and _is_unifying(n)
             for f in cls.body
@@ -452,6 +479,17 @@ class RankValues:
         # its own key: what the object keeps (``stopper.early_stop``) is fed, not the object
         # itself (``stopper is None`` still reads the same on every rank)
         self.defs.append(_Def(_fed_key(name, fn), stmt, fn, ctrl, call, None, failure=self._handlers > 0))
+
+    def _kept(self, name: str | None) -> bool:
+        """``name`` is an object the file made from a class, or a part of one (``self.val_message.miou``
+        in ``self.val_message = Message(miou=MeanIoU(n))``): what it is fed, it keeps."""
+        while name and self._stateful:
+            if name in self._stateful:
+                return True
+            if "." not in name:
+                return False
+            name = name.rsplit(".", 1)[0]
+        return False
 
     def _data_def(self, loop, fn, ctrl) -> None:
         """The names a training loop binds to the rank's batch (not the index of ``enumerate``)."""
@@ -552,6 +590,7 @@ class RankValues:
                     self.tainted.add(d.key)
                     changed = True
             changed |= self._data_parameters()
+            self._entries_whole = False
             for r, fn, ctrl in self._return_sites:
                 have = self.returns.setdefault(fn.name, {})
                 if None in have:
@@ -572,6 +611,7 @@ class RankValues:
                     if o is not None:
                         have[None] = o
                         changed = True
+            self._entries_whole = True
             if not changed:
                 break
 
@@ -615,7 +655,7 @@ class RankValues:
 
     def _unifying_value(self, e: ast.AST, fn) -> bool:
         return any(
-            leaf[0] == "unify" or (leaf[0] == "name" and leaf[2] in self.unified)
+            leaf[0] == "unify" or (leaf[0] == "name" and self._unified(leaf[2]))
             for leaf in self._leaves(e, fn)[1]
         )
 
@@ -649,6 +689,10 @@ class RankValues:
         ]
         if not others:
             return False
+        if self._data_defs and any(
+            leaf[0] == "name" and leaf[2] in self._data_keys for leaf in self._leaves(d.value, d.fn)[1]
+        ):
+            return False  # `batch = to_device(data)` again in a second loop: another shard's batch
         text = ast.dump(d.value)
         return any(ast.dump(o.value) == text for o in others)
 
@@ -682,7 +726,22 @@ class RankValues:
                 if _is_unifying(n, bound=True):  # (its result is part of a value)
                     out.append(("unify",))
                     continue
-                callee = (dotted(n.func) or "").rsplit(".", 1)[-1]
+                f = n.func
+                if (
+                    isinstance(f, ast.Attribute)
+                    and f.attr == "get"
+                    and n.args
+                    and isinstance(n.args[0], ast.Constant)
+                    and isinstance(f.value, (ast.Name, ast.Attribute))
+                    and (key := self._key(f.value, fn)) is not None
+                ):
+                    # `config.get("lr")` reads that entry, as `config["lr"]` does (and its default)
+                    item = _item_key(ast.Subscript(value=f.value, slice=n.args[0]), fn)
+                    out.append(("name", n, item, shape))
+                    out.append(("name", f.value, key, shape, n.args[0].value))
+                    stack.extend((a, shape, bound) for a in n.args[1:])
+                    continue
+                callee = (dotted(f) or "").rsplit(".", 1)[-1]
                 if callee in self.funcs:
                     out.append(("call", callee))
                     if (self._data_defs or self._batch_draws) and not shape:
@@ -695,18 +754,26 @@ class RankValues:
                 stack.extend((k.value, inner, bound) for k in n.keywords)
                 if isinstance(n.func, ast.Attribute):
                     stack.append((n.func.value, inner, bound))
-                    if (base := dotted(n.func.value)) in self._stateful:
+                    if self._kept(base := dotted(n.func.value)):
                         out.append(("name", n.func, _fed_key(base, fn), inner))  # stopper.should_stop()
                 continue
-            if isinstance(n, ast.Subscript) and (item := _item_key(n)) is not None:
+            if isinstance(n, ast.Subscript) and (item := _item_key(n, fn)) is not None:
                 out.append(("name", n, item, shape))  # metrics["acc"]: that entry's own defs
+                base = n.value
+                if isinstance(base, (ast.Name, ast.Attribute)) and not (isinstance(base, ast.Name) and base.id in bound):
+                    key = self._key(base, fn)
+                    if key is not None:
+                        self._item_bases[item] = key
+                        # the container's other defs, not those that stored another entry
+                        out.append(("name", base, key, shape, n.slice.value))
+                    continue
             if isinstance(n, ast.Name) and n.id in bound:
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)):
                 key = self._key(n, fn)
                 if key is not None:
                     out.append(("name", n, key, shape))
-                if isinstance(n, ast.Attribute) and (base := dotted(n.value)) in self._stateful:
+                if isinstance(n, ast.Attribute) and self._kept(base := dotted(n.value)):
                     out.append(("name", n, _fed_key(base, fn), shape))  # stopper.early_stop
                 if isinstance(n, ast.Attribute):
                     stack.append((n.value, shape or n.attr in _SHAPE_ATTRS, bound))
@@ -743,19 +810,93 @@ class RankValues:
                         return o
                 continue
             key = leaf[2]
-            if key in self.unified:
+            if self._unified(key):
                 continue
-            if key not in self.tainted and (key[0] in (None, "attr") or (None, key[1]) not in self.tainted):
+            # the same name bound at module level, read in a function
+            module = ("item", key[1], None) if key[0] == "item" and len(key) == 3 else (None, key[1])
+            if key not in self.tainted and (key[0] in (None, "attr") or module not in self.tainted):
                 continue  # the usual answer, without looking at the definitions
             defs = self.by_key.get(key)
             if not defs and key[0] != "attr":
-                defs = self.by_key.get((None, key[1]))  # a module-level name read in a function
+                defs = self.by_key.get(module)
+            if defs and (not self._entries_whole or len(leaf) > 4):
+                defs = [d for d in defs if d.entry is None]
             if defs:
                 o = self._reaching(defs, leaf[1], fn)
+                if o is not None and len(leaf) > 4 and self._entry_clean(defs, leaf[4], fn):
+                    o = None  # `logs["loss"]` of `logs = {**reduced, **local}`: that entry's value
                 if o is not None and not (o.data and leaf[3]):
                     # (the shape of a batch, ``len(batch)``, ``x.size(0)``, is alike on every rank)
                     return o
         return None
+
+    def _unified(self, key: tuple) -> bool:
+        """Handed to a collective, or an entry of a container that was (``flag[0]`` after
+        ``dist.broadcast_object_list(flag, src=0)``)."""
+        return key in self.unified or self._item_bases.get(key) in self.unified
+
+    def _entry_clean(self, defs: list[_Def], entry, fn, depth: int = 0) -> bool:
+        """Every rank-dependent def among ``defs`` (of one container) gives the entry at ``entry``
+        a value that is the same on every rank: a dict literal's own item (``{"loss": reduced}``),
+        or the entry of the dicts it spreads (``{**reduced, **local}``), also through the file's
+        own function that returns it. A def that says nothing of its entries is not clean."""
+        if depth > 3:
+            return False
+        for d in defs:
+            if d.origin is None:
+                continue
+            if d.entry is not None:
+                kind, text = d.entry
+                if text == entry or (kind == "prefix" and isinstance(entry, str) and entry.startswith(text)):
+                    return False  # `logs["loss"] = local`: that very entry
+                continue
+            if d.value is None or self._ctrl_origin(d.ctrl, d.stmt, d.key[1], d.fn) is not None:
+                return False  # (set on some ranks only: every entry differs)
+            if not self._value_entry_clean(d.value, d.pos, entry, d.fn, depth):
+                return False
+        return True
+
+    def _value_entry_clean(self, v: ast.AST, pos, entry, fn, depth: int) -> bool:
+        if isinstance(v, ast.Dict):
+            for k, item in zip(v.keys, v.values):
+                if k is None:  # `**other`
+                    if not self._name_entry_clean(item, entry, fn, depth):
+                        return False
+                elif isinstance(k, ast.Constant) and k.value == entry and self.reads(item, fn) is not None:
+                    return False
+            return True
+        if isinstance(v, ast.DictComp):
+            # `{f"grad/{c}": g[c] for c in ...}`: keys that start with other text
+            head = v.key.values[0] if isinstance(v.key, ast.JoinedStr) and v.key.values else v.key
+            return (
+                isinstance(head, ast.Constant)
+                and isinstance(head.value, str)
+                and isinstance(entry, str)
+                and not entry.startswith(head.value)
+                and (head is not v.key or head.value != entry)
+            )
+        if isinstance(v, ast.Name):
+            return self._name_entry_clean(v, entry, fn, depth)
+        if isinstance(v, ast.Call) and (callee := (dotted(v.func) or "").rsplit(".", 1)[-1]) in self.funcs:
+            sites = [(r, f) for r, f, _c in self._return_sites if f.name == callee]
+            for r, f in sites:
+                value = r.value
+                if pos is not None:
+                    if not (isinstance(value, ast.Tuple) and pos < len(value.elts)):
+                        return False
+                    value = value.elts[pos]
+                if value is None or not self._value_entry_clean(value, None, entry, f, depth + 1):
+                    return False
+            return bool(sites)
+        return False
+
+    def _name_entry_clean(self, name: ast.AST, entry, fn, depth: int) -> bool:
+        key = self._key(name, fn) if isinstance(name, (ast.Name, ast.Attribute)) else None
+        if key is None:
+            return False
+        if key not in self.tainted:
+            return True
+        return self._entry_clean(self.by_key.get(key, []), entry, fn, depth + 1)
 
     def _reaching(self, defs: list[_Def], use: ast.AST, fn) -> Origin | None:
         """The origin of a rank-dependent def that may reach ``use``: a clean plain assignment of the
@@ -867,14 +1008,17 @@ def _made_lists(m) -> frozenset[str]:
     return frozenset(out)
 
 
-def _item_key(target: ast.AST) -> tuple | None:
-    """``("item", 'metrics["acc"]')`` for an entry of a named container at a constant key."""
+def _item_key(target: ast.AST, fn) -> tuple | None:
+    """``("item", 'metrics["acc"]')`` for an entry of a named container at a constant key; per
+    function for a local name (two functions' ``checkpoint`` dicts are two dicts)."""
     if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)):
         return None
     base = dotted(target.value)
     if base is None:
         return None
-    return ("item", f"{base}[{target.slice.value!r}]")
+    if "." in base:
+        return ("item", f"{base}[{target.slice.value!r}]")
+    return ("item", f"{base}[{target.slice.value!r}]", id(fn) if fn is not None else None)
 
 
 def _fed_key(name: str, fn) -> tuple:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, names_a_loader
 from ddpdoctor.script.ranks import own_call_sites
 
 _ROUNDS = 6
@@ -96,6 +96,12 @@ class Flow:
                 if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts):
                     for te, ve in zip(t.elts, value.elts):
                         if self.carries(ve):
+                            changed |= self._add(te, line)
+                elif id(value) in self.seeds:
+                    # `train_dl, val_dl = make_loaders_ddp(...)`: another module's factory, whose
+                    # tuple is out of sight, hands back the value in the parts named for it
+                    for te in t.elts:
+                        if names_a_loader(dotted(te) if isinstance(te, (ast.Name, ast.Attribute)) else None):
                             changed |= self._add(te, line)
                 elif isinstance(value, ast.Call) and (callee := _callee(value)) is not None:
                     for pos in self.returns.get(callee, ()):

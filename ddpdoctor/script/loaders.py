@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import is_accelerate_prepare
-from ddpdoctor.script.names import dotted, wraps_iteration
+from ddpdoctor.script.names import dotted, name_words, names_a_loader, wraps_iteration
 from ddpdoctor.script.ranks import hands_rank_carrier, own_call_sites
 from ddpdoctor.script.values import bound_argument
 
@@ -218,6 +218,9 @@ def trains(m, loop: ast.AST) -> bool:
 _DIST_FLAGS = frozenset(("distributed", "is_distributed", "ddp", "use_ddp", "is_ddp", "use_distributed", "dist"))
 
 
+_LOADER_WORDS = frozenset(("dl", "dls", "loaders"))
+
+
 def distributed_factory(m, call: ast.Call) -> bool:
     """Another module's loader factory made for a distributed run: told so (``get_dataloader(...,
     distributed=True)``, ``args.ddp``), named so (``get_dataset_distributed``, ``prepare_ddp_loader``)
@@ -226,6 +229,8 @@ def distributed_factory(m, call: ast.Call) -> bool:
     (``DistributedBucketingDataLoader(rank, world, ...)`` shards and reshuffles its own way)."""
     last = (dotted(call.func) or "").rsplit(".", 1)[-1]
     low = last.lower()
+    if {w.lower() for w in name_words(last)} & _LOADER_WORDS:
+        low += "_loader"  # `get_train_and_val_dls_ddp`: dl(s) is short for a data loader
     if not ("loader" in low or "dataset" in low) or last[:1].isupper() or last in m.function_names:
         return False
     if any(
@@ -272,12 +277,6 @@ def _prepared_loaders(m) -> dict[str, int]:
             if name is not None and given is not None and names_a_loader(given):
                 out[name] = a.lineno
     return out
-
-
-def names_a_loader(name: str | None) -> bool:
-    """A data loader by its name: ``train_loader``, ``self.val_dl``, ``dl``."""
-    last = (name or "").rsplit(".", 1)[-1].lower()
-    return "loader" in last or last.endswith("_dl") or last == "dl"
 
 
 def _reshuffled_loaders(m) -> dict[tuple[str, int], int]:

@@ -273,3 +273,31 @@ def turns_grad_off(e: ast.AST) -> bool:
     f = e.func if isinstance(e, ast.Call) else e
     return (dotted(f) or "").rsplit(".", 1)[-1] in ("no_grad", "inference_mode")
 
+
+# what the helpers that act on one rank are called: `save_on_master`, `print_rank_0`, `log_rank_zero`
+_ONE_RANK_WORDS = ("master", "main_process", "rank0", "rank_0", "rank_zero")
+_OUTPUT_VERBS = frozenset(("print", "save", "log", "write", "dump"))
+
+
+def names_one_rank_function(name: str) -> bool:
+    """A function named for running on one rank: ``save_on_master``, ``print_rank_0``,
+    ``is_main_process``, or an output verb with ``_rank`` (``print_rank``, ``save_rank``: the
+    helpers that print or write on the rank they are given, rank 0 by default)."""
+    low = name.lower()
+    if any(k in low for k in _ONE_RANK_WORDS):
+        return True
+    head, _, tail = low.rpartition("_")
+    return tail == "rank" and head.rsplit("_", 1)[-1] in _OUTPUT_VERBS
+
+
+def names_one_rank_output(name: str) -> bool:
+    """An output helper named for one rank by the ``_rank`` convention (``save_rank(text, path)``)."""
+    head, _, tail = name.lower().rpartition("_")
+    return tail == "rank" and head.rsplit("_", 1)[-1] in _OUTPUT_VERBS
+
+
+def names_a_loader(name: str | None) -> bool:
+    """A data loader by its name: ``train_loader``, ``self.val_dl``, ``dl``."""
+    last = (name or "").rsplit(".", 1)[-1].lower()
+    return "loader" in last or last.endswith("_dl") or last == "dl"
+

@@ -20,7 +20,15 @@ import re
 from dataclasses import dataclass
 
 from ddpdoctor.script.branches import arms
-from ddpdoctor.script.names import declares_shared, dist_op, dotted, is_distributed_flag, is_property, rebinds
+from ddpdoctor.script.names import (
+    declares_shared,
+    dist_op,
+    dotted,
+    is_distributed_flag,
+    is_property,
+    names_one_rank_output,
+    rebinds,
+)
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.values import bound_argument
 
@@ -809,7 +817,7 @@ def callee_guard(m, call: ast.Call) -> Guard | None:
             text = (dotted(d.func if isinstance(d, ast.Call) else d) or "").lower()
             if "rank_zero" in text or "main_process" in text or "master" in text:
                 return Guard(d, LOCAL if "local" in text else GLOBAL, (call.lineno,))
-    if any(w in last.lower() for w in _WRAPPER_WORDS):
+    if any(w in last.lower() for w in _WRAPPER_WORDS) or names_one_rank_output(last):
         return Guard(call, LOCAL if "local" in last.lower() else GLOBAL, ())
     return None
 

@@ -12,7 +12,7 @@ import ast
 import re
 
 from ddpdoctor.script import ranks
-from ddpdoctor.script.names import dotted, path_extension
+from ddpdoctor.script.names import dotted, names_one_rank_function, path_extension
 from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
 from ddpdoctor.script.ranks import spawn_calls
@@ -557,8 +557,7 @@ def _rank_function(m, node: ast.AST) -> bool:
     fn = m.enclosing_function(node)
     if fn is None:
         return False
-    name = fn.name.lower()
-    if any(k in name for k in ("master", "main_process", "rank0", "rank_0", "rank_zero")):
+    if names_one_rank_function(fn.name):
         return True
     return any(_is_rank_test(m, d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list)
 
