@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import PREFIX_HANDLING, dotted
 
 CODE = "DDP502"
 TITLE = "Saving a DDP-wrapped state_dict"
@@ -39,13 +39,6 @@ OPT_IN_BECAUSE = (
     "another file. 25 of its 26 labelled reports on real code are bugs (0.96), yet it stays opt-in: "
     "7 of those 25 fall on a save whose rank guard is right, a line reviewers list as correct code, "
     "so on the labelled sets as scored it adds 13 bugs found for 8 reports counted false"
-)
-_PREFIX_HANDLING = (
-    "consume_prefix_in_state_dict_if_present",
-    '"module."',
-    "'module.'",
-    "[7:]",
-    'len("module.")',
 )
 
 
@@ -123,7 +116,7 @@ _LIBRARIES = ("torch", "copy", "collections", "json", "pickle", "os", "numpy", "
 
 
 def check(m):
-    if not m.ddp_constructors or not m.calls_named("torch.save") or m.mentions(*_PREFIX_HANDLING):
+    if not m.ddp_constructors or not m.calls_named("torch.save") or m.mentions(*PREFIX_HANDLING):
         return
     if _converted_on_load(m):
         return

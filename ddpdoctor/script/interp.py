@@ -1056,6 +1056,8 @@ class Interpreter:
                     return local[1]
                 if local[2] == "state_dict":
                     self._record("state_dict", "state_dict", node)
+                elif local[2] == "load_state_dict":
+                    self._record("load_state_dict", "load_state_dict", node)  # keys with `module.`
                 elif local[2] in ("forward",):
                     if local[1].broadcasts:
                         self._record("ddp_forward", "forward", node)

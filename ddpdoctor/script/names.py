@@ -301,3 +301,13 @@ def names_a_loader(name: str | None) -> bool:
     last = (name or "").rsplit(".", 1)[-1].lower()
     return "loader" in last or last.endswith("_dl") or last == "dl"
 
+
+# code that strips or adds the `module.` prefix of a DDP wrapper's state_dict keys
+PREFIX_HANDLING = (
+    "consume_prefix_in_state_dict_if_present",
+    '"module."',
+    "'module.'",
+    "[7:]",
+    'len("module.")',
+)
+

@@ -1194,6 +1194,19 @@ def rank_guard(m, node: ast.AST, depth: int = 0, follow_callers: bool = True) ->
     (the place where ranks part ways, when ``node`` is a call)."""
     if depth > 3:
         return None
+    # remembered per node and depth: a file of many helpers calling each other asks for the same
+    # call sites again and again on the way up (tens of seconds in torch's test utilities)
+    memo = m.__dict__.setdefault("_rank_guard_memo", {})
+    key = (id(node), depth, follow_callers)
+    found = memo.get(key)
+    if found is not None and found[0] is node:
+        return found[1]
+    guard = _rank_guard(m, node, depth, follow_callers)
+    memo[key] = (node, guard)
+    return guard
+
+
+def _rank_guard(m, node: ast.AST, depth: int, follow_callers: bool) -> Guard | None:
     child = node
     for a in m.ancestors(node):
         if isinstance(a, (ast.If, ast.IfExp, ast.While)) and child is not a.test:
