@@ -234,7 +234,16 @@ def assignments_seen_at(m, expr: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     if isinstance(expr, ast.Name) and found:
         fn = m.enclosing_function(expr)
         if fn is not None and rebinds(fn, expr.id) and not declares_shared(fn, expr.id):
-            return [(v, a) for v, a in found if m.enclosing_function(a) is fn]
+            own = [(v, a) for v, a in found if m.enclosing_function(a) is fn]
+            # those that may have run by then: above it, or later in a loop that holds both
+            # (`rank = get_rank()` after `init_process_group(rank=rank)` says nothing of its rank)
+            loops = [a for a in m.ancestors(expr) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]
+            before = [
+                (v, a)
+                for v, a in own
+                if a.lineno < expr.lineno or any(lp.lineno <= a.lineno <= (lp.end_lineno or 0) for lp in loops)
+            ]
+            return before or own
     return found
 
 
