@@ -71,14 +71,7 @@ def check(m):
         return
     # the loads the per-rank runs make on the wrapper, and those after the file wraps the model (`if
     # args.distributed: self.net = DDP(self.net)`, where the runs join the two arms)
-    events = {
-        id(e.node)
-        for run in m.runs
-        for t in run.traces
-        for e in t.events
-        if e.kind == "load_state_dict" and e.path is None
-    }
-    wrapper_saves = _wrapper_saves(m)
+    events, wrapper_saves = _wrapper_events(m)
     for call in m.method_calls("load_state_dict"):
         owner = dotted(call.func.value)
         save = saves.get(owner or "")
@@ -100,18 +93,25 @@ def check(m):
         )
 
 
-def _wrapper_saves(m) -> set[str]:
-    """Models whose wrapper's own ``state_dict()`` the per-rank runs take somewhere in the file."""
-    return {
-        dotted(e.node.func.value)
-        for run in m.runs
-        for t in run.traces
-        for e in t.events
-        if e.kind == "state_dict"
-        and e.path is None
-        and isinstance(e.node, ast.Call)
-        and isinstance(e.node.func, ast.Attribute)
-    }
+def _wrapper_events(m) -> tuple[set[int], set[str]]:
+    """What the per-rank runs see done to a DDP wrapper in this file: the ids of the
+    ``load_state_dict`` calls on it, and the models whose wrapper's own ``state_dict()`` is taken."""
+    loads: set[int] = set()
+    saves: set[str] = set()
+    for run in m.runs:
+        for t in run.traces:
+            for e in t.events:
+                if e.path is not None:
+                    continue
+                if e.kind == "load_state_dict":
+                    loads.add(id(e.node))
+                elif (
+                    e.kind == "state_dict"
+                    and isinstance(e.node, ast.Call)
+                    and isinstance(e.node.func, ast.Attribute)
+                ):
+                    saves.add(dotted(e.node.func.value))
+    return loads, saves
 
 
 def _loaded_after_wrap(m, call: ast.Call, owner: str, seen_on_wrapper: bool) -> bool:

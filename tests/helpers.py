@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,31 @@ def load(path) -> dict:
 
 def check(report: dict, code: str) -> dict:
     return next(c for c in report["checks"] if c["code"] == code)
+
+
+def run_two_ranks(script: Path, *args: str, timeout: float = 120) -> list[str]:
+    """Run ``script URL RANK *args`` as rank 0 and rank 1 of a two-process gloo group on this machine
+    (a free loopback port); each must exit 0. Their stdouts, rank 0's first."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), url, str(rank), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            assert p.returncode == 0, err[-2000:]
+            outs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return outs

@@ -10,12 +10,10 @@ label that calls an optimizer step skipped on some ranks harmless."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from helpers import run_two_ranks
 
 torch = pytest.importorskip("torch")
 if not torch.distributed.is_available():  # pragma: no cover - a torch built without distributed
@@ -85,36 +83,11 @@ MODES = (
 )
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def rank0_grads(tmp_path_factory) -> dict[str, float]:
     script = tmp_path_factory.mktemp("ddp_sync") / "worker.py"
     script.write_text(_WORKER)
-    url = f"tcp://127.0.0.1:{_port()}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), url, str(rank), ",".join(MODES)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    outs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            assert p.returncode == 0, err[-2000:]
-            outs.append(out)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outs = run_two_ranks(script, ",".join(MODES))
     return json.loads(outs[0].strip().splitlines()[-1])
 
 

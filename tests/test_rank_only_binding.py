@@ -6,12 +6,10 @@ for that row."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from helpers import run_two_ranks
 
 torch = pytest.importorskip("torch")
 if not torch.distributed.is_available():  # pragma: no cover - a torch built without distributed
@@ -43,34 +41,9 @@ _WORKER = textwrap.dedent(
 )
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_name_bound_on_rank0_only_is_unbound_on_rank1(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
-    url = f"tcp://127.0.0.1:{_port()}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), url, str(rank), str(tmp_path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    outs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            assert p.returncode == 0, err[-2000:]
-            outs.append(out.strip().splitlines()[-1])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outs = [out.strip().splitlines()[-1] for out in run_two_ranks(script, str(tmp_path))]
     assert outs[0] == "loaded"
     assert outs[1].startswith("UnboundLocalError"), outs[1]

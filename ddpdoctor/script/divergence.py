@@ -410,33 +410,31 @@ class RankValues:
                 both = ast.Tuple(elts=[target, value], ctx=ast.Load())
                 self._keep.append(both)
             self.defs.append(_Def(item, stmt, fn, ctrl, both, None, failure=self._handlers > 0))
-            base = target.value
-            key = self._key(base, fn) if isinstance(base, (ast.Name, ast.Attribute)) else None
-            if key is not None:
-                # the container read whole (`calc_metric(val_data)`) holds that entry too; not where
-                # the function returns it, whose callers read other entries by their keys
-                whole = ast.Tuple(elts=[base, target], ctx=ast.Load())
-                self._keep.append(whole)
-                entry = ("key", target.slice.value)
-                self.defs.append(_Def(key, stmt, fn, ctrl, whole, None, failure=self._handlers > 0, entry=entry))
+            # the container read whole (`calc_metric(val_data)`) holds that entry too
+            self._entry_def(target.value, target, ("key", target.slice.value), stmt, fn, ctrl)
             return
         head = target.slice.values[0] if isinstance(target.slice, ast.JoinedStr) and target.slice.values else None
-        if (
-            isinstance(head, ast.Constant)
-            and isinstance(target.value, (ast.Name, ast.Attribute))
-            and (key := self._key(target.value, fn)) is not None
+        if isinstance(head, ast.Constant) and self._entry_def(
+            target.value, value, ("prefix", str(head.value)), stmt, fn, ctrl
         ):
-            # `image_logs[f"image/{i}"] = img`: entries whose keys start with that text
-            whole = ast.Tuple(elts=[target.value, value], ctx=ast.Load())
-            self._keep.append(whole)
-            entry = ("prefix", str(head.value))
-            self.defs.append(_Def(key, stmt, fn, ctrl, whole, None, failure=self._handlers > 0, entry=entry))
-            return
+            return  # `image_logs[f"image/{i}"] = img`: entries whose keys start with that text
         base = _storage_of(target)
         if isinstance(base, (ast.Name, ast.Attribute)):
             both = ast.Tuple(elts=[base, value], ctx=ast.Load())
             self._keep.append(both)
             self._def(base, stmt, fn, ctrl, both)
+
+    def _entry_def(self, base: ast.AST, item: ast.AST, entry: tuple, stmt, fn, ctrl) -> bool:
+        """The container ``base`` defined anew by storing ``item`` at ``entry``, from its old contents
+        and the item; read by key, only that entry's defs count (not where the function returns the
+        container, whose callers read other entries by their keys). False when ``base`` has no key."""
+        key = self._key(base, fn) if isinstance(base, (ast.Name, ast.Attribute)) else None
+        if key is None:
+            return False
+        whole = ast.Tuple(elts=[base, item], ctx=ast.Load())
+        self._keep.append(whole)
+        self.defs.append(_Def(key, stmt, fn, ctrl, whole, None, failure=self._handlers > 0, entry=entry))
+        return True
 
     def _grown(self, call: ast.Call, stmt, fn, ctrl) -> None:
         """``top1.append(acc)``: a list the file made (``top1 = []``) holds what it is handed, so

@@ -218,7 +218,7 @@ def trains(m, loop: ast.AST) -> bool:
 _DIST_FLAGS = frozenset(("distributed", "is_distributed", "ddp", "use_ddp", "is_ddp", "use_distributed", "dist"))
 
 
-_LOADER_WORDS = frozenset(("dl", "dls", "loaders"))
+_LOADER_WORDS = frozenset(("dl", "dls"))  # short for a data loader: `get_train_and_val_dls_ddp`
 
 
 def distributed_factory(m, call: ast.Call) -> bool:
@@ -229,9 +229,8 @@ def distributed_factory(m, call: ast.Call) -> bool:
     (``DistributedBucketingDataLoader(rank, world, ...)`` shards and reshuffles its own way)."""
     last = (dotted(call.func) or "").rsplit(".", 1)[-1]
     low = last.lower()
-    if {w.lower() for w in name_words(last)} & _LOADER_WORDS:
-        low += "_loader"  # `get_train_and_val_dls_ddp`: dl(s) is short for a data loader
-    if not ("loader" in low or "dataset" in low) or last[:1].isupper() or last in m.function_names:
+    loader = "loader" in low or bool({w.lower() for w in name_words(last)} & _LOADER_WORDS)
+    if not (loader or "dataset" in low) or last[:1].isupper() or last in m.function_names:
         return False
     if any(
         k.arg and k.arg.lower() in _DIST_FLAGS and isinstance(k.value, ast.Constant) and not k.value.value
@@ -241,9 +240,9 @@ def distributed_factory(m, call: ast.Call) -> bool:
     given = [*call.args, *(k.value for k in call.keywords)]
     flags = {(dotted(a) or "").rsplit(".", 1)[-1].lower() for a in given}
     flags |= {k.arg.lower() for k in call.keywords if k.arg}
-    sharded = {"rank", "global_rank"} & flags and ({"world_size", "num_replicas"} & flags or "loader" in low)
+    sharded = {"rank", "global_rank"} & flags and ({"world_size", "num_replicas"} & flags or loader)
     # handed the object the script keeps its rank on (`get_loader(args)` with `args.local_rank`)
-    carried = "loader" in low and hands_rank_carrier(m, call)
+    carried = loader and hands_rank_carrier(m, call)
     return bool(flags & _DIST_FLAGS or "distrib" in low or "ddp" in low or sharded or carried)
 
 

@@ -283,11 +283,7 @@ def names_one_rank_function(name: str) -> bool:
     """A function named for running on one rank: ``save_on_master``, ``print_rank_0``,
     ``is_main_process``, or an output verb with ``_rank`` (``print_rank``, ``save_rank``: the
     helpers that print or write on the rank they are given, rank 0 by default)."""
-    low = name.lower()
-    if any(k in low for k in _ONE_RANK_WORDS):
-        return True
-    head, _, tail = low.rpartition("_")
-    return tail == "rank" and head.rsplit("_", 1)[-1] in _OUTPUT_VERBS
+    return any(k in name.lower() for k in _ONE_RANK_WORDS) or names_one_rank_output(name)
 
 
 def names_one_rank_output(name: str) -> bool:
@@ -310,4 +306,3 @@ PREFIX_HANDLING = (
     "[7:]",
     'len("module.")',
 )
-
