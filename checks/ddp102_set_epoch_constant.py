@@ -4,7 +4,8 @@
 Finds `sampler.set_epoch(0)` (any literal) in a loop instead of the epoch counter, and
 `set_epoch(start_epoch)` with a variable that the loop never changes. The sampler of a held-out
 split (`valid_loader.sampler.set_epoch(0)`) is left alone: it is read in order, and a fixed epoch
-keeps it that way.
+keeps it that way. So is a constant given to a sampler that the same loop also gives the changing
+epoch (`set_epoch(epoch)` at the top, `set_epoch(0)` before an extra fixed-order pass).
 
 ## Why is this bad?
 The sampler's permutation depends only on `seed + epoch`; a constant makes every epoch use the same
@@ -77,6 +78,27 @@ def _epoch_loop(m, call):
     return None
 
 
+def _given_the_epoch_too(m, call, owner: str | None, loop) -> bool:
+    """The same sampler gets a changing epoch in the same loop as well (``sampler.set_epoch(epoch)``
+    at the top, ``sampler.set_epoch(0)`` before a fixed-order evaluation pass): every training pass
+    starts from the changing one."""
+    if owner is None:
+        return False
+    for other in m.method_calls("set_epoch"):
+        if (
+            other is call
+            or not other.args
+            or isinstance(other.args[0], ast.Constant)
+            or not isinstance(other.func, ast.Attribute)
+            or dotted(other.func.value) != owner
+            or _epoch_loop(m, other) is not loop
+        ):
+            continue
+        if _unchanging_name(m, other, loop) is None:
+            return True
+    return False
+
+
 def check(m):
     for call in m.method_calls("set_epoch"):
         loop = _epoch_loop(m, call) if isinstance(call.func, ast.Attribute) else m.enclosing_loop(call)
@@ -85,6 +107,8 @@ def check(m):
         owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
         if owner and names_eval_split(owner):
             continue  # `valid_queue.sampler.set_epoch(0)`: a held-out split is read in order anyway
+        if _given_the_epoch_too(m, call, owner, loop):
+            continue  # `set_epoch(0)` for an extra pass, after `set_epoch(epoch)` began this one
         if isinstance(call.args[0], ast.Constant):
             yield m.finding(
                 CODE,

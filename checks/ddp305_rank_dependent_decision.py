@@ -92,7 +92,7 @@ from ddpdoctor.script.interp import COLLECTIVES, group_of
 from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
-from ddpdoctor.script.nodes import child_nodes
+from ddpdoctor.script.nodes import child_nodes, walk
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -188,7 +188,7 @@ class _Comms:
         models = {name for c in wraps if (name := m.assigned_to(c)) is not None}
         self.models = models
         if models:
-            direct |= {id(c) for c, _q in m.calls if dotted(c.func) in models}
+            direct |= {id(c) for c, _q in m.calls if dotted(c.func) in models and _may_hold_wrapper(m, c, models)}
             # another module's training function handed the DDP model (`train(cfg, loader, model,
             # ...)` once per epoch): its forwards and backwards all-reduce out of sight
             for c, q in m.calls:
@@ -328,6 +328,66 @@ class _Comms:
 _WRAPPERS = frozenset(("enumerate", "tqdm", "iter", "islice", "zip", "track", "progress_bar"))
 
 
+def _may_hold_wrapper(m, call: ast.Call, models: set[str]) -> bool:
+    """``model(x)`` where ``model`` is a plain name may be the DDP wrapper there: not where the
+    function binds it only to something else (``model = parts.model``, the bare module another
+    function wrapped into its own local of that name), nor where it is a parameter of a function
+    of this file that every call hands such a value (``generate(model, x)`` from a sampling
+    function that took the bare module)."""
+    if not isinstance(call.func, ast.Name):
+        return True
+    return _name_may_hold_wrapper(m, call.func.id, m.enclosing_function(call), models, 0)
+
+
+def _name_may_hold_wrapper(m, name: str, fn, models: set[str], depth: int) -> bool:
+    if fn is None or depth > 4 or isinstance(fn, ast.Lambda):
+        return True
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    bound = [
+        n.value
+        for n in walk(fn)
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name) and t.id == name
+    ]
+    if name not in params and not any(a.arg == name for a in fn.args.kwonlyargs):
+        if not bound or any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in walk(fn)):
+            return True  # a global or a closure's: as the file names it
+        return any(_value_may_be_wrapper(m, v, models) for v in bound)
+    if bound or isinstance(m.parents.get(fn), ast.ClassDef) or name not in params:
+        return True
+    at = params.index(name)
+    sites = [c for c, _q in m.calls if isinstance(c.func, ast.Name) and c.func.id == fn.name]
+    if not sites:
+        return True  # called from elsewhere: whatever it is handed
+    for c in sites:
+        given = next((k.value for k in c.keywords if k.arg == name), None)
+        if given is None and at < len(c.args):
+            given = c.args[at]
+        if given is None or any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+            return True
+        if isinstance(given, ast.Name):
+            if given.id in models and _name_may_hold_wrapper(m, given.id, m.enclosing_function(c), models, depth + 1):
+                return True
+        elif _value_may_be_wrapper(m, given, models):
+            return True
+    return False
+
+
+# calls that hand back the module they are called on (moved, cast or switched in mode)
+_SAME_MODULE = frozenset(("to", "cuda", "cpu", "half", "float", "bfloat16", "train", "eval", "requires_grad_"))
+
+
+def _value_may_be_wrapper(m, v: ast.AST, models: set[str]) -> bool:
+    """``v`` may be a DDP wrapper: one of the names the file wraps into, or a call that may return
+    one (any but a move of a module that is not: ``parts.model.to(device)``)."""
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _SAME_MODULE:
+        v = v.func.value
+    if isinstance(v, ast.Call):
+        return True
+    return dotted(v) in models
+
+
 def _close(found: dict[str, ast.Call], calls_own: dict[str, list]) -> None:
     """Add to ``found`` the functions that call one in it, until nothing changes."""
     for _ in range(6):
@@ -415,10 +475,15 @@ def check(m):
         for node, leave, c, origin in _skips_on_batch_value(m, comms, values):
             reported |= {id(node), id(origin.node)}
             how = _how(leave)
+            why = (
+                "is computed from this rank's own batch"
+                if origin.data
+                else f"reads `{origin.name}`, set on some ranks only (line {origin.node.lineno})"
+            )
             yield m.finding(
                 CODE,
                 node,
-                f"`{_short(node.test)}` is computed from this rank's own batch, and where it holds the "
+                f"`{_short(node.test)}` {why}, and where it holds the "
                 f"rank {'ends with status 0' if isinstance(leave, ast.Expr) else 'moves on'} (`{how}`, "
                 f"line {leave.lineno}) without {comms.describe(c)}: the other "
                 "ranks run it and wait for this one in its gradient all-reduce, or their collectives "
@@ -430,7 +495,7 @@ def check(m):
     # one finding per batch that decides: first the exit out of the batch's own loop
     decisions = sorted(values.decisions, key=lambda d: d.origin.data and d.region[:1] != (d.origin.node,))
     for d in decisions:
-        if d.origin.data and id(d.origin.node) in reported:
+        if id(d.origin.node) in reported:
             continue
         if not d.origin.data and _unbound_elsewhere(values, d.origin):
             continue  # the other ranks have no value at all: they fail on the name first (DDP306)
@@ -549,8 +614,11 @@ def _skips_on_batch_value(m, comms: _Comms, values):
             continue
         fn = m.enclosing_function(node)
         o = values.reads(node.test, fn)
-        if o is None or not o.data or o.clock or values.layout_test(node.test, fn):
+        # (a value set on some ranks only parts them the same way as one of the rank's own batch)
+        if o is None or o.clock or values.layout_test(node.test, fn):
             continue
+        if not o.data and _unbound_elsewhere(values, o):
+            continue  # the other ranks fail on the name first (DDP306)
         c = next(
             (n for n in _calls_in(_after(m, node, loop)) if id(n) in comms.backwards or _in_step(comms, n)),
             None,

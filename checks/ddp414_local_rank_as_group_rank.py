@@ -5,8 +5,9 @@ Finds `init_process_group(rank=...)` where the rank is the node-local one (`LOCA
 environment, a `--local_rank` option, a name assigned from either, or a helper of the file that
 returns it; also a name that one launch path sets to it, `if args.local_rank != -1: args.rank =
 args.local_rank`, beside a Slurm path that sets the global one) while the world size is the launcher's (`WORLD_SIZE`, `LOCAL_WORLD_SIZE` from the
-environment, or left to `env://`). Only evidence counts: a parameter merely called `gpu` (the
-`mp.spawn` index) is not followed, and a script whose rendezvous is hard-wired to this machine
+environment, or left to `env://`). A name is evidence only when it says `local_rank` and the file
+does not show where it is set (`args.local_rank` of another file's parser, also through
+`args.device_id = args.local_rank`): a parameter merely called `gpu` (the `mp.spawn` index) is not followed, and a script whose rendezvous is hard-wired to this machine
 (`tcp://127.0.0.1`, `MASTER_ADDR = "localhost"`) or whose world is this machine's GPU count is
 written for one node, where the local rank is the global one.
 

@@ -92,6 +92,14 @@ class _Def:
     entry: tuple | None = None
 
 
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (node.lineno, node.col_offset)
+
+
+def _within_node(m, node: ast.AST, outer: ast.AST) -> bool:
+    return any(a is outer for a in m.ancestors(node))
+
+
 def _is_unifying(call: ast.Call, bound: bool = False) -> bool:
     name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
     return any(w in name for w in _UNIFYING) or (bound and any(w in name for w in _UNIFYING_RESULT))
@@ -194,6 +202,7 @@ class RankValues:
         self.by_key: dict[tuple, list[_Def]] = {}
         self.returns: dict[str, dict[int | None, Origin]] = {}  # function name -> position -> origin
         self.unified: set[tuple] = set()  # keys handed to a collective somewhere
+        self._unified_by: dict[tuple, list[ast.Call]] = {}  # key -> the collectives it is handed to
         self._sinks: list[tuple] = []  # (kind, node, test, ctrl, region) found by the walk
         self.funcs = {fn.name for fn in m.functions}
         self._defs_named: dict[str, list] = {}
@@ -536,6 +545,10 @@ class RankValues:
                     # stays this rank's own (an in-place call stands alone or is bound back)
                     if key is not None and (bound is None or dotted(a) in bound):
                         self.unified.add(key)
+                        # where: torch's own collectives, which change the tensor in place at that
+                        # line; a helper matched by its name (`sync_*`, `reduce_dict`) is taken as
+                        # making the value the same everywhere, wherever it is read
+                        self._unified_by.setdefault(key, []).append(call if dist_op(q or "") else None)
 
     # -- solving: which defs and returns are rank-dependent -----------------------------------------
     def _ctrl_origin(self, ctrl, stmt, name, fn, local: bool = False) -> Origin | None:
@@ -565,7 +578,9 @@ class RankValues:
                     continue
                 if d.ctrl is None and not self._may_read_tainted(d):
                     continue
-                if d.key in self.unified or (d.value is not None and self._unifying_value(d.value, d.fn)):
+                if (d.key in self.unified and not self._before_collective(d.key, d.stmt, d.fn)) or (
+                    d.value is not None and self._unifying_value(d.value, d.fn)
+                ):
                     # ``stop = box[0]`` after ``broadcast_object_list(box)``: rank 0's value, also
                     # where only the receiving ranks assign it
                     d.unifying = changed = True
@@ -653,7 +668,7 @@ class RankValues:
 
     def _unifying_value(self, e: ast.AST, fn) -> bool:
         return any(
-            leaf[0] == "unify" or (leaf[0] == "name" and self._unified(leaf[2]))
+            leaf[0] == "unify" or (leaf[0] == "name" and self._unified(leaf[2], leaf[1], fn))
             for leaf in self._leaves(e, fn)[1]
         )
 
@@ -808,7 +823,7 @@ class RankValues:
                         return o
                 continue
             key = leaf[2]
-            if self._unified(key):
+            if self._unified(key, leaf[1], fn):
                 continue
             # the same name bound at module level, read in a function
             module = ("item", key[1], None) if key[0] == "item" and len(key) == 3 else (None, key[1])
@@ -828,10 +843,37 @@ class RankValues:
                     return o
         return None
 
-    def _unified(self, key: tuple) -> bool:
+    def _unified(self, key: tuple, at: ast.AST | None = None, fn=None) -> bool:
         """Handed to a collective, or an entry of a container that was (``flag[0]`` after
-        ``dist.broadcast_object_list(flag, src=0)``)."""
-        return key in self.unified or self._item_bases.get(key) in self.unified
+        ``dist.broadcast_object_list(flag, src=0)``). ``at``: where it is read, in ``fn``; a read
+        before the collectives, of the value this pass of the loop computed, is this rank's own."""
+        base = key if key in self.unified else self._item_bases.get(key)
+        if base not in self.unified:
+            return False
+        return at is None or not self._local_at(base, at, fn)
+
+    def _before_collective(self, key: tuple, at: ast.AST, fn) -> bool:
+        """Every collective ``key`` is handed to comes after ``at``, in the same function:
+        ``loss = l1 + lpips`` then ``if torch.isnan(loss): continue`` reads this rank's own ``l1``,
+        which ``dist.all_reduce(l1)`` only averages later in the step, for the log."""
+        calls = self._unified_by.get(key)
+        if not calls or fn is None:
+            return False
+        m = self.m
+        return all(c is not None and m.enclosing_function(c) is fn and _pos(at) < _pos(c) for c in calls)
+
+    def _local_at(self, key: tuple, at: ast.AST, fn) -> bool:
+        """The read at ``at`` comes before the collectives and reads a value this same pass (of the
+        loop around both) assigned: not one a collective of the pass before made the same."""
+        if not self._before_collective(key, at, fn):
+            return False
+        m = self.m
+        defs = [d.stmt for d in self.by_key.get(key, ()) if d.fn is fn and _pos(d.stmt) < _pos(at)]
+        for c in self._unified_by[key]:
+            loop = next((a for a in m.ancestors(at) if isinstance(a, _LOOPS) and _within_node(m, c, a)), None)
+            if not any(loop is None or _within_node(m, s, loop) for s in defs):
+                return False
+        return True
 
     def _entry_clean(self, defs: list[_Def], entry, fn, depth: int = 0) -> bool:
         """Every rank-dependent def among ``defs`` (of one container) gives the entry at ``entry``

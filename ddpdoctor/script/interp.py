@@ -33,6 +33,7 @@ from ddpdoctor.script.names import (
     names_evaluation,
     qualify,
 )
+from ddpdoctor.script.ranks import GLOBAL, predicate_name_kind
 from ddpdoctor.script.sync_calls import imported_libraries, sync_call
 from ddpdoctor.script.values import FREE, UNKNOWN, bind_arguments, negation, truth_of, unknown_default
 
@@ -103,6 +104,14 @@ MAIN_PROCESS_NAMES = frozenset(
         "is_local_master",
     }
 )
+
+
+def _main_process_kind(name: str) -> str | None:
+    """GLOBAL or LOCAL for a main-process predicate (``is_main_process``, ``dist.is_primary()``,
+    ``is_local_master``; one list for the walk and the rank tests, script/ranks.py), else None."""
+    return predicate_name_kind(name) or (GLOBAL if name in MAIN_PROCESS_NAMES else None)
+
+
 MAX_STEPS = 20000
 MAX_DEPTH = 12
 MAX_UNROLL = 8  # enough for p2p loops over the world; epoch loops run once
@@ -922,12 +931,13 @@ class Interpreter:
         if base is UNKNOWN:
             if e.attr == "WORLD" and (qualify(key, self.aliases) or "").endswith("distributed.group.WORLD"):
                 return WORLD_GROUP  # kept in `self.group = dist.group.WORLD`: the default group
-            if e.attr in MAIN_PROCESS_NAMES:
+            main = _main_process_kind(e.attr) if e.attr.startswith("is_") or e.attr in MAIN_PROCESS_NAMES else None
+            if main is not None:
                 self.touched_rank = True
             if e.attr in RANK_NAMES:
                 return self._named_value(e.attr)
-            if e.attr in MAIN_PROCESS_NAMES:
-                return self.rank == 0 if e.attr != "is_local_main_process" else self.local == 0
+            if main is not None:
+                return self.rank == 0 if main == GLOBAL else self.local == 0
             if is_distributed_flag(e.attr):
                 return True  # `args.distributed` set where the walk cannot see: this run is one
             if self.rank_nodes:
@@ -1153,15 +1163,16 @@ class Interpreter:
         if last in ("spawn", "start_processes") and ("multiprocessing" in q or q.startswith("torch.")):
             return self._spawn(node, frame)
         if "." not in q or q.startswith("utils") or "." in q and q.rsplit(".", 1)[0] not in ("os", "sys"):
-            if last in MAIN_PROCESS_NAMES or last in (
+            main = _main_process_kind(last)
+            if main is not None or last in (
                 "get_rank",
                 "get_global_rank",
                 "get_local_rank",
                 "get_world_size",
             ):
                 self.touched_rank = True
-            if last in MAIN_PROCESS_NAMES:
-                return self.rank == 0 if last != "is_local_main_process" else self.local == 0
+            if main is not None:
+                return self.rank == 0 if main == GLOBAL else self.local == 0
             if last in ("get_rank", "get_global_rank"):
                 return self.rank
             if last == "get_local_rank":

@@ -231,20 +231,28 @@ def assignments_seen_at(m, expr: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     only reads (a global, a parameter filled by a caller) keep every assignment in the file."""
     name = dotted(expr)
     found = _assignments(m).get(name, []) if name else []
-    if isinstance(expr, ast.Name) and found:
-        fn = m.enclosing_function(expr)
-        if fn is not None and rebinds(fn, expr.id) and not declares_shared(fn, expr.id):
-            own = [(v, a) for v, a in found if m.enclosing_function(a) is fn]
-            # those that may have run by then: above it, or later in a loop that holds both
-            # (`rank = get_rank()` after `init_process_group(rank=rank)` says nothing of its rank)
-            loops = [a for a in m.ancestors(expr) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]
-            before = [
-                (v, a)
-                for v, a in own
-                if a.lineno < expr.lineno or any(lp.lineno <= a.lineno <= (lp.end_lineno or 0) for lp in loops)
-            ]
-            return before or own
-    return found
+    if not found:
+        return found
+    fn = m.enclosing_function(expr)
+    if fn is None:
+        return found
+    if isinstance(expr, ast.Name) and not (rebinds(fn, expr.id) and not declares_shared(fn, expr.id)):
+        return found
+    own = [(v, a) for v, a in found if m.enclosing_function(a) is fn]
+    # those that may have run by then: above it, or later in a loop that holds both
+    # (`rank = get_rank()` after `init_process_group(rank=rank)` says nothing of its rank)
+    loops = [a for a in m.ancestors(expr) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]
+    before = [
+        (v, a)
+        for v, a in own
+        if a.lineno < expr.lineno or any(lp.lineno <= a.lineno <= (lp.end_lineno or 0) for lp in loops)
+    ]
+    if isinstance(expr, ast.Name):
+        return before or own
+    # an attribute this function sets before reading it (`cfg.world_size = int(os.environ[
+    # "WORLD_SIZE"])` then `init_process_group(world_size=cfg.world_size)`): that value, not the
+    # one the function's other path or another method gives it
+    return before or found
 
 
 def reads_launcher_rank(m) -> bool:
@@ -1325,18 +1333,37 @@ def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
             world_at = {id(s): v for s, v in site_world} if site_world is not None else None
             for site, value in passed:
                 w = world if world_at is None else world_at.get(id(site), _NOT_PASSED)
-                if w is not _NOT_PASSED and strict_rank_kind(m, value) == LOCAL and _launcher_world_size(m, w):
+                kind = strict_rank_kind(m, value)
+                local = kind == LOCAL or kind is None and _named_local_rank(m, value)
+                if w is not _NOT_PASSED and local and _launcher_world_size(m, w):
                     found.append(LocalAsGroupRank(call, rank, site, value))
                     break  # one finding per process group: the first call that passes a local rank
             continue
         if not _launcher_world_size(m, world):
             continue
-        if strict_rank_kind(m, rank) == LOCAL:
+        kind = strict_rank_kind(m, rank)
+        if kind == LOCAL or kind is None and _named_local_rank(m, rank):
             found.append(LocalAsGroupRank(call, rank))
         elif (path := _local_on_one_launch_path(m, rank, call)) is not None:
             found.append(LocalAsGroupRank(call, rank, path_given=path))
     m.__dict__["_local_rank_as_group_rank"] = found
     return found
+
+
+def _named_local_rank(m, expr: ast.AST) -> bool:
+    """``args.local_rank`` filled where this file does not show (another file's argument parser, a
+    base class), or a name assigned only from such (``args.device_id = args.local_rank``): the name
+    is the launcher's ``--local_rank`` / ``LOCAL_RANK`` by every convention that writes it. Not a
+    name the file shifts to a global one (``args.local_rank += node * gpus``)."""
+
+    def named(e: ast.AST) -> bool:
+        name = dotted(e)
+        return bool(name) and "local_rank" in name.rsplit(".", 1)[-1].lower() and name not in _shifted_names(m)
+
+    if named(expr):
+        return True
+    values = [v for v, _a in assignments_seen_at(m, expr)[:8]]
+    return bool(values) and all(isinstance(v, (ast.Name, ast.Attribute)) and named(v) for v in values)
 
 
 def _local_on_one_launch_path(m, rank: ast.AST, call: ast.Call) -> ast.AST | None:
@@ -1353,9 +1380,26 @@ def _local_on_one_launch_path(m, rank: ast.AST, call: ast.Call) -> ast.AST | Non
         there = arms(m, node, scope)
         if set(there.items()) <= set(here.items()):
             continue  # on every path to the call: its kind would be the name's
-        if strict_rank_kind(m, value) == LOCAL:
+        if strict_rank_kind(m, value) == LOCAL and not _after_rank_env_test(m, node, scope):
             return node
     return None
+
+
+def _after_rank_env_test(m, node: ast.AST, scope: ast.AST) -> bool:
+    """``if "RANK" in os.environ: rank = int(os.environ["RANK"]) elif "LOCAL_RANK" in os.environ:
+    rank = int(os.environ["LOCAL_RANK"])``: the local rank only where the launcher gave no global
+    one, which a launcher that starts several nodes always gives."""
+    child = node
+    for a in m.ancestors(node):
+        if a is scope:
+            return False
+        if isinstance(a, ast.If) and any(child is s for s in a.orelse):
+            if any(
+                isinstance(c, ast.Constant) and c.value == "RANK" or env_key(m, c) == "RANK" for c in ast.walk(a.test)
+            ):
+                return True
+        child = a
+    return False
 
 
 def same_as_group_local_rank(m, expr: ast.AST) -> bool:
