@@ -30,7 +30,7 @@ import itertools
 
 from ddpdoctor.script.names import dotted, rebinds
 from ddpdoctor.script.nodes import walk
-from ddpdoctor.script.ranks import GLOBAL, LOCAL, rank_kind
+from ddpdoctor.script.ranks import GLOBAL, LOCAL, rank_kind, single_process_arm
 from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP402"
@@ -255,7 +255,8 @@ def _beside_local_anywhere(m) -> bool:
 
 def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> bool:
     """``def demo(rank): model.to(rank)`` called as ``demo(int(os.environ["RANK"]))``: a parameter
-    holds the global rank when every call of its function in this file passes one. A function that
+    holds the global rank when every call of its function in this file passes one (but those on a
+    single-process arm, which pass a device of their own). A function that
     ``mp.spawn`` starts, or one this file never calls, gets its value from elsewhere: unknown, so no."""
     fn = m.enclosing_function(use)
     if fn is None or depth >= _MAX_CALL_DEPTH or isinstance(fn, ast.Lambda):
@@ -269,7 +270,9 @@ def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> 
     method = m.is_method(fn)
     if method and index is not None and params and params[0].arg in ("self", "cls"):
         index -= 1
-    sites = [c for c in m.call_sites(fn) if m.enclosing_function(c) is not fn]
+    # a call on the arm a job takes only when it is not distributed (`else: train(rank=device)` of
+    # `if args.parallel:`) passes what one process uses: the distributed calls decide
+    sites = [c for c in m.call_sites(fn) if m.enclosing_function(c) is not fn and not single_process_arm(m, c)]
     if not sites:
         return False
     for site in sites:

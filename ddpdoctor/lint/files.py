@@ -71,6 +71,7 @@ _RANK, _DISTRIBUTED, _NCCL, _DEEPSPEED, _DDP = b"rank", b"istributed", b"NCCL_",
 PER_NODE = b"per_node"
 UNWRAP = b".module."
 RANK_ZERO = (b"rank == 0", b"rank==0")
+GETTER_ZERO = (b"get_rank() == 0", b"get_rank()==0")
 SAVE_HELPERS = (b"save_checkpoint", b"save_model", b"save_ckpt", b"save_state", b"save_weights")
 # ... or calls a project's DDP helper and tests a rank or the main process, or calls a barrier and
 # tests the main process (kernels' barriers and tensor ranks are neither)
@@ -115,6 +116,8 @@ def worth_parsing(data: bytes) -> bool:
         return True
     if PER_NODE in data:
         return True  # a rank and a per-node GPU count: `rank % ngpus_per_node`, an mp.spawn worker's code
+    if any(t in data for t in GETTER_ZERO):
+        return True  # `if comm.get_rank() == 0:`: a rank test on a project's getter, the code of every rank
     if any(t in data for t in RANK_ZERO) and (UNWRAP in data or any(t in data for t in SAVE_HELPERS)):
         # a rank-0 test and a wrapped model's `.module.` (a per-rank training loop of a DDP job), or
         # a checkpoint helper it may call on one rank in one place and on every rank in another

@@ -692,9 +692,26 @@ class ModuleAnalysis:
         ):
             return True  # the device of the launcher's local rank (`--local_rank`, LOCAL_RANK): one of many
         markers = (".DistributedDataParallel", ".DistributedSampler", "accelerate.Accelerator")
-        return any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values()) or bool(
-            self.calls_named("DistributedSampler")
+        return (
+            any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values())
+            or bool(self.calls_named("DistributedSampler"))
+            or self._tests_imported_rank
         )
+
+    @cached_property
+    def _tests_imported_rank(self) -> bool:
+        """A rank test on another module's rank getter (``if comm.get_rank() == 0:``, a project's
+        ``comm`` module that its ``launch(...)`` starts the group for): the file is written to run
+        on every rank of a job, though the group starts out of sight."""
+        own = self.function_names
+        for test in self.nodes(ast.Compare):
+            left = test.left
+            if not (isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute)):
+                continue
+            if left.func.attr in ("get_rank", "get_local_rank") and (dotted(left.func.value) or "") not in own:
+                if any(isinstance(c, ast.Constant) and c.value == 0 for c in test.comparators):
+                    return True
+        return False
 
     @cached_property
     def one_process(self) -> bool:

@@ -303,6 +303,12 @@ def _handed_to(calls: list[ast.Call], fn: ast.AST) -> bool:
     return any(c.args and (dotted(c.args[0]) or "").rsplit(".", 1)[-1] == fn.name for c in calls)
 
 
+def _launcher_calls(m) -> list[ast.Call]:
+    """A project's ``launch(main, args)`` (detectron2's engine and those built like it): it starts
+    one process per GPU, each running the function it is handed."""
+    return [c for c, q in m.calls if (q or dotted(c.func) or "").rsplit(".", 1)[-1] == "launch" and c.args]
+
+
 def _under_main_guard(m, node) -> bool:
     return any(
         isinstance(a, ast.If) and "__main__" in ast.unparse(a.test) and "__name__" in ast.unparse(a.test)
@@ -364,7 +370,7 @@ def every_rank_reaches(m, node: ast.AST, depth: int = 0) -> bool:
 
 
 def _reached_from_callers(m, fn, depth: int) -> bool:
-    if _handed_to(spawn_calls(m), fn):
+    if _handed_to(spawn_calls(m), fn) or _handed_to(_launcher_calls(m), fn):
         found = True  # the worker function every spawned rank runs
     else:
         sites = _callers(m, fn)

@@ -19,6 +19,7 @@ from ddpdoctor.lint.files import (
     _COMM,
     _DIST,
     DDP_HELPERS,
+    GETTER_ZERO,
     MAIN_TESTS,
     PER_NODE,
     RANK_ZERO,
@@ -45,6 +46,8 @@ def _reference_worth_parsing(data: bytes) -> bool:
         return True
     if b"rank" in data and PER_NODE in data:
         return True
+    if any(t in data for t in GETTER_ZERO):
+        return True
     if b"rank" in data and UNWRAP in data and any(t in data for t in RANK_ZERO):
         return True
     if b"rank" in data and any(t in data for t in SAVE_HELPERS) and any(t in data for t in RANK_ZERO):
@@ -59,7 +62,7 @@ _PIECES = sorted(
     {t for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[: len(t) // 2] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
     | {t[len(t) // 2 :] for t in STRONG + _DIST + _COMM + DDP_HELPERS + MAIN_TESTS + (b"barrier(",)}
-    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module", *RANK_ZERO, b"rank ==", *SAVE_HELPERS, b"save_", b"backward(", b"loss_scaler(", b"backward"}
+    | {b"rank", b"istributed", b"NCCL_", b"NCCL", b"distributed", b"local", b" ", b"\n", b"x", PER_NODE, b"per_", UNWRAP, b".module", *RANK_ZERO, *GETTER_ZERO, b"get_rank()", b"rank ==", *SAVE_HELPERS, b"save_", b"backward(", b"loss_scaler(", b"backward"}
 )
 
 
