@@ -2,7 +2,8 @@
 
 ## What it does
 Finds a `loss.backward()` whose loss comes from a call through the wrapped model's `.module`
-(`model.module.encode(...)`, `self.model.module.loss_function(batch)`, `model.module(x)`) of a
+(`model.module.encode(...)`, `self.model.module.loss_function(batch)`, `model.module(x)`, also a
+method of the inner model put on the wrapper, `model.log_prob = model.module.log_prob`) of a
 `DistributedDataParallel` model, in the function of the backward or in this file's functions it
 calls, when that step never calls the DDP model itself (`model(x)`). The loss is followed through
 names, dict entries, arithmetic, calls and the file's own return values. It stays quiet when the
@@ -62,10 +63,12 @@ def check(m):
     models = Flow(m, ddp)
     getters = _unwrap_getters(m, models)
     unwrapped = _unwrapped_names(m, models)
+    methods = _method_aliases(m, models)
     bypasses = [
         c
         for c, _q in m.calls
-        if (_through_module(c, models, getters) or _through_alias(m, c, unwrapped)) and not _without_grad(m, c)
+        if (_through_module(c, models, getters) or _through_alias(m, c, unwrapped) or _aliased_method(c, methods))
+        and not _without_grad(m, c)
     ]
     if not bypasses or grads_reduced_by_hand(m):
         return
@@ -100,7 +103,15 @@ def check(m):
         reported.add(id(first))
         # through a name given the inner model (`net = ddp_net.module`): that line is the one to change
         alias = _alias_binding(m, first, unwrapped)
-        if alias is not None:
+        method = _aliased_method(first, methods)
+        if method is not None:
+            alias = method
+            what = (
+                f"`{ast.unparse(method.targets[0])}` is set to the method of the model inside the DDP wrapper "
+                f"here, `{ast.unparse(first.func)}(...)` runs it on line {first.lineno}, and the backward on "
+                f"line {bw.lineno} starts from its output"
+            )
+        elif alias is not None:
             what = (
                 f"`{_called_name(first)}` is given the model inside the DDP wrapper here, "
                 f"`{ast.unparse(first.func)}(...)` runs it on line {first.lineno}, and the backward on line "
@@ -167,6 +178,33 @@ def _through_alias(m, call: ast.Call, unwrapped: dict[int, set[str]]) -> bool:
         return False
     fn = m.enclosing_function(call)
     return fn is not None and base in unwrapped.get(id(fn), ())
+
+
+def _method_aliases(m, models: Flow) -> dict[tuple[str, str], ast.Assign]:
+    """(wrapper name, attribute) -> the assignment that puts a method of the model inside the wrapper
+    on the wrapper itself (``model.log_prob = model.module.log_prob``, to call it "directly")."""
+    out: dict[tuple[str, str], ast.Assign] = {}
+    for a in m.nodes(ast.Assign):
+        v = a.value
+        if not (
+            isinstance(v, ast.Attribute)
+            and isinstance(v.value, ast.Attribute)
+            and v.value.attr == "module"
+            and models.held(v.value.value)
+        ):
+            continue
+        for t in a.targets:
+            if isinstance(t, ast.Attribute) and models.held(t.value) and (base := dotted(t.value)):
+                out[(base, t.attr)] = a
+    return out
+
+
+def _aliased_method(call: ast.Call, methods: dict[tuple[str, str], ast.Assign]) -> ast.Assign | None:
+    """``model.log_prob(x)`` after ``model.log_prob = model.module.log_prob``: that assignment."""
+    f = call.func
+    if not methods or not isinstance(f, ast.Attribute) or not (call.args or call.keywords):
+        return None
+    return methods.get((dotted(f.value) or "", f.attr))
 
 
 def _called_name(call: ast.Call) -> str | None:
