@@ -358,10 +358,16 @@ def _finding(m, made, loader, _loop, again, elsewhere=False):
         )
     # at the epoch loop, where `set_epoch` goes, when it is beside the loader; else at the sampler
     epoch_loop = _epoch_loop_beside(m, again[0][1], loader) if again and again[0][0] == m.path else None
+    last = (dotted(made.func) or "").rsplit(".", 1)[-1] if isinstance(made, ast.Call) else ""
+    what = (
+        "DistributedSampler"
+        if "DistributedSampler" in last or not last
+        else f"the sampler `{last}(...)` makes for a distributed run (line {made.lineno})"
+    )
     return m.finding(
         CODE,
         epoch_loop or made,
-        f"DistributedSampler is never given the epoch: its loader is iterated every epoch at {where} "
+        f"{what} is never given the epoch: its loader is iterated every epoch at {where} "
         + (
             "but the loop around it never calls `set_epoch` (the file calls it on another way through)"
             if elsewhere

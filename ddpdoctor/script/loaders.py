@@ -53,7 +53,7 @@ def sampler_calls(m) -> list[ast.Call]:
 
 
 def _sampler_calls(m) -> list[ast.Call]:
-    direct = m.calls_named(_SAMPLER)
+    direct = m.calls_named(_SAMPLER) + [c for c, _q in m.calls if _sampler_factory(m, c)]
     aliases = {
         dotted(t)
         for a in m.nodes(ast.Assign)
@@ -67,6 +67,16 @@ def _sampler_calls(m) -> list[ast.Call]:
     seen = {id(c) for c in direct}
     through = [c for c, _q in m.calls if id(c) not in seen and dotted(c.func) in aliases]
     return sorted((*direct, *through), key=lambda c: (c.lineno, c.col_offset))
+
+
+def _sampler_factory(m, call: ast.Call) -> bool:
+    """Another module's sampler factory told the run is distributed (`dist.data_sampler(dataset,
+    shuffle=True, distributed=args.distributed)`): it hands back a DistributedSampler there."""
+    last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    if "sampler" not in last.lower() or last[:1].isupper() or last in m.function_names:
+        return False
+    told = [k for k in call.keywords if k.arg and k.arg.lower() in _DIST_FLAGS]
+    return bool(told) and not any(isinstance(k.value, ast.Constant) and not k.value.value for k in told)
 
 
 def made_by_factory(m, call: ast.Call) -> list[tuple[ast.Call, ast.AST | None]] | None:
