@@ -1068,6 +1068,7 @@ class ModuleAnalysis:
         out: set[int] = set()
         nodes = [node for node, op in self._dist_calls if op in COLLECTIVES or op in P2P]
         nodes += self.sync_calls
+        collective_ids = {id(n) for n in nodes}
         nodes += self.ddp_wrapper_calls  # the DDP model's forwards are what such a function may do
         nodes += self.calls_named("torch.save", "torch.load")
         if self.ddp_params:
@@ -1081,6 +1082,22 @@ class ModuleAnalysis:
             fn = self.enclosing_function(node)
             if fn is not None:
                 out.add(id(fn))
+        # and a method that calls one of its class's methods that communicate (`if self.rank == 0:
+        # loss = self.reduce_value(loss)` in `train_each_epoch`): a class no code of this file
+        # builds is walked from its methods, and this is where the ranks part
+        # (through a collective's helper only: a saving method is the caller's to guard)
+        talking = {id(self.enclosing_function(n)) for n in nodes if id(n) in collective_ids}
+        by_name = {}
+        for fn in self.functions:
+            if id(fn) in talking and self.is_method(fn):
+                by_name.setdefault(fn.name, fn)
+        if by_name:
+            for c, _q in self.calls:
+                f = c.func
+                if isinstance(f, ast.Attribute) and f.attr in by_name and dotted(f.value) == "self":
+                    fn = self.enclosing_function(c)
+                    if fn is not None and self.is_method(fn):
+                        out.add(id(fn))
         return out
 
     @cached_property
