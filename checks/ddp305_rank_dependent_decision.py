@@ -93,6 +93,7 @@ from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes, walk
+from ddpdoctor.script.ranks import partition_test
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -499,6 +500,8 @@ def check(m):
             continue
         if not d.origin.data and _unbound_elsewhere(values, d.origin):
             continue  # the other ranks have no value at all: they fail on the name first (DDP306)
+        if not d.origin.data and partition_test(m, d.origin.test):
+            continue  # `if i % world_size == rank: shard.append(x)`: every rank its own share, as a sampler's
         finding = _judge(m, comms, d)
         if finding is None:
             continue

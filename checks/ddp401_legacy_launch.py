@@ -39,6 +39,7 @@ import re
 
 from ddpdoctor.script.launch_args import local_rank_options, reads_local_rank_env
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.ranks import env_key
 
 CODE = "DDP401"
@@ -112,9 +113,26 @@ def _in_message(m, node: ast.AST) -> bool:
             return True  # (an option's `help=` text too)
         if isinstance(a, ast.Call) and (dotted(a.func) or "").rsplit(".", 1)[-1] in _MESSAGE_CALLS:
             return True
+        if isinstance(a, (ast.Assign, ast.AugAssign)):
+            return _becomes_message(m, a)
         if isinstance(a, ast.stmt):
             return False
     return False
+
+
+def _becomes_message(m, st: ast.Assign | ast.AugAssign) -> bool:
+    """``error_msg += ". Did you launch with torch.distributed.launch?"`` where ``error_msg`` is
+    then only raised or printed in the same function: a message too (a command that is also
+    printed before it runs is still a command)."""
+    targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+    names = {t.id for t in targets if isinstance(t, ast.Name)}
+    scope = m.enclosing_function(st) or m.tree
+    uses = [
+        n
+        for n in walk(scope)
+        if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and n.lineno > st.lineno
+    ]
+    return bool(uses) and all(_in_message(m, n) for n in uses)
 
 
 def _own_rank_option(m) -> bool:

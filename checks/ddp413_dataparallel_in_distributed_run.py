@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script import ranks
+from ddpdoctor.script.writers import parent_only
 
 CODE = "DDP413"
 TITLE = "DataParallel where the distributed run needs DistributedDataParallel"
@@ -45,6 +46,8 @@ def check(m):
     for call in m.calls_named("DataParallel"):
         if not ranks.dataparallel_in_distributed_run(m, call):
             continue  # the one-process fallback: DDP405
+        if parent_only(m, call):
+            continue  # the parent's own pass (a test after the workers joined): no process group there
         arm = ranks.distributed_arm(m, call)
         where = (
             f"in the distributed arm (`{ast.unparse(arm.test)}` on line {arm.lineno})"

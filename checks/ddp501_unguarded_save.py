@@ -344,7 +344,9 @@ def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
     # the rank guard on a sibling is evidence enough that every rank runs this file's code
+    siblings: set[int] = set()  # one finding per call: the helper rule below may see it too
     for call, guarded in _unguarded_siblings(m):
+        siblings.add(id(call))
         name = ast.unparse(call.func)
         yield m.finding(
             CODE,
@@ -369,7 +371,7 @@ def check(m):
     training = m.is_training_script or bool(m.dist_calls("get_rank"))
     helpers: set[int] = set()  # their saves are reported at the call that reaches them on every rank
     for call, name, fn, guarded in _inconsistent_calls(m, saves):
-        if fn is not None and not training:
+        if (fn is not None and not training) or id(call) in siblings:
             continue
         if fn is not None:
             helpers.add(id(fn))

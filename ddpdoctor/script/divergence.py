@@ -34,6 +34,8 @@ _ROUNDS = 4
 # DistributedSampler gives every rank as many samples)
 _SHAPE_CALLS = frozenset(("len", "size", "numel", "dim", "nelement"))
 _SHAPE_ATTRS = frozenset(("shape", "ndim", "dtype", "device", "is_cuda"))
+# a module's mode flag: `.train()` / `.eval()` set it, not what the object was built from
+_MODE_ATTRS = frozenset(("training",))
 # calls whose result is the same on every rank (a collective or a wrapper of one); a scatter's is
 # what the source rank handed out, its decision, not one some ranks made alone
 _UNIFYING = (
@@ -788,7 +790,7 @@ class RankValues:
                     out.append(("name", n, key, shape))
                 if isinstance(n, ast.Attribute) and self._kept(base := dotted(n.value)):
                     out.append(("name", n, _fed_key(base, fn), shape))  # stopper.early_stop
-                if isinstance(n, ast.Attribute):
+                if isinstance(n, ast.Attribute) and n.attr not in _MODE_ATTRS:
                     stack.append((n.value, shape or n.attr in _SHAPE_ATTRS, bound))
                 continue
             if isinstance(n, (ast.Lambda, *_FUNCS)):

@@ -94,7 +94,7 @@ _PREDICATES = {
 # and the names built like them: is_global_main, is_local_master_process, is_rank0_worker,
 # is_default_gpu (the process that logs and saves, in vision-and-language navigation code)
 _PREDICATE_NAME = re.compile(
-    r"^i[sf]_(?:(global|local|node)_)?(?:(?:main|master|primary|chief|leader|rank_?0|rank_?zero)"
+    r"^i[sf]_(?:(global|local|node)_)?(?:(?:main|master|primary|chief|leader|root|rank_?0|rank_?zero)"
     r"(?:_(?:process|rank|worker))?|(?:first|default)_(?:process|rank|worker|gpu))$"
 )
 _MAX_DEPTH = 6
@@ -770,6 +770,23 @@ def _every_rank_holds(test: ast.Compare) -> bool:
             and c.right.value == 1
             and _names_world_size(c.left)
         )
+    return False
+
+
+def partition_test(m, test: ast.AST) -> bool:
+    """``num % dist.get_world_size() == dist.get_rank()``: a round-robin split of items between the
+    ranks. Every rank takes its own share of them, not one rank all of them."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        if (
+            isinstance(a, ast.BinOp)
+            and isinstance(a.op, ast.Mod)
+            and _names_world_size(a.right)
+            and rank_kind(m, a.left) is None
+            and rank_kind(m, b) is not None
+        ):
+            return True
     return False
 
 

@@ -12,6 +12,7 @@ import ast
 import re
 
 from ddpdoctor.script import ranks
+from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.names import dotted, names_one_rank_function, path_extension
 from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
@@ -252,14 +253,44 @@ def _hands_a_worker(m, call: ast.Call) -> bool:
         for n in walk(caller if caller is not None else m.tree)
     ):
         return False  # a local value of that name, not the function
+    # the worker sets up the process group, or talks through one its launcher set up
+    # (``run_distributed(train_iteration, proc_qty=n)`` where ``train_iteration`` calls
+    # ``torch.distributed.barrier()``)
+    talks = {id(c) for c in m.dist_calls(*COLLECTIVES)}
+    if caller is not None and _sets_up_group(m, caller):
+        return False  # the caller sets up the process group: a worker itself, handing on a callback
     return any(
         fn.name == first.id
         and any(
-            isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("init_process_group")
+            isinstance(n, ast.Call)
+            and (
+                (id(n) in talks and m.enclosing_function(fn) is None)
+                or (dotted(n.func) or "").endswith("init_process_group")
+            )
             for n in walk(fn)
         )
         for fn in m.functions
     )
+
+
+def _sets_up_group(m, fn, depth: int = 0) -> bool:
+    """``fn`` calls ``init_process_group``, itself or through this file's functions
+    (``initialize_distributed(args)``)."""
+    starts = {id(c) for c in m.dist_calls("init_process_group")}
+    for n in walk(fn):
+        if id(n) in starts:
+            return True
+        if (
+            depth < 2
+            and isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in m.function_names
+        ):
+            if any(
+                f.name == n.func.id and f is not fn and _sets_up_group(m, f, depth + 1) for f in m.functions
+            ):
+                return True
+    return False
 
 
 def in_spawning_parent(m, node) -> bool:
