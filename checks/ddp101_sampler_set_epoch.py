@@ -45,7 +45,14 @@ from ddpdoctor.script.analysis import names_eval_split
 from ddpdoctor.script.branches import untaken_by_callers
 from ddpdoctor.script.flow import Flow, loops_around, repeats
 from ddpdoctor.script.interp import is_accelerate_prepare
-from ddpdoctor.script.loaders import distributed_factory, loader_calls, made_by_factory, passes, sampler_calls
+from ddpdoctor.script.loaders import (
+    PROJECT_SAMPLER,
+    distributed_factory,
+    loader_calls,
+    made_by_factory,
+    passes,
+    sampler_calls,
+)
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.writers import one_rank_side
 
@@ -189,7 +196,26 @@ def _made_outside_pass_loops(m, sampler: ast.Call, loop: ast.AST) -> bool:
     return bool(around) and not any(id(a) in holding for a in around)
 
 
+def _named_not_called(m):
+    """``self.train_loader.sampler.set_epoch`` as a statement of its own: the method is looked up,
+    never called (the parentheses and the epoch are missing), so the sampler keeps epoch 0."""
+    for st in m.nodes(ast.Expr):
+        if isinstance(st.value, ast.Attribute) and st.value.attr == "set_epoch":
+            yield m.finding(
+                CODE,
+                st,
+                f"`{ast.unparse(st.value)}` names the method but never calls it: the sampler stays at "
+                "epoch 0 and every epoch shuffles the same way",
+                SEVERITY,
+                hint=f"call it: `{ast.unparse(st.value)}(epoch)`",
+            )
+
+
 def check(m):
+    named = list(_named_not_called(m))
+    if named:
+        yield from named
+        return  # one cause: the call that is missing its parentheses
     yield from _set_once_before_engine(m)  # an engine's run loops over the epochs out of sight
     yield from _set_by_rank_choice(m)
     samplers = sampler_calls(m)
@@ -362,6 +388,8 @@ def _finding(m, made, loader, _loop, again, elsewhere=False):
     what = (
         "DistributedSampler"
         if "DistributedSampler" in last or not last
+        else f"`{last}`"
+        if PROJECT_SAMPLER.match(last)
         else f"the sampler `{last}(...)` makes for a distributed run (line {made.lineno})"
     )
     return m.finding(

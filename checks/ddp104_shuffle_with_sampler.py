@@ -40,6 +40,8 @@ def check(m):
         )
         shuffle = m.keyword(call, "shuffle") or (call.args[2] if len(call.args) > 2 else None)
         shuffled = isinstance(shuffle, ast.Constant) and shuffle.value is True
+        inverted = _inverted_bool(shuffle)
+        shuffled = shuffled or inverted
         if not shuffled and sampler is not None:
             shuffled = _flag_shared_with_sampler(m, call, shuffle, sampler)
         if sampler is not None and not m.is_none(sampler) and shuffled:
@@ -47,7 +49,11 @@ def check(m):
             yield m.finding(
                 CODE,
                 shuffle,
-                "DataLoader gets both `sampler=` and `shuffle=True`: they are "
+                f"DataLoader gets `sampler=` and `shuffle={ast.unparse(shuffle)}`: `~` of a bool is -1 or -2, "
+                "never false, so the loader is always asked to shuffle too; the two are mutually "
+                "exclusive and DataLoader raises ValueError"
+                if inverted
+                else "DataLoader gets both `sampler=` and `shuffle=True`: they are "
                 "mutually exclusive and DataLoader raises ValueError"
                 if isinstance(shuffle, ast.Constant)
                 else f"DataLoader gets `sampler=` and, as its shuffle, `{shuffle.id}`, the flag the "
@@ -56,6 +62,17 @@ def check(m):
                 SEVERITY,
                 hint="drop `shuffle=True`; DistributedSampler shuffles (and set_epoch reseeds it)",
             )
+
+
+def _inverted_bool(e: ast.AST | None) -> bool:
+    """``~(world_size > 1)``, ``~args.distributed``-like tests written with ``~``: bitwise not of a
+    comparison or a ``not``/``and``/``or`` gives -1 or -2, which is always true."""
+    if not (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Invert)):
+        return False
+    inner = e.operand
+    return isinstance(inner, (ast.Compare, ast.BoolOp)) or (
+        isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not)
+    ) or (isinstance(inner, ast.Constant) and isinstance(inner.value, bool))
 
 
 def _flag_shared_with_sampler(m, call: ast.Call, shuffle: ast.AST | None, sampler: ast.AST) -> bool:

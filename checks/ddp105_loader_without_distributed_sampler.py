@@ -123,9 +123,42 @@ def idle_samplers(m) -> list[ast.Call]:
         name = parent.targets[0].id
         scope = m.enclosing_function(call) or m.tree
         reads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-        if all(_only_asked(m, r) for r in reads):
+        if all(_only_asked(m, r) or _returned_idle(m, r, scope) for r in reads):
             out.append(call)
     return out
+
+
+def _returned_idle(m, read: ast.Name, fn) -> bool:
+    """``return train_set, val_set, train_sampler`` from this file's ``load_dataset``, whose every
+    caller unpacks that item into a name it only asks (or never reads): handed to no loader."""
+    ret = m.parents.get(read)
+    if isinstance(ret, ast.Tuple):
+        pos, ret = ret.elts.index(read), m.parents.get(ret)
+    else:
+        pos = None
+    if not isinstance(ret, ast.Return) or not isinstance(fn, ast.FunctionDef) or m.is_method(fn):
+        return False
+    sites = [c for c in m.call_sites(fn) if isinstance(c.func, ast.Name)]
+    if not sites:
+        return False
+    for site in sites:
+        assign = m.parents.get(site)
+        if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1):
+            return False
+        target = assign.targets[0]
+        if pos is not None:
+            if not (isinstance(target, ast.Tuple) and pos < len(target.elts)):
+                return False
+            target = target.elts[pos]
+        if not isinstance(target, ast.Name):
+            return False
+        scope = m.enclosing_function(site) or m.tree
+        uses = [
+            n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+        ]
+        if not all(_only_asked(m, u) for u in uses):
+            return False
+    return True
 
 
 def _only_asked(m, read: ast.Name) -> bool:

@@ -696,7 +696,25 @@ class ModuleAnalysis:
             any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values())
             or bool(self.calls_named("DistributedSampler"))
             or self._tests_imported_rank
+            or self._reseeds_a_sampler
         )
+
+    @cached_property
+    def _reseeds_a_sampler(self) -> bool:
+        """``self.train_sampler.set_epoch(epoch)``: a sampler told the epoch is a DistributedSampler's
+        kind (each rank's shard reshuffled), made in another module, in a file that tests the rank;
+        or the launch flag of
+        pytorch/examples' ImageNet script (``args.multiprocessing_distributed``): the file runs on
+        every rank."""
+        if any(a.attr == "multiprocessing_distributed" for a in self.nodes(ast.Attribute)):
+            return True
+        reseeds = any(
+            "sampler" in ((dotted(c.func.value) or "").rsplit(".", 1)[-1].lower())
+            for c in self.method_calls("set_epoch")
+            if isinstance(c.func, ast.Attribute)
+        )
+        # (a bucketing sampler of a one-GPU recipe is told the epoch too: a rank test says more ranks)
+        return reseeds and any(rank_facts.guard_kind(self, n.test) is not None for n in self.nodes(ast.If))
 
     @cached_property
     def _tests_imported_rank(self) -> bool:

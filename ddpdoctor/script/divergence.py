@@ -504,12 +504,7 @@ class RankValues:
         """The names a training loop binds to the rank's batch (not the index of ``enumerate``)."""
         target = loop.target
         it = loop.iter
-        if (
-            isinstance(it, ast.Call)
-            and (dotted(it.func) or "").rsplit(".", 1)[-1] == "enumerate"
-            and isinstance(target, (ast.Tuple, ast.List))
-            and len(target.elts) == 2
-        ):
+        if _enumerated(self.m, it, fn) and isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
             target = target.elts[1]
         stack = [target]
         while stack:
@@ -1036,6 +1031,38 @@ class RankValues:
 
 
 _GROWS = frozenset(("append", "extend", "insert"))
+
+
+# progress bars that hand on what they wrap (``tqdm(enumerate(loader))`` yields its pairs)
+_BARS = frozenset(("tqdm", "track", "progress_bar", "auto_tqdm"))
+
+
+def _enumerated(m, it: ast.AST, fn) -> bool:
+    """The loop runs over ``enumerate(...)``, also through a progress bar and a name the function
+    gives it (``pbar = tqdm.tqdm(enumerate(loader)); for it, batch in pbar:``)."""
+    for _ in range(4):
+        if isinstance(it, ast.Call):
+            name = (dotted(it.func) or "").rsplit(".", 1)[-1]
+            if name == "enumerate":
+                return True
+            if name not in _BARS or not it.args:
+                return False
+            it = it.args[0]
+        elif isinstance(it, ast.Name):
+            values = [
+                a.value
+                for a in m.nodes(ast.Assign)
+                if m.enclosing_function(a) is fn
+                and len(a.targets) == 1
+                and isinstance(a.targets[0], ast.Name)
+                and a.targets[0].id == it.id
+            ]
+            if len(values) != 1:
+                return False
+            it = values[0]
+        else:
+            return False
+    return False
 
 
 def _made_lists(m) -> frozenset[str]:

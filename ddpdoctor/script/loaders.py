@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ddpdoctor.script.flow import Flow
@@ -52,8 +53,24 @@ def sampler_calls(m) -> list[ast.Call]:
     return list(found)
 
 
+# a project's own distributed sampler (``from distributed import DistributedSampler``, VITS'
+# ``DistributedBucketSampler``): built like torch's, reshuffled by ``set_epoch`` like it
+PROJECT_SAMPLER = re.compile(r"^Distributed\w*Sampler$")
+
+
+def _project_sampler(m, call: ast.Call) -> bool:
+    """A call of a project's ``Distributed...Sampler`` class asked to shuffle (``shuffle=True``, or a
+    parameter of the function that makes it): whether its default shuffles is not known here."""
+    last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    if not PROJECT_SAMPLER.match(last) or (m.qualname(call.func) or "").startswith("torch."):
+        return False
+    shuffle = m.keyword(call, "shuffle")
+    return shuffle is not None and not (isinstance(shuffle, ast.Constant) and not shuffle.value)
+
+
 def _sampler_calls(m) -> list[ast.Call]:
-    direct = m.calls_named(_SAMPLER) + [c for c, _q in m.calls if _sampler_factory(m, c)]
+    direct = m.calls_named(_SAMPLER) + [c for c, _q in m.calls if _sampler_factory(m, c) or _project_sampler(m, c)]
+    direct = sorted({id(c): c for c in direct}.values(), key=lambda c: (c.lineno, c.col_offset))
     aliases = {
         dotted(t)
         for a in m.nodes(ast.Assign)

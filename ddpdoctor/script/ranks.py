@@ -717,7 +717,36 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
             found = predicate_attribute_kind(m, last, depth)
             if found is not None:
                 return found
+        if name in _output_silencing_flags(m):
+            return (None,)
     return None
+
+
+# what a script rebinds to silence a process's output (``sys.stdout = NullWriter()``)
+_SILENCED = frozenset(("sys.stdout", "sys.stderr", "builtins.print", "__builtin__.print"))
+
+
+def _output_silencing_flags(m) -> frozenset[str]:
+    """Flags whose falsehood silences this process's output (``if not opt.log: sys.stdout =
+    NullWriter()``, or the ``else`` of ``if opt.log:``): only the process that logs keeps its
+    output, so the flag says which rank this is, though the file does not show how it is set."""
+    found = m.__dict__.get("_silencing_flags")
+    if found is not None:
+        return found
+    out: set[str] = set()
+    for node in m.nodes(ast.If):
+        test, silent = node.test, node.orelse
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, silent = test.operand, node.body
+        name = dotted(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+        if name is None:
+            continue
+        if any(
+            isinstance(st, ast.Assign) and any(dotted(t) in _SILENCED for t in st.targets) for st in silent
+        ):
+            out.add(name)
+    found = m.__dict__["_silencing_flags"] = frozenset(out)
+    return found
 
 
 def predicate_attribute_kind(m, attr: str, depth: int = 0):
