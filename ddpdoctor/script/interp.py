@@ -117,6 +117,9 @@ MAX_DEPTH = 12
 MAX_UNROLL = 8  # enough for p2p loops over the world; epoch loops run once
 
 
+_SYNCS = frozenset(("collective", "p2p", "ddp_forward"))  # events every rank must match
+
+
 @dataclass
 class Event:
     kind: str  # collective | p2p | wait | ddp_forward | save | load | state_dict | spawn | fs | missing_attr
@@ -582,7 +585,12 @@ class Interpreter:
                 _reset(frame, before[0])
                 _reset(self.attrs, before[1])
                 met.enter(False)
+                body_end = len(self.trace.events)
                 self._branch(st.orelse, frame)
+                if returned is None and self._partly_known(st.test, frame) and self._same_collectives(seen, body_end):
+                    # `if rank == 0 and n > 1: ...; barrier() else: barrier()`: whichever arm this
+                    # rank takes, it makes the same collectives; one walk records them once
+                    self.trace.events[body_end:] = [e for e in self.trace.events[body_end:] if e.kind not in _SYNCS]
             else:
                 _reset(frame, before[0])
                 _reset(self.attrs, before[1])
@@ -616,6 +624,27 @@ class Interpreter:
         except (_Break, _Continue):
             pass
         return None
+
+    def _partly_known(self, test: ast.expr, frame: dict) -> bool:
+        """``rank == 0 and n > 1`` on rank 0: a part of the test is decided here (the rank's), the
+        rest is not. Other ranks may have decided the whole test; this one takes one arm or the
+        other, not both."""
+        if not isinstance(test, ast.BoolOp):
+            return False
+        mark = len(self.trace.events)
+        try:
+            return any(truth_of(self.ev(v, frame)) in (True, False) for v in test.values)
+        finally:
+            del self.trace.events[mark:]  # asked again, not run again: what the test records, it did once
+
+    def _same_collectives(self, seen: int, body_end: int) -> bool:
+        """The events from ``seen`` to ``body_end`` (the if's body) and those after (its else) hold
+        the same collectives in the same order, and at least one."""
+        def ops(events):
+            return [(e.kind, e.op, e.arg) for e in events if e.kind in _SYNCS]
+
+        body = ops(self.trace.events[seen:body_end])
+        return bool(body) and body == ops(self.trace.events[body_end:])
 
     def _synchronises(self, since: int) -> bool:
         """A collective, point-to-point call or DDP forward was recorded after event ``since``."""
