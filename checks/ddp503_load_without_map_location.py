@@ -145,6 +145,10 @@ def _moved_at_once(m, call) -> bool:
     )
 
 
+# words without which a trainer puts nothing on a GPU and names none
+_GPU_WORDS = ("cuda", "CUDA", "device", "Device", "gpu", "GPU", "nccl")
+
+
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): no other rank to collide with
         return
@@ -152,6 +156,8 @@ def check(m):
         return
     if pins_one_gpu_per_process(m):
         return  # each process sees its own GPU alone, as cuda:0: nothing crowds onto another's
+    if (m.ddp_constructors or m.dist_calls("init_process_group")) and not m.mentions(*_GPU_WORDS):
+        return  # a trainer that puts nothing on a GPU (gloo, CPU): what it saves comes back on the CPU
     yield from _loads_in_other_files(m)
     for call in m.calls_named("torch.load"):
         # one rank loading crowds nothing; the `else` of `if rank == 0` is every other rank
