@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.loaders import loop_root
 from ddpdoctor.script.names import dotted
 
 CODE = "DDP103"
@@ -84,6 +85,18 @@ def _sets_the_item(call: ast.Call, loop: ast.AST) -> bool:
     return isinstance(base, ast.Name) and base.id in names
 
 
+def _another_loaders_sampler(call: ast.Call, loop: ast.AST) -> bool:
+    """``labeled_loader.sampler.set_epoch(k)`` inside ``for batch in unlabeled_loader:``: the sampler
+    of another loader, reseeded before that loader's next iterator is made (the pass over the
+    shorter labeled set restarted inside the pass over the unlabeled one)."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if not (isinstance(receiver, ast.Attribute) and receiver.attr in ("sampler", "batch_sampler")):
+        return False
+    owner = dotted(receiver.value)
+    looped = dotted(loop_root(loop.iter))
+    return owner is not None and looped is not None and owner != looped
+
+
 def check(m):
     loaders = m.loader_names()
     for call in m.method_calls("set_epoch"):
@@ -94,6 +107,7 @@ def check(m):
                 if isinstance(a, (ast.For, ast.AsyncFor))
                 and m.iterates_loader(a.iter, loaders)
                 and not _sets_the_item(call, a)
+                and not _another_loaders_sampler(call, a)
             ),
             None,
         )
