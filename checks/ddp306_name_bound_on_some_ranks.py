@@ -38,7 +38,7 @@ import builtins
 from itertools import accumulate
 
 from ddpdoctor.script import ranks
-from ddpdoctor.script.nodes import FIELDS, child_fields, walk
+from ddpdoctor.script.nodes import FIELDS, caught, child_fields, walk
 from ddpdoctor.script.writers import every_rank_reaches, one_rank_side, rank_guards
 
 CODE = "DDP306"
@@ -134,19 +134,6 @@ def _bindings(scope: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             skip.add(node.value)  # `if "writer" in locals():`: the script checks for itself
     return bound, reads, skip
-
-
-def _caught(m, node: ast.AST) -> bool:
-    """Inside a ``try`` whose handlers catch a NameError (or every exception)."""
-    for a in m.ancestors(node):
-        if isinstance(a, _SCOPES):
-            return False
-        if isinstance(a, ast.Try) and any(node is n for s in a.body for n in walk(s)):
-            for h in a.handlers:
-                names = [h.type] if not isinstance(h.type, ast.Tuple) else list(h.type.elts)
-                if h.type is None or any(isinstance(n, ast.Name) and n.id in _CATCHES for n in names):
-                    return True
-    return False
 
 
 _RANK_WORDS = ("rank", "main", "master", "global_zero", "rank_zero", "rank0", "device_id")
@@ -253,7 +240,7 @@ def _rank_only(m, sites: list[ast.AST], cheap: _Cheap) -> ast.AST | None:
 
 def _unguarded_read(m, reads: list[ast.Name], after: int) -> ast.Name | None:
     for r in sorted(reads, key=lambda n: (n.lineno, n.col_offset)):
-        if r.lineno > after and not rank_guards(m, r) and not _caught(m, r) and every_rank_reaches(m, r):
+        if r.lineno > after and not rank_guards(m, r) and not caught(m, r, _CATCHES) and every_rank_reaches(m, r):
             return r
     return None
 

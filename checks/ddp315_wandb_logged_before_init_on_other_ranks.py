@@ -39,6 +39,7 @@ import ast
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import caught
 from ddpdoctor.script.writers import every_rank_reaches, guard_chains
 
 CODE = "DDP315"
@@ -51,7 +52,7 @@ _NEEDS_INIT = ("log", "watch", "define_metric", "save", "log_artifact")
 
 
 def _wandb_calls(m, attr: str) -> list[ast.Call]:
-    return [c for c, q in m.calls if q == f"wandb.{attr}"]
+    return m.calls_named(f"wandb.{attr}")
 
 
 def _under_run_test(m, node: ast.AST) -> bool:
@@ -65,23 +66,6 @@ def _under_run_test(m, node: ast.AST) -> bool:
 
 
 _BROAD = frozenset(("Exception", "BaseException"))
-
-
-def _caught(m, node: ast.AST) -> bool:
-    """Inside a ``try`` whose handler catches any error (bare, ``Exception``): the raise is swallowed."""
-    child = node
-    for a in m.ancestors(node):
-        if isinstance(a, ast.Try) and any(child is st for st in a.body):
-            for h in a.handlers:
-                names = (
-                    [dotted(e) for e in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])]
-                    if h.type
-                    else []
-                )
-                if h.type is None or any((n or "").rsplit(".", 1)[-1] in _BROAD for n in names):
-                    return True
-        child = a
-    return False
 
 
 def _others_sent_on_before(m, node: ast.AST) -> bool:
@@ -132,7 +116,7 @@ def check(m):
         return
     for attr in _NEEDS_INIT:
         for call in _wandb_calls(m, attr):
-            if _under_run_test(m, call) or _caught(m, call) or _others_sent_on_before(m, call):
+            if _under_run_test(m, call) or caught(m, call, _BROAD) or _others_sent_on_before(m, call):
                 continue
             if not every_rank_reaches(m, call):
                 continue

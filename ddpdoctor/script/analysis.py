@@ -696,16 +696,15 @@ class ModuleAnalysis:
             any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values())
             or bool(self.calls_named("DistributedSampler"))
             or self._tests_imported_rank
-            or self._reseeds_a_sampler
+            or self._shows_sharded_run
         )
 
     @cached_property
-    def _reseeds_a_sampler(self) -> bool:
-        """``self.train_sampler.set_epoch(epoch)``: a sampler told the epoch is a DistributedSampler's
-        kind (each rank's shard reshuffled), made in another module, in a file that tests the rank;
-        or the launch flag of
-        pytorch/examples' ImageNet script (``args.multiprocessing_distributed``): the file runs on
-        every rank."""
+    def _shows_sharded_run(self) -> bool:
+        """The file runs on every rank of a job set up elsewhere: it reads the launch flag of
+        pytorch/examples' ImageNet script (``args.multiprocessing_distributed``), or it tells a
+        sampler the epoch (``self.train_sampler.set_epoch(epoch)``, a DistributedSampler's kind made
+        in another module) and tests the rank."""
         if any(a.attr == "multiprocessing_distributed" for a in self.nodes(ast.Attribute)):
             return True
         reseeds = any(

@@ -648,7 +648,7 @@ class Interpreter:
 
     def _synchronises(self, since: int) -> bool:
         """A collective, point-to-point call or DDP forward was recorded after event ``since``."""
-        return any(e.kind in ("collective", "p2p", "ddp_forward") for e in self.trace.events[since:])
+        return any(e.kind in _SYNCS for e in self.trace.events[since:])
 
     def _exec_for(self, st: ast.For | ast.AsyncFor, frame: dict) -> None:
         it = self.ev(st.iter, frame)

@@ -69,6 +69,28 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
         yield node
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def caught(m, node: ast.AST, errors: frozenset[str]) -> bool:
+    """``node`` runs in the body of a ``try`` of its own scope whose handler catches one of
+    ``errors`` (by the last part of the name: ``Exception``, ``builtins.NameError``) or everything
+    (a bare ``except:``)."""
+    child = node
+    for a in m.ancestors(node):
+        if isinstance(a, _SCOPES):
+            return False
+        if isinstance(a, ast.Try) and any(child is st for st in a.body):
+            for h in a.handlers:
+                if h.type is None:
+                    return True
+                types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+                if any(ast.unparse(t).rsplit(".", 1)[-1] in errors for t in types):
+                    return True
+        child = a
+    return False
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """``ast.iter_child_nodes(node)`` without the singletons, same order, as a list."""
     AST = ast.AST

@@ -256,9 +256,9 @@ def _hands_a_worker(m, call: ast.Call) -> bool:
     # the worker sets up the process group, or talks through one its launcher set up
     # (``run_distributed(train_iteration, proc_qty=n)`` where ``train_iteration`` calls
     # ``torch.distributed.barrier()``)
-    talks = {id(c) for c in m.dist_calls(*COLLECTIVES)}
     if caller is not None and _sets_up_group(m, caller):
         return False  # the caller sets up the process group: a worker itself, handing on a callback
+    talks = {id(c) for c in m.dist_calls(*COLLECTIVES)}
     return any(
         fn.name == first.id
         and any(
@@ -273,10 +273,11 @@ def _hands_a_worker(m, call: ast.Call) -> bool:
     )
 
 
-def _sets_up_group(m, fn, depth: int = 0) -> bool:
+def _sets_up_group(m, fn, depth: int = 0, starts: frozenset[int] | None = None) -> bool:
     """``fn`` calls ``init_process_group``, itself or through this file's functions
     (``initialize_distributed(args)``)."""
-    starts = {id(c) for c in m.dist_calls("init_process_group")}
+    if starts is None:
+        starts = frozenset(id(c) for c in m.dist_calls("init_process_group"))
     for n in walk(fn):
         if id(n) in starts:
             return True
@@ -287,7 +288,7 @@ def _sets_up_group(m, fn, depth: int = 0) -> bool:
             and n.func.id in m.function_names
         ):
             if any(
-                f.name == n.func.id and f is not fn and _sets_up_group(m, f, depth + 1) for f in m.functions
+                f.name == n.func.id and f is not fn and _sets_up_group(m, f, depth + 1, starts) for f in m.functions
             ):
                 return True
     return False
