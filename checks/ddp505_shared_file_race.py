@@ -256,6 +256,17 @@ def _writes(m):
                     "truncates",
                     f"(mode {mode!r}): a late rank wipes what another already wrote",
                 )
+        elif q in ("logging.FileHandler", "logging.basicConfig"):
+            # a log file opened for writing: `FileHandler(path, "w")`, `basicConfig(filename=path,
+            # filemode="w")` (the default mode "a" appends: left alone, like `open(path, "a")`)
+            handler = q == "logging.FileHandler"
+            mode = _const(
+                (call.args[1] if handler and len(call.args) > 1 else None)
+                or _kw(call, "mode" if handler else "filemode")
+            )
+            path = (call.args[0] if handler and call.args else None) or _kw(call, "filename")
+            if path is not None and isinstance(mode, str) and "w" in mode:
+                yield call, path, "truncates", f"(log mode {mode!r}): a late rank wipes what another already logged"
         elif last in ("write_text", "write_bytes") and isinstance(f, ast.Attribute):
             yield (
                 call,

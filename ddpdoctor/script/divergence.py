@@ -403,6 +403,8 @@ class RankValues:
                     self.defs.append(_Def(key, stmt, fn, ctrl, v, p, failure=self._handlers > 0))
             return
         key = self._key(target, fn)
+        if key is not None and not aug and _moved_in_place(target, value):
+            return  # `model = model.to(device)` on some ranks: the same module, moved; no new value
         if key is not None:
             if aug and isinstance(target, (ast.Name, ast.Attribute)):
                 # `loss /= steps`: the new value reads the old one as well as the operand
@@ -1231,3 +1233,20 @@ def _every_rank_exits_when_distributed(test: ast.AST) -> bool:
     return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(
         distributed_when_true(v) for v in test.values
     )
+
+
+# methods that hand back the module (or tensor) they are called on, moved or switched in mode: the
+# values it holds stay what they were
+_MOVES = frozenset(("to", "cuda", "cpu", "train", "eval", "requires_grad_"))
+
+
+def _moved_in_place(target: ast.AST, value: ast.AST | None) -> bool:
+    """``x = x.to(device)`` / ``x = x.cpu().cuda()``: the name given back its own value, moved."""
+    name = dotted(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+    if name is None or not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    v = value
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _MOVES:
+        v = v.func.value
+    return v is not value and dotted(v) == name
+

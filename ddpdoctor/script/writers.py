@@ -46,6 +46,8 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
         return True
     if depth < 2 and _per_process_argument(m, expr, depth):
         return True
+    if _formats_rank_arithmetic(m, expr):
+        return True
     # `os.path.join(scratch, "x")` / `scratch / "x"` where `scratch` is this process's own folder
     parts = _path_parts(expr)
     if depth < 2 and any(isinstance(a, ast.Name) and per_process_path(a, m, depth + 1) for a in parts):
@@ -108,6 +110,29 @@ def _path_parts(expr: ast.AST) -> list:
     """The pieces a path is joined from: ``join(a, b)``'s arguments, both sides of ``a / b`` and
     ``folder + name``."""
     return expr.args if isinstance(expr, ast.Call) else [expr.left, expr.right] if isinstance(expr, ast.BinOp) else []
+
+
+def _formats_rank_arithmetic(m, expr: ast.AST) -> bool:
+    """An f-string formatting a name computed from the rank (``index = i * world_size + rank``, then
+    ``f"{out}/{index:06d}.png"``): one file per rank. A name a call returns when handed the rank
+    (``save_dir = save_model(model, rank)``) is not: what the call makes of it is unknown."""
+    if not isinstance(expr, ast.JoinedStr):
+        return False
+    names = {v.value.id for v in expr.values if isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)}
+    if not names:
+        return False
+    scope = m.enclosing_function(expr) or m.tree
+    for node in walk(scope):
+        if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)):
+            continue
+        stack = [node.value]
+        while stack:  # the value's own arithmetic, not the arguments of the calls in it
+            n = stack.pop()
+            if isinstance(n, (ast.Name, ast.Attribute)) and any(w in ast.unparse(n).lower() for w in PER_PROCESS_WORDS):
+                return True
+            if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp)):
+                stack.extend(ast.iter_child_nodes(n))
+    return False
 
 
 def _rebound_per_process(m, attr: ast.Attribute) -> bool:
