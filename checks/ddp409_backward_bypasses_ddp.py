@@ -63,6 +63,9 @@ def check(m):
     models = Flow(m, ddp)
     getters = _unwrap_getters(m, models)
     unwrapped = _unwrapped_names(m, models)
+    handed = _handed_module(m, models)
+    for fn_id, name in handed:
+        unwrapped.setdefault(fn_id, set()).add(name)
     methods = _method_aliases(m, models)
     bypasses = [
         c
@@ -104,7 +107,16 @@ def check(m):
         # through a name given the inner model (`net = ddp_net.module`): that line is the one to change
         alias = _alias_binding(m, first, unwrapped)
         method = _aliased_method(first, methods)
-        if method is not None:
+        fn_first = m.enclosing_function(first)
+        given = handed.get((id(fn_first), _called_name(first) or "")) if fn_first is not None else None
+        if given is not None and method is None:
+            alias = given
+            what = (
+                f"`{ast.unparse(given)}` is handed to `{fn_first.name}` here, whose "
+                f"`{ast.unparse(first.func)}(...)` on line {first.lineno} runs the model inside the DDP wrapper, "
+                f"and the backward on line {bw.lineno} starts from its output"
+            )
+        elif method is not None:
             alias = method
             what = (
                 f"`{ast.unparse(method.targets[0])}` is set to the method of the model inside the DDP wrapper "
@@ -165,6 +177,41 @@ def _unwrapped_names(m, models: Flow) -> dict[int, set[str]]:
             for t in a.targets:
                 if isinstance(t, ast.Name) and fn is not None:
                     out.setdefault(id(fn), set()).add(t.id)
+    return out
+
+
+def _handed_module(m, models: Flow) -> dict[tuple[int, str], ast.AST]:
+    """(id of a function of this file, its parameter) -> the first argument that hands it the model
+    inside the wrapper (``model_inference(model.module, images, texts)``): in that function the
+    parameter is an unwrapped name, as ``net = model.module`` would make it."""
+    by_name: dict[str, list] = {}
+    for fn in m.functions:
+        by_name.setdefault(fn.name, []).append(fn)
+    out: dict[tuple[int, str], ast.AST] = {}
+    for call, _q in m.calls:
+        handed = [
+            (i, a) for i, a in enumerate(call.args)
+            if isinstance(a, ast.Attribute) and a.attr == "module" and models.held(a.value)
+        ]
+        handed_kw = [
+            (k.arg, k.value) for k in call.keywords
+            if k.arg and isinstance(k.value, ast.Attribute) and k.value.attr == "module" and models.held(k.value.value)
+        ]
+        if not (handed or handed_kw):
+            continue
+        targets = by_name.get(_callee(call) or "", ())
+        if len(targets) != 1:
+            continue  # no def here, or several of that name: which one runs is not known
+        fn = targets[0]
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        if m.is_method(fn) and isinstance(call.func, ast.Attribute):
+            params = params[1:]  # `self.step(model.module, x)`: `self` is bound already
+        for i, a in handed:
+            if i < len(params):
+                out.setdefault((id(fn), params[i]), a)
+        for name, a in handed_kw:
+            if name in params or name in (k.arg for k in fn.args.kwonlyargs):
+                out.setdefault((id(fn), name), a)
     return out
 
 

@@ -24,12 +24,12 @@ _PARALLEL_MIN_FILES = 24  # below this a worker pool costs more than it saves
 _PROJECT = None
 
 
-def _problem(path: str, kind: str, message: str, line: int = 1, col: int = 1) -> Finding:
+def _problem(path: str, kind: str, message: str, line: int = 1, col: int = 1, **more: str) -> Finding:
     return Finding(
         code=PARSE_CODE,
         severity=Severity.INFO if kind == BUDGET_KIND else Severity.ERROR,
         message=message,
-        evidence={"kind": kind},
+        evidence={"kind": kind, **more},
         location=Location(path=path, line=max(1, line), col=max(1, col)),
     )
 
@@ -158,7 +158,7 @@ def _lint_tree(path: str, text: str, tree: ast.Module, config: LintConfig, rules
             out.append(f)
     if module.runs_truncated:  # the step budget of the per-rank simulation ran out somewhere
         out.append(_problem(path, BUDGET_KIND, "partly linted: the per-rank simulation of this file reached "
-                            "its step budget, so findings in the code it did not walk may be missing"))
+                            "its step budget, so findings in the code it did not walk may be missing", limit="steps"))
     return out
 
 
@@ -189,8 +189,9 @@ def lint_file(path: Path, config: LintConfig, rules=None, cache=None, project=No
     if hit is not None:
         return hit
     found = _within_budget(str(path), data, config, rules, project)
-    if not any(f.code == PARSE_CODE and f.evidence.get("kind") == BUDGET_KIND for f in found):
-        cache.put(str(path), data, found)  # a file cut short by time may finish next time
+    if not any(is_budget_note(f) and f.evidence.get("limit") == "cpu" for f in found):
+        # a file cut short by CPU time may finish next time; the step budget gives the same answer
+        cache.put(str(path), data, found)
     return found
 
 
@@ -231,8 +232,7 @@ def _within_budget(path: str, data: bytes, config: LintConfig, rules, project) -
         return lint_source(path, data, config, rules, prefilter=False, project=project)
     except _OutOfTime:
         return [_problem(path, BUDGET_KIND, f"not linted: its analysis took more than the "
-                         f"{FILE_CPU_BUDGET_S:g} s CPU budget per file; lint it on its own or split it",
-                         )]
+                         f"{FILE_CPU_BUDGET_S:g} s CPU budget per file; lint it on its own or split it", limit="cpu")]
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, old)

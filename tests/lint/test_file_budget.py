@@ -48,3 +48,28 @@ def test_a_budget_note_does_not_fail_lint(tmp_path, monkeypatch, capsys):
     rc = main(["lint", "--no-cache", "--select", "DDP000", str(f)])
     out = capsys.readouterr().out
     assert "CPU budget" in out and rc == 0
+
+
+def test_a_file_cut_short_by_steps_is_cached_and_one_cut_by_time_is_not(tmp_path, monkeypatch):
+    """The step budget gives the same answer every time: a warm cache keeps it (torch's largest
+    test file was re-analysed on every warm run). The CPU budget depends on the machine's load: such
+    a file is analysed again next time."""
+    from ddpdoctor.lint import LintConfig
+    from ddpdoctor.lint.cache import ResultCache
+    from ddpdoctor.script import analysis
+
+    f = tmp_path / "steps.py"
+    f.write_text(_many_functions(20))
+    config = LintConfig()
+    monkeypatch.setattr(analysis, "MAX_FILE_STEPS", 1)
+    cache = ResultCache(tmp_path / "cache", "key")
+    found = engine.lint_file(f, config, cache=cache)
+    assert any(is_budget_note(x) and x.evidence["limit"] == "steps" for x in found)
+    assert cache.get(str(f), f.read_bytes()) is not None
+
+    g = tmp_path / "slow.py"
+    g.write_text(_many_functions(400))
+    monkeypatch.setattr(engine, "FILE_CPU_BUDGET_S", 0.01)
+    found = engine.lint_file(g, config, cache=cache)
+    assert any(is_budget_note(x) and x.evidence["limit"] == "cpu" for x in found)
+    assert cache.get(str(g), g.read_bytes()) is None
