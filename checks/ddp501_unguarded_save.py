@@ -461,6 +461,8 @@ def _saves_in_other_files(m):
     through a call here. Reported at that call, where the rank test belongs."""
     for fe in foreign_events(m, "save"):
         save, other = fe.event.node, fe.other
+        if fe.event.op != "save":
+            continue  # a file copy (DDP504 follows it as a write); every rank's copies are DDP505's
         if _rank_in_path(other, save) or _to_stream(other, save) or guarded_on_the_way(m, fe):
             continue
         if not any(_many_ranks(run, ranks) for run, ranks in fe.reach):

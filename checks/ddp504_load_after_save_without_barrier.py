@@ -422,7 +422,8 @@ def check(m):
                             CODE,
                             load.node,
                             f"rank {rank} loads `{load.arg}` while rank 0 may still "
-                            f"be saving it (line {save.node.lineno}): no barrier between them",
+                            f"be {'copying it into place' if save.op == 'copy' else 'saving it'} "
+                            f"(line {save.node.lineno}): no barrier between them",
                             SEVERITY,
                             hint="call `dist.barrier()` after the rank-0 save",
                         )

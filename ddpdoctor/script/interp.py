@@ -174,6 +174,7 @@ DDP_ATTRIBUTES = frozenset(
     training use_side_stream_for_tensor_copies broadcast_buffers call_super_init dump_patches
     join_device join_process_group""".split()
 )
+_COPIES = frozenset(("shutil.copyfile", "shutil.copy", "shutil.copy2"))
 _RETURNS_SELF = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"))
 
 
@@ -1163,6 +1164,10 @@ class Interpreter:
                 "save", "save", node, arg=_path_src(node.args[1], frame) if len(node.args) > 1 else None
             )
             return None
+        if q in _COPIES and len(node.args) > 1:
+            # `shutil.copyfile(last, best)`: the copy writes `best` as a save would (a load of it
+            # on the other ranks races the copy just the same)
+            self._record("save", "copy", node, arg=_path_src(node.args[1], frame))
         if q in ("torch.load",):
             self._record("load", "load", node, arg=_path_src(node.args[0], frame) if node.args else None)
             return UNKNOWN
