@@ -34,7 +34,14 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.loaders import sampler_calls
-from ddpdoctor.script.ranks import GLOBAL, LOCAL, per_node_count, same_as_group_local_rank
+from ddpdoctor.script.ranks import (
+    GLOBAL,
+    LOCAL,
+    _names_world_size,
+    assignments_seen_at,
+    per_node_count,
+    same_as_group_local_rank,
+)
 
 CODE = "DDP107"
 TITLE = "Sampler given the local rank"
@@ -65,6 +72,9 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
             # a project's loader factory that shards by the same contract (`get_dataloader(...,
             # rank=..., world_size=...)`); the process group's own `rank=` is DDP414's
             return size, rank, ("world_size", "rank")
+    handed = _handed_place(m, call)
+    if handed is not None:
+        return handed
     last = (qualname or "").rsplit(".", 1)[-1]
     if last == "split_dataset_by_node":
         rank = m.keyword(call, "rank") or (call.args[1] if len(call.args) > 1 else None)
@@ -78,6 +88,63 @@ def _shard_args(m, call: ast.Call, qualname: str | None):
 
 
 _DATA_WORDS = ("loader", "sampler", "dataset", "data")
+# what a call that reads this process's part of the data is named (`FineWebDataLoader`,
+# `get_dataset(task)(...)`, `make_iterator`, `shard_files`)
+_PART_WORDS = (*_DATA_WORDS, "iterator", "shard", "reader", "stream")
+
+
+def _maker_name(call: ast.Call) -> str:
+    """The name of what the call runs: ``FineWebDataLoader``, ``get_dataset`` of
+    ``DatasetRegistry.get_dataset(task)(...)``."""
+    f = call.func
+    while isinstance(f, ast.Call):
+        f = f.func
+    return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "").lower()
+
+
+def _set_per_node(m, size: ast.AST) -> bool:
+    """A world-size name the file sets from a count of this node's processes (``rank, world =
+    args.local_rank, args.local_world_size``)."""
+    if per_node_count(m, size):
+        return True
+    return any(
+        any(w in ast.unparse(v).lower() for w in _PER_NODE_WORDS) for v, _n in assignments_seen_at(m, size)[:8]
+    )
+
+
+def _handed_place(m, call: ast.Call):
+    """A data maker of the project handed this process's node-local rank and the job's world size
+    by position (`FineWebDataLoader(B, T, local_rank, world_size, "train")`) or by keywords other
+    than `rank=` and `local_rank=`: it takes its part by them. (count, index, their names), or None."""
+    if not any(w in _maker_name(call) for w in _PART_WORDS):
+        return None
+    # (a keyword that asks for the node-local rank, `local_rank=`, may be the callee's device: unknown)
+    values = [(None, a) for a in call.args] + [
+        (k.arg, k.value) for k in call.keywords if k.arg and "local" not in k.arg.lower()
+    ]
+    rank = next(
+        ((n, v) for n, v in values if isinstance(v, (ast.Name, ast.Attribute)) and m.rank_kind(v) == LOCAL), None
+    )
+    size = next(((n, v) for n, v in values if _names_world_size(v) and not _set_per_node(m, v)), None)
+    if rank is None or size is None:
+        return None
+    if rank[0] is None and _asks_for_local_rank(m, call, rank[1]):
+        return None  # this file's `make_loader(ds, world_size, local_rank)`: its own body is judged
+    return size[1], rank[1], (size[0], rank[0])  # (None: handed by position)
+
+
+def _asks_for_local_rank(m, call: ast.Call, value: ast.AST) -> bool:
+    """The file's own function that ``call`` runs names the parameter ``value`` goes to as a local
+    rank: it asks for that, and what it does with it is judged inside it."""
+    name = _maker_name(call)
+    defs = [fn for fn in m.functions if fn.name.lower() == name]
+    if len(defs) != 1:
+        return False
+    params = [a.arg for a in (*defs[0].args.posonlyargs, *defs[0].args.args)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    at = next((i for i, a in enumerate(call.args) if a is value), None)
+    return at is not None and at < len(params) and "local" in params[at].lower()
 
 
 def _counts_one_node(m, replicas: ast.AST) -> bool:
@@ -100,6 +167,10 @@ def _is_torch_sampler(m, call: ast.Call) -> bool:
     return len(call.args) <= 1 and any(c is call for c in sampler_calls(m))
 
 
+def _arg(name: str | None, value: ast.AST) -> str:
+    return f"`{name}={ast.unparse(value)}`" if name else f"`{ast.unparse(value)}`"
+
+
 def check(m):
     # no file-level gate: a call that takes both a count of replicas and this process's rank shards
     # data across processes by its own contract, even in a script whose process group is set up by
@@ -117,9 +188,9 @@ def check(m):
             yield m.finding(
                 CODE,
                 rank,
-                f"`{rank_name}={ast.unparse(rank)}` is the rank in the whole job (by its name or where it comes "
+                f"{_arg(rank_name, rank)} is the rank in the whole job (by its name or where it comes "
                 "from), but "
-                f"`{count_name}={ast.unparse(replicas)}` counts this node's processes: on a second node the "
+                f"{_arg(count_name, replicas)} counts this node's processes: on a second node the "
                 "rank runs past the count (DistributedSampler raises ValueError) and the shards do not add up",
                 SEVERITY,
                 hint="give both for the whole job (`dist.get_world_size()`, `dist.get_rank()`), or leave both "
@@ -136,14 +207,14 @@ def check(m):
                 continue
             if per_node_count(m, replicas):
                 continue  # `world_size = torch.cuda.device_count()`: a count per node, by its value
-            count = f"`{count_name}={ast.unparse(replicas)}`"
+            count = _arg(count_name, replicas)
         yield m.finding(
             CODE,
             rank,  # the wrong value: where a call spans lines, that is the line to change
-            f"`{rank_name}={ast.unparse(rank)}` is the rank on this node, but {count} "
+            f"{_arg(rank_name, rank)} is the rank on this node, but {count} "
             "counts the whole job: on several nodes their ranks take the same shards and the rest of the "
             "data is never seen",
             SEVERITY,
-            hint="give the global rank (`dist.get_rank()`), or leave both out: DistributedSampler "
-            "reads them from the process group",
+            hint="give the global rank (`dist.get_rank()`, torchrun's RANK); a DistributedSampler reads "
+            "both from the process group when they are left out",
         )
