@@ -83,6 +83,8 @@ _PREDICATES = {
     "main_process": GLOBAL,
     "is_global_zero": GLOBAL,
     "master_process": GLOBAL,
+    "main_proc": GLOBAL,  # (`proc`: the usual short form of process, `opt.main_proc`)
+    "master_proc": GLOBAL,
     "is_rank0": GLOBAL,
     "is_local_main_process": LOCAL,
     "is_local_master": LOCAL,
@@ -95,7 +97,7 @@ _PREDICATES = {
 # is_default_gpu (the process that logs and saves, in vision-and-language navigation code)
 _PREDICATE_NAME = re.compile(
     r"^i[sf]_(?:(global|local|node)_)?(?:(?:main|master|primary|chief|leader|root|rank_?0|rank_?zero)"
-    r"(?:_(?:process|rank|worker))?|(?:first|default)_(?:process|rank|worker|gpu))$"
+    r"(?:_(?:process|proc|rank|worker))?|(?:first|default)_(?:process|proc|rank|worker|gpu))$"
 )
 _MAX_DEPTH = 6
 
