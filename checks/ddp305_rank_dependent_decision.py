@@ -90,7 +90,7 @@ from ddpdoctor.script.divergence import CLOCKS, Decision, RankValues
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.interp import COLLECTIVES, group_of
 from ddpdoctor.script.loaders import sharded_passes
-from ddpdoctor.script.names import EXIT_CALLS, dist_op, dotted, names_a_loader, training_state
+from ddpdoctor.script.names import EXIT_CALLS, SAME_MODULE, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes, walk
 from ddpdoctor.script.ranks import partition_test
@@ -375,14 +375,10 @@ def _name_may_hold_wrapper(m, name: str, fn, models: set[str], depth: int) -> bo
     return False
 
 
-# calls that hand back the module they are called on (moved, cast or switched in mode)
-_SAME_MODULE = frozenset(("to", "cuda", "cpu", "half", "float", "bfloat16", "train", "eval", "requires_grad_"))
-
-
 def _value_may_be_wrapper(m, v: ast.AST, models: set[str]) -> bool:
     """``v`` may be a DDP wrapper: one of the names the file wraps into, or a call that may return
     one (any but a move of a module that is not: ``parts.model.to(device)``)."""
-    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _SAME_MODULE:
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in SAME_MODULE:
         v = v.func.value
     if isinstance(v, ast.Call):
         return True

@@ -62,8 +62,11 @@ def check(m):
         return
     models = Flow(m, ddp)
     getters = _unwrap_getters(m, models)
+    by_name: dict[str, list] = {}
+    for fn in m.functions:
+        by_name.setdefault(fn.name, []).append(fn)
     unwrapped = _unwrapped_names(m, models)
-    handed = _handed_module(m, models)
+    handed = _handed_module(m, models, by_name)
     for fn_id, name in handed:
         unwrapped.setdefault(fn_id, set()).add(name)
     methods = _method_aliases(m, models)
@@ -78,9 +81,6 @@ def check(m):
     # (`model_unwrapped = model.module if ... else model` holds the model for Flow too: its call is
     # a bypass, not the wrapper's forward)
     bypass_ids = {id(c) for c in bypasses}
-    by_name: dict[str, list] = {}
-    for fn in m.functions:
-        by_name.setdefault(fn.name, []).append(fn)
     reported: set[int] = set()
     for bw in m.method_calls("backward"):
         step = m.enclosing_function(bw)
@@ -180,13 +180,10 @@ def _unwrapped_names(m, models: Flow) -> dict[int, set[str]]:
     return out
 
 
-def _handed_module(m, models: Flow) -> dict[tuple[int, str], ast.AST]:
+def _handed_module(m, models: Flow, by_name: dict[str, list]) -> dict[tuple[int, str], ast.AST]:
     """(id of a function of this file, its parameter) -> the first argument that hands it the model
     inside the wrapper (``model_inference(model.module, images, texts)``): in that function the
     parameter is an unwrapped name, as ``net = model.module`` would make it."""
-    by_name: dict[str, list] = {}
-    for fn in m.functions:
-        by_name.setdefault(fn.name, []).append(fn)
     out: dict[tuple[int, str], ast.AST] = {}
     for call, _q in m.calls:
         handed = [

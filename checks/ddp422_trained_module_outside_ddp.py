@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import SAME_MODULE, dotted
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 
 CODE = "DDP422"
@@ -45,10 +45,6 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 _PARAMS = frozenset(("parameters", "named_parameters"))
-# calls that hand back the module they are called on (moved, cast or switched in mode)
-_SAME_MODULE = frozenset(
-    ("to", "cuda", "cpu", "half", "float", "bfloat16", "train", "eval", "requires_grad_")
-)
 
 
 def _optimizer_call(m, call: ast.Call) -> bool:
@@ -193,7 +189,7 @@ def _handed_back(m, owner: str) -> bool:
         if owner not in targets:
             continue
         v = a.value
-        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _SAME_MODULE:
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in SAME_MODULE:
             v = v.func.value
         if isinstance(v, ast.Call) and any(
             w in (dotted(v.func) or "").rsplit(".", 1)[-1].lower() for w in _WRAPS
@@ -319,7 +315,7 @@ def _built_beside_a_wrap(m, owner: str, src: ast.AST, ctors: list, wrapped: set[
         if owner in targets and m.enclosing_function(a) is fn:
             v = a.value
             while (
-                isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _SAME_MODULE
+                isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in SAME_MODULE
             ):
                 v = v.func.value
             if not isinstance(v, ast.Call) or (dotted(v.func) or "").rsplit(".", 1)[-1] in (

@@ -97,17 +97,17 @@ def _wrapped_names(m) -> dict[str, list]:
 
 def _own_clip(m) -> bool:
     """``model.clip_grad_norm_(...)``: the wrapper's own method, called somewhere in the file."""
-    for call, q in m.calls:
-        f = call.func
-        if isinstance(f, ast.Attribute) and f.attr == "clip_grad_norm_" and q not in _NORMS:
-            if not (q or "").startswith("torch.nn."):
-                return True
-    return False
+    return any(
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "clip_grad_norm_"
+        and not (q or "").startswith("torch.nn.")
+        for call, q in m.calls
+    )
 
 
 def _receiver(arg: ast.AST) -> str | None:
     """``model.parameters()`` -> ``model``."""
-    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in ("parameters",):
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "parameters":
         return dotted(arg.func.value)
     return None
 

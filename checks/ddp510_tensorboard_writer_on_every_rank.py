@@ -43,8 +43,6 @@ KIND = "script"
 SEVERITY = "info"
 CONFIDENCE = "high"
 
-_WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter")
-
 
 def _log_dir(call: ast.Call) -> ast.AST | None:
     if call.args:
@@ -82,9 +80,8 @@ def _writes_on_every_rank(m) -> bool:
 
 
 def _tensorboard_writer(q: str | None) -> bool:
-    # `from torch.utils.tensorboard import SummaryWriter` and the module's own path
-    # (`torch.utils.tensorboard.writer.SummaryWriter`)
-    return q is not None and (q in _WRITERS or (q.endswith(".SummaryWriter") and "tensorboard" in q.lower()))
+    # torch's (`torch.utils.tensorboard[.writer].SummaryWriter`) and tensorboardX's
+    return q is not None and q.endswith(".SummaryWriter") and "tensorboard" in q.lower()
 
 
 def check(m):

@@ -26,7 +26,7 @@ import ast
 from dataclasses import dataclass
 
 from ddpdoctor.script.branches import arms
-from ddpdoctor.script.names import dist_op, dotted
+from ddpdoctor.script.names import SAME_MODULE, dist_op, dotted
 from ddpdoctor.script.ranks import distributed_when_true, guard_kind
 
 _ROUNDS = 4
@@ -1235,18 +1235,12 @@ def _every_rank_exits_when_distributed(test: ast.AST) -> bool:
     )
 
 
-# methods that hand back the module (or tensor) they are called on, moved or switched in mode: the
-# values it holds stay what they were
-_MOVES = frozenset(("to", "cuda", "cpu", "train", "eval", "requires_grad_"))
-
-
 def _moved_in_place(target: ast.AST, value: ast.AST | None) -> bool:
     """``x = x.to(device)`` / ``x = x.cpu().cuda()``: the name given back its own value, moved."""
     name = dotted(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
     if name is None or not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
         return False
     v = value
-    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _MOVES:
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in SAME_MODULE:
         v = v.func.value
     return v is not value and dotted(v) == name
-

@@ -32,6 +32,10 @@ def collect_aliases(imports) -> dict[str, str]:
 
 _Name, _Attribute = ast.Name, ast.Attribute
 
+# methods that hand back the module (or tensor) they are called on, moved, cast or switched in
+# mode: `model = model.to(device)` still names the same module
+SAME_MODULE = frozenset(("to", "cuda", "cpu", "half", "float", "bfloat16", "train", "eval", "requires_grad_"))
+
 
 def dotted(expr: ast.AST) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None (no alias resolution)."""
