@@ -53,7 +53,7 @@ from ddpdoctor.script.loaders import (
     passes,
     sampler_calls,
 )
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, name_words
 from ddpdoctor.script.writers import one_rank_side
 
 CODE = "DDP101"
@@ -82,17 +82,42 @@ def _epoch_pass(m, sampler_call):
         # the pass written in the epoch loop itself before one in a function it calls (`validate`)
         loop, again = min(repeated, key=lambda la: not _beside_epoch_loop(m, *la))
         return loader, loop, [(m.path, ln) for ln in (*again, loop.lineno)]
-    endless = next((c for c, _q in m.calls if _cycles(m, c, loaders)), None)
-    if endless is not None:
+    # (a helper the project mode can read is followed into its file first: the chain names its loop)
+    elsewhere = _epoch_pass_elsewhere(m, loader, loaders)
+    if elsewhere is not None:
+        return elsewhere
+    endless = [c for c, _q in m.calls if _cycles(m, c, loaders)]
+    if endless:
+        endless = min(endless, key=lambda c: abs(c.lineno - loader.lineno))  # this sampler's own
         return loader, endless, [(m.path, endless.lineno)]
-    return _epoch_pass_elsewhere(m, loader, loaders)
+    return None
+
+
+# words of a helper's name that say it draws from its loader without end (`cycle`, `inf_iterator`,
+# `itr_restart`, `InfiniteDataLoader`)
+_ENDLESS_WORDS = frozenset(("cycle", "cyclic", "inf", "infinite", "forever", "endless", "restart"))
 
 
 def _cycles(m, call: ast.Call, loaders: Flow) -> bool:
-    """``cycle(loader)`` (itertools' or a project's helper of that name): the loader is drawn from
-    endlessly, pass after pass, with no place between them for ``set_epoch``."""
-    name = (dotted(call.func) or "").rsplit(".", 1)[-1]
-    return name == "cycle" and len(call.args) == 1 and loaders.carries(call.args[0])
+    """``cycle(loader)``, ``inf_iterator(loader)``: a helper of this file's imports (itertools' or a
+    project's) named for drawing from the loader endlessly, pass after pass, with no place between
+    them for ``set_epoch``. A helper this file defines is walked instead (its passes are seen), and
+    one of the project's other files is trusted when that file calls ``set_epoch``."""
+    if not call.args or not loaders.carries(call.args[0]) or not _names_endless(call):
+        return False
+    name = _short_name(call)
+    if name != "cycle" and any(d.name == name for d in m.nodes(ast.FunctionDef, ast.ClassDef)):
+        return False  # defined here: its loops are followed as any pass is
+    found = m.resolve_def(dotted(call.func))
+    return found is None or not found[0].method_calls("set_epoch")
+
+
+def _short_name(call: ast.Call) -> str:
+    return (dotted(call.func) or "").rsplit(".", 1)[-1]
+
+
+def _names_endless(call: ast.Call) -> bool:
+    return any(w.lower() in _ENDLESS_WORDS for w in name_words(_short_name(call)))
 
 
 def _beside_epoch_loop(m, loop, again) -> bool:
@@ -365,12 +390,13 @@ def _line_node(m, line: int):
 
 
 def _finding(m, made, loader, _loop, again, elsewhere=False):
-    chain = " -> ".join(
-        f"{Path(p).name}:{ln}" for p, ln in [(m.path, made.lineno), (m.path, loader.lineno), *again]
-    )
+    links = [(m.path, made.lineno), (m.path, loader.lineno), *again]
+    links = [x for i, x in enumerate(links) if i == 0 or x != links[i - 1]]  # (a loader made in the call)
+    chain = " -> ".join(f"{Path(p).name}:{ln}" for p, ln in links)
     path, line = again[-1]
     where = f"line {line}" if path == m.path else f"{Path(path).name}:{line}"
-    if isinstance(_loop, ast.Call) and (dotted(_loop.func) or "").rsplit(".", 1)[-1] == "cycle":  # `cycle(loader)`: endless passes, none of them an epoch of its own
+    if isinstance(_loop, ast.Call) and _names_endless(_loop):
+        # `cycle(loader)`, `inf_iterator(loader)`: endless passes, none of them an epoch of its own
         return m.finding(
             CODE,
             _loop,
@@ -378,8 +404,8 @@ def _finding(m, made, loader, _loop, again, elsewhere=False):
             f"`{ast.unparse(_loop.func)}(...)` ({where}), so every pass over the data repeats the first "
             f"one's order [{chain}]",
             SEVERITY,
-            hint="loop over the loader once per epoch and call `sampler.set_epoch(epoch)` before each pass "
-            "(itertools.cycle even replays the first pass's batches)",
+            hint="loop over the loader once per epoch and call `sampler.set_epoch(epoch)` before each pass"
+            + (" (itertools.cycle even replays the first pass's batches)" if _short_name(_loop) == "cycle" else ""),
             chain=chain,
         )
     # at the epoch loop, where `set_epoch` goes, when it is beside the loader; else at the sampler

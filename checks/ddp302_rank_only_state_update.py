@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import also_lines, dotted, training_state
-from ddpdoctor.script.ranks import assignments
+from ddpdoctor.script.names import also_lines, dotted, name_words, training_state
+from ddpdoctor.script.ranks import assignments, rank_kind
 
 CODE = "DDP302"
 TITLE = "Scheduler or optimizer stepped on some ranks only"
@@ -94,6 +94,35 @@ def _rate_broadcast_after(m, call: ast.Call) -> bool:
     )
 
 
+def _sides(m, test: ast.AST) -> set[str]:
+    """Which ranks a test lets through, as far as it says: "zero" (``rank == 0``), "others"
+    (``rank != 0``, ``rank > 0``)."""
+    out = set()
+    for c in ast.walk(test):
+        if not (isinstance(c, ast.Compare) and len(c.ops) == 1):
+            continue
+        left, right = c.left, c.comparators[0]
+        if isinstance(left, ast.Constant):
+            left, right = right, left
+        if not (isinstance(right, ast.Constant) and right.value == 0 and rank_kind(m, left) is not None):
+            continue
+        if isinstance(c.ops[0], ast.Eq):
+            out.add("zero")
+        elif isinstance(c.ops[0], (ast.NotEq, ast.Gt)):
+            out.add("others")
+    return out
+
+
+def _complemented(m, steps: list) -> bool:
+    """The owner is stepped under ``rank == 0`` in one place and under ``rank != 0`` in another of
+    the same function (rank 0 replays the schedule while loading, the others after the broadcast of
+    the step count): every rank steps."""
+    by_fn: dict[int, set[str]] = {}
+    for call, _owner, guard in steps:
+        by_fn.setdefault(id(m.enclosing_function(call)), set()).update(_sides(m, guard.test))
+    return any(sides >= {"zero", "others"} for sides in by_fn.values())
+
+
 def check(m):
     # one cause, one finding: the steps one rank test decides are one finding, at the first
     by_test: dict[tuple, list] = {}
@@ -113,9 +142,10 @@ def check(m):
         if isinstance(test_of, ast.If) and _every_arm_steps(test_of, owner):
             continue  # `if first: s.step(x) elif last: s.step(target=y) else: s.step()`: every rank
         by_test.setdefault((guard.path, id(guard.test)), []).append((call, owner, guard))
+    groups = [g for g in _by_owner(m, by_test) if not _complemented(m, g)]
     # a load under a test that also keeps a step away is the same cause: the step's finding says it
-    yield from _restored(m, {key[1] for key in by_test})
-    for steps in _by_owner(m, by_test):
+    yield from _restored(m, {id(guard.test) for g in groups for _c, _o, guard in g})
+    for steps in groups:
         steps.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
         call, owner, guard = steps[0]
         via = f", reached through {m.chain_text(guard.chain, call.lineno)}" if guard.chain else ""
@@ -162,8 +192,8 @@ def _restored(m, reported: set[int]):
     weights from rank 0 when it wraps the model, but nothing sends the optimizer's moments or the
     scheduler's position to the other ranks."""
     seen = set(reported)
-    for call in m.method_calls("load_state_dict"):
-        owner = training_state(call) if call.args else None
+    for call in [*m.method_calls("load_state_dict"), *_loaders_given_optimizer(m)]:
+        owner = _optimizer_handed(call) or (training_state(call) if call.args else None)
         guard = m.rank_guard(call) if owner is not None else None
         if guard is None or id(guard.test) in seen:
             continue
@@ -171,7 +201,7 @@ def _restored(m, reported: set[int]):
         yield m.finding(
             CODE,
             call,
-            f"`{owner}.load_state_dict()` depends on the rank test `{ast.unparse(guard.test)[:40]}` "
+            f"{_what_loads(call, owner)} depends on the rank test `{ast.unparse(guard.test)[:40]}` "
             f"(line {guard.line}): the state is restored on some ranks only, and the others resume "
             "with a fresh optimizer or schedule, so the same averaged gradients move the replicas "
             "apart (DDP broadcasts the weights when it wraps the model, not the optimizer's state)",
@@ -179,3 +209,31 @@ def _restored(m, reported: set[int]):
             hint="load the checkpoint on every rank (`map_location` to the rank's own device)",
             guard_line=guard.line,
         )
+
+
+def _optimizer_handed(call: ast.Call) -> str | None:
+    """The optimizer a checkpoint-loading helper is handed (``load_checkpoint(path, model,
+    optimizer)``, ``resume(ckpt, optimizer=opt)``): it restores that optimizer's state."""
+    name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    if name == "load_state_dict" or not any(w.lower() in ("load", "resume", "restore") for w in name_words(name)):
+        return None
+    if (dotted(call.func) or "").startswith(("torch.", "np.", "numpy.")):
+        return None  # a file read (`torch.load(optim_path)`): what it restores is decided after
+    for a in (*call.args, *(k.value for k in call.keywords)):
+        d = dotted(a) if isinstance(a, (ast.Name, ast.Attribute)) else None
+        words = [w.lower() for w in name_words(d.rsplit(".", 1)[-1])] if d else []
+        # the optimizer object itself, not a path or a state dict of it (`optim_state_path`)
+        if words and words[0].startswith("optim") and not {"path", "file", "dir", "state", "sd", "ckpt"} & set(words):
+            return d
+    return None
+
+
+def _loaders_given_optimizer(m) -> list[ast.Call]:
+    return [c for c, _q in m.calls if _optimizer_handed(c) is not None]
+
+
+def _what_loads(call: ast.Call, owner: str) -> str:
+    if _optimizer_handed(call) is None:
+        return f"`{owner}.load_state_dict()`"
+    return f"`{(dotted(call.func) or 'load')}(...)`, handed `{owner}`,"
+

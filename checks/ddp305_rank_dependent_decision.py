@@ -93,7 +93,7 @@ from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, SAME_MODULE, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes, walk
-from ddpdoctor.script.ranks import partition_test
+from ddpdoctor.script.ranks import assignments, partition_test
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -174,7 +174,9 @@ class _Comms:
                 if m.aliases.get(root, "").startswith(("numpy", "torch.")) and id(c) not in direct:
                     continue  # np.broadcast / torch.broadcast_tensors: no communication
                 direct.add(id(c))
-        wraps = [*m.ddp_constructors, *m.ddp_wrapper_calls]
+        # (an FSDP model communicates the same way: its forward all-gathers the shards, its backward
+        # reduce-scatters the gradients)
+        wraps = [*m.ddp_constructors, *m.ddp_wrapper_calls, *m.calls_named("FullyShardedDataParallel", "fully_shard")]
         self.backwards: set[int] = set()
         # a model converted to SyncBatchNorm is trained across ranks: its forward and backward sync
         sync_bn = m.calls_named("torch.nn.SyncBatchNorm.convert_sync_batchnorm")
@@ -469,7 +471,11 @@ def check(m):
     # a step skipped on a value of the rank's own batch (`if torch.isnan(loss): continue`) is the
     # cause; what it later makes differ (a step counter) is not a finding of its own
     if comms.backwards:
+        skips: set[int] = set()  # the ifs reported here
         for node, leave, c, origin in _skips_on_batch_value(m, comms, values):
+            if _set_by_reported_skip(m, node.test, skips):
+                continue  # a flag an earlier skip sets (`need_break = True; break`): the same cause
+            skips.add(id(node))
             reported |= {id(node), id(origin.node)}
             how = _how(leave)
             why = (
@@ -622,8 +628,26 @@ def _skips_on_batch_value(m, comms: _Comms, values):
             (n for n in _calls_in(_after(m, node, loop)) if id(n) in comms.backwards or _in_step(comms, n)),
             None,
         )
+        if c is None and not isinstance(leave, ast.Continue):
+            # a rank that leaves the loop (`if torch.isnan(total): break` after the step) skips the
+            # steps of the iterations the others still run
+            c = next(
+                (n for n in _calls_in(loop.body) if id(n) in comms.backwards or _in_step(comms, n)),
+                None,
+            )
         if c is not None and not _under_join(m, node):
             yield node, leave, c, o
+
+
+def _set_by_reported_skip(m, test: ast.AST, skips: set[int]) -> bool:
+    """``test`` reads a name that an ``if`` already reported sets (``if torch.isnan(loss):
+    need_break = True; break`` then ``if need_break: break`` in the epoch loop)."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Name):
+            for _v, node in assignments(m, n.id):
+                if any(id(a) in skips for a in m.ancestors(node)):
+                    return True
+    return False
 
 
 def _steps_itself(comms: _Comms, loop: ast.AST) -> bool:

@@ -48,6 +48,8 @@ def check(m):
             continue  # the one-process fallback: DDP405
         if parent_only(m, call):
             continue  # the parent's own pass (a test after the workers joined): no process group there
+        if _other_mode(m, call):
+            continue
         arm = ranks.distributed_arm(m, call)
         where = (
             f"in the distributed arm (`{ast.unparse(arm.test)}` on line {arm.lineno})"
@@ -62,3 +64,28 @@ def check(m):
             SEVERITY,
             hint="wrap with DistributedDataParallel (`DDP(model, device_ids=[local_rank])`), one process per GPU",
         )
+
+
+def _scope(m, node: ast.AST) -> ast.AST | None:
+    """The class a method belongs to, else the function ``node`` is in."""
+    fn = m.enclosing_function(node)
+    if fn is not None and m.is_method(fn):
+        return m.parents.get(fn)
+    return fn
+
+
+def _other_mode(m, call: ast.Call) -> bool:
+    """A mode of its own beside the file's DDP one (fastai's ``ParallelTrainer`` callback next to its
+    ``DistributedTrainer``): this class or function wraps with DataParallel and touches no process
+    group or rank, while another one of the file wraps with DistributedDataParallel. Which mode a
+    run uses is chosen by the caller, out of sight: unknown, not guilty."""
+    scope = _scope(m, call)
+    if scope is None:
+        return False
+    scopes = [_scope(m, c) for c in m.ddp_constructors]
+    if not scopes or any(s is scope for s in scopes):
+        return False  # no DDP mode elsewhere, or this very scope also wraps with DDP
+    inside = {id(n) for n in ast.walk(scope)}
+    dist = m.dist_calls("init_process_group", "get_rank", "get_world_size", "barrier", "all_reduce", "broadcast")
+    return not any(id(c) in inside for c in dist) and not any(k in inside for k in m.rank_nodes)
+

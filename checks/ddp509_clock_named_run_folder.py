@@ -2,7 +2,8 @@
 
 ## What it does
 Finds a path or run name built from this process's clock to the second or minute
-(`datetime.now().strftime("%Y%m%d-%H%M%S")`, `time.strftime("%H%M")`, `f"{datetime.now():%H%M}"`)
+(`datetime.now().strftime("%Y%m%d-%H%M%S")`, `time.strftime("%H%M")`, `f"{datetime.now():%H%M}"`,
+`f"run_{int(time.time())}"`)
 by every rank of a distributed script, and then used by every rank: joined into a path, created,
 opened, handed on. A name computed under a rank test, or handed to a broadcast
 (`dist.broadcast_object_list([run_dir], src=0)`), is left alone, and so is the name of one log file
@@ -85,6 +86,11 @@ def _stamps(m, e: ast.AST) -> ast.AST | None:
                 if _time_of_day(fmt):
                     return n
         if isinstance(n, ast.FormattedValue) and _clock_call(n.value) and _time_of_day(n.format_spec):
+            return n
+        # the epoch seconds as text: f"run_{int(time.time())}", str(int(time.time()))
+        if (isinstance(n, ast.FormattedValue) or isinstance(n, ast.Call) and dotted(n.func) == "str") and any(
+            isinstance(c, ast.Call) and (m.qualname(c.func) or "") == "time.time" for c in ast.walk(n)
+        ):
             return n
     return None
 
@@ -193,6 +199,7 @@ def check(m):
     if not m.distributed_context or m.one_process or m.pinned_rank is not None:
         return
     shared = None
+    named: set[tuple[int, str]] = set()  # (function, name) reported: one cause per name
     for stmt in m.nodes(ast.Assign, ast.AnnAssign):
         if stmt.value is None:
             continue
@@ -206,9 +213,12 @@ def check(m):
             shared = _broadcast_names(m)
         if name in shared:
             continue
-        fn = m.enclosing_function(stmt)
-        if not _used_by_every_rank(m, name, fn, stmt.lineno, shared):
+        if _fallback_of_environment(m, stmt, name):
             continue
+        fn = m.enclosing_function(stmt)
+        if (id(fn), name) in named or not _used_by_every_rank(m, name, fn, stmt.lineno, shared):
+            continue
+        named.add((id(fn), name))
         yield m.finding(
             CODE,
             stmt,
@@ -219,3 +229,20 @@ def check(m):
             hint="make the name on rank 0 and send it to every rank (dist.broadcast_object_list), or "
             "take it from the job (a job id, an --output-dir option)",
         )
+
+
+def _fallback_of_environment(m, stmt: ast.AST, name: str) -> bool:
+    """The clock names the run only where the environment does not (``try: exp =
+    os.environ["SLURM_JOB_ID"] except KeyError: exp = str(time.time())``): under a launcher the
+    job's own id, the same on every rank, is the name."""
+    handler = next((a for a in m.ancestors(stmt) if isinstance(a, ast.ExceptHandler)), None)
+    attempt = m.parents.get(handler) if handler is not None else None
+    if not isinstance(attempt, ast.Try):
+        return False
+    for st in attempt.body:
+        if isinstance(st, ast.Assign) and any(dotted(t) == name for t in st.targets):
+            reads = {m.qualname(n) for n in ast.walk(st.value) if isinstance(n, (ast.Attribute, ast.Name))}
+            if reads & {"os.environ", "os.getenv", "os.environ.get"}:
+                return True
+    return False
+

@@ -86,12 +86,22 @@ def partings(m) -> list[Parting]:
         # some ranks call collectives in a `while` loop of their own (a signalling protocol: wait
         # for rank 0's broadcasts until it says stop): how many, the walk cannot count, so it
         # cannot say that the counts part. Unknown is not guilty.
+        # A loop of DDP forwards alone that some ranks run and the others never enter (rank 0's
+        # sampling `while len(tokens) < n: model(tokens)`) is no such protocol: however many times
+        # it runs, the others run none of it.
         open_ranks: dict[int, set[int]] = {}
+        talking: set[int] = set()  # loops with a collective in them
         for r, s in enumerate(seqs):
             for e in s:
                 if e.open_loop is not None:
                     open_ranks.setdefault(id(e.open_loop), set()).add(r)
-        if any(len(rs) < len(seqs) for rs in open_ranks.values()):
+                    if e.kind == "collective":
+                        talking.add(id(e.open_loop))
+        counted = set().union(*open_ranks.values()) if open_ranks else set()
+        if any(
+            len(rs) < len(seqs) and (loop in talking or len(counted) == len(seqs))
+            for loop, rs in open_ranks.items()
+        ):
             continue
         for _ in range(10):  # after each divergence, drop the odd call out and compare the rest
             found = _first_divergence(seqs)

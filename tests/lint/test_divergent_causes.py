@@ -54,3 +54,18 @@ def test_ddp301_anchors_at_an_early_exit_on_the_rank(tmp_path):
     assert rule._early_exit(m, Guard(exit_if.test, "global"), collective) is exit_if
     # a plain statement right after the exit, in the same block, stays where it is
     assert rule._early_exit(m, Guard(exit_if.test, "global"), m.tree.body[0].body[1]) is None
+
+
+def test_rank_leaving_the_batch_loop_is_reported_at_its_test_as_a_skipped_step():
+    """``if torch.isnan(total): stop = True; break`` after the step: the rank that leaves skips the
+    backward of the iterations the others still run. One finding, at that test, naming the skipped
+    backward; the epoch loop's ``if stop: break`` only carries the decision on."""
+    from pathlib import Path
+
+    from ddpdoctor.lint.config import LintConfig
+    from ddpdoctor.lint.engine import lint_paths
+
+    path = Path(__file__).parent / "fixtures" / "DDP305_bad_nan_break_after_step.py"
+    found = lint_paths([path], LintConfig(select=("DDP305",)), jobs=1)
+    assert len(found) == 1
+    assert "`break`" in found[0].message and "backward" in found[0].message
