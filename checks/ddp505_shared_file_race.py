@@ -15,7 +15,8 @@ library's save of an object to one (`OmegaConf.save(cfg, join(out, "config.yaml"
 destination and a move (`shutil.move`, `os.rename`, `os.replace`) of the same source. Writes
 under a rank test
 (also through this file's helper functions or an early `return`), paths that name the rank, host
-or process, and appends are left alone. `torch.save` is DDP501.
+or process are left alone. `open(path, "a")` on every rank is reported too: the ranks'
+lines interleave in one file. `torch.save` is DDP501.
 
 ## Why is this bad?
 The ranks start together, so they race: `makedirs` without `exist_ok` raises `FileExistsError` on
@@ -256,9 +257,18 @@ def _writes(m):
                     "truncates",
                     f"(mode {mode!r}): a late rank wipes what another already wrote",
                 )
+            elif isinstance(mode, str) and _MODE.match(mode) and "a" in mode:
+                path = (call.args[0] if call.args else _kw(call, "file")) if q == "open" else f.value
+                yield (
+                    call,
+                    path,
+                    "appends to",
+                    f"(mode {mode!r}): each rank adds its own lines, so the file holds world-size "
+                    "interleaved copies, each of one rank's numbers",
+                )
         elif q in ("logging.FileHandler", "logging.basicConfig"):
             # a log file opened for writing: `FileHandler(path, "w")`, `basicConfig(filename=path,
-            # filemode="w")` (the default mode "a" appends: left alone, like `open(path, "a")`)
+            # filemode="w")` (the default mode "a": a logger's records are each rank's own lines, left alone)
             handler = q == "logging.FileHandler"
             mode = _const(
                 (call.args[1] if handler and len(call.args) > 1 else None)
@@ -444,12 +454,20 @@ def check(m):
             if key in blocks:
                 continue
             blocks.add(key)
-        if verb == "writes into" and path is not None:
+        if verb in ("writes into", "appends to") and path is not None:
             # one log or table that a function writes to line after line: one race, at the first
-            key = (id(m.enclosing_function(call)), "writes into", ast.unparse(path))
-            if key in roots:
+            # (an append log: one file across the whole script, however many functions add to it,
+            # and one habit for the several logs a function appends to)
+            key = (id(m.enclosing_function(call)), verb, ast.unparse(path))
+            if verb == "appends to":
+                keys = {(None, verb, ast.unparse(path)), (id(m.enclosing_function(call)), verb)}
+                if keys & roots:
+                    continue
+                roots.update(keys)
+            elif key in roots:
                 continue
-            roots.add(key)
+            else:
+                roots.add(key)
         if verb == "downloads into" and path is not None:
             # the train and test splits fetched into one root: one race, reported at the first
             key = (id(m.enclosing_function(call)), ast.unparse(path))

@@ -89,6 +89,20 @@ def _local_only(m, test: ast.AST) -> bool:
     return not _group_rank_names(m) & compared
 
 
+def _flag_origin(m, test: ast.AST) -> ast.AST | None:
+    """The one node-local rank test a flag is set from (``is_main = local_rank == 0`` then ``if
+    is_main:`` at every save): one cause for all the saves it guards."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    key = dotted(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+    if key is None or ranks.rank_kind(m, test) is not None:
+        return None
+    made = [v for v, _n in ranks.assignments(m, key) if not isinstance(v, ast.Constant)]
+    if len(made) == 1 and writer_guard_kind(m, made[0]) == (ranks.LOCAL,):
+        return made[0]
+    return None
+
+
 def _compared(test: ast.AST) -> list[ast.AST]:
     """The operands the comparisons of ``test`` compare (``rank`` and ``0`` in ``rank == 0``)."""
     return [e for c in ast.walk(test) if isinstance(c, ast.Compare) for e in (c.left, *c.comparators)]
@@ -200,10 +214,14 @@ def check(m):
                 reported.add(id(m.enclosing_function(test)))
             lines = [test.lineno, *(node.lineno for _t, node in reversed(chain)), save.lineno]
             origin = next((o for t in tests if (o := presence_origin(m, t)) is not None), None)
+            flag = next((f for t in tests if (f := _flag_origin(m, t)) is not None), None) if origin is None else None
             held = "; every call of the function hands it the node-local rank" if handed else ""
             if origin is not None:  # `saver is not None`: the saver is made on local rank 0 only
                 lines.insert(0, origin.lineno)
                 held = f", true only where `{ast.unparse(origin)}` (line {origin.lineno})"
+            elif flag is not None:  # `is_main = local_rank == 0` then `if is_main:` at every save
+                lines.insert(0, flag.lineno)
+                held = f", set where `{ast.unparse(flag)}` (line {flag.lineno})"
             via = m.chain_text(list(dict.fromkeys(lines)))
             if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
                 # `not F or (F and rank % n == 0)`: the other side lets every process through
@@ -212,9 +230,11 @@ def check(m):
                     held += f"; where `{ast.unparse(others[0])}` holds, every process writes it"
             # a saver made on local rank 0 only is reported where it is made: that test is the one to change
             anchor = origin if origin is not None else _local_part(m, test)
-            if id(anchor) in reported_origins:
+            # (saves behind one flag are one cause: reported at the first of them)
+            cause = id(flag) if flag is not None else id(anchor)
+            if cause in reported_origins:
                 break
-            reported_origins.add(id(anchor))
+            reported_origins.add(cause)
             yield m.finding(
                 CODE,
                 anchor,

@@ -665,6 +665,8 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         return None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return guard_kind(m, test.operand, depth + 1)
+    if _boolean_of(test) is not None:  # `True if local_rank == 0 else False`: the test itself
+        return guard_kind(m, _boolean_of(test), depth + 1)
     if isinstance(test, ast.BoolOp):
         found = [g for v in test.values if (g := guard_kind(m, v, depth + 1)) is not None]
         if not found:
@@ -846,6 +848,20 @@ def _only_negative_constants(nodes) -> bool:
         else:
             return False
     return bool(vals) and all(v < 0 for v in vals)
+
+
+def _boolean_of(e: ast.AST) -> ast.AST | None:
+    """The condition of ``True if cond else False`` (or its negation's, ``False if cond else
+    True``): a flag that holds exactly where ``cond`` does, or does not."""
+    if not (
+        isinstance(e, ast.IfExp)
+        and isinstance(e.body, ast.Constant)
+        and isinstance(e.orelse, ast.Constant)
+        and {e.body.value, e.orelse.value} == {True, False}
+        and all(type(c.value) is bool for c in (e.body, e.orelse))
+    ):
+        return None
+    return e.test if e.body.value is True else ast.UnaryOp(op=ast.Not(), operand=e.test)
 
 
 def _from_guard_assignments(m, key: str, depth: int):
