@@ -37,7 +37,6 @@ import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import spawn_calls
 
 CODE = "DDP407"
 TITLE = "CUDA_VISIBLE_DEVICES set in a multi-process script"
@@ -47,10 +46,6 @@ CONFIDENCE = "high"
 
 _VAR = "CUDA_VISIBLE_DEVICES"
 _DEVICE_CALLS = ("torch.cuda.set_device", "torch.cuda.device", "torch.device")
-
-
-def _multi_process(m) -> bool:
-    return m.uses_distributed or m.distributed_context or bool(spawn_calls(m)) or m.mentions("LOCAL_RANK")
 
 
 def _only_when_unset(m, node) -> bool:
@@ -185,7 +180,7 @@ def _same_path(m, call: ast.AST, node: ast.AST) -> bool:
 
 
 def check(m):
-    if not m.mentions(_VAR) or not _multi_process(m):
+    if not m.mentions(_VAR) or not ranks.multi_process(m):
         return
     for key, value, node, how in m.env_writes:
         if key != _VAR or how != "assign" or value is None or _only_when_unset(m, node):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.writers import spawn_calls
+from ddpdoctor.script import ranks
 
 CODE = "DDP607"
 TITLE = "CUDA_LAUNCH_BLOCKING=1 set in a multi-process script"
@@ -34,10 +34,6 @@ SEVERITY = "warning"
 CONFIDENCE = "high"
 
 _VAR = "CUDA_LAUNCH_BLOCKING"
-
-
-def _multi_process(m) -> bool:
-    return m.uses_distributed or m.distributed_context or bool(spawn_calls(m)) or m.mentions("LOCAL_RANK")
 
 
 def _turns_on(value) -> bool:
@@ -55,7 +51,7 @@ def _chosen(m, node) -> bool:
 
 
 def check(m):
-    if not m.mentions(_VAR) or not _multi_process(m):
+    if not m.mentions(_VAR) or not ranks.multi_process(m):
         return
     for key, value, node, _how in m.env_writes:
         if key == _VAR and _turns_on(value) and not _chosen(m, node):

@@ -1093,6 +1093,12 @@ def _starts_job(m, stmts: list) -> bool:
 SPAWNS = ("spawn", "start_processes")
 
 
+def multi_process(m) -> bool:
+    """The file runs as one of several processes: it uses torch.distributed, is the code of a
+    distributed job, spawns workers, or reads the launcher's ``LOCAL_RANK``."""
+    return m.uses_distributed or m.distributed_context or bool(spawn_calls(m)) or m.mentions("LOCAL_RANK")
+
+
 def spawn_calls(m) -> list[ast.Call]:
     """torch.multiprocessing's ``spawn``/``start_processes`` calls of the file (found once)."""
     cached = m.__dict__.get("_writers_spawns")
