@@ -28,7 +28,9 @@ batch that is None for some contents (silent audio) is a value, not a layout.
 
 So is an `if` on such a value that leaves the iteration before the backward (`if torch.isnan(loss):
 continue`): the ranks where it holds skip the step's gradient all-reduce (reported at the `if`,
-and what the skip later makes differ, a step counter, is not reported again). And an `if` on one
+and what the skip later makes differ, a step counter, is not reported again). Or that ends the
+process there (`if not math.isfinite(loss.item()): sys.exit(1)`): torchrun stops the other ranks
+on one node, but those of other nodes, or of an srun launch, wait for it until the NCCL timeout. And an `if` on one
 that steps an optimizer, scheduler or scaler in one way and not in the other (`if not
 skip_optimizer_step: scaler.step(optimizer)`, the flag set where this rank's loss is NaN): every
 rank ran the backward, but only some apply the update, and the replicas drift apart silently.
@@ -93,7 +95,7 @@ from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, SAME_MODULE, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes, walk
-from ddpdoctor.script.ranks import assignments, partition_test
+from ddpdoctor.script.ranks import assignments, round_robin_share
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -483,18 +485,27 @@ def check(m):
                 if origin.data
                 else f"reads `{origin.name}`, set on some ranks only (line {origin.node.lineno})"
             )
-            yield m.finding(
-                CODE,
-                node,
-                f"`{_short(node.test)}` {why}, and where it holds the "
-                f"rank {'ends with status 0' if isinstance(leave, ast.Expr) else 'moves on'} (`{how}`, "
-                f"line {leave.lineno}) without {comms.describe(c)}: the other "
-                "ranks run it and wait for this one in its gradient all-reduce, or their collectives "
-                "pair with the wrong step",
-                SEVERITY,
-                hint="make every rank take the same path: all-reduce a 'skip' flag (or the loss) and "
-                "let every rank skip the step together",
-            )
+            if isinstance(leave, ast.Expr) and not _clean_exit(m, leave):
+                message = (
+                    f"`{_short(node.test)}` {why}, and where it holds this rank exits alone (`{how}`, "
+                    f"line {leave.lineno}) while the others go on to {comms.describe(c)} and wait "
+                    "for it in the gradient all-reduce: torchrun stops them on one node, but on the "
+                    "other nodes (or under srun) they hang until the NCCL timeout"
+                )
+                hint = "decide on every rank together: all-reduce the loss (or a 'bad' flag) before the test"
+            else:
+                message = (
+                    f"`{_short(node.test)}` {why}, and where it holds the "
+                    f"rank {'ends with status 0' if isinstance(leave, ast.Expr) else 'moves on'} (`{how}`, "
+                    f"line {leave.lineno}) without {comms.describe(c)}: the other "
+                    "ranks run it and wait for this one in its gradient all-reduce, or their collectives "
+                    "pair with the wrong step"
+                )
+                hint = (
+                    "make every rank take the same path: all-reduce a 'skip' flag (or the loss) and "
+                    "let every rank skip the step together"
+                )
+            yield m.finding(CODE, node, message, SEVERITY, hint=hint)
     # one finding per batch that decides: first the exit out of the batch's own loop
     decisions = sorted(values.decisions, key=lambda d: d.origin.data and d.region[:1] != (d.origin.node,))
     for d in decisions:
@@ -502,7 +513,7 @@ def check(m):
             continue
         if not d.origin.data and _unbound_elsewhere(values, d.origin):
             continue  # the other ranks have no value at all: they fail on the name first (DDP306)
-        if not d.origin.data and partition_test(m, d.origin.test):
+        if not d.origin.data and round_robin_share(m, d.origin.test) is not None:
             continue  # `if i % world_size == rank: shard.append(x)`: every rank its own share, as a sampler's
         finding = _judge(m, comms, d)
         if finding is None:
@@ -535,6 +546,15 @@ def _clean_exit(m, st: ast.stmt) -> bool:
         return False
     args = call.args
     return not args or (isinstance(args[0], ast.Constant) and args[0].value in (0, None))
+
+
+def _exits(m, st: ast.stmt) -> bool:
+    """``sys.exit(1)``, ``exit()``, ``os._exit(2)``: the process ends here, whatever its status."""
+    return (
+        isinstance(st, ast.Expr)
+        and isinstance(st.value, ast.Call)
+        and (m.qualname(st.value.func) or dotted(st.value.func)) in EXIT_CALLS
+    )
 
 
 def _how(leave: ast.stmt) -> str:
@@ -607,7 +627,10 @@ def _skips_on_batch_value(m, comms: _Comms, values):
         if node.orelse or not node.body:
             continue
         leave = node.body[-1]
-        ends = _clean_exit(m, leave)
+        # a rank that ends its process on its own batch (DINO's `if not math.isfinite(loss):
+        # sys.exit(1)`) leaves the others in the all-reduce: torchrun stops them on one node, but
+        # the workers of other nodes (or of an srun launch) wait for it until the NCCL timeout
+        ends = _exits(m, leave)
         if not ends and not isinstance(leave, _LEAVE):
             continue
         if comms.first(node.body) is not None:

@@ -31,8 +31,12 @@ if rank == 0:
 
 from __future__ import annotations
 
+import ast
+
 from ddpdoctor.script.buffers import buffers_evident
 from ddpdoctor.script.divergent import FORWARD_ONLY_HINT, forward_only
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import round_robin_share
 
 CODE = "DDP312"
 TITLE = "DDP forward of a model with buffers run by some ranks only"
@@ -54,3 +58,48 @@ def check(m):
             hint=FORWARD_ONLY_HINT,
             chain=chain,
         )
+    for test, forward in _uneven_shares(m):
+        yield m.finding(
+            CODE,
+            test,
+            f"`{ast.unparse(test)}` deals the loop's items out to the ranks one by one, and each rank "
+            f"runs the DDP model's forward (line {forward.lineno}) on its own: unless the count divides "
+            f"by the world size, some ranks run one forward more, and each forward broadcasts the "
+            f"buffers (line {buffers.lineno}: `{ast.unparse(buffers)[:40]}`), a collective the others "
+            "never join: they hang or pair it with their next collective",
+            SEVERITY,
+            hint="run such forwards through the plain module (`model.module(x)`), or give every rank "
+            "the same number of items (a DistributedSampler pads the last round)",
+        )
+
+
+def _uneven_shares(m):
+    """(the split test, the forward) for each loop that deals its items out round-robin
+    (`if i % world_size != rank: continue`, the nanoGPT HellaSwag evaluation) and runs a forward of
+    the DDP wrapper itself on the items it keeps."""
+    models = {name for c in m.ddp_constructors if (name := m.assigned_to(c)) is not None}
+    if not models:
+        return
+    for loop in m.nodes(ast.For):
+        for i, st in enumerate(loop.body):
+            if not isinstance(st, ast.If):
+                continue
+            share = round_robin_share(m, st.test)
+            if share == "others" and st.body and isinstance(st.body[-1], ast.Continue) and not st.orelse:
+                kept = loop.body[i + 1 :]
+            elif share == "mine":
+                kept = st.body
+            else:
+                continue
+            forward = next(
+                (
+                    n
+                    for k in kept
+                    for n in ast.walk(k)
+                    if isinstance(n, ast.Call) and dotted(n.func) in models
+                ),
+                None,
+            )
+            if forward is not None:
+                yield st.test, forward
+            break

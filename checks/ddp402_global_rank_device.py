@@ -197,6 +197,8 @@ def _uses_global(m, expr: ast.AST, names: set, depth: int = 0) -> bool:
             return True
     if name in names and "." in name and _before_global_def(m, expr, name):
         return _global_option(m, name)
+    if _constructor_attribute_is_global(m, expr, name, names, depth):
+        return True
     return name in names or (_scope(m, expr), name) in names or _global_option(m, name)
 
 
@@ -275,8 +277,10 @@ def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> 
     sites = [c for c in m.call_sites(fn) if m.enclosing_function(c) is not fn and not single_process_arm(m, c)]
     if not sites:
         return False
+    # ``Trainer(model, rank)`` runs ``Trainer.__init__``: the class's name is called, not a method
+    constructor = method and fn.name == "__init__"
     for site in sites:
-        if isinstance(site.func, ast.Attribute) != method:
+        if not constructor and isinstance(site.func, ast.Attribute) != method:
             return False  # a def of the same name elsewhere may be the one called: cannot tell
         arg = m.keyword(site, name)
         if arg is None and index is not None and 0 <= index < len(site.args):
@@ -286,6 +290,42 @@ def _parameter_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> 
         if not _uses_global(m, arg, names, depth + 1):
             return False
     m.__dict__.setdefault("_ddp402_passed", {})[(id(fn), name)] = sites[0].lineno
+    return True
+
+
+def _constructor_attribute_is_global(m, use: ast.AST, name: str, names: set, depth: int) -> bool:
+    """``self.rank`` in a method, where the class's only assignment of it is ``self.rank = rank`` in
+    ``__init__`` and every construction passes that parameter the global rank (``Trainer(model,
+    dist.get_rank())``)."""
+    head, _, attr = name.partition(".")
+    if head != "self" or "." in attr or depth >= _MAX_CALL_DEPTH:
+        return False
+    fn = m.enclosing_function(use)
+    cls = m.parents.get(fn) if fn is not None else None
+    if not isinstance(cls, ast.ClassDef):
+        return False
+    stores = [
+        n for n in walk(cls)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr == attr and dotted(n) == name
+    ]
+    if len(stores) != 1:
+        return False  # set in two places (or never here): cannot tell which value a use sees
+    assign = m.parents.get(stores[0])
+    init = m.enclosing_function(stores[0])
+    if (
+        not isinstance(assign, ast.Assign)
+        or assign.targets != [stores[0]]
+        or not isinstance(assign.value, ast.Name)
+        or init is None
+        or getattr(init, "name", None) != "__init__"
+        or m.parents.get(init) is not cls
+        or rebinds(init, assign.value.id)
+    ):
+        return False
+    if not _parameter_is_global(m, assign.value, assign.value.id, names, depth + 1):
+        return False
+    passed = m.__dict__.setdefault("_ddp402_passed", {})
+    passed.setdefault((id(fn), name), passed.get((id(init), assign.value.id)))
     return True
 
 

@@ -3,7 +3,7 @@
 ## What it does
 Finds `os.environ["NCCL_IB_DISABLE"] = "1"`, `NCCL_P2P_DISABLE`, `NCCL_SHM_DISABLE`,
 `NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`, `NCCL_NET_GDR_LEVEL`, `NCCL_P2P_LEVEL`, `NCCL_NSOCKS_PERTHREAD`,
-`NCCL_SOCKET_NTHREADS` (and `NCCL_DEBUG=INFO`/`TRACE`) written by a distributed script
+`NCCL_SOCKET_NTHREADS` (and `NCCL_DEBUG=INFO`/`TRACE`, `TORCH_DISTRIBUTED_DEBUG=DETAIL`) written by a distributed script
 unconditionally, or under a test of the machine rather than of the user's wish. Left alone:
 `os.environ.setdefault(...)`, a write under a test of the variable itself (`if "NCCL_SOCKET_IFNAME"
 not in os.environ:`) or of the script's options (`if args.disable_ib:`).
@@ -13,7 +13,9 @@ These variables pick NCCL's transports for one machine: turning InfiniBand, NVLi
 shared memory off, or naming a network interface, is a workaround for one site. Written in the
 script, it overrides what the cluster's launch environment says on every machine the job ever runs
 on: a job that should use InfiniBand crawls over TCP, a host without `eth0` cannot start, and
-`NCCL_DEBUG=INFO` floods every rank's log. Nobody reading the launch command sees it.
+`NCCL_DEBUG=INFO` floods every rank's log, and `TORCH_DISTRIBUTED_DEBUG=DETAIL` checks every
+collective against the other ranks (extra communication on every call) in every production run.
+Nobody reading the launch command sees it.
 
 ## Example
 ```python
@@ -72,6 +74,8 @@ def _forced(key: str, value: ast.AST | None) -> bool:
         return text == "1"  # "0" keeps the transport on, as NCCL does by itself
     if key == "NCCL_SOCKET_IFNAME":
         return not text.startswith("^")  # an exclusion list (`^docker0,lo`) names no host's interface
+    if key == "TORCH_DISTRIBUTED_DEBUG":
+        return text.upper() == "DETAIL"  # (INFO only logs a little more at start-up)
     return key in _TRANSPORT or key == "NCCL_DEBUG" and text.upper() in _CHATTY
 
 
@@ -93,7 +97,7 @@ def _chosen(m, node: ast.AST) -> bool:
 
 
 def check(m):
-    if not m.mentions("NCCL_") or not m.distributed_context:
+    if not (m.mentions("NCCL_") or m.mentions("TORCH_DISTRIBUTED_DEBUG")) or not m.distributed_context:
         return
     forced = [
         (key, node)
@@ -108,6 +112,9 @@ def check(m):
     why = (
         "every rank of every run then logs NCCL's setup and calls, and the user's own setting is lost"
         if key == "NCCL_DEBUG"
+        else "every collective of every run is then checked against the other ranks (extra "
+        "communication and a wrapper on each call): a debugging setting left on in production"
+        if key == "TORCH_DISTRIBUTED_DEBUG"
         else "it overrides the NCCL settings of every cluster this script runs on, where it may turn "
         "off the fast transport or name an interface that host lacks"
     )

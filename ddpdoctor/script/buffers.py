@@ -58,6 +58,24 @@ def _buffers_evident(m) -> ast.AST | None:
     return found
 
 
+def _class_buffers(classes: dict, name: str, seen: set) -> ast.AST | None:
+    """The buffer a class of this file registers or builds, also through the file's own classes it
+    builds (GPT -> Block -> CausalSelfAttention, which registers its causal mask)."""
+    seen.add(name)
+    cls = classes[name]
+    found = _mentions_buffers(cls)
+    if found is not None:
+        return found
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Call):
+            inner = (dotted(n.func) or "").rsplit(".", 1)[-1]
+            if inner in classes and inner not in seen and len(seen) < 8:
+                found = _class_buffers(classes, inner, seen)
+                if found is not None:
+                    return found
+    return None
+
+
 def _evidence(m, e: ast.AST, classes: dict, depth: int) -> ast.AST | None:
     if depth > 4:
         return None
@@ -65,10 +83,12 @@ def _evidence(m, e: ast.AST, classes: dict, depth: int) -> ast.AST | None:
         f = e.func
         if isinstance(f, ast.Attribute) and f.attr in ("to", "cuda", "half", "float"):
             return _evidence(m, f.value, classes, depth + 1)  # `model.to(device)`: the same model
+        q = m.qualname(f) or ""
+        if q == "torch.compile" and e.args:
+            return _evidence(m, e.args[0], classes, depth + 1)  # the compiled model has its buffers
         name = (dotted(f) or "").rsplit(".", 1)[-1]
         if name in classes:
-            return _mentions_buffers(classes[name])
-        q = m.qualname(f) or ""
+            return _class_buffers(classes, name, set())
         if q.startswith("torchvision.models.") and any(w in name.lower() for w in _BN_FAMILIES):
             return e
         return _mentions_buffers(e)  # `nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))`

@@ -806,11 +806,12 @@ def _every_rank_holds(test: ast.Compare) -> bool:
     return False
 
 
-def partition_test(m, test: ast.AST) -> bool:
-    """``num % dist.get_world_size() == dist.get_rank()``: a round-robin split of items between the
-    ranks. Every rank takes its own share of them, not one rank all of them."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-        return False
+def round_robin_share(m, test: ast.AST) -> str | None:
+    """How ``test`` splits a loop's items between the ranks, one in every world size: "mine" for
+    ``i % world_size == rank`` (the arm keeps this rank's items), "others" for ``i % world_size !=
+    rank`` (the arm skips them), else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
     for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
         if (
             isinstance(a, ast.BinOp)
@@ -819,8 +820,8 @@ def partition_test(m, test: ast.AST) -> bool:
             and rank_kind(m, a.left) is None
             and rank_kind(m, b) is not None
         ):
-            return True
-    return False
+            return "mine" if isinstance(test.ops[0], ast.Eq) else "others"
+    return None
 
 
 _WORLD_SIZE_NAMES = frozenset(("size", "world_size", "world", "nprocs", "num_processes", "num_replicas"))
@@ -831,7 +832,11 @@ def _names_world_size(e: ast.AST) -> bool:
     if isinstance(e, ast.Call) and not e.args:
         return (dotted(e.func) or "").rsplit(".", 1)[-1] == "get_world_size"
     name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-    return name is not None and name.rsplit(".", 1)[-1].lower() in _WORLD_SIZE_NAMES
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    # (`ddp_world_size`, nanoGPT's name for it; not the per-node `local_world_size`)
+    return last in _WORLD_SIZE_NAMES or (last.endswith("_world_size") and "local" not in last and "node" not in last)
 
 
 def _only_negative_constants(nodes) -> bool:
