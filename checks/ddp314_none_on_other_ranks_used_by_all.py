@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.writers import every_rank_reaches
 
 CODE = "DDP314"
@@ -168,9 +169,90 @@ def _mentions(test: ast.AST, name: str) -> bool:
     return any(isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == name for n in ast.walk(test))
 
 
+def _returns_on_some_ranks(m, fn) -> ast.AST | None:
+    """The rank test when every ``return`` of a value in ``fn`` is under one arm of a rank test and
+    the function can also end without a value (falling off its end, a bare ``return``): the other
+    ranks get ``None``."""
+    if isinstance(fn, ast.Lambda) or not fn.body:
+        return None
+    returns = [r for r in walk(fn) if isinstance(r, ast.Return) and m.enclosing_function(r) is fn]
+    valued = [r for r in returns if r.value is not None and not _is_none(r.value)]
+    if not valued:
+        return None
+    if _ends(fn.body) and not any(r.value is None or _is_none(r.value) for r in returns):
+        return None  # every way out returns a value
+    test = None
+    sides: set[tuple] = set()
+    for r in valued:
+        guard = m.rank_guard(r)
+        if guard is None or guard.path is not None or guard.chain or m.enclosing_function(guard.test) is not fn:
+            return None  # a value on every rank somewhere (or the test is the caller's)
+        branch = m.parents.get(guard.test)
+        if isinstance(branch, ast.If):
+            arm = "body" if any(_inside(r, s) for s in branch.body) else "orelse"
+            if (id(branch), "orelse" if arm == "body" else "body") in sides:
+                return None  # a value in both arms: every rank gets one
+            sides.add((id(branch), arm))
+        test = test or guard.test
+    return test
+
+
+def _ends(stmts: list) -> bool:
+    """The block always leaves with a ``return`` or ``raise`` (never falls off its end)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return _ends(last.body) and _ends(last.orelse)
+    if isinstance(last, (ast.With, ast.AsyncWith)):
+        return _ends(last.body)
+    if isinstance(last, ast.Try):
+        return _ends(last.body) and all(_ends(h.body) for h in last.handlers)
+    return False
+
+
+def _unpacked_results(m):
+    """(the call, its function's rank test) for each call of this file's function that returns a
+    value on some ranks only, whose result every rank unpacks (``a, b = f()``)."""
+    for fn in m.functions:
+        test = None
+        for site in m.call_sites(fn):
+            parent = m.parents.get(site)
+            if not (
+                isinstance(parent, ast.Assign)
+                and parent.value is site
+                and len(parent.targets) == 1
+                and isinstance(parent.targets[0], ast.Tuple)
+            ):
+                continue
+            if not every_rank_reaches(m, site) or m.rank_guard(site) is not None or _in_try(m, site):
+                continue
+            test = test or _returns_on_some_ranks(m, fn)
+            if test is None:
+                break
+            yield site, fn, test
+
+
+def _in_try(m, node: ast.AST) -> bool:
+    return any(isinstance(a, ast.Try) and node.lineno <= a.body[-1].end_lineno for a in m.ancestors(node))
+
+
 def check(m):
     if not m.distributed_context:
         return
+    for site, fn, test in _unpacked_results(m):
+        yield m.finding(
+            CODE,
+            site,
+            f"`{fn.name}` returns a value only on the ranks that pass `{ast.unparse(test)[:40]}` (line "
+            f"{test.lineno}); the others get `None`, but every rank unpacks the result here: those "
+            "ranks raise TypeError (cannot unpack non-iterable NoneType object)",
+            SEVERITY,
+            hint=f"return the same kind of value on every rank from `{fn.name}`, or unpack it under the "
+            "same rank test",
+        )
     uses = None
     for (scope_id, name), sites in _bindings(m).items():
         if (

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, rebinds
 from ddpdoctor.script.ranks import rank_kind
 
 CODE = "DDP424"
@@ -48,10 +48,39 @@ def _own_rank(m, e: ast.AST | None) -> bool:
     or by its name (`args.local_rank`, `rank`, `gpu` of a spawned worker)."""
     if e is None or isinstance(e, ast.Constant):
         return False
+    if isinstance(e, ast.Attribute) and _only_constants(m, e):
+        return False  # `cls.rank = 0` then `rank=cls.rank`: one fixed rank
     if rank_kind(m, e) is not None:
         return True
     name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-    return name is not None and "rank" in name.rsplit(".", 1)[-1].lower()
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    if "local_rank" in last:
+        return True  # the launcher's option or variable, whatever the file does with it
+    # a worker's parameter (`def train(rank, world_size)`, which mp.spawn calls with each index);
+    # not an attribute set to a constant (`cls.rank = 0`)
+    fn = m.enclosing_function(e)
+    if not isinstance(e, ast.Name) or fn is None or isinstance(fn, ast.Lambda) or "rank" not in last:
+        return False
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    return e.id in params and not rebinds(fn, e.id)
+
+
+def _only_constants(m, e: ast.Attribute) -> bool:
+    """Every assignment of the attribute ``e`` in this file (of ``self.``/``cls.``, in its class) is
+    a constant, and there is one."""
+    name = dotted(e)
+    owner = None
+    if name is not None and name.split(".", 1)[0] in ("self", "cls"):
+        owner = next((a for a in m.ancestors(e) if isinstance(a, ast.ClassDef)), None)
+    values = [
+        a.value
+        for a in m.nodes(ast.Assign)
+        for t in a.targets
+        if dotted(t) == name and (owner is None or any(c is owner for c in m.ancestors(a)))
+    ]
+    return bool(values) and all(isinstance(v, ast.Constant) for v in values)
 
 
 def _several_gpus_test(m, call: ast.Call) -> ast.AST | None:
