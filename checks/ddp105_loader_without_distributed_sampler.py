@@ -220,7 +220,16 @@ def _built_here(m, expr: ast.AST | None, depth: int = 0) -> bool:
             for t in node.targets
         )
     ]
+    # a placeholder the real dataset replaces (`train_dataset = []`, then one per `--dataset` arm)
+    values = [v for v in values if not _placeholder(v)]
     return bool(values) and all(_built_here(m, v, depth + 1) for v in values)
+
+
+def _placeholder(v: ast.AST) -> bool:
+    """``None``, ``[]``, ``{}``, ``()``: a name given nothing yet."""
+    if isinstance(v, ast.Constant):
+        return v.value is None
+    return isinstance(v, (ast.List, ast.Tuple, ast.Dict)) and not getattr(v, "elts", getattr(v, "keys", None))
 
 
 def _told_distributed(call: ast.Call) -> bool:

@@ -1,7 +1,7 @@
 """DDP414: the node-local rank handed to the process group as its rank.
 
 ## What it does
-Finds `init_process_group(rank=...)` where the rank is the node-local one (`LOCAL_RANK` from the
+Finds `init_process_group(rank=...)` (or `os.environ["RANK"] = ...`, which env:// reads) where the rank is the node-local one (`LOCAL_RANK` from the
 environment, a `--local_rank` option, a name assigned from either, or a helper of the file that
 returns it; also a name that one launch path sets to it, `if args.local_rank != -1: args.rank =
 args.local_rank`, beside a Slurm path that sets the global one) while the world size is the launcher's (`WORLD_SIZE`, `LOCAL_WORLD_SIZE` from the
@@ -36,7 +36,8 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.loaders import sampler_calls
-from ddpdoctor.script.ranks import local_rank_as_group_rank, same_as_group_local_rank
+from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import LOCAL, local_rank_as_group_rank, rank_kind, same_as_group_local_rank
 
 CODE = "DDP414"
 TITLE = "Node-local rank passed as the process-group rank"
@@ -56,6 +57,18 @@ def _samplers_given_it(m, hit) -> list[int]:
 
 
 def check(m):
+    for node, value, local in _rank_set_to_local(m):
+        via = "" if _strip(value) is local else f" (`{ast.unparse(_strip(value))}`)"
+        yield m.finding(
+            CODE,
+            node,
+            f"`RANK` is set to the node-local rank `{ast.unparse(local)}`{via}, and env:// gives the "
+            "process group that rank: on a second node the processes claim ranks 0, 1, ... again, so "
+            "the rendezvous fails or hangs, and rank-0-only work runs once per node",
+            SEVERITY,
+            hint="leave RANK as the launcher sets it (torchrun and torch.distributed.launch set the "
+            "global rank), or set it to `node_rank * nproc_per_node + local_rank`",
+        )
     for hit in local_rank_as_group_rank(m):
         through, chain = "", {}
         if hit.passed_by is not None:
@@ -82,6 +95,47 @@ def check(m):
             "out: torchrun's env:// sets them",
             **chain,
         )
+
+
+def _strip(e: ast.AST | None) -> ast.AST | None:
+    """``str(x)``/``int(x)`` -> ``x``."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("str", "int") and len(e.args) == 1:
+        e = e.args[0]
+    return e
+
+
+def _local_value(m, write: ast.AST, e: ast.AST | None) -> ast.AST | None:
+    """The node-local rank ``e`` holds at ``write``: itself, or what the last assignment of that name
+    before it in the same function gave (``args.proc_id = args.local_rank``)."""
+    e = _strip(e)
+    if e is None:
+        return None
+    if rank_kind(m, e) == LOCAL:
+        return e
+    name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+    fn = m.enclosing_function(write)
+    if name is None or fn is None:
+        return None
+    before = [
+        a for a in m.nodes(ast.Assign)
+        if a.lineno < write.lineno and m.enclosing_function(a) is fn and any(dotted(t) == name for t in a.targets)
+    ]
+    if not before:
+        return None
+    value = _strip(max(before, key=lambda a: a.lineno).value)
+    return value if rank_kind(m, value) == LOCAL else None
+
+
+def _rank_set_to_local(m):
+    """``os.environ["RANK"] = str(args.local_rank)``: env:// then hands the process group the
+    node-local rank (unless the file pins every process to this host)."""
+    if m.single_node:
+        return
+    for key, value, node, how in m.env_writes:
+        if key == "RANK" and how == "assign":
+            local = _local_value(m, node, value)
+            if local is not None:
+                yield node, value, local
 
 
 def _also(lines: list[int]) -> str:
