@@ -1147,6 +1147,10 @@ class Interpreter:
             # `evaluate(ddp_model, val_loader)` of another module: it runs the wrapper's forward
             self._record("ddp_forward", "forward", node, arg=last)
             return UNKNOWN
+        if last and any(isinstance(a, FSDPModel) for a in (*args, *kwargs.values())) and names_evaluation(last):
+            # `compute_accuracy(model=fsdp_model, ...)` of another module: the forward all-gathers
+            self._record("collective", "all_gather", node, library=f"{last}(...)")
+            return UNKNOWN
         if q in ("hasattr", "isinstance") and len(args) == 2 and isinstance(args[0], DDPModel):
             # `hasattr(model, "module")`, `isinstance(model, DDP)`: true of the DDP wrapper, so the
             # other arm runs the plain model only (BigVGAN's validation picks its forward so)

@@ -218,7 +218,7 @@ def name_words(text: str) -> list[str]:
 
 _EVALUATION_WORDS = frozenset(
     ("eval", "evaluate", "evaluation", "validate", "validation", "valid", "val", "test", "testing",
-     "inference", "infer", "predict")
+     "inference", "infer", "predict", "accuracy")
 )
 
 
