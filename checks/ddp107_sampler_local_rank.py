@@ -37,8 +37,8 @@ from ddpdoctor.script.loaders import sampler_calls
 from ddpdoctor.script.ranks import (
     GLOBAL,
     LOCAL,
-    _names_world_size,
     assignments_seen_at,
+    names_world_size,
     per_node_count,
     same_as_group_local_rank,
 )
@@ -125,7 +125,7 @@ def _handed_place(m, call: ast.Call):
     rank = next(
         ((n, v) for n, v in values if isinstance(v, (ast.Name, ast.Attribute)) and m.rank_kind(v) == LOCAL), None
     )
-    size = next(((n, v) for n, v in values if _names_world_size(v) and not _set_per_node(m, v)), None)
+    size = next(((n, v) for n, v in values if names_world_size(v) and not _set_per_node(m, v)), None)
     if rank is None or size is None:
         return None
     if rank[0] is None and _asks_for_local_rank(m, call, rank[1]):

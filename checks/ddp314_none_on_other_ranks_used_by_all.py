@@ -6,7 +6,9 @@ SummaryWriter(...) if rank == 0 else None`, `if args.ema and rank in [-1, 0]: em
 else: ema = None`) and that a later line uses on every rank: an attribute read or set, a method
 call, a call or an index (`writer.add_scalar(...)`, `ema.ema`, `wandb_.palette = ...`), with no
 test of that name on the way (`if writer:`, `if ema is not None:`, `x and x.y`) and no rank test
-around the use.
+around the use. Also a function of this file that returns a value only under a rank test (the other
+ranks reach its end, or a bare `return`, and get `None`) whose result every rank unpacks
+(`answers, count = generate(prompts)`).
 
 ## Why is this bad?
 On the other ranks the name is `None`, so the use raises AttributeError ('NoneType' object has no

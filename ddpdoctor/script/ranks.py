@@ -794,14 +794,14 @@ def _every_rank_holds(test: ast.Compare) -> bool:
     if isinstance(test.ops[0], (ast.GtE, ast.Lt)):
         if isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool):
             return True
-        return _names_world_size(c)  # `rank >= size`: no rank of the world is past its size
+        return names_world_size(c)  # `rank >= size`: no rank of the world is past its size
     if isinstance(test.ops[0], (ast.Gt, ast.LtE)):  # `rank > world_size - 1`
         return (
             isinstance(c, ast.BinOp)
             and isinstance(c.op, ast.Sub)
             and isinstance(c.right, ast.Constant)
             and c.right.value == 1
-            and _names_world_size(c.left)
+            and names_world_size(c.left)
         )
     return False
 
@@ -816,7 +816,7 @@ def round_robin_share(m, test: ast.AST) -> str | None:
         if (
             isinstance(a, ast.BinOp)
             and isinstance(a.op, ast.Mod)
-            and _names_world_size(a.right)
+            and names_world_size(a.right)
             and rank_kind(m, a.left) is None
             and rank_kind(m, b) is not None
         ):
@@ -827,7 +827,7 @@ def round_robin_share(m, test: ast.AST) -> str | None:
 _WORLD_SIZE_NAMES = frozenset(("size", "world_size", "world", "nprocs", "num_processes", "num_replicas"))
 
 
-def _names_world_size(e: ast.AST) -> bool:
+def names_world_size(e: ast.AST) -> bool:
     """``size``, ``args.world_size``, ``dist.get_world_size()``: the number of ranks in the job."""
     if isinstance(e, ast.Call) and not e.args:
         return (dotted(e.func) or "").rsplit(".", 1)[-1] == "get_world_size"
