@@ -54,6 +54,11 @@ def _plain_saves(m) -> dict[str, ast.AST]:
     out: dict[str, ast.AST] = {}
     for call in m.method_calls("state_dict"):
         owner = call.func.value
+        if isinstance(owner, ast.IfExp):
+            # `(model.module if num_gpus > 1 else model).state_dict()`: the wrapped module when wrapped
+            owner = next(
+                (o for o in (owner.body, owner.orelse) if isinstance(o, ast.Attribute) and o.attr == "module"), owner
+            )
         if isinstance(owner, ast.Attribute) and owner.attr == "module":
             base = dotted(owner.value)
         else:
