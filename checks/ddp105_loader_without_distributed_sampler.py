@@ -7,7 +7,8 @@ never uses a DistributedSampler or another way of sharding the data in its code 
 one does not count, nor one built and handed to no loader, only asked for its epoch; a sampler of
 the script's own making, or `sampler=None` said out loud, does);
 and a distributed job without a DDP model (feature extraction, inference) whose every rank loops
-over an unsharded loader and saves each batch's results to a file named by its rank. Only a
+over an unsharded loader and saves each batch's results to a file named by its rank, or loops over a
+whole dataset it loads and then gathers the results from every rank (`dist.all_gather_object`). Only a
 loader over a dataset this file builds itself, that every rank builds: a dataset handed in by a
 caller (which may have split it per rank), a factory given the rank, a rank-0 or non-distributed
 loader and a one-process job (`world_size=1`) stay quiet.
@@ -36,7 +37,7 @@ import ast
 from ddpdoctor.script.flow import Flow
 from ddpdoctor.script.loaders import passes
 from ddpdoctor.script.names import dotted, is_distributed_flag
-from ddpdoctor.script.ranks import callee_reads_rank, hands_rank_carrier, single_process_arm
+from ddpdoctor.script.ranks import callee_reads_rank, hands_rank_carrier, names_world_size, single_process_arm
 
 CODE = "DDP105"
 TITLE = "DataLoader without DistributedSampler in a DDP script"
@@ -267,13 +268,27 @@ def _dataset(m, call: ast.Call) -> ast.AST | None:
 def check(m):
     if m.one_process:  # init_process_group(world_size=1): one process drives every GPU, nothing to split
         return
-    if not m.ddp_constructors and not m.dist_calls("init_process_group"):
+    # (a gather of objects needs a process group, whoever started it)
+    gathers = m.dist_calls("all_gather_object", "gather_object")
+    if not m.ddp_constructors and not m.dist_calls("init_process_group") and not gathers:
         return
     if _shards_somehow(m):
         return
     if not m.ddp_constructors:
         if m.dist_calls("init_process_group"):
             yield from _per_rank_results(m)
+        if gathers:
+            for loop, data, gather in _gathered_whole_passes(m):
+                yield m.finding(
+                    CODE,
+                    loop.iter,
+                    f"every rank loops over the whole of `{data.id}` and the ranks' "
+                    f"results are then gathered (`{ast.unparse(gather.func)}`, line {gather.lineno}): "
+                    "each rank does all the work, and the gathered list holds every item once per rank",
+                    SEVERITY,
+                    hint="give each rank its share first: a DistributedSampler, "
+                    "`dataset.shard(num_shards=world_size, index=rank)` or `items[rank::world_size]`",
+                )
         return
     for call in _unsharded_loaders(m):
         if m.looks_like_eval(call):
@@ -335,6 +350,63 @@ def _per_rank_results(m):
                 "its own share",
             )
             return
+
+
+def _gathered_whole_passes(m):
+    """A loop of every rank over a whole dataset this file loads (no sampler, no rank in sight) that
+    collects its results in a list, which the ranks then gather (``dist.all_gather_object(out,
+    predictions)``): every rank's part is all of it. Yields (the loop, the dataset's name, the gather)."""
+    for gather in m.dist_calls("all_gather_object", "gather_object"):
+        local = gather.args[1] if len(gather.args) > 1 else m.keyword(gather, "obj")
+        if not isinstance(local, ast.Name):
+            continue
+        fn = m.enclosing_function(gather)
+        for loop in m.nodes(ast.For):
+            if m.enclosing_function(loop) is not fn or loop.lineno > gather.lineno or m.rank_guard(loop) is not None:
+                continue
+            if not _collects(loop, local.id) or _mentions_rank(m, loop):
+                continue
+            it = loop.iter
+            if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "tqdm") and it.args:
+                it = it.args[0]
+                if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "tqdm") and it.args:
+                    it = it.args[0]
+            if isinstance(it, ast.Name) and _built_here(m, it) and not _feeds_sampler(m, it.id, fn):
+                yield loop, it, gather
+                break
+
+
+def _collects(loop: ast.AST, name: str) -> bool:
+    """The loop adds to the list ``name`` (``name.append(x)``, ``name.extend(xs)``, ``name += xs``)."""
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend"):
+            if isinstance(n.func.value, ast.Name) and n.func.value.id == name:
+                return True
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == name:
+            return True
+    return False
+
+
+def _mentions_rank(m, loop: ast.AST) -> bool:
+    """A rank or the world size appears in the loop's iterable or in a test inside it: the loop
+    may take this rank's share only."""
+    tests = [loop.iter, *(n.test for n in ast.walk(loop) if isinstance(n, (ast.If, ast.IfExp, ast.While)))]
+    for t in tests:
+        for n in ast.walk(t):
+            if isinstance(n, (ast.Name, ast.Attribute)) and (m.rank_kind(n) is not None or names_world_size(n)):
+                return True
+    return False
+
+
+def _feeds_sampler(m, name: str, fn) -> bool:
+    """The name is handed to a sampler or a sharding call somewhere in the function."""
+    scope = fn or m.tree
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == name for a in n.args):
+            last = (dotted(n.func) or "").rsplit(".", 1)[-1].lower()
+            if "sampler" in last or "shard" in last or "split" in last:
+                return True
+    return False
 
 
 def _saves_in(loop) -> list[ast.Call]:
