@@ -95,7 +95,7 @@ from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, SAME_MODULE, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes, walk
-from ddpdoctor.script.ranks import assignments, round_robin_share
+from ddpdoctor.script.ranks import assignments, round_robin_share, under_join
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -592,7 +592,7 @@ def _skips_on_exception(m, comms: _Comms):
         c = next((n for n in _calls_in(node.body) if id(n) in comms.backwards or _in_step(comms, n)), None)
         if c is None:
             c = next((n for n in _calls_in(_after(m, node, loop)) if id(n) in comms.backwards), None)
-        if c is None or _under_join(m, node):
+        if c is None or under_join(m, node):
             continue
         for h in node.handlers:
             names = {(dotted(t) or "").rsplit(".", 1)[-1] for t in ast.walk(h.type)} if h.type else set()
@@ -658,7 +658,7 @@ def _skips_on_batch_value(m, comms: _Comms, values):
                 (n for n in _calls_in(loop.body) if id(n) in comms.backwards or _in_step(comms, n)),
                 None,
             )
-        if c is not None and not _under_join(m, node):
+        if c is not None and not under_join(m, node):
             yield node, leave, c, o
 
 
@@ -697,20 +697,6 @@ def _after(m, node: ast.AST, loop: ast.AST) -> list[ast.stmt]:
 def _in_step(comms: _Comms, c: ast.Call) -> bool:
     """A call of the file's own function that runs a backward pass of the DDP model."""
     return comms._own(c) in comms.train_funcs
-
-
-def _under_join(m, node: ast.AST) -> bool:
-    """Inside ``with model.join():`` or ``with Join([...]):``: DDP's context for uneven inputs, made
-    for ranks that run different numbers of iterations (torch.distributed.algorithms.join)."""
-    for a in m.ancestors(node):
-        if isinstance(a, (ast.With, ast.AsyncWith)):
-            for item in a.items:
-                e = item.context_expr
-                if isinstance(e, ast.Call) and (dotted(e.func) or "").rsplit(".", 1)[-1] in ("join", "Join"):
-                    return True
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False
-    return False
 
 
 def _step_one_way(node: ast.If) -> ast.Call | None:
@@ -790,7 +776,7 @@ def _reads_clock(m, test: ast.AST) -> bool:
 
 
 def _judge(m, comms: _Comms, d: Decision):
-    if _under_join(m, d.node):
+    if under_join(m, d.node):
         return None
     o = d.origin
     if o.clock and not _reads_clock(m, d.test):

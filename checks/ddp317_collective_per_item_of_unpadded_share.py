@@ -39,7 +39,7 @@ import ast
 
 from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import names_world_size, rank_kind, round_robin_share
+from ddpdoctor.script.ranks import names_world_size, rank_kind, round_robin_share, under_join
 
 CODE = "DDP317"
 TITLE = "Collective once per item of an unpadded per-rank share"
@@ -148,7 +148,7 @@ def _per_item_collectives(m, loop: ast.For, backwards: bool) -> list[ast.Call]:
         is_collective = id(n) in _collectives(m) or (
             backwards and isinstance(n.func, ast.Attribute) and n.func.attr == "backward" and not q.startswith("torch.autograd")
         )
-        if is_collective and m.rank_guard(n) is None and not _under_join(m, n):
+        if is_collective and m.rank_guard(n) is None and not under_join(m, n):
             out.append(n)
     return out
 
@@ -161,16 +161,6 @@ def _collectives(m) -> set[int]:
             id(c) for c in m.dist_calls(*COLLECTIVES) if m.keyword(c, "group") is None
         }
     return found
-
-
-def _under_join(m, node: ast.AST) -> bool:
-    for a in m.ancestors(node):
-        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
-            isinstance(i.context_expr, ast.Call) and (dotted(i.context_expr.func) or "").endswith("join")
-            for i in a.items
-        ):
-            return True
-    return False
 
 
 def check(m):

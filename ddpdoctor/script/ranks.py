@@ -1519,3 +1519,17 @@ def _passed_through(m, node: ast.AST, expr: ast.AST) -> list[tuple[ast.Call, ast
             return None  # (a parameter the call leaves to its default is not passed through)
         out.append((call, value))
     return out
+
+
+def under_join(m, node: ast.AST) -> bool:
+    """Inside ``with model.join():`` or ``with Join([...]):``: DDP's context for uneven inputs, made
+    for ranks that run different numbers of iterations (torch.distributed.algorithms.join)."""
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.With, ast.AsyncWith)):
+            for item in a.items:
+                e = item.context_expr
+                if isinstance(e, ast.Call) and (dotted(e.func) or "").rsplit(".", 1)[-1] in ("join", "Join"):
+                    return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+    return False
