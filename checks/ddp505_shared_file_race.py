@@ -402,8 +402,14 @@ _OUTPUT_FILES = frozenset(
 
 
 def _beside_torch_save(m, call: ast.Call) -> bool:
+    """A ``torch.save`` every rank reaches in the same function: DDP501 reports that one, and the
+    copy of its file is the same cause. (Where every save there is guarded, an unguarded copy of the
+    file they write is a race of its own.)"""
     fn = m.enclosing_function(call)
-    return any(m.enclosing_function(s) is fn for s in m.calls_named("torch.save"))
+    return any(
+        m.enclosing_function(s) is fn and every_rank_reaches(m, s) and m.rank_guard(s) is None
+        for s in m.calls_named("torch.save")
+    )
 
 
 _FN = (ast.FunctionDef, ast.AsyncFunctionDef)
