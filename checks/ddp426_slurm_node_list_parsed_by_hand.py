@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ast
 
-from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import env_key
 
 CODE = "DDP426"
