@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.flow import Flow
-from ddpdoctor.script.loaders import passes
+from ddpdoctor.script.loaders import loop_root, passes
 from ddpdoctor.script.names import dotted, is_distributed_flag
 from ddpdoctor.script.ranks import callee_reads_rank, hands_rank_carrier, names_world_size, single_process_arm
 
@@ -366,11 +366,7 @@ def _gathered_whole_passes(m):
                 continue
             if not _collects(loop, local.id) or _mentions_rank(m, loop):
                 continue
-            it = loop.iter
-            if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "tqdm") and it.args:
-                it = it.args[0]
-                if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "tqdm") and it.args:
-                    it = it.args[0]
+            it = loop_root(loop.iter)
             if isinstance(it, ast.Name) and _built_here(m, it) and not _feeds_sampler(m, it.id, fn):
                 yield loop, it, gather
                 break

@@ -536,18 +536,6 @@ _EVERY_RANK = frozenset(
 _LEAVE = (ast.Continue, ast.Break, ast.Return)
 
 
-def _clean_exit(m, st: ast.stmt) -> bool:
-    """``exit()``, ``sys.exit(0)``: the process ends with status 0, so the launcher waits for the
-    others instead of stopping the job, and they wait in their next collective for this one."""
-    if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
-        return False
-    call = st.value
-    if (m.qualname(call.func) or dotted(call.func)) not in EXIT_CALLS:
-        return False
-    args = call.args
-    return not args or (isinstance(args[0], ast.Constant) and args[0].value in (0, None))
-
-
 def _exits(m, st: ast.stmt) -> bool:
     """``sys.exit(1)``, ``exit()``, ``os._exit(2)``: the process ends here, whatever its status."""
     return (
@@ -555,6 +543,15 @@ def _exits(m, st: ast.stmt) -> bool:
         and isinstance(st.value, ast.Call)
         and (m.qualname(st.value.func) or dotted(st.value.func)) in EXIT_CALLS
     )
+
+
+def _clean_exit(m, st: ast.stmt) -> bool:
+    """``exit()``, ``sys.exit(0)``: the process ends with status 0, so the launcher waits for the
+    others instead of stopping the job, and they wait in their next collective for this one."""
+    if not _exits(m, st):
+        return False
+    args = st.value.args
+    return not args or (isinstance(args[0], ast.Constant) and args[0].value in (0, None))
 
 
 def _how(leave: ast.stmt) -> str:

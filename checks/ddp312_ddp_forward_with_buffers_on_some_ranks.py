@@ -36,7 +36,7 @@ import ast
 from ddpdoctor.script.buffers import buffers_evident
 from ddpdoctor.script.divergent import FORWARD_ONLY_HINT, forward_only
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import round_robin_share
+from ddpdoctor.script.ranks import round_robin_split
 
 CODE = "DDP312"
 TITLE = "DDP forward of a model with buffers run by some ranks only"
@@ -81,25 +81,13 @@ def _uneven_shares(m):
     if not models:
         return
     for loop in m.nodes(ast.For):
-        for i, st in enumerate(loop.body):
-            if not isinstance(st, ast.If):
-                continue
-            share = round_robin_share(m, st.test)
-            if share == "others" and st.body and isinstance(st.body[-1], ast.Continue) and not st.orelse:
-                kept = loop.body[i + 1 :]
-            elif share == "mine":
-                kept = st.body
-            else:
-                continue
-            forward = next(
-                (
-                    n
-                    for k in kept
-                    for n in ast.walk(k)
-                    if isinstance(n, ast.Call) and dotted(n.func) in models
-                ),
-                None,
-            )
-            if forward is not None:
-                yield st.test, forward
-            break
+        split = round_robin_split(m, loop)
+        if split is None:
+            continue
+        branch, _share, kept = split
+        forward = next(
+            (n for k in kept for n in ast.walk(k) if isinstance(n, ast.Call) and dotted(n.func) in models),
+            None,
+        )
+        if forward is not None:
+            yield branch.test, forward

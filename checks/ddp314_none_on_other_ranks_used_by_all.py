@@ -94,14 +94,23 @@ def _held_on_one_side(m, sites) -> tuple[ast.AST, ast.AST] | None:
         guard = m.rank_guard(stmt)
         if guard is None or guard.path is not None or guard.chain:
             return None  # bound to an object on every rank somewhere
-        branch = m.parents.get(guard.test)
-        if isinstance(branch, ast.If):
-            arm = "body" if any(s is stmt or _inside(stmt, s) for s in branch.body) else "orelse"
-            if (id(branch), "orelse" if arm == "body" else "body") in sides:
-                return None  # an object in both arms (a stub for the other ranks): every rank has one
-            sides.add((id(branch), arm))
+        if _both_arms(m, guard.test, stmt, sides):
+            return None  # an object in both arms (a stub for the other ranks): every rank has one
         test = test or guard.test
     return (test, none_at) if test is not None and none_at is not None else None
+
+
+def _both_arms(m, test: ast.AST, stmt: ast.AST, sides: set) -> bool:
+    """Records which arm of the ``if`` of rank test ``test`` holds ``stmt`` in ``sides`` (pairs of the
+    ``if`` and "body"/"orelse"); True when the other arm of the same ``if`` was recorded already."""
+    branch = m.parents.get(test)
+    if not isinstance(branch, ast.If):
+        return False
+    arm = "body" if any(s is stmt or _inside(stmt, s) for s in branch.body) else "orelse"
+    if (id(branch), "orelse" if arm == "body" else "body") in sides:
+        return True
+    sides.add((id(branch), arm))
+    return False
 
 
 def _inside(node: ast.AST, block: ast.AST) -> bool:
@@ -189,12 +198,8 @@ def _returns_on_some_ranks(m, fn) -> ast.AST | None:
         guard = m.rank_guard(r)
         if guard is None or guard.path is not None or guard.chain or m.enclosing_function(guard.test) is not fn:
             return None  # a value on every rank somewhere (or the test is the caller's)
-        branch = m.parents.get(guard.test)
-        if isinstance(branch, ast.If):
-            arm = "body" if any(_inside(r, s) for s in branch.body) else "orelse"
-            if (id(branch), "orelse" if arm == "body" else "body") in sides:
-                return None  # a value in both arms: every rank gets one
-            sides.add((id(branch), arm))
+        if _both_arms(m, guard.test, r, sides):
+            return None  # a value in both arms: every rank gets one
         test = test or guard.test
     return test
 
@@ -218,23 +223,23 @@ def _ends(stmts: list) -> bool:
 def _unpacked_results(m):
     """(the call, its function's rank test) for each call of this file's function that returns a
     value on some ranks only, whose result every rank unpacks (``a, b = f()``)."""
+    # (the few unpacking assignments first: only the functions they call are looked into)
+    unpacked = {
+        id(a.value)
+        for a in m.nodes(ast.Assign)
+        if len(a.targets) == 1 and isinstance(a.targets[0], ast.Tuple) and isinstance(a.value, ast.Call)
+    }
+    if not unpacked:
+        return
     for fn in m.functions:
-        test = None
-        for site in m.call_sites(fn):
-            parent = m.parents.get(site)
-            if not (
-                isinstance(parent, ast.Assign)
-                and parent.value is site
-                and len(parent.targets) == 1
-                and isinstance(parent.targets[0], ast.Tuple)
-            ):
-                continue
-            if not every_rank_reaches(m, site) or m.rank_guard(site) is not None or _in_try(m, site):
-                continue
-            test = test or _returns_on_some_ranks(m, fn)
-            if test is None:
-                break
-            yield site, fn, test
+        sites = [site for site in m.call_sites(fn) if id(site) in unpacked]
+        # (what the function returns first: cheap, and it settles most of them)
+        test = _returns_on_some_ranks(m, fn) if sites else None
+        if test is None:
+            continue
+        for site in sites:
+            if every_rank_reaches(m, site) and m.rank_guard(site) is None and not _in_try(m, site):
+                yield site, fn, test
 
 
 def _in_try(m, node: ast.AST) -> bool:

@@ -38,8 +38,15 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.interp import COLLECTIVES
+from ddpdoctor.script.loaders import loop_root
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import names_world_size, rank_kind, round_robin_share, under_join
+from ddpdoctor.script.ranks import (
+    last_value_before,
+    names_world_size,
+    rank_kind,
+    round_robin_split,
+    under_join,
+)
 
 CODE = "DDP317"
 TITLE = "Collective once per item of an unpadded per-rank share"
@@ -103,24 +110,11 @@ def _self_rank_slice(e: ast.AST) -> bool:
     return bool(low and step) and "rank" in low.rsplit(".", 1)[-1] and names_world_size(e.slice.step)
 
 
-def _value_of(m, name: str, before: ast.AST) -> ast.AST | None:
-    """The last value assigned to the plain ``name`` before ``before`` in its function."""
-    fn = m.enclosing_function(before)
-    values = [
-        a for a in m.nodes(ast.Assign)
-        if a.lineno < before.lineno and m.enclosing_function(a) is fn
-        and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
-    ]
-    return max(values, key=lambda a: a.lineno).value if values else None
-
-
 def _share_of(m, loop: ast.For, samplers: set[str]) -> tuple[str, ast.AST] | None:
     """(how the items are split, where) when the loop walks an unpadded per-rank share."""
-    it = loop.iter
-    if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "tqdm", "iter") and it.args:
-        it = it.args[0]
+    it = loop_root(loop.iter)
     if isinstance(it, ast.Name):
-        it = _value_of(m, it.id, loop) or it
+        it = last_value_before(m, it.id, loop) or it
     if _rank_slice(m, it) and not _padded_before(m, it):
         return f"`{ast.unparse(it)}`", it
     if _split_by_rank(m, it):
@@ -128,14 +122,12 @@ def _share_of(m, loop: ast.For, samplers: set[str]) -> tuple[str, ast.AST] | Non
     if samplers and isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] == "DataLoader":
         sampler = m.keyword(it, "sampler")
         if isinstance(sampler, ast.Name):
-            sampler = _value_of(m, sampler.id, it) or sampler
+            sampler = last_value_before(m, sampler.id, it) or sampler
         if isinstance(sampler, ast.Call) and (dotted(sampler.func) or "").rsplit(".", 1)[-1] in samplers:
             return f"the sampler `{dotted(sampler.func)}`, which never pads its indices", sampler
-    for st in loop.body:
-        if isinstance(st, ast.If) and round_robin_share(m, st.test) == "others" and st.body and isinstance(
-            st.body[-1], ast.Continue
-        ):
-            return f"`{ast.unparse(st.test)}`", st.test
+    split = round_robin_split(m, loop)
+    if split is not None and split[1] == "others":
+        return f"`{ast.unparse(split[0].test)}`", split[0].test
     return None
 
 
@@ -170,7 +162,13 @@ def check(m):
         return
     samplers = _unpadded_samplers(m)
     backwards = bool(m.ddp_constructors)
+    # (only the loops right around a collective or a backward: the few, not every loop of the file)
+    calls = [c for c in m.dist_calls(*COLLECTIVES) if id(c) in _collectives(m)]
+    calls += m.method_calls("backward") if backwards else []
+    loops = {id(lp) for c in calls if (lp := m.enclosing_loop(c)) is not None}
     for loop in m.nodes(ast.For):
+        if id(loop) not in loops:
+            continue
         found = _per_item_collectives(m, loop, backwards)
         if not found:
             continue

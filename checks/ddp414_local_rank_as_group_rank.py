@@ -37,7 +37,13 @@ import ast
 
 from ddpdoctor.script.loaders import sampler_calls
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.ranks import LOCAL, local_rank_as_group_rank, rank_kind, same_as_group_local_rank
+from ddpdoctor.script.ranks import (
+    LOCAL,
+    last_value_before,
+    local_rank_as_group_rank,
+    rank_kind,
+    same_as_group_local_rank,
+)
 
 CODE = "DDP414"
 TITLE = "Node-local rank passed as the process-group rank"
@@ -113,16 +119,7 @@ def _local_value(m, write: ast.AST, e: ast.AST | None) -> ast.AST | None:
     if rank_kind(m, e) == LOCAL:
         return e
     name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-    fn = m.enclosing_function(write)
-    if name is None or fn is None:
-        return None
-    before = [
-        a for a in m.nodes(ast.Assign)
-        if a.lineno < write.lineno and m.enclosing_function(a) is fn and any(dotted(t) == name for t in a.targets)
-    ]
-    if not before:
-        return None
-    value = _strip(max(before, key=lambda a: a.lineno).value)
+    value = _strip(last_value_before(m, name, write)) if name is not None else None
     return value if rank_kind(m, value) == LOCAL else None
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpdoctor.script.loaders import param_names
 from ddpdoctor.script.names import dotted, rebinds
 from ddpdoctor.script.ranks import rank_kind
 
@@ -63,8 +64,7 @@ def _own_rank(m, e: ast.AST | None) -> bool:
     fn = m.enclosing_function(e)
     if not isinstance(e, ast.Name) or fn is None or isinstance(fn, ast.Lambda) or "rank" not in last:
         return False
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    return e.id in params and not rebinds(fn, e.id)
+    return e.id in param_names(fn) and not rebinds(fn, e.id)
 
 
 def _only_constants(m, e: ast.Attribute) -> bool:
@@ -85,8 +85,10 @@ def _only_constants(m, e: ast.Attribute) -> bool:
 
 def _several_gpus_test(m, call: ast.Call) -> ast.AST | None:
     """The `if torch.cuda.device_count() > 1:` (or `n_gpu > 1`) the call sits under, if any."""
+    child = call
     for a in m.ancestors(call):
-        if not isinstance(a, ast.If) or not any(call is n for s in a.body for n in ast.walk(s)):
+        inside, child = isinstance(a, ast.If) and any(child is s for s in a.body), a
+        if not inside:
             continue
         for t in ast.walk(a.test):
             if (

@@ -102,8 +102,10 @@ def _parsed(m, read: ast.AST) -> ast.AST | None:
 
 
 def check(m):
+    if not m.mentions("NODELIST") or m.mentions(*_EXPANDERS):
+        return
     reads = _reads(m)
-    if not reads or m.mentions(*_EXPANDERS):
+    if not reads:
         return
     for read in reads:
         parsed = _parsed(m, read)

@@ -824,6 +824,21 @@ def round_robin_share(m, test: ast.AST) -> str | None:
     return None
 
 
+def round_robin_split(m, loop: ast.AST) -> tuple[ast.If, str, list] | None:
+    """The first ``if`` at the top of ``loop`` that deals its items out round-robin, how, and the
+    statements that run on this rank's items: after ``if i % world_size != rank: continue``
+    ("others"), or inside ``if i % world_size == rank:`` ("mine")."""
+    for i, st in enumerate(loop.body):
+        if not isinstance(st, ast.If):
+            continue
+        share = round_robin_share(m, st.test)
+        if share == "others" and st.body and isinstance(st.body[-1], ast.Continue) and not st.orelse:
+            return st, share, loop.body[i + 1 :]
+        if share == "mine":
+            return st, share, st.body
+    return None
+
+
 _WORLD_SIZE_NAMES = frozenset(("size", "world_size", "world", "nprocs", "num_processes", "num_replicas"))
 
 
@@ -1519,6 +1534,17 @@ def _passed_through(m, node: ast.AST, expr: ast.AST) -> list[tuple[ast.Call, ast
             return None  # (a parameter the call leaves to its default is not passed through)
         out.append((call, value))
     return out
+
+
+def last_value_before(m, name: str, node: ast.AST) -> ast.AST | None:
+    """What the last plain assignment of ``name`` (a name or an attribute) before ``node``, in the
+    same function, gave it: ``args.proc_id = args.local_rank`` then ``str(args.proc_id)``."""
+    fn = m.enclosing_function(node)
+    before = [
+        a for a in m.nodes(ast.Assign)
+        if a.lineno < node.lineno and m.enclosing_function(a) is fn and any(dotted(t) == name for t in a.targets)
+    ]
+    return max(before, key=lambda a: a.lineno).value if before else None
 
 
 def under_join(m, node: ast.AST) -> bool:
