@@ -8,7 +8,9 @@ computed when a rule asks for ``runs``.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
+import sys
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -146,6 +148,10 @@ def _literal_keywords(e: ast.AST) -> dict[str, ast.AST]:
     return {}
 
 
+# libraries whose `import *` brings no project helper: the standard library and the numeric stack
+_LIBRARY_STAR_ROOTS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "pylab", "matplotlib", "scipy", "sympy"}
+
+
 class ModuleAnalysis:
     project = None  # the ddpdoctor.lint.project.Project of the files linted together, if several
 
@@ -257,6 +263,31 @@ class ModuleAnalysis:
     @cached_property
     def plain_function_names(self) -> frozenset[str]:
         return frozenset(fn.name for fn in self.plain_functions)
+
+    @cached_property
+    def _star_modules(self) -> tuple[str, ...]:
+        """The project modules this file takes every name of (``from utils import *``); a library's
+        (torch, numpy, os, ...) is left out: its names are not the project's helpers."""
+        return tuple(
+            node.module or "."
+            for node in self.nodes(ast.ImportFrom)
+            if any(a.name == "*" for a in node.names)
+            and (node.level or (node.module or "").split(".", 1)[0] not in _LIBRARY_STAR_ROOTS)
+        )
+
+    @cached_property
+    def _bound_names(self) -> frozenset[str]:
+        """Every name this file binds: assigned, a parameter, a def or class, imported by name."""
+        out = {n.id for n in self.nodes(ast.Name) if not isinstance(n.ctx, ast.Load)}
+        out.update(a.arg for a in self.nodes(ast.arg))
+        out.update(d.name for d in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        out.update(self.aliases)
+        return frozenset(out)
+
+    def star_imported(self, name: str) -> bool:
+        """``name`` is used here, bound nowhere in the file and not a builtin, and the file takes
+        every name of a project module (``from utils import *``): it is that module's."""
+        return bool(self._star_modules) and name not in self._bound_names and not hasattr(builtins, name)
 
     def in_plain_arm(self, call: ast.AST, owner: str | None = None) -> bool:
         """``call`` (``X.state_dict()``, ``X(batch)``) sits in the arm of an ``if`` whose other arm
@@ -695,6 +726,7 @@ class ModuleAnalysis:
         return (
             any(v.endswith(markers) or v.startswith("horovod") for v in self.aliases.values())
             or bool(self.calls_named("DistributedSampler"))
+            or bool(self.calls_named("accelerate.Accelerator"))  # (`import accelerate` then `accelerate.Accelerator()`)
             or self._tests_imported_rank
             or self._shows_sharded_run
         )

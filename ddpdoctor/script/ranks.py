@@ -659,6 +659,30 @@ def _local_predicate_kind(m, name: str, depth: int) -> str | None:
     return out
 
 
+def _logical_operands(test: ast.AST) -> list[ast.AST] | None:
+    """The operands of ``a and b`` / ``a or b``, and of ``(a == 1) & (b == 0)`` / ``|`` between
+    comparisons or their negations, which scripts write for ``and`` and ``or``; None for other
+    arithmetic."""
+    if isinstance(test, ast.BoolOp):
+        return test.values
+    if not (isinstance(test, ast.BinOp) and isinstance(test.op, (ast.BitAnd, ast.BitOr))):
+        return None
+    out = []
+    for side in (test.left, test.right):
+        if isinstance(side, ast.BinOp):
+            inner = _logical_operands(side)
+            if inner is None:
+                return None
+            out.extend(inner)
+        elif isinstance(side, (ast.Compare, ast.BoolOp)) or (
+            isinstance(side, ast.UnaryOp) and isinstance(side.op, ast.Not)
+        ):
+            out.append(side)
+        else:
+            return None
+    return out
+
+
 def guard_kind(m, test: ast.AST | None, depth: int = 0):
     """For a condition that looks at the rank: (kind or None,); None if it does not look at the rank."""
     if test is None or depth > _MAX_DEPTH:
@@ -667,8 +691,11 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
         return guard_kind(m, test.operand, depth + 1)
     if _boolean_of(test) is not None:  # `True if local_rank == 0 else False`: the test itself
         return guard_kind(m, _boolean_of(test), depth + 1)
-    if isinstance(test, ast.BoolOp):
-        found = [g for v in test.values if (g := guard_kind(m, v, depth + 1)) is not None]
+    if isinstance(test, (ast.BoolOp, ast.BinOp)):
+        values = _logical_operands(test)
+        if values is None:
+            return None
+        found = [g for v in values if (g := guard_kind(m, v, depth + 1)) is not None]
         if not found:
             return None
         kinds = {g[0] for g in found if g[0]}

@@ -843,7 +843,8 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
         and q.split(".", 1)[0] not in _SELF_CHOOSING
     )
     if isinstance(f, ast.Name):
-        named = q != f.id and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
+        imported = q != f.id or m.star_imported(f.id)  # (`from utils import *`: the helper is utils')
+        named = imported and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
     elif module_function:
         # an imported function through its module (`utils.save_checkpoint(state)`): named for a
         # checkpoint, not a bare `save` (`profiler.save(...)`, `OmegaConf.save(cfg, ...)`)
