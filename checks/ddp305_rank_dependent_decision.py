@@ -87,6 +87,7 @@ for epoch in range(epochs):
 from __future__ import annotations
 
 import ast
+import builtins
 
 from ddpdoctor.script.divergence import CLOCKS, Decision, RankValues
 from ddpdoctor.script.flow import Flow
@@ -96,6 +97,7 @@ from ddpdoctor.script.names import EXIT_CALLS, SAME_MODULE, dist_op, dotted, nam
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes, walk
 from ddpdoctor.script.ranks import assignments, round_robin_share, under_join
+from ddpdoctor.script.steps import backward_step_object, reduces_across_ranks
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -184,10 +186,21 @@ class _Comms:
         sync_bn = m.calls_named("torch.nn.SyncBatchNorm.convert_sync_batchnorm")
         # (a module that tests for the wrapper, `isinstance(model, DistributedDataParallel)`, trains
         # a DDP model its caller made)
+        # a backward pass of a DDP model all-reduces the gradients, also through a loss scaler
+        # (`loss_scaler(loss, optimizer)`)
+        scaled = {id(c) for c, _q in m.calls if backward_step_object(c)}
         if wraps or sync_bn or m.mentions("accelerator.backward") or _tests_for_wrapper(m):
-            # a backward pass of a DDP model all-reduces the gradients
-            self.backwards = {id(c) for c in m.method_calls("backward")}
-            direct |= self.backwards
+            self.backwards = {id(c) for c in m.method_calls("backward")} | scaled
+        elif reduces_across_ranks(m):
+            # an engine module that all-reduces its step's metrics (`misc.all_reduce_mean(loss)`) is
+            # handed the DDP model by its caller (MAE's and DeiT's engine_*.py); a loss's backward,
+            # not a library's (`dist_autograd.backward` is RPC's)
+            self.backwards = {
+                id(c)
+                for c in m.method_calls("backward")
+                if (dotted(c.func.value) or "").split(".", 1)[0] not in m.aliases
+            } | scaled
+        direct |= self.backwards
         # a forward of the DDP model itself (``model(x)`` after ``model = DDP(...)``; not
         # ``model.module(x)``) may broadcast its buffers
         models = {name for c in wraps if (name := m.assigned_to(c)) is not None}
@@ -252,10 +265,21 @@ class _Comms:
             m, [c for c, q in m.calls if _names_loader((q or dotted(c.func) or "").rsplit(".", 1)[-1])]
         )
 
-        def loader(e: ast.AST) -> bool:
+        def loader(e: ast.AST, depth: int = 0) -> bool:
             e = _unwrap(e)
             named = _names_loader(dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None)
-            return named or loaders.carries(e)  # not a count, a list of optimizers or tasks
+            if named or loaders.carries(e):  # not a count, a list of optimizers or tasks
+                return True
+            # a logger or prefetcher that hands out the loader's batches as it goes
+            # (`metric_logger.log_every(data_loader, print_freq)`, `prefetch(loader)`)
+            # (not a builtin: `range(len(loader))` counts the batches)
+            return (
+                isinstance(e, ast.Call)
+                and bool(e.args)
+                and depth < 2
+                and not (isinstance(e.func, ast.Name) and hasattr(builtins, e.func.id))
+                and loader(e.args[0], depth + 1)
+            )
 
         loops, draws = set(), {}
         for loop in training:
@@ -461,7 +485,8 @@ def _paired(m, call: ast.Call) -> bool:
 
 
 def check(m):
-    if not m.distributed_context or m.pinned_rank is not None:
+    # (a module that all-reduces with the other ranks runs on each of them, whoever started them)
+    if not (m.distributed_context or reduces_across_ranks(m)) or m.pinned_rank is not None:
         return
     comms = _Comms(m)
     if not comms.direct:

@@ -58,6 +58,7 @@ import ast
 from ddpdoctor.script.models import handed_a_model
 from ddpdoctor.script.names import dotted, turns_grad_off
 from ddpdoctor.script.ranks import own_call_sites
+from ddpdoctor.script.steps import backward_step_object, last_name, reduces_across_ranks
 from ddpdoctor.script.values import bound_argument
 
 CODE = "DDP601"
@@ -162,15 +163,6 @@ def _evaluation_window(m, node: ast.AST) -> bool:
     return False
 
 
-def _reduces_across_ranks(m) -> bool:
-    """The file all-reduces (``dist.all_reduce``, ``misc.all_reduce_mean``), gathers or waits at a
-    barrier with the other ranks: it runs as one of several data-parallel ranks, whatever wraps the
-    model it is handed."""
-    return bool(m.dist_calls("all_reduce", "barrier", "all_gather", "all_gather_object", "reduce")) or any(
-        "all_reduce" in (dotted(c.func) or "").rsplit(".", 1)[-1].lower() for c, _q in m.calls
-    )
-
-
 def _backward_helpers(m) -> dict[str, int]:
     """The file's own functions and methods whose body calls ``.backward()`` (``def backward(loss,
     scaler):``, ``def backward_step(self, loss): self.accelerator.backward(loss)``), with the line of
@@ -181,21 +173,6 @@ def _backward_helpers(m) -> dict[str, int]:
         if fn is not None:
             out.setdefault(fn.name, call.lineno)
     return out
-
-
-def _last(e: ast.AST) -> str:
-    name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-    return name.rsplit(".", 1)[-1].lower() if name else ""
-
-
-def _backward_step_object(c: ast.Call) -> bool:
-    """A call that does the backward (and the step) for the caller: a loss scaler called with the
-    loss and the optimizer (``loss_scaler(loss, optimizer, ...)``, timm's NativeScaler and its
-    copies), or a ``backward_step(loss, optimizer)`` of another module."""
-    callee = _last(c.func)
-    if not c.args or not any(w in callee for w in ("scaler", "backward")) or "loss" not in _last(c.args[0]):
-        return False
-    return any("optim" in _last(a) for a in (*c.args[1:], *(k.value for k in c.keywords)))
 
 
 def _backwards(m, scope: ast.AST, helpers: dict[str, int]) -> list[ast.Call]:
@@ -211,7 +188,7 @@ def _backwards(m, scope: ast.AST, helpers: dict[str, int]) -> list[ast.Call]:
                 out.append(c)
         elif isinstance(c.func, ast.Name) and c.func.id in helpers:
             out.append(c)
-        elif _backward_step_object(c):
+        elif backward_step_object(c):
             out.append(c)
         elif (
             isinstance(c.func, ast.Attribute)
@@ -235,7 +212,7 @@ def _optimizer_steps(m) -> list[ast.Call]:
             call.args
             and not owner.rsplit(".", 1)[-1].startswith("opt")
             and "scaler" not in owner
-            and not any(_last(a).startswith("opt") or "optim" in _last(a) for a in call.args)
+            and not any(last_name(a).startswith("opt") or "optim" in last_name(a) for a in call.args)
         ):
             continue  # `ap_calculator.step(preds, gts)`: a step of something given data, not an optimizer
         out.append(call)
@@ -248,7 +225,7 @@ def _optimizer_steps(m) -> list[ast.Call]:
             out.append(call)
     # where the step itself is out of sight (inside a loss scaler), the gradients being zeroed once
     # per accumulation says the same: they add up over the micro-steps in between
-    out += [c for c in m.method_calls("zero_grad") if "optim" in _last(c.func.value)]
+    out += [c for c in m.method_calls("zero_grad") if "optim" in last_name(c.func.value)]
     return out
 
 
@@ -661,7 +638,7 @@ def _in_model_context(m, node: ast.AST, models: set[str]) -> bool:
         if isinstance(cur, (ast.With, ast.AsyncWith)):
             for item in cur.items:
                 call = item.context_expr
-                if not isinstance(call, ast.Call) or _last(call.func) in own:
+                if not isinstance(call, ast.Call) or last_name(call.func) in own:
                     continue
                 args = [*call.args, *(k.value for k in call.keywords)]
                 if any(dotted(a) in models for a in args if isinstance(a, (ast.Name, ast.Attribute))):
@@ -672,7 +649,7 @@ def _in_model_context(m, node: ast.AST, models: set[str]) -> bool:
 
 def check(m):
     wrapped = _may_be_ddp(m)
-    if not wrapped and not _reduces_across_ranks(m):
+    if not wrapped and not reduces_across_ranks(m):
         return
     for node, forward in _late_sync_toggle(m) if wrapped else ():
         yield m.finding(
@@ -726,7 +703,7 @@ def check(m):
                 isinstance(backward.func, ast.Attribute) and backward.func.attr == "backward"
             ):
                 via = f" (in `{dotted(backward.func)}(...)`)"
-            what = "the gradients are zeroed" if _last(step.func) == "zero_grad" else "the optimizer steps"
+            what = "the gradients are zeroed" if last_name(step.func) == "zero_grad" else "the optimizer steps"
             yield m.finding(
                 CODE,
                 backward,
