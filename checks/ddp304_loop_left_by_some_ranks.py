@@ -282,15 +282,17 @@ def check(m):
         return
     if not (m.mentions("break", "return") and m.nodes(*_LOOPS)) and not m.mentions("exit(", "destroy_process_group"):
         return
-    reported: set[int] = set()
+    # one finding per loop and rank test: a `break` on rank 0's early stopping and a `sys.exit` on
+    # rank 0's NaN loss in the same loop are two decisions to fix
+    reported: set[tuple[int, int]] = set()
     for fn in (m.tree, *m.functions):
         exits = list(_exits(fn.body, [], []))
         for exit_node, loop, ifs in exits:
-            if id(loop) in reported:
-                continue
             test = next((i for i in ifs if ranks.guard_kind(m, i.test) is not None), None)
             if test is None or ranks.single_process_arm(m, exit_node):
                 continue  # (``if RANK == -1 and stop: break``: one process, no rank left behind)
+            if (id(loop), id(test)) in reported or (id(loop), 0) in reported:
+                continue
             if loop is None:  # a process exit outside any loop: a collective after the test,
                 # or in this function when a loop of its caller calls it again
                 comm = _after(m, fn, test) or _called_again(m, fn, test)
@@ -301,7 +303,7 @@ def check(m):
             comm = _communicates(m, loop, test)
             if comm is None:
                 if _endless_for_the_others(m, loop, exits):
-                    reported.add(id(loop))
+                    reported.add((id(loop), 0))
                     yield m.finding(
                         CODE,
                         exit_node,
@@ -314,7 +316,7 @@ def check(m):
                         "leaves the loop",
                     )
                 continue
-            reported.add(id(loop))
+            reported.add((id(loop), id(test)))
             if _process_exit(exit_node):
                 found = _gone(m, exit_node, test, comm)
                 if found is not None:
