@@ -13,7 +13,9 @@ exit under a rank test (`sys.exit`, `os._exit`, `exit()`, or a `raise` right aft
 its loop, or in the function itself when a loop of its caller calls it again. An exit in an `except`
 handler is a failure path (the rank hit an error), not the usual run, and is left alone. And a
 `while True:` training loop whose only exits sit under a rank test: the other ranks never leave it,
-whatever it communicates.
+whatever it communicates. A `continue` under a rank test is one too when what it skips, after the
+test in the same iteration, communicates (`if only_validation and rank == 0: validate(); continue`
+before `self._train_epoch(epoch)`).
 
 ## Why is this bad?
 Only the ranks that pass the rank test can take that exit; whatever the inner condition says, the
@@ -63,9 +65,10 @@ _WRAPPED = ("barrier", "all_reduce", "all_gather", "broadcast", "reduce_scatter"
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
-    """A call in ``loop`` (outside the rank-tested ``skip`` block) that every rank must join: a
-    collective, or a backward pass when the job wraps its model in DDP."""
+def _communicates(m, loop: ast.AST, skip: ast.If, after: ast.If | None = None) -> ast.AST | None:
+    """A call in ``loop`` (outside the rank-tested ``skip`` block; past the ``after`` block, when
+    given) that every rank must join: a collective, or a backward pass when the job wraps its model
+    in DDP."""
     collectives = {id(c) for c in m.dist_calls(*COLLECTIVES)}
     # a project's own wrapper of the process group (`distr.barrier()`, `comm.all_reduce(t)`)
     collectives |= {id(c) for op in _WRAPPED for c in m.method_calls(op)}
@@ -106,8 +109,9 @@ def _communicates(m, loop: ast.AST, skip: ast.If) -> ast.AST | None:
                     return True
         return False
 
+    start = (after.end_lineno or after.lineno) if after is not None else 0
     for n in ast.walk(loop):
-        if isinstance(n, ast.Call) and n.lineno not in inside and joins(n, 0):
+        if isinstance(n, ast.Call) and n.lineno not in inside and n.lineno > start and joins(n, 0):
             return n
     return None
 
@@ -171,7 +175,7 @@ def _exits(body: list, loops: list, ifs: list):
             continue
         if isinstance(st, ast.Raise) and _torn_down(body[:i]):
             st = _Left(st)  # the rank leaves the job on purpose: a process exit like sys.exit
-        if isinstance(st, ast.Break) and loops:
+        if isinstance(st, (ast.Break, ast.Continue)) and loops:
             loop = loops[-1]
             yield st, loop, [i for depth, i in ifs if depth >= len(loops)]
         elif isinstance(st, ast.Return) and loops:
@@ -299,6 +303,24 @@ def check(m):
                 found = _gone(m, exit_node, test, comm) if comm is not None else None
                 if found is not None:
                     yield found
+                continue
+            if isinstance(exit_node, ast.Continue):
+                # the rank skips the rest of this iteration only: what it skips is after the test
+                comm = _communicates(m, loop, test, after=test)
+                if comm is not None and not any(p.event.node is comm or p.anchor is comm for p in partings(m)):
+                    reported.add((id(loop), id(test)))
+                    yield m.finding(
+                        CODE,
+                        exit_node,
+                        f"this `continue` skips the rest of the iteration only on the ranks that pass "
+                        f"the rank test `{ast.unparse(test.test)[:40]}` (line {test.lineno}); the others "
+                        f"go on to `{ast.unparse(comm.func)[:40]}` (line {comm.lineno}), which every rank "
+                        "must join, and wait there for the ranks that skipped it "
+                        f"({m.chain_text((test.lineno, exit_node.lineno), comm.lineno)})",
+                        SEVERITY,
+                        hint="let every rank take the same path: run the skipped step on every rank, or "
+                        "broadcast the decision so that every rank skips it",
+                    )
                 continue
             comm = _communicates(m, loop, test)
             if comm is None:
