@@ -18,13 +18,22 @@ from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
 from ddpdoctor.script.ranks import spawn_calls
 
-# words in a path expression that make it one path per rank, node or process (or a lock file,
-# which every process opens on purpose)
-# (a temporary file or folder counts when made for this process: `mkdtemp()`, not a `tmp/` folder name)
-PER_PROCESS_WORDS = (
-    "rank", "shard", "host", "node", "pid", "uuid", "mkdtemp", "mkstemp", "temporaryfile", "temporarydirectory",
-    "worker", "proc", "lock",
+# Words in a path expression that make it one path per rank, node or process (or a lock file, which
+# every process opens on purpose), where a word of the text starts: "rank0", "node_rank",
+# "process_index", "gethostname()", "FileLock" name a process; "block_recurrent", "preprocessed",
+# "ranking" do not. A temporary file or folder counts when made for this process (`mkdtemp()`, not
+# a `tmp/` folder name).
+_PER_PROCESS_TEXT = re.compile(
+    r"(?<![a-z])(?:rank(?!ing)|shard|host|node|pid|uuid|worker|proc(?!ess(?:ed|ing|or))|lock)"
+    r"|getpid|gethostname|filelock|myrank|mkdtemp|mkstemp|temporaryfile|temporarydirectory"
 )
+
+
+def names_a_process(text: str) -> bool:
+    """``text`` (lower case) names the rank, node, host or process, or a private temporary file."""
+    return _PER_PROCESS_TEXT.search(text) is not None
+
+
 # a function named like this is where a script starts (its callers, if any, are not in this file)
 ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
 _SUBPROCESS = ("subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call")
@@ -37,8 +46,7 @@ def per_process_path(expr: ast.AST | None, m=None, depth: int = 0) -> bool:
     parameter in what this file's calls pass for it (``save(x, path_prefix=f"{out}/rank{rank}")``)."""
     if expr is None:
         return False
-    text = ast.unparse(expr).lower()
-    if any(w in text for w in PER_PROCESS_WORDS):
+    if names_a_process(ast.unparse(expr).lower()):
         return True
     if m is None:
         return False
@@ -128,7 +136,7 @@ def _formats_rank_arithmetic(m, expr: ast.AST) -> bool:
         stack = [node.value]
         while stack:  # the value's own arithmetic, not the arguments of the calls in it
             n = stack.pop()
-            if isinstance(n, (ast.Name, ast.Attribute)) and any(w in ast.unparse(n).lower() for w in PER_PROCESS_WORDS):
+            if isinstance(n, (ast.Name, ast.Attribute)) and names_a_process(ast.unparse(n).lower()):
                 return True
             if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp)):
                 stack.extend(ast.iter_child_nodes(n))
