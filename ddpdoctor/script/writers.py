@@ -13,6 +13,7 @@ import re
 
 from ddpdoctor.script import ranks
 from ddpdoctor.script.interp import COLLECTIVES
+from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import dotted, names_one_rank_function, path_extension
 from ddpdoctor.script.nodes import may_show_any, walk
 from ddpdoctor.script.ranks import SPAWNS as _SPAWNS
@@ -204,15 +205,22 @@ def _per_process_argument(m, expr: ast.AST, depth: int) -> bool:
 
 def _reads_rank_loop(m, expr: ast.AST) -> bool:
     """``expr`` reads the variable of a loop around it that walks this rank's share of the work
-    (``for i in range(rank, n, world_size)``, ``for f in files[rank::world_size]``): each rank gets
-    other values, so a path built from it is its own."""
+    (``for i in range(rank, n, world_size)``, ``for f in files[rank::world_size]``, a loader given a
+    DistributedSampler): each rank gets other values, so a path built from it is its own."""
     used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
     if not used:
         return False
+    sharded = None
     for a in m.ancestors(expr):
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return False
-        if isinstance(a, (ast.For, ast.AsyncFor)) and "rank" in ast.unparse(a.iter).lower():
+        if not isinstance(a, (ast.For, ast.AsyncFor)):
+            continue
+        if sharded is None:
+            # (a loop over a loader given a DistributedSampler walks this rank's own items too:
+            # `for caption, name in loader: np.save(f"{d}/{name}.npy", ...)`)
+            sharded = sharded_passes(m)
+        if "rank" in ast.unparse(a.iter).lower() or id(a) in sharded:
             bound = {t.id for t in ast.walk(a.target) if isinstance(t, ast.Name)}
             if used & bound:
                 return True
