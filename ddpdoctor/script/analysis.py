@@ -760,6 +760,22 @@ class ModuleAnalysis:
             if left.func.attr in ("get_rank", "get_local_rank") and (dotted(left.func.value) or "") not in own:
                 if any(isinstance(c, ast.Constant) and c.value == 0 for c in test.comparators):
                     return True
+        # or the project's main-process predicate, imported (`from utils.distributed import
+        # is_main_process` ... `if is_main_process():`, `if misc.is_main_process():`)
+        for node in self.nodes(ast.If):
+            for c in walk(node.test):
+                if not isinstance(c, ast.Call) or c.args:
+                    continue
+                name = dotted(c.func) or ""
+                q = self.qualname(c.func) or ""
+                last = name.rsplit(".", 1)[-1]
+                if (
+                    last not in own
+                    and q != name  # imported: `from m import f`, or `m.f` with `m` imported
+                    and q.split(".", 1)[0] not in _LIBRARY_STAR_ROOTS
+                    and rank_facts.predicate_name_kind(last) is not None
+                ):
+                    return True
         return False
 
     @cached_property

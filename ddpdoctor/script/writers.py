@@ -220,11 +220,26 @@ def _reads_rank_loop(m, expr: ast.AST) -> bool:
             # (a loop over a loader given a DistributedSampler walks this rank's own items too:
             # `for caption, name in loader: np.save(f"{d}/{name}.npy", ...)`)
             sharded = sharded_passes(m)
-        if "rank" in ast.unparse(a.iter).lower() or id(a) in sharded:
+        if "rank" in ast.unparse(a.iter).lower():
             bound = {t.id for t in ast.walk(a.target) if isinstance(t, ast.Name)}
-            if used & bound:
-                return True
+        elif id(a) in sharded:
+            bound = _item_names(a)  # (not the step count `enumerate` adds: the same on every rank)
+        else:
+            continue
+        if used & bound:
+            return True
     return False
+
+
+def _item_names(loop: ast.For | ast.AsyncFor) -> set[str]:
+    """The names a loop binds to the items it walks: for ``for i, (x, y) in enumerate(loader)``
+    (also inside ``tqdm(...)``) only ``x`` and ``y``."""
+    it, target = loop.iter, loop.target
+    while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate"):
+        if (dotted(it.func) or "").endswith("enumerate") and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            target = target.elts[1]
+        it = it.args[0]
+    return {t.id for t in ast.walk(target) if isinstance(t, ast.Name)}
 
 
 def _entry_like(fn) -> bool:
