@@ -146,6 +146,8 @@ def wraps_for_data_parallel(last: str | None, call: ast.Call, distributed: bool)
         return False
     if low.startswith(("is_", "has_", "get_", "unwrap", "save_", "load_")):
         return False
+    if "criterion" in flat or "loss" in flat:
+        return False  # a loss spread over replicas (`DataParallelCriterion(criterion)`), not a model
     if "dataparallel" in flat:
         return distributed
     if "wrap" not in low:

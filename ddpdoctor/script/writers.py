@@ -894,7 +894,17 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     # the name first: callee_guard may read and parse another file of the project to look inside
     if not named or ranks.callee_guard(m, call) is not None:
         return False  # not a checkpoint helper, or one that picks its rank
-    return isinstance(f, ast.Name) or module_function or _saver_made_here(m, f.value)
+    # (an object handed in, `algorithm.save_model("latest_model.pth", d)`: the checkpoint file it is
+    # given says what it writes; not a library's trainer or engine, which picks its writer itself)
+    return (
+        isinstance(f, ast.Name)
+        or module_function
+        or _saver_made_here(m, f.value)
+        or (
+            (dotted(f.value) or "").rsplit(".", 1)[-1].lower() not in _LIBRARY_RECEIVERS
+            and any(path_extension(a) in CHECKPOINT_FILES for a in call.args)
+        )
+    )
 
 
 def saved_by_caller(m, call: ast.Call) -> bool:
@@ -936,6 +946,8 @@ def _hands_model(call: ast.Call) -> bool:
 # libraries whose trainers and accelerators pick the process that writes themselves
 # (`accelerator.save_model`, `trainer.save_checkpoint`, a DeepSpeed engine's per-rank shards)
 _SELF_CHOOSING = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "transformers")
+# what those libraries' objects are called where a file is handed one (`trainer.save_checkpoint(p)`)
+_LIBRARY_RECEIVERS = frozenset(("trainer", "accelerator", "fabric", "strategy", "engine", "model_engine", "ds_engine"))
 
 
 def _saver_made_here(m, receiver: ast.AST) -> bool:
