@@ -13,7 +13,8 @@ localhost). Saves to a path that names the host or node are left alone. Also Hug
 `save_on_each_node=True`, which makes the Trainer save from local rank 0 of every node, and a file
 every process writes that only its node-local rank names (`torch.save(state, f"final_{local_rank}.pt")`,
 `open(f"eval/{self.local_rank}.pkl", "wb")`) in a file that also knows the global rank (one finding,
-the other such writes listed).
+the other such writes listed). Saves behind a flag set from the local rank (`is_main = local_rank
+== 0`, then `if is_main:` at each save) are one finding, where the flag is set: the line to change.
 
 ## Why is this bad?
 Every node has a local rank 0, so on N nodes N processes write the same checkpoint at the same time.
@@ -229,7 +230,9 @@ def check(m):
                 if others:
                     held += f"; where `{ast.unparse(others[0])}` holds, every process writes it"
             # a saver made on local rank 0 only is reported where it is made: that test is the one to change
-            anchor = origin if origin is not None else _local_part(m, test)
+            # (and one behind a flag set from the local rank, `is_master = local_rank == 0`, where
+            # that flag is set: the one line to change for all the saves it guards)
+            anchor = origin if origin is not None else flag if flag is not None else _local_part(m, test)
             # (saves behind one flag are one cause: reported at the first of them)
             cause = id(flag) if flag is not None else id(anchor)
             if cause in reported_origins:
