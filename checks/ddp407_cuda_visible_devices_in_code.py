@@ -9,6 +9,9 @@ when the value is the script's own option whose default is a fixed GPU list (`--
 `'0,1,2,3'`: every launch without the option overrides the scheduler), and when it is written after
 something in the same function already started CUDA (`torch.cuda.set_device`, `model.cuda()`), so
 it changes nothing in this process.
+And when the value comes from a config or option (`os.environ["CUDA_VISIBLE_DEVICES"] =
+cfg["gpus"]`) in a process a launcher outside the file started (torchrun, torch.distributed.launch:
+the file starts no process itself and reads the launcher's rank or leaves it to `env://`).
 `setdefault` and an assignment only when the variable is unset are left alone.
 
 ## Why is this bad?
@@ -179,6 +182,27 @@ def _same_path(m, call: ast.AST, node: ast.AST) -> bool:
     return False
 
 
+def _launched_elsewhere(m) -> bool:
+    """The processes are started by a launcher outside the file (torchrun, torch.distributed.launch,
+    srun): it starts none itself, and it reads the launcher's rank or leaves the rank to ``env://``
+    (``init_process_group("nccl")``). A file that spawns its workers is its own launcher: the GPU
+    list it picks before spawning is its way of choosing GPUs."""
+    if ranks.spawn_calls(m) or m.mentions("Process(", "subprocess"):
+        return False
+    if ranks.reads_launcher_rank(m):
+        return True
+    return any(
+        m.keyword(c, "rank") is None and len(c.args) < 5 for c in m.dist_calls("init_process_group")
+    )
+
+
+def _per_process(m, value: ast.AST) -> bool:
+    """The value is this process's own (its rank, local rank, a slice of GPUs by rank) or the
+    environment's (``os.environ.get(...)``): the per-process binding the rank branch judges."""
+    text = ast.unparse(value).lower()
+    return "rank" in text or "environ" in text or "getenv" in text or "local" in text or "slurm" in text
+
+
 def check(m):
     if not m.mentions(_VAR) or not ranks.multi_process(m):
         return
@@ -227,6 +251,17 @@ def check(m):
             )
             continue
         names = _names(value)
+        if _launched_elsewhere(m) and not _per_process(m, value):
+            yield m.finding(
+                CODE,
+                node,
+                f"`{_VAR}` is set from `{ast.unparse(value)[:40]}` in every process the launcher "
+                "started: it overrides the GPUs the launcher or scheduler gave this job, so a job "
+                "given other GPUs (Slurm, a shared node) runs on GPUs it does not own",
+                SEVERITY,
+                hint=f"remove it and choose GPUs at launch (`{_VAR}=... torchrun ...`, Slurm --gpus)",
+            )
+            continue
         if not any("rank" in n.lower() or "gpu" in n.lower() for n in names):
             continue
         picked = _indexed_by(m, names)
