@@ -70,13 +70,22 @@ _EVENT_WRITES = frozenset(
 )
 
 
-def _writes_on_every_rank(m) -> bool:
+def _writes_on_every_rank(m, gates: frozenset[str] = frozenset()) -> bool:
     """The file writes TensorBoard events where every rank gets (through whichever writer: a
-    name, an attribute, a dict entry)."""
+    name, an attribute, a dict entry), and not behind one of ``gates``, the tests around the writer
+    itself (``if is_logger:`` around the writer and every event: a flag the caller sets, on rank 0
+    only as far as this file shows)."""
     return any(
-        isinstance(c.func, ast.Attribute) and c.func.attr in _EVENT_WRITES and every_rank_reaches(m, c)
+        isinstance(c.func, ast.Attribute)
+        and c.func.attr in _EVENT_WRITES
+        and every_rank_reaches(m, c)
+        and not (_tests_around(m, c) & gates)
         for c, _q in m.calls
     )
+
+
+def _tests_around(m, node: ast.AST) -> frozenset[str]:
+    return frozenset(ast.unparse(a.test) for a in m.ancestors(node) if isinstance(a, ast.If))
 
 
 def _tensorboard_writer(q: str | None) -> bool:
@@ -97,7 +106,7 @@ def check(m):
             continue  # `SummaryWriter(f"{d}/rank{rank}")`, `SummaryWriter(comment=f"_r{rank}")`
         if not every_rank_reaches(m, call) or class_apart_from_distributed(m, call):
             continue
-        if not _writes_on_every_rank(m):
+        if not _writes_on_every_rank(m, _tests_around(m, call)):
             return
         where = (
             f"`{ast.unparse(folder)}`" if folder is not None else "the default `runs/<time>_<host>` folder"
