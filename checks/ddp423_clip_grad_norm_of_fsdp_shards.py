@@ -92,6 +92,20 @@ def _wrapped_names(m) -> dict[str, list]:
             name = dotted(t)
             if name:
                 out.setdefault(name, []).append(m.enclosing_function(st))
+    # a local that takes one of them over (`model = self.model`, `model, config = self.model,
+    # self.config` at the top of a method)
+    for st in m.nodes(ast.Assign):
+        pairs = [(t, st.value) for t in st.targets]
+        pairs += [
+            (t, v)
+            for t in st.targets
+            if isinstance(t, ast.Tuple) and isinstance(st.value, ast.Tuple) and len(t.elts) == len(st.value.elts)
+            for t, v in zip(t.elts, st.value.elts)
+        ]
+        for t, v in pairs:
+            source, name = dotted(v) if isinstance(v, (ast.Name, ast.Attribute)) else None, dotted(t)
+            if name and source in out and source.startswith("self."):
+                out.setdefault(name, []).append(m.enclosing_function(st))
     return out
 
 
