@@ -289,13 +289,14 @@ def check(m):
     # one finding per loop and rank test: a `break` on rank 0's early stopping and a `sys.exit` on
     # rank 0's NaN loss in the same loop are two decisions to fix
     reported: set[tuple[int, int]] = set()
+    endless: set[int] = set()  # loops reported as a whole: no way out for the other ranks
     for fn in (m.tree, *m.functions):
         exits = list(_exits(fn.body, [], []))
         for exit_node, loop, ifs in exits:
             test = next((i for i in ifs if ranks.guard_kind(m, i.test) is not None), None)
             if test is None or ranks.single_process_arm(m, exit_node):
                 continue  # (``if RANK == -1 and stop: break``: one process, no rank left behind)
-            if (id(loop), id(test)) in reported or (id(loop), 0) in reported:
+            if (id(loop), id(test)) in reported or id(loop) in endless:
                 continue
             if loop is None:  # a process exit outside any loop: a collective after the test,
                 # or in this function when a loop of its caller calls it again
@@ -325,7 +326,7 @@ def check(m):
             comm = _communicates(m, loop, test)
             if comm is None:
                 if _endless_for_the_others(m, loop, exits):
-                    reported.add((id(loop), 0))
+                    endless.add(id(loop))
                     yield m.finding(
                         CODE,
                         exit_node,

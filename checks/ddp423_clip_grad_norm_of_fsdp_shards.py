@@ -97,10 +97,12 @@ def _wrapped_names(m) -> dict[str, list]:
     for st in m.nodes(ast.Assign):
         pairs = [(t, st.value) for t in st.targets]
         pairs += [
-            (t, v)
-            for t in st.targets
-            if isinstance(t, ast.Tuple) and isinstance(st.value, ast.Tuple) and len(t.elts) == len(st.value.elts)
-            for t, v in zip(t.elts, st.value.elts)
+            pair
+            for target in st.targets
+            if isinstance(target, ast.Tuple)
+            and isinstance(st.value, ast.Tuple)
+            and len(target.elts) == len(st.value.elts)
+            for pair in zip(target.elts, st.value.elts)
         ]
         for t, v in pairs:
             source, name = dotted(v) if isinstance(v, (ast.Name, ast.Attribute)) else None, dotted(t)

@@ -148,8 +148,9 @@ def _literal_keywords(e: ast.AST) -> dict[str, ast.AST]:
     return {}
 
 
-# libraries whose `import *` brings no project helper: the standard library and the numeric stack
-_LIBRARY_STAR_ROOTS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "pylab", "matplotlib", "scipy", "sympy"}
+# libraries, not the project: their `import *` brings no project helper, their predicates are no
+# project's rank test (the standard library and the numeric stack)
+_LIBRARY_ROOTS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "pylab", "matplotlib", "scipy", "sympy"}
 
 
 class ModuleAnalysis:
@@ -272,7 +273,7 @@ class ModuleAnalysis:
             node.module or "."
             for node in self.nodes(ast.ImportFrom)
             if any(a.name == "*" for a in node.names)
-            and (node.level or (node.module or "").split(".", 1)[0] not in _LIBRARY_STAR_ROOTS)
+            and (node.level or (node.module or "").split(".", 1)[0] not in _LIBRARY_ROOTS)
         )
 
     @cached_property
@@ -772,7 +773,7 @@ class ModuleAnalysis:
                 if (
                     last not in own
                     and q != name  # imported: `from m import f`, or `m.f` with `m` imported
-                    and q.split(".", 1)[0] not in _LIBRARY_STAR_ROOTS
+                    and q.split(".", 1)[0] not in _LIBRARY_ROOTS
                     and rank_facts.predicate_name_kind(last) is not None
                 ):
                     return True

@@ -235,8 +235,11 @@ def _item_names(loop: ast.For | ast.AsyncFor) -> set[str]:
     """The names a loop binds to the items it walks: for ``for i, (x, y) in enumerate(loader)``
     (also inside ``tqdm(...)``) only ``x`` and ``y``."""
     it, target = loop.iter, loop.target
-    while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate"):
-        if (dotted(it.func) or "").endswith("enumerate") and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+    while isinstance(it, ast.Call) and it.args:
+        wrapper = (dotted(it.func) or "").rsplit(".", 1)[-1]
+        if wrapper not in ("tqdm", "enumerate"):
+            break
+        if wrapper == "enumerate" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
             target = target.elts[1]
         it = it.args[0]
     return {t.id for t in ast.walk(target) if isinstance(t, ast.Name)}
