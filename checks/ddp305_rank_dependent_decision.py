@@ -777,6 +777,8 @@ def _arithmetic_of(m, e: ast.AST, names: set[str]) -> bool:
     if isinstance(e, ast.Call):
         if m.qualname(e.func) in CLOCKS:
             return True
+        if isinstance(e.func, ast.Attribute) and e.func.attr == "total_seconds":
+            return _arithmetic_of(m, e.func.value, names)  # a datetime difference in seconds
         if (dotted(e.func) or "") in _NUMERIC:
             return any(_arithmetic_of(m, a, names) for a in e.args)
         return False
@@ -873,12 +875,14 @@ def _judge(m, comms: _Comms, d: Decision):
                 "reduce the value (or a 'skip' flag) over the ranks first, so that every rank steps or "
                 "skips together",
             )
-    c = comms.first(d.region)
-    if c is None or _paired(m, c):
+    # a collective the per-rank walk sees reached by some ranks only (``if rank == 0: dist.gather(x,
+    # lst) else: dist.gather(x)``) is not the witness: the next one every rank reaches is
+    c = comms.first(d.region, unpaired=True)
+    if c is None:
         return None
-    what = "whether" if d.kind == "if" else "how often"
+    what = "whether" if d.kind in ("if", "rest") else "how often"
     return (
-        d.node if (o.data and d.kind == "if") or o.clock else o.node,
+        d.node if (o.data and d.kind in ("if", "rest")) or o.clock else o.node,
         f"{set_where}; `{_short(d.test)}` (line {d.test.lineno}) then decides {what} the ranks run "
         f"{comms.describe(c)}: they part ways and the ones in the collective wait forever",
         hint,

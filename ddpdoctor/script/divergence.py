@@ -46,7 +46,19 @@ _UNIFYING = (
 # `init_distributed_mode(args)`)
 _UNIFYING_RESULT = ("distributed", "across", "ranks")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-CLOCKS = frozenset(("time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "timeit.default_timer"))
+CLOCKS = frozenset(
+    (
+        "time.time",
+        "time.perf_counter",
+        "time.monotonic",
+        "time.time_ns",
+        "time.perf_counter_ns",
+        "time.monotonic_ns",
+        "timeit.default_timer",
+        "datetime.datetime.now",
+        "datetime.datetime.utcnow",
+    )
+)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
@@ -67,8 +79,9 @@ class Origin:
 class Decision:
     """A place where a rank-dependent value decides what runs."""
 
-    # "if", "loop" (a loop's condition or bound), "exit" (break/return out of a loop) or "after" (the
-    # rest of a block after an early exit on a rank test)
+    # "if", "loop" (a loop's condition or bound), "exit" (break/return out of a loop), "after" (the
+    # rest of a block after an early exit on a rank test) or "rest" (the rest of a block after an
+    # early ``return``/``continue`` on a value)
     kind: str
     node: ast.AST  # the if / loop / exit statement
     test: ast.AST  # the expression that reads the value
@@ -168,6 +181,33 @@ def _exits(body: list) -> bool:
     )
 
 
+def _skips_rest(body: list) -> bool:
+    """The block ends by skipping what follows it and the process goes on (``return``,
+    ``continue``): not a ``raise`` or an exit, which end the rank's work another way."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Continue))
+
+
+def _rest_of(m, st: ast.stmt, after: list) -> tuple:
+    """What runs after ``st`` until its loop's iteration or its function ends: the rest of its own
+    block, then of each block around it (an ``else:`` that returns early skips what follows the
+    whole ``if``)."""
+    out = list(after)
+    node = st
+    while True:
+        parent = m.parents.get(node)
+        if parent is None or isinstance(parent, (*_FUNCS, ast.ClassDef, ast.Module, ast.For, ast.AsyncFor, ast.While)):
+            return tuple(out)
+        outer = m.parents.get(parent)
+        block = next(
+            (b for f in ("body", "orelse", "finalbody") if isinstance(b := getattr(outer, f, None), list) and parent in b),
+            None,
+        )
+        if block is None:
+            return tuple(out)
+        out.extend(block[block.index(parent) + 1 :])
+        node = parent
+
+
 class RankValues:
     def __init__(
         self,
@@ -199,7 +239,7 @@ class RankValues:
             # end`) expires at a different step on each rank
             for call, q in m.calls:
                 if q in CLOCKS and not call.args:
-                    self._draws[id(call)] = Origin(call, call, f"{q}()", data=True, clock=True)
+                    self._draws[id(call)] = Origin(call, call, f"{dotted(call.func) or q}()", data=True, clock=True)
         self.defs: list[_Def] = []
         self.by_key: dict[tuple, list[_Def]] = {}
         self.returns: dict[str, dict[int | None, Origin]] = {}  # function name -> position -> origin
@@ -282,6 +322,11 @@ class RankValues:
                     if rank and ctrl is None and not _every_rank_exits_when_distributed(st.test):
                         # an early exit on the rank: the rest of this block runs on the others only
                         self._sinks.append(("after", st, st.test, None, tuple(body[i + 1 :]), fn))
+                    elif not rank and _skips_rest(st.body):
+                        # ``if elapsed < every: return``: the test decides whether the rest runs
+                        rest = _rest_of(self.m, st, body[i + 1 :])
+                        if rest:
+                            self._sinks.append(("rest", st, st.test, ctrl, rest, fn))
                     self._walk(body[i + 1 :], fn, self._decide(st.test, ctrl, after=True), loops)
                     return
             elif t is ast.While:
@@ -1025,7 +1070,7 @@ class RankValues:
                     out.append(Decision("exit", node, ctrl[1], o, region))
                 continue
             o = self.reads(test, fn)
-            if o is not None and not (o.data and kind == "if" and self.layout_test(test, fn)):
+            if o is not None and not (o.data and kind in ("if", "rest") and self.layout_test(test, fn)):
                 # a batch's layout decides ``if``s all the time (``if "labels" in batch``), alike on
                 # every rank: not followed
                 out.append(Decision(kind, node, test, o, region))
