@@ -58,7 +58,7 @@ from ddpdoctor.script.foreign import (
     reported_there,
 )
 from ddpdoctor.script.names import dotted, names_one_rank_output, path_extension
-from ddpdoctor.script.ranks import assignments, spawn_calls
+from ddpdoctor.script.ranks import assignments, assignments_seen_at, spawn_calls
 from ddpdoctor.script.writers import (
     WRITING_LIBRARIES,
     enclosing_statements,
@@ -366,15 +366,48 @@ _WRITER_NAME = re.compile(r"(?:write|save|dump|update|append|log|export|plot)_")
 
 def _helper_output_file(m, call: ast.Call) -> ast.AST | None:
     """The output file (a table, text or picture, by its extension) handed to a writer of another
-    module (``update_summary(..., join(out, "summary.csv"))``, ``save_results(res, "preds.json")``)."""
+    module (``update_summary(..., join(out, "summary.csv"))``, ``save_results(res, "preds.json")``,
+    ``utils.save_json(vars(args), join(out, "configs.json"))``), also through a name the function
+    set to such a path (``cfg_path = join("logs", "config.yml")`` then ``save_config(cfg, cfg_path)``)."""
     f = call.func
-    if not isinstance(f, ast.Name) or f.id in m.function_names or not _WRITER_NAME.match(f.id.lower()):
+    if isinstance(f, ast.Name):
+        name = f.id
+        if name in m.function_names or not _WRITER_NAME.match(name.lower()):
+            return None
+    elif isinstance(f, ast.Attribute) and _project_module(m, f.value):
+        # `utils.save_json(...)`, `io_util.save_config(...)`: a module's function, named for
+        # writing a file it is handed (`update_`, `log_` and `plot_` of a module may send elsewhere)
+        name = f.attr
+        if not _MODULE_WRITER_NAME.match(name.lower()):
+            return None
+    else:
         return None
-    if names_one_rank_output(f.id):
+    if names_one_rank_output(name):
         return None  # `save_rank(text, "log.txt")`: the helper writes on one rank, by its name
     if (m.qualname(f) or "").split(".", 1)[0] in (*WRITING_LIBRARIES, "yaml"):
         return None  # a library's writer: handled above, or its own rule
-    return next((a for a in (*call.args, *(k.value for k in call.keywords)) if path_extension(a) in _OUTPUT_FILES), None)
+    for a in (*call.args, *(k.value for k in call.keywords)):
+        if path_extension(a) in _OUTPUT_FILES:
+            return a
+        if isinstance(a, ast.Name):
+            seen = assignments_seen_at(m, a)
+            if len(seen) == 1 and path_extension(seen[0][0]) in _OUTPUT_FILES:
+                return a
+    return None
+
+
+# a module's function named like this writes the file it is handed
+_MODULE_WRITER_NAME = re.compile(r"(?:write|save|dump)_")
+# services a run reports to: their `save_`/`log_` functions upload, they write no shared file
+_TRACKERS = frozenset(("wandb", "mlflow", "neptune", "comet_ml", "clearml", "aim", "swanlab", "tensorboard"))
+
+
+def _project_module(m, e: ast.AST) -> bool:
+    """``e`` names a module this file imports (``utils``, ``dvd.utils``), not a tracking service."""
+    root = (dotted(e) or "").split(".", 1)[0]
+    if not root or root not in m.aliases:
+        return False
+    return (m.qualname(e) or root).split(".", 1)[0] not in _TRACKERS
 
 
 def _output_file_arg(m, call: ast.Call, f: ast.Attribute) -> ast.AST | None:
