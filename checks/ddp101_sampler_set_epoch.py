@@ -116,8 +116,14 @@ def _short_name(call: ast.Call) -> str:
     return (dotted(call.func) or "").rsplit(".", 1)[-1]
 
 
+# stems that say it in a word run together with another (`infiniteloop`, `cycleloader`); not `inf`,
+# which starts `inference`
+_ENDLESS_STEMS = ("cycle", "infinite", "forever", "endless")
+
+
 def _names_endless(call: ast.Call) -> bool:
-    return any(w.lower() in _ENDLESS_WORDS for w in name_words(_short_name(call)))
+    words = [w.lower() for w in name_words(_short_name(call))]
+    return any(w in _ENDLESS_WORDS or w.startswith(_ENDLESS_STEMS) for w in words)
 
 
 def _beside_epoch_loop(m, loop, again) -> bool:
