@@ -877,7 +877,9 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
         and q.split(".", 1)[0] not in _SELF_CHOOSING
     )
     if isinstance(f, ast.Name):
-        imported = q != f.id or m.star_imported(f.id)  # (`from utils import *`: the helper is utils')
+        # (`from utils import *`: the helper is utils'; `from .checkpoint import save_ckpt`: a
+        # relative import, the package's own)
+        imported = q != f.id or m.star_imported(f.id) or m.project_imports.get(f.id, ("", None, 0))[2] > 0
         named = imported and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
     elif module_function:
         # an imported function through its module (`utils.save_checkpoint(state)`): named for a
