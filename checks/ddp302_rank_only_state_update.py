@@ -3,7 +3,8 @@
 ## What it does
 Finds `scheduler.step()`, `optimizer.step()` (and `scaler.step(optimizer)`) that run only under a
 rank test (`if rank == 0:`, `if args.nr == 0 and scheduler:`, `if is_main_process():`, an early
-return on the rank, or a guard around every call of the function that does it) in a DDP script, and
+return on the rank, or a guard around every call of the function that does it) in a DDP script
+(also one whose model accelerate's `accelerator.prepare` wraps), and
 an optimizer's, scheduler's or scaler's `load_state_dict(...)` under such a test (a resume that
 restores their state on rank 0 only).
 
@@ -128,7 +129,8 @@ def check(m):
     by_test: dict[tuple, list] = {}
     # steps only where the file knows the DDP model; a restore under a rank test wherever ranks are
     # tested (the test says the job has several ranks, whoever builds the DDP model)
-    stepping = bool(m.ddp_constructors or m.ddp_params)
+    # (accelerate's `accelerator.prepare(model)` and a project's `ddp_wrap(model)` wrap it too)
+    stepping = bool(m.ddp_constructors or m.ddp_params or m.ddp_wrapper_calls)
     for call in m.method_calls("step") if stepping else ():
         owner = training_state(call)
         if owner is None:
