@@ -8,6 +8,8 @@ an image or table saved there), when nothing between them makes the other ranks 
 that creates it: no barrier, no collective, no DDP step, no call of the file's own that could hold
 one. A folder every rank also creates (`os.makedirs(d, exist_ok=True)` outside the test), writes
 under the same kind of rank test, and a folder made before the workers are spawned are left alone.
+A helper module that only takes the rank as a parameter (`def save_checkpoint(d, step, state, rank=0)`)
+is checked too where every rank then writes a file of its own into the folder (`optim_rank{rank}.pt`).
 
 ## Why is this bad?
 The other ranks do not wait for rank 0: a rank that reaches its first write before rank 0 has made
@@ -36,7 +38,7 @@ import ast
 
 from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import in_spawning_parent, rank_guards
+from ddpdoctor.script.writers import in_spawning_parent, per_process_path, rank_guards
 
 CODE = "DDP511"
 TITLE = "Folder made by one rank, written into by every rank without waiting"
@@ -117,8 +119,11 @@ def _may_wait(m, call: ast.Call, depth: int = 0) -> bool:
 
 
 def check(m):
-    if m.one_process or not (m.distributed_context or m.uses_distributed):
+    if m.one_process:
         return
+    # a helper module that only takes the rank (`def save_checkpoint(d, ..., rank=0)`) is written for
+    # several processes when every rank writes its own file into the folder (`optim_rank{rank}.pt`)
+    distributed = m.distributed_context or m.uses_distributed
     made = [(c, q, p) for c, q in m.calls if (p := _made_folder(m, c, q)) is not None]
     if not made:
         return
@@ -141,6 +146,8 @@ def check(m):
             if write.lineno <= end or (m.enclosing_function(write) or m.tree) is not fn:
                 continue
             if rank_guards(m, write) or not _inside(m, path, key, fn):
+                continue
+            if not distributed and not per_process_path(path, m):
                 continue
             if any(c.lineno < write.lineno and _inside(m, p, key, fn) for c, p in everyone):
                 continue  # the writing rank makes a folder inside it first, and with it the folder
