@@ -802,7 +802,8 @@ class ModuleAnalysis:
         for key, value, node, how in self.env_writes:
             local = isinstance(value, ast.Constant) and str(value.value) in _LOCALHOST
             if key == "MASTER_ADDR" and how == "assign" and local and not self._fallback_only(node, key):
-                return True
+                if not self._in_dead_function(node):
+                    return True
         for call in self.dist_calls("init_process_group"):
             init = self.keyword(call, "init_method")
             # a string literal in it names this host (also `'tcp://127.0.0.1:{}'.format(port)`)
@@ -816,6 +817,22 @@ class ModuleAnalysis:
         if self._world_of_this_machines_gpus() or self._world_capped_by_gpus():
             return True
         return any(v.startswith(_TORCH_TEST_HARNESS) for v in self.aliases.values())
+
+    def _in_dead_function(self, node: ast.AST) -> bool:
+        """``node`` is in a top-level function of a script (it has a ``__main__`` block) that nothing
+        in the file calls or names (``def setup(): os.environ["MASTER_ADDR"] = "localhost"`` left
+        behind, its call commented out): it never runs, so what it pins says nothing of the launch."""
+        fn = self.enclosing_function(node)
+        if fn is None or fn not in self.tree.body:
+            return False
+        if not any(
+            isinstance(st, ast.If) and "__main__" in ast.unparse(st.test) for st in self.tree.body
+        ):
+            return False  # a module: another file may call it
+        return not any(
+            (isinstance(n, ast.Name) and n.id == fn.name) or (isinstance(n, ast.Attribute) and n.attr == fn.name)
+            for n in self.nodes(ast.Name, ast.Attribute)
+        )
 
     def _fallback_only(self, node: ast.AST, key: str) -> bool:
         """The write sits under a test that the variable is not set yet (``if "MASTER_ADDR" not in
