@@ -1404,9 +1404,29 @@ def _launcher_world_size(m, expr: ast.AST | None, depth: int = 0) -> bool:
             returns = _own_returns(m, expr.func.id)
             return bool(returns) and all(_launcher_world_size(m, r, depth + 1) for r in returns)
         return False
+    if _minus_one(expr):
+        return True  # torch's own default: env:// reads WORLD_SIZE
     name = dotted(expr)
-    values = [v for v, _n in assignments_seen_at(m, expr)[:8]] if name else []
+    # (`args.world_size = dist.get_world_size()` runs after the group exists: it feeds no rendezvous)
+    values = [
+        v
+        for v, _n in (assignments_seen_at(m, expr)[:8] if name else [])
+        if not (isinstance(v, ast.Call) and (m.qualname(v.func) or "").endswith("distributed.get_world_size"))
+    ]
+    if not values and isinstance(expr, ast.Attribute):
+        # `--world-size` left at its default of -1 (the ImageNet example's convention): env:// again
+        dest = m.argparse_dests().get(expr.attr)
+        return dest is not None and _minus_one(dest.default)
     return bool(values) and all(_launcher_world_size(m, v, depth + 1) for v in values)
+
+
+def _minus_one(e: ast.AST | None) -> bool:
+    return (
+        isinstance(e, ast.UnaryOp)
+        and isinstance(e.op, ast.USub)
+        and isinstance(e.operand, ast.Constant)
+        and e.operand.value == 1
+    )
 
 
 @dataclass(frozen=True)
@@ -1458,13 +1478,33 @@ def local_rank_as_group_rank(m) -> list[LocalAsGroupRank]:
             continue
         if not _launcher_world_size(m, world):
             continue
-        kind = strict_rank_kind(m, rank)
+        kind = _kind_at_rendezvous(m, rank)
         if kind == LOCAL or kind is None and _named_local_rank(m, rank):
             found.append(LocalAsGroupRank(call, rank))
         elif (path := _local_on_one_launch_path(m, rank, call)) is not None:
             found.append(LocalAsGroupRank(call, rank, path_given=path))
     m.__dict__["_local_rank_as_group_rank"] = found
     return found
+
+
+def _kind_at_rendezvous(m, rank: ast.AST) -> str | None:
+    """The kind of the rank handed to ``init_process_group``: ``args.local_rank`` that the file only
+    sets again from ``dist.get_rank()`` (which needs the group, so runs after it) is still the
+    ``--local_rank`` option there."""
+    if isinstance(rank, ast.Attribute):
+        dest = m.argparse_dests().get(rank.attr)
+        found = assignments(m, dotted(rank) or "")
+        if (
+            dest is not None
+            and dest.kind == LOCAL
+            and found
+            and all(
+                isinstance(v, ast.Call) and (m.qualname(v.func) or "").endswith("distributed.get_rank")
+                for v, _a in found
+            )
+        ):
+            return LOCAL
+    return strict_rank_kind(m, rank)
 
 
 def _named_local_rank(m, expr: ast.AST) -> bool:
