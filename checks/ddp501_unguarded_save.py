@@ -45,6 +45,7 @@ from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import LOCAL, callee_guard, guard_kind, single_process_arm
 from ddpdoctor.script.writers import (
     checkpoint_helper_call,
+    checkpoint_named,
     every_process_side,
     every_rank_reaches,
     guard_chains,
@@ -112,6 +113,24 @@ def _guarded_sibling_save(m, call):
             and m.parents.get(host) is cls
             and rank_guards(m, other)
             and not _rank_in_path(m, other)
+        ):
+            return other
+    return None
+
+
+def _guarded_save_beside(m, call):
+    """A save under a rank test in ``call``'s own function (``torch.save``, or a helper named for a
+    checkpoint or model save: ``model.save_modules(...)``): that function is meant for several ranks.
+    Returns that save, or None."""
+    fn = m.enclosing_function(call)
+    if fn is None:
+        return None
+    for other, q in m.calls:
+        if other is call or m.enclosing_function(other) is not fn or not rank_guards(m, other):
+            continue
+        name = (q or dotted(other.func) or "").rsplit(".", 1)[-1].lower()
+        if (q == "torch.save" or (name.startswith("save") and checkpoint_named(name))) and not any(
+            per_process_path(a, m) for a in other.args
         ):
             return other
     return None
@@ -385,7 +404,26 @@ def check(m):
             hint="call it under the same rank test (`if dist.get_rank() == 0:`), then `dist.barrier()`",
             chain=[call.lineno, guarded.lineno],
         )
+    # a function that saves through another writer on one rank only (`if rank == 0:
+    # model.save_modules(...)`) runs on several ranks: its unguarded `torch.save` is every rank's
+    beside = [c for c in saves if not training and _guarded_save_beside(m, c)]
     if not training:
+        for call in beside:
+            if _guard_on_the_way(m, call) or guarded_here(m, call) or in_spawning_parent(m, call):
+                continue
+            if (reach := m.reach(call)) and not any(_many_ranks(run, ranks) for run, ranks in reach):
+                continue
+            guarded = _guarded_save_beside(m, call)
+            yield m.finding(
+                CODE,
+                call,
+                f"`torch.save` runs on every rank that calls `{m.enclosing_function(call).name}`, while line "
+                f"{guarded.lineno} in the same function saves through `{ast.unparse(guarded.func)}` on one rank "
+                "only: here all ranks write the same file at once",
+                SEVERITY,
+                hint="save under the same rank test, then `dist.barrier()`",
+                chain=[guarded.lineno, call.lineno],
+            )
         return
     # a checkpoint helper of another module (`model.save_model(...)` on an object built here) saves
     # too: the rank test around it shows the file means it for one writer

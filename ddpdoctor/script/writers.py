@@ -836,11 +836,16 @@ def _revoked_flag(m, key: str):
 
 # a call named like this saves a checkpoint (`save`, `save_checkpoint`, `save_model`,
 # `saver.save_checkpoint`, `ckpt_save`); pictures and plots are not checkpoints
-_CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|state|weight|network)|(checkpoint|ckpt).*save")
+_CHECKPOINT_CALL = re.compile(r"save.*(checkpoint|ckpt|model|module|state|weight|network)|(checkpoint|ckpt).*save")
 # the extensions of checkpoint files (pictures, tables and configs are DDP505's)
 CHECKPOINT_FILES = frozenset((".ckpt", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".pkl", ".model"))
 # libraries whose own writers other rules know (torch.save is DDP501, a picture or table DDP505)
 WRITING_LIBRARIES = ("torch", "numpy", "PIL", "matplotlib", "scipy", "imageio", "cv2", "pandas", "json", "pickle")
+
+
+def checkpoint_named(name: str) -> bool:
+    """A call's name says it saves a checkpoint or a model (``save_checkpoint``, ``save_modules``)."""
+    return bool(_CHECKPOINT_CALL.search(_joined(name)))
 
 
 def _joined(name: str) -> str:
