@@ -1130,6 +1130,8 @@ class Interpreter:
         last = syntax.last
         if syntax.is_fsdp:
             return FSDPModel()
+        if q == "torch.compile" and args and isinstance(args[0], (DDPModel, FSDPModel)):
+            return args[0]  # the compiled module's forward is the wrapper's: its collectives too
         if syntax.is_ddp:
             # (a SyncBatchNorm model syncs its statistics in the forward whatever DDP broadcasts)
             return DDPModel(broadcasts=not _keyword_is_false(node, "broadcast_buffers") or self._uses_sync_bn())
