@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.names import dotted
+from ddpdoctor.script.ranks import assignments_seen_at
 
 CODE = "DDP423"
 TITLE = "clip_grad_norm_ over an FSDP model's local shards"
@@ -121,10 +122,22 @@ def _own_clip(m) -> bool:
     )
 
 
-def _receiver(arg: ast.AST) -> str | None:
-    """``model.parameters()`` -> ``model``."""
+def _receiver(m, arg: ast.AST, depth: int = 0) -> str | None:
+    """``model.parameters()`` -> ``model``; also a name the function set to a selection of them
+    (``grads = [p for p in model.parameters() if p.requires_grad]``, ``filter(f, model.parameters())``,
+    ``list(model.parameters())``)."""
     if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "parameters":
         return dotted(arg.func.value)
+    if depth > 3:
+        return None
+    if isinstance(arg, ast.Call) and (dotted(arg.func) or "") in ("list", "filter", "tuple") and arg.args:
+        return _receiver(m, arg.args[-1], depth + 1)
+    if isinstance(arg, (ast.ListComp, ast.GeneratorExp)) and len(arg.generators) == 1:
+        return _receiver(m, arg.generators[0].iter, depth + 1)
+    if isinstance(arg, ast.Name):
+        seen = assignments_seen_at(m, arg)
+        if len(seen) == 1 and not isinstance(seen[0][0], ast.Name):
+            return _receiver(m, seen[0][0], depth + 1)
     return None
 
 
@@ -152,7 +165,7 @@ def check(m):
         return
     done: set[tuple] = set()
     for call, q in norms:
-        owner = _receiver(call.args[0])
+        owner = _receiver(m, call.args[0])
         if owner is None or _in_ddp_arm(m, call):
             continue
         fn = m.enclosing_function(call)
