@@ -40,6 +40,11 @@ on it (`elapsed = time.time() - start`, `self.run_time += elapsed`): a time budg
 < end_time:`, `if self.run_time > self.max_run_time: break`) expires at a different step on each
 rank. A decision taken on one rank and broadcast (`dist.broadcast(flag, 0)`) is the same everywhere.
 
+So is each process's own look at the file system (`if os.path.exists(p):`, `if path.exists():`)
+where one way runs a collective and the other does not: on shared storage the ranks can see a file
+differently (attribute caching, a file another rank is writing at that moment, storage local to a
+node), so some ranks join the collective and the others never do.
+
 An exception is such a value too: a handler that catches what the DDP model's forward or backward
 raised on this rank's batch and moves on (`except SomeError: continue`, `break` or `return`, with no
 collective of its own and no re-raise at its top level) skips the step on that rank alone. Ctrl-C,
@@ -96,8 +101,9 @@ from ddpdoctor.script.loaders import sharded_passes
 from ddpdoctor.script.names import EXIT_CALLS, SAME_MODULE, dist_op, dotted, names_a_loader, training_state
 from ddpdoctor.script.names import short_text as _short
 from ddpdoctor.script.nodes import child_nodes, walk
-from ddpdoctor.script.ranks import assignments, round_robin_share, under_join
+from ddpdoctor.script.ranks import assignments, guard_kind, round_robin_share, under_join
 from ddpdoctor.script.steps import backward_step_object, reduces_across_ranks
+from ddpdoctor.script.writers import in_spawning_parent
 
 CODE = "DDP305"
 TITLE = "Rank-dependent value decides a collective"
@@ -552,6 +558,7 @@ def check(m):
         yield m.finding(CODE, anchor, message, SEVERITY, hint=hint)
     if comms.backwards:
         yield from _skips_on_exception(m, comms)
+    yield from _file_system_decisions(m, comms, reported)
 
 
 # raised on every rank at once (Ctrl-C, exit) or by iteration itself: not a rank's own data
@@ -797,6 +804,71 @@ def _arithmetic_of(m, e: ast.AST, names: set[str]) -> bool:
 
 def _reads_clock(m, test: ast.AST) -> bool:
     return _arithmetic_of(m, test, _clock_names(m))
+
+
+# each process's own look at the file system
+_FS_TESTS = frozenset(("os.path.exists", "os.path.isfile", "os.path.isdir", "os.path.lexists"))
+_PATH_TESTS = frozenset(("exists", "is_file", "is_dir"))
+
+
+def _file_test(m, test: ast.AST) -> ast.Call | None:
+    """The existence check in ``test`` (``os.path.exists(p)``, ``Path(p).exists()``), when the test
+    holds no rank test of its own."""
+    found = None
+    for n in ast.walk(test):
+        if not isinstance(n, ast.Call):
+            continue
+        q = m.qualname(n.func) or ""
+        if q in _FS_TESTS or (
+            isinstance(n.func, ast.Attribute)
+            and n.func.attr in _PATH_TESTS
+            and not n.args
+            and (dotted(n.func.value) or "").split(".")[0] not in m.aliases
+        ):
+            found = found or n
+    if found is None or guard_kind(m, test) is not None:
+        return None
+    return found
+
+
+def _surely_communicates(comms: _Comms, call: ast.Call) -> bool:
+    """A collective itself, or a call of this file's function by its own name (``f()``,
+    ``self.f()``), not ``obj.eval()`` that only shares a method's name."""
+    if id(call) in comms.direct:
+        return True
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    return receiver is None or (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"))
+
+
+def _file_system_decisions(m, comms: _Comms, reported: set[int]):
+    """``if train_state_path.exists(): ... dist.broadcast_object_list(...)``: each rank looks at the
+    file system itself, and on a shared one the answers differ (attribute caching, a file rank 0 is
+    writing that moment, storage local to a node), so only some ranks reach the collective. Only a
+    collective in one arm and not the other, in code every rank runs."""
+    for node in m.nodes(ast.If):
+        if id(node) in reported or m.rank_guard(node) is not None or under_join(m, node):
+            continue
+        if in_spawning_parent(m, node):
+            continue  # the launching process alone looks, before or after its workers
+        check = _file_test(m, node.test)
+        if check is None:
+            continue
+        body, other = comms.first(node.body, unpaired=True), comms.first(node.orelse, unpaired=True)
+        if (body is None) == (other is None) or not _surely_communicates(comms, body or other):
+            continue
+        c = body or other
+        reported.add(id(node))
+        yield m.finding(
+            CODE,
+            node,
+            f"`{_short(check)}` (line {check.lineno}) is each process's own look at the file system: on "
+            "a shared file system the ranks can see it differently (attribute caching, a file another rank "
+            f"is writing right now, storage local to a node), and `{_short(node.test)}` then decides whether "
+            f"they run {comms.describe(c)}: the ones that do wait for the others until the timeout",
+            SEVERITY,
+            hint="check on rank 0 and broadcast the answer (dist.broadcast_object_list), then let every "
+            "rank take the same branch",
+        )
 
 
 def _judge(m, comms: _Comms, d: Decision):
