@@ -80,11 +80,32 @@ def _is_accum_test(test: ast.AST, strict: bool = False) -> bool:
     return worded or any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test))
 
 
+def _counter_reset(m, test: ast.AST) -> bool:
+    """``if num_iter == config.step_per_update: ...; num_iter = 0``: a counter of micro-steps, set
+    back to zero when it reaches the period (the modulo written by hand)."""
+    node = m.parents.get(test)
+    if not (isinstance(node, ast.If) and node.test is test and isinstance(test, ast.Compare)):
+        return False
+    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.GtE)):
+        return False
+    counter = dotted(test.left)
+    if counter is None or isinstance(test.comparators[0], ast.Constant):
+        return False
+    return any(
+        isinstance(a, ast.Assign)
+        and isinstance(a.value, ast.Constant)
+        and a.value.value == 0
+        and any(dotted(t) == counter for t in a.targets)
+        for st in node.body
+        for a in ast.walk(st)
+    )
+
+
 def _accum_test(m, test: ast.AST, strict: bool = False, depth: int = 0) -> bool:
     """``_is_accum_test``, following the names in the test to what they were given earlier in the
     same function: ``should_step = (i + 1) % accum == 0; stepped = should_step or last;
     if stepped:`` is the same test written in three lines."""
-    if _is_accum_test(test, strict):
+    if _is_accum_test(test, strict) or (not strict and _counter_reset(m, test)):
         return True
     if depth >= 3:
         return False
