@@ -89,6 +89,10 @@ RANK_NAMES = {
     "device_id": "local",  # a process's own GPU index kept by a trainer: its local rank
     "world_size": "world",
     "local_world_size": "world",
+    # one process per GPU, as the walk models a job (one node): the GPU count is the world
+    "num_gpus": "world",
+    "n_gpus": "world",
+    "ngpus": "world",
 }
 MAIN_PROCESS_NAMES = frozenset(
     {
