@@ -863,6 +863,10 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if q.split(".", 1)[0] in WRITING_LIBRARIES or q.split(".", 1)[0] in ("torchvision", "torchaudio"):
         return False
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    if name == "save" and isinstance(f, ast.Attribute) and _ddp_model_itself(m, f.value):
+        # `self.model.module.save(path)`: the DDP model's own module saving its weights (not this
+        # file's `def save` of a trainer, whatever its name)
+        return True
     inherited = isinstance(f, ast.Attribute) and _is_super(f.value)
     # (a bare `save_checkpoint(...)` is never a method of the file's classes: beside a method of that
     # name it is the imported function)
@@ -915,6 +919,15 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
             and any(path_extension(a) in CHECKPOINT_FILES for a in call.args)
         )
     )
+
+
+def _ddp_model_itself(m, receiver: ast.AST) -> bool:
+    """``receiver`` is a model this file wraps in DDP (``self.model = DDP(...)``), or its ``.module``."""
+    name = dotted(receiver)
+    if name is None:
+        return False
+    name = name.removesuffix(".module")
+    return any(m.assigned_to(c) == name for c in m.ddp_constructors)
 
 
 def saved_by_caller(m, call: ast.Call) -> bool:
