@@ -912,12 +912,18 @@ def _boolean_of(e: ast.AST) -> ast.AST | None:
 
 
 def _from_guard_assignments(m, key: str, depth: int):
-    """``is_master = args.rank == 0`` then ``if is_master:``."""
+    """``is_master = args.rank == 0`` then ``if is_master:``; also a flag this file's function hands
+    back, whatever it is called (``is_main_process = setup_distributed(cfg)``, which ends with
+    ``return cfg.local_rank == 0``)."""
     for value, _node in _assignments(m).get(key, ()):
         if not _is_plain_constant(value):
             g = guard_kind(m, value, depth + 1)
             if g is not None:
                 return g
+            if isinstance(value, ast.Call) and (fname := (dotted(value.func) or "").rsplit(".", 1)[-1]) in _functions_named(m):
+                k = _local_predicate_kind(m, fname, depth)
+                if k is not None:
+                    return (k,)
     return None
 
 
