@@ -52,7 +52,7 @@ from ddpdoctor.script import ranks
 from ddpdoctor.script.divergent import partings
 from ddpdoctor.script.interp import COLLECTIVES
 from ddpdoctor.script.models import handed_a_model
-from ddpdoctor.script.names import EXIT_CALLS, dotted
+from ddpdoctor.script.names import EXIT_CALLS, dotted, names_training
 from ddpdoctor.script.nodes import walk
 
 CODE = "DDP304"
@@ -72,6 +72,8 @@ def _communicates(m, loop: ast.AST, skip: ast.If, after: ast.If | None = None) -
     collectives = {id(c) for c in m.dist_calls(*COLLECTIVES)}
     # a project's own wrapper of the process group (`distr.barrier()`, `comm.all_reduce(t)`)
     collectives |= {id(c) for op in _WRAPPED for c in m.method_calls(op)}
+    # another module's `train_one_epoch(..., ddp_model)`: the model's backward all-reduces
+    collectives |= {id(c) for c in m.trainers_handed_ddp}
     ddp = (
         bool(m.ddp_constructors)
         or m.distributed_context
@@ -103,7 +105,7 @@ def _communicates(m, loop: ast.AST, skip: ast.If, after: ast.If | None = None) -
             if isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self" and n.func.attr in methods:
                 method = methods[n.func.attr]
                 if _abstract(method):
-                    if ddp and _names_training(method.name):
+                    if ddp and names_training(method.name):
                         return True
                 elif depth < 2 and joins(method, depth + 1):
                     return True
@@ -135,12 +137,6 @@ def _abstract(fn: ast.AST) -> bool:
         and isinstance(body[0], ast.Raise)
         and "NotImplementedError" in (dotted(getattr(body[0].exc, "func", body[0].exc)) or "")
     )
-
-
-def _names_training(name: str) -> bool:
-    """``_train_epoch``, ``train_one_epoch``, ``train_step``: a training pass, not an evaluation."""
-    words = name.lower().strip("_").split("_")
-    return "train" in words and not {"val", "valid", "eval", "test"} & set(words)
 
 
 def _runs_per_rank(m) -> bool:

@@ -37,6 +37,7 @@ from ddpdoctor.script.names import (
     name_words,
     names_a_ddp_wrapper,
     names_one_rank_function,
+    names_training,
     qualify,
     wraps_for_data_parallel,
     wraps_iteration,
@@ -1146,6 +1147,20 @@ class ModuleAnalysis:
         return first is not None and self.assigned_to(call) == first
 
     @cached_property
+    def trainers_handed_ddp(self) -> list[ast.Call]:
+        """Calls of a function named for training (``train_one_epoch``) handed a name this file binds
+        to a DDP model: its backward all-reduces, a collective of the calling function."""
+        held = {n for c in (*self.ddp_constructors, *self.ddp_wrapper_calls) if (n := self.assigned_to(c))}
+        if not held:
+            return []
+        return [
+            c
+            for c, _q in self.calls
+            if names_training((dotted(c.func) or "").rsplit(".", 1)[-1])
+            and any(dotted(a) in held for a in (*c.args, *(k.value for k in c.keywords)))
+        ]
+
+    @cached_property
     def interesting_functions(self) -> set[int]:
         """ids of functions whose own body makes a distributed call or calls a DDP model."""
         out: set[int] = set()
@@ -1161,6 +1176,7 @@ class ModuleAnalysis:
         handed = {a for attrs in self.handed_ddp_attrs.values() for a in attrs}
         if handed:
             nodes += [c for c, _q in self.calls if dotted(c.func) in handed]
+        nodes += self.trainers_handed_ddp  # another module's `train_one_epoch(..., ddp_model)`
         for node in nodes:
             fn = self.enclosing_function(node)
             if fn is not None:

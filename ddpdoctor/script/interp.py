@@ -31,6 +31,7 @@ from ddpdoctor.script.names import (
     is_torch_name,
     names_a_ddp_wrapper,
     names_evaluation,
+    names_training,
     qualify,
 )
 from ddpdoctor.script.ranks import GLOBAL, predicate_name_kind
@@ -1156,6 +1157,15 @@ class Interpreter:
         if last and any(isinstance(a, FSDPModel) for a in (*args, *kwargs.values())) and names_evaluation(last):
             # `compute_accuracy(model=fsdp_model, ...)` of another module: the forward all-gathers
             self._record("collective", "all_gather", node, library=f"{last}(...)")
+            return UNKNOWN
+        if (
+            last
+            and any(isinstance(a, (DDPModel, FSDPModel)) for a in (*args, *kwargs.values()))
+            and names_training(last)
+        ):
+            # `train_one_epoch(epoch, loader, opt, ddp_model)` of another module: the wrapper's
+            # backward all-reduces the gradients with every rank
+            self._record("collective", "all_reduce", node, library=f"{last}(...)")
             return UNKNOWN
         if q in ("hasattr", "isinstance") and len(args) == 2 and isinstance(args[0], DDPModel):
             # `hasattr(model, "module")`, `isinstance(model, DDP)`: true of the DDP wrapper, so the

@@ -230,6 +230,16 @@ def names_evaluation(name: str) -> bool:
     return any(w.lower() in _EVALUATION_WORDS for w in name_words(name))
 
 
+_TRAINING_WORDS = frozenset(("train", "training", "pretrain", "finetune", "fit"))
+
+
+def names_training(name: str) -> bool:
+    """A function named for training a model (``train_one_epoch``, ``_train_epoch``, ``fit``), not
+    for evaluating it too (``train_and_eval``): handed a model, it runs its forward and backward."""
+    words = {w.lower() for w in name_words(name)}
+    return bool(words & _TRAINING_WORDS) and not words & _EVALUATION_WORDS
+
+
 # flags that say "this run is distributed" (`args.distributed`, `cfg["DDP"]`): the per-rank walk
 # simulates a distributed run, where they hold
 DISTRIBUTED_FLAGS = frozenset(("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp"))
