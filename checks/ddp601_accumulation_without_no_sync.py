@@ -618,11 +618,13 @@ def _late_no_sync(m):
     """``with model.no_sync():`` around the backward only, with the loss computed before it: DDP
     arms the all-reduce during the forward, so this backward all-reduces all the same."""
     holders = _ddp_holders(m)
-    if not holders:
+    # a model handed in (`def train(model, ...)`) whose no_sync is DDP's: the file knows DDP, not FSDP
+    handed_ddp = _imports_ddp_only(m)
+    if not holders and not handed_ddp:
         return
     for w in m.nodes(ast.With, ast.AsyncWith):
         owners = [o for item in w.items for o in _no_sync_owners(m, item.context_expr)]
-        if not any(dotted(o) in holders for o in owners):
+        if not any(dotted(o) in holders or (handed_ddp and _a_parameter(m, o)) for o in owners):
             continue
         if _in_no_sync(m, w):
             continue
@@ -637,6 +639,23 @@ def _late_no_sync(m):
         lines = [_loss_before(m, w, b) for b in backwards]
         if all(ln is not None for ln in lines):
             yield w, max(lines), dotted(owners[0])
+
+
+def _imports_ddp_only(m) -> bool:
+    """The file imports DistributedDataParallel and nothing of FSDP (whose no_sync is read by the
+    backward, so a backward-only window is right for it)."""
+    names = set(m.aliases.values())
+    return any(n.endswith(".DistributedDataParallel") for n in names) and not any(
+        "fsdp" in n.lower() or n.endswith("FullyShardedDataParallel") for n in names
+    )
+
+
+def _a_parameter(m, owner: ast.AST) -> bool:
+    """``owner`` is a parameter of the function it is used in (the caller's model)."""
+    fn = m.enclosing_function(owner)
+    if fn is None or not isinstance(owner, ast.Name):
+        return False
+    return owner.id in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
 
 
 def _ddp_names(m) -> set[str]:
