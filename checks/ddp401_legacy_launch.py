@@ -38,6 +38,7 @@ import ast
 import re
 
 from ddpdoctor.script.launch_args import local_rank_options, reads_local_rank_env
+from ddpdoctor.script.values import bound_argument
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.ranks import env_key
@@ -168,9 +169,32 @@ def _device_beside_env(m, dest: str) -> tuple[ast.AST, ast.AST] | None:
     }
     uses = [n for n in reads if _device_use(m, n)]
     uses += [n for n in m.nodes(ast.Name) if n.id in names and isinstance(n.ctx, ast.Load) and _device_use(m, n)]
+    uses += _device_uses_in_callee(m, reads)
     if not uses:
         return None
     return env, min(uses, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _device_uses_in_callee(m, reads: list) -> list[ast.AST]:
+    """``train(cfg, args.local_rank)`` where this file's ``def train(cfg, local_rank=0)`` picks its
+    GPU by that parameter: the uses of the parameter as a device there."""
+    out = []
+    by_name = {f.name: f for f in m.functions}
+    for n in reads:
+        call = m.parents.get(n)
+        if isinstance(call, ast.keyword):
+            call = m.parents.get(call)
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.func.id not in by_name:
+            continue
+        fn = by_name[call.func.id]
+        for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs):
+            known, value = bound_argument(fn, call, a.arg)
+            if known and value is n:
+                out += [
+                    x for x in ast.walk(fn)
+                    if isinstance(x, ast.Name) and x.id == a.arg and isinstance(x.ctx, ast.Load) and _device_use(m, x)
+                ]
+    return out
 
 
 def _env_overwritten(m, dest: str) -> tuple[ast.Assign, ast.Assign] | None:
@@ -337,9 +361,8 @@ def check(m):
                 env_read, use = beside
                 message = (
                     f"`--local_rank` picks the GPU on line {use.lineno}, but the script also reads LOCAL_RANK "
-                    f"from the environment on line {env_read.lineno} with no default, so it runs under torchrun "
-                    "(or launch --use_env), which never passes `--local_rank`: every rank gets the option's "
-                    "default GPU"
+                    f"from the environment on line {env_read.lineno}, which torchrun (or launch --use_env) "
+                    "sets and which never passes `--local_rank`: there every rank gets the option's default GPU"
                 )
                 message = message.replace("`--local_rank`", f"`{opt.flag.value}`", 1)
                 yield m.finding(
