@@ -38,10 +38,10 @@ import ast
 import re
 
 from ddpdoctor.script.launch_args import local_rank_options, reads_local_rank_env
-from ddpdoctor.script.values import bound_argument
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.ranks import env_key
+from ddpdoctor.script.values import bound_argument
 
 CODE = "DDP401"
 TITLE = "torch.distributed.launch / --local_rank argument"
