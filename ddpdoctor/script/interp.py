@@ -1498,6 +1498,12 @@ class RoleSplits:
                 store[key] = b  # the else arm left it alone
                 self.by_key.pop((sid, key), None)
             else:
+                # both arms bound it, to different values (`if args.valid: loader = DataLoader(...)
+                # else: loader = None`): after the if it may be either, not the else arm's
+                if isinstance(b, (DDPModel, FSDPModel)) and type(b) is type(v):
+                    store[key] = b  # a DDP wrapper either way (torch's or apex's): the same role
+                elif not _same(b, v):
+                    store[key] = UNKNOWN
                 self.by_key.pop((sid, key), None)
 
 
