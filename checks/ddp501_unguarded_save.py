@@ -406,14 +406,13 @@ def check(m):
         )
     # a function that saves through another writer on one rank only (`if rank == 0:
     # model.save_modules(...)`) runs on several ranks: its unguarded `torch.save` is every rank's
-    beside = [c for c in saves if not training and _guarded_save_beside(m, c)]
     if not training:
-        for call in beside:
-            if _guard_on_the_way(m, call) or guarded_here(m, call) or in_spawning_parent(m, call):
+        for call in saves:
+            guarded = _guarded_save_beside(m, call)
+            if guarded is None or _guard_on_the_way(m, call) or guarded_here(m, call) or in_spawning_parent(m, call):
                 continue
             if (reach := m.reach(call)) and not any(_many_ranks(run, ranks) for run, ranks in reach):
                 continue
-            guarded = _guarded_save_beside(m, call)
             yield m.finding(
                 CODE,
                 call,

@@ -505,7 +505,7 @@ def _ddp_holders(m) -> set[str]:
     it), or tested for one (``isinstance(self.ddp, DistributedDataParallel)``): no_sync there is
     DDP's, whose switch the forward reads. FSDP's no_sync is read by the backward, so a
     backward-only window is right for it and it stays out."""
-    out = {n for c in (*m.ddp_constructors, *m.ddp_wrapper_calls) if (n := m.assigned_to(c))}
+    out = set(m.ddp_model_names)
     # `self.model = self._prepare_model(model)` where that method `return DDP(...)`
     makers = {
         fn.name

@@ -1147,10 +1147,16 @@ class ModuleAnalysis:
         return first is not None and self.assigned_to(call) == first
 
     @cached_property
+    def ddp_model_names(self) -> frozenset[str]:
+        """Names and attributes bound to a model this file wraps (``model = DDP(model)``,
+        ``self.model = accelerator.prepare(model)``, ``net = ddp_wrap(net)``)."""
+        return frozenset(n for c in (*self.ddp_constructors, *self.ddp_wrapper_calls) if (n := self.assigned_to(c)))
+
+    @cached_property
     def trainers_handed_ddp(self) -> list[ast.Call]:
         """Calls of a function named for training (``train_one_epoch``) handed a name this file binds
         to a DDP model: its backward all-reduces, a collective of the calling function."""
-        held = {n for c in (*self.ddp_constructors, *self.ddp_wrapper_calls) if (n := self.assigned_to(c))}
+        held = self.ddp_model_names
         if not held:
             return []
         return [

@@ -878,7 +878,7 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
     if inherited:
         # `super().save_checkpoint(fname)`: the base class's method, of another file when the base
         # class is not this file's
-        return bool(_CHECKPOINT_CALL.search(_joined(name))) and not _base_defined_here(m, call)
+        return checkpoint_named(name) and not _base_defined_here(m, call)
     module_function = (
         isinstance(f, ast.Attribute)
         and isinstance(f.value, ast.Name)
@@ -889,15 +889,15 @@ def checkpoint_helper_call(m, call: ast.Call) -> bool:
         # (`from utils import *`: the helper is utils'; `from .checkpoint import save_ckpt`: a
         # relative import, the package's own)
         imported = q != f.id or m.star_imported(f.id) or m.project_imports.get(f.id, ("", None, 0))[2] > 0
-        named = imported and (name.lower() == "save" or bool(_CHECKPOINT_CALL.search(_joined(name))))
+        named = imported and (name.lower() == "save" or checkpoint_named(name))
     elif module_function:
         # an imported function through its module (`utils.save_checkpoint(state)`): named for a
         # checkpoint, not a bare `save` (`profiler.save(...)`, `OmegaConf.save(cfg, ...)`)
-        named = bool(_CHECKPOINT_CALL.search(_joined(name)))
+        named = checkpoint_named(name)
     else:
         root = (dotted(f.value) or "").split(".", 1)[0]
         named = root not in m.aliases and (
-            bool(_CHECKPOINT_CALL.search(_joined(name)))
+            checkpoint_named(name)
             # an object's `save` to a checkpoint file (`train_state.save(f"{root}/{step}.ckpt")`)
             or (name == "save" and bool(call.args) and path_extension(call.args[0]) in CHECKPOINT_FILES)
         )
