@@ -210,6 +210,9 @@ class _Comms:
         # a forward of the DDP model itself (``model(x)`` after ``model = DDP(...)``; not
         # ``model.module(x)``) may broadcast its buffers
         models = {name for c in wraps if (name := m.assigned_to(c)) is not None}
+        # and the attributes a class keeps such a model in (``self.model = model`` after ``model =
+        # self._wrap(model)``, or handed to its base class's constructor)
+        models |= {a for held in (m.class_ddp_attrs, m.class_fsdp_attrs) for attrs in held.values() for a in attrs}
         self.models = models
         if models:
             direct |= {id(c) for c, _q in m.calls if dotted(c.func) in models and _may_hold_wrapper(m, c, models)}

@@ -31,6 +31,7 @@ from ddpdoctor.script.interp import (
 )
 from ddpdoctor.script.names import (
     APEX_DDP,
+    calls_base_init,
     collect_aliases,
     dist_op,
     dotted,
@@ -1294,6 +1295,11 @@ class ModuleAnalysis:
             owner = next((a for a in self.ancestors(call) if isinstance(a, ast.ClassDef)), None)
             if owner is not None and owner in classes:
                 out.setdefault(id(owner), []).append(target)
+        wraps = {id(c) for c in self.ddp_constructors}
+        for cls in classes:
+            for target in _handed_on(cls, lambda v: id(v) in wraps):
+                if target not in out.get(id(cls), ()):
+                    out.setdefault(id(cls), []).append(target)
         return {k: tuple(v) for k, v in out.items()}
 
     @cached_property
@@ -1320,24 +1326,17 @@ class ModuleAnalysis:
             returned = {dotted(r.value) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None}
             if (target in returned) or isinstance(self.parents.get(call), ast.Return):
                 makers.setdefault(id(owner), set()).add(fn.name)
+        ids = {id(c) for c in calls}
         for cls in self.nodes(ast.ClassDef):
-            names = makers.get(id(cls))
-            if not names:
-                continue
-            for fn in (f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
-                held: set[str] = set()  # local names given such a model (`model = self._wrap(model)`)
-                for a in sorted((a for a in ast.walk(fn) if isinstance(a, ast.Assign)), key=lambda a: a.lineno):
-                    if len(a.targets) != 1:
-                        continue
-                    target = dotted(a.targets[0])
-                    called = dotted(a.value.func) if isinstance(a.value, ast.Call) else None
-                    makes = called is not None and called.removeprefix("self.") in names
-                    if not (makes or isinstance(a.value, ast.Name) and a.value.id in held) or not target:
-                        continue
-                    if target.startswith("self."):
-                        out.setdefault(id(cls), []).append(target)
-                    else:
-                        held.add(target)
+            names = makers.get(id(cls), set())
+
+            def makes(v: ast.AST, names: set[str] = names) -> bool:
+                called = dotted(v.func) if isinstance(v, ast.Call) else None
+                return id(v) in ids or called is not None and called.removeprefix("self.") in names
+
+            for target in _handed_on(cls, makes):
+                if target not in out.get(id(cls), ()):
+                    out.setdefault(id(cls), []).append(target)
         return {k: tuple(v) for k, v in out.items()}
 
     @cached_property
@@ -1604,3 +1603,32 @@ class ModuleAnalysis:
                 out.extend(Run(entry, w2, [t0] * w2) for w2 in sizes[1:])
                 break
         return out
+
+
+def _handed_on(cls: ast.ClassDef, makes) -> list[str]:
+    """The ``self.x`` attributes of ``cls`` that come to hold a model its methods wrap (``makes(value)``
+    says whether an assigned value is one): through a local name (``model = self._wrap(model)``, then
+    ``self.model = model``), or handed by keyword to a base class's constructor this file does not
+    show (``super().__init__(model=model, ...)``), which keeps it under that name: trainer base
+    classes store what they are given as ``self.model``."""
+    out: list[str] = []
+    for fn in (f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        held: set[str] = set()  # local names given such a model
+        for st in sorted(
+            (n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.Call))), key=lambda n: (n.lineno, n.col_offset)
+        ):
+            if isinstance(st, ast.Call):
+                if held and calls_base_init(st):
+                    out += [f"self.{k.arg}" for k in st.keywords if k.arg and dotted(k.value) in held]
+                continue
+            if len(st.targets) != 1 or not (target := dotted(st.targets[0])):
+                continue
+            if makes(st.value) or isinstance(st.value, ast.Name) and st.value.id in held:
+                if target.startswith("self."):
+                    out.append(target)
+                else:
+                    held.add(target)
+            else:
+                held.discard(target)
+    return out
+

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ddpdoctor.script import event_engines
 from ddpdoctor.script.names import (
     EXIT_CALLS,
+    calls_base_init,
     dist_op,
     dotted,
     is_distributed_flag,
@@ -1109,6 +1110,12 @@ class Interpreter:
                 elif not local[2].startswith("_") and local[2] not in DDP_METHODS:
                     self._record("missing_attr", local[2], node)  # AttributeError: it is on `.module`
                 return UNKNOWN
+        if node.keywords and calls_base_init(node):
+            # a base class this file does not show keeps what its constructor is given under the
+            # keyword's name (``super().__init__(model=model)`` -> ``self.model``): a wrapped model too
+            for k in node.keywords:
+                if k.arg and isinstance(kwargs.get(k.arg), (DDPModel, FSDPModel)):
+                    self.attrs.setdefault(f"self.{k.arg}", kwargs[k.arg])
         if isinstance(func, ast.Attribute) and func.attr == "wait" and node.args == []:
             base = self.ev(func.value, frame)
             if isinstance(base, Request):

@@ -322,3 +322,15 @@ PREFIX_HANDLING = (
     "[7:]",
     'len("module.")',
 )
+
+
+def calls_base_init(call: ast.Call) -> bool:
+    """``super().__init__(...)`` or ``super(Trainer, self).__init__(...)``."""
+    f = call.func
+    return (
+        isinstance(f, ast.Attribute)
+        and f.attr == "__init__"
+        and isinstance(f.value, ast.Call)
+        and isinstance(f.value.func, ast.Name)
+        and f.value.func.id == "super"
+    )
