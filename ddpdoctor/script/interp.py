@@ -32,6 +32,7 @@ from ddpdoctor.script.names import (
     is_torch_name,
     names_a_ddp_wrapper,
     names_evaluation,
+    names_evaluator,
     names_training,
     qualify,
 )
@@ -181,6 +182,8 @@ DDP_ATTRIBUTES = frozenset(
     join_device join_process_group""".split()
 )
 _COPIES = frozenset(("shutil.copyfile", "shutil.copy", "shutil.copy2"))
+# methods of an evaluation object that run it over its data (besides ones named for evaluating)
+_RUNS_EVALUATION = frozenset(("__call__", "run", "process", "compute", "sample", "forward"))
 _RETURNS_SELF = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"))
 
 
@@ -196,6 +199,15 @@ class FSDPModel:
     """A value made by FullyShardedDataParallel(...): its forward all-gathers each wrapped unit's
     parameters and its ``state_dict()`` (FULL_STATE_DICT, the default) all-gathers them too, so both
     are collectives every rank must join, whatever the model holds."""
+
+
+@dataclass
+class Evaluator:
+    """An object of another module's evaluation class handed the wrapped model (``SegEvaluator(
+    network=ddp_model)``, ``Tester(model, loader)``): running it runs the wrapper's forward."""
+
+    name: str
+    model: DDPModel | FSDPModel
 
 
 @dataclass
@@ -947,6 +959,8 @@ class Interpreter:
                 return EngineMethod(base, e.attr) if e.attr in event_engines.METHODS else UNKNOWN
             if isinstance(base, DDPModel):
                 return UNKNOWN if e.attr == "module" else ("ddp_attr", base, e.attr)
+            if isinstance(base, Evaluator):
+                return ("evaluator_attr", base, e.attr)
             if isinstance(base, FSDPModel):
                 return UNKNOWN if e.attr == "module" else ("fsdp_attr", base, e.attr)
             if isinstance(base, ClassRef) and e.attr in base.methods:
@@ -1091,6 +1105,11 @@ class Interpreter:
             if isinstance(local, FSDPModel):
                 self._record("collective", "all_gather", node, library=f"{name}(...)")  # the forward
                 return UNKNOWN
+            if isinstance(local, Evaluator) or isinstance(local, tuple) and local[0] == "evaluator_attr":
+                ev, method = (local, "__call__") if isinstance(local, Evaluator) else (local[1], local[2])
+                if method in _RUNS_EVALUATION or names_evaluation(method):
+                    self._evaluator_forward(ev, f"{ev.name}.{method}" if method != "__call__" else ev.name, node)
+                return UNKNOWN
             if isinstance(local, tuple) and len(local) == 3 and local[0] == "fsdp_attr":
                 if local[2] in _RETURNS_SELF:
                     return local[1]
@@ -1153,6 +1172,10 @@ class Interpreter:
             return range(*args[:3])  # tqdm's `trange(n)` is `tqdm(range(n))`
         if q == "apex.amp.initialize" and len(args) >= 2:
             return args[0], args[1]  # apex gives back the models and optimizers it was handed
+        if last and last[:1].isupper():
+            model = next((a for a in (*args, *kwargs.values()) if isinstance(a, (DDPModel, FSDPModel))), None)
+            if model is not None and names_evaluator(last):
+                return Evaluator(last, model)
         if (
             last
             and any(isinstance(a, DDPModel) and a.broadcasts for a in (*args, *kwargs.values()))
@@ -1241,6 +1264,12 @@ class Interpreter:
             if last == "get_world_size":
                 return self.W
         return UNKNOWN
+
+    def _evaluator_forward(self, ev: Evaluator, what: str, node: ast.Call) -> None:
+        if isinstance(ev.model, FSDPModel):
+            self._record("collective", "all_gather", node, library=f"{what}(...)")
+        elif ev.model.broadcasts:
+            self._record("ddp_forward", "forward", node, arg=what)
 
     def _dist_call(self, op: str, node: ast.Call, frame: dict) -> object:
         args, kwargs = self._args(node, frame)

@@ -224,6 +224,17 @@ _EVALUATION_WORDS = frozenset(
 )
 
 
+_EVALUATOR_WORDS = frozenset(("evaluator", "validator", "tester", "predictor", "inferencer"))
+
+
+def names_evaluator(name: str) -> bool:
+    """A class named for running a model over held-out data (``SegEvaluator``, ``Tester``,
+    ``ValidationRunner``): an object of it handed a model runs the model's forward when it is run."""
+    if not name[:1].isupper():
+        return False
+    return any((w := word.lower()) in _EVALUATOR_WORDS or w in _EVALUATION_WORDS for word in name_words(name))
+
+
 def names_evaluation(name: str) -> bool:
     """A function named for running a model over held-out data (``evaluate``, ``validate_one_epoch``,
     ``test_model``, ``run_inference``): handed a model, it calls the model's forward."""
