@@ -17,8 +17,9 @@ without buffers communicates nothing in a later forward, but whether it has buff
 the model's own file and can change under the script (nanoGPT's attention registers a mask buffer
 only on a torch without flash attention), and the fix, the plain `.module`, is right either way.
 Where the file shows the buffers (SyncBatchNorm, its own class with BatchNorm or a registered
-buffer, a torchvision family built with BatchNorm) DDP312 reports it; where it shows a model class
-of its own without buffers, neither does.
+buffer, a torchvision family built with BatchNorm) DDP312 reports it. A model class of the file's own
+without buffers is reported here too: with gradients on, the first forward after a backward rebuilds
+the gradient buckets with a broadcast from rank 0 (torch's `DistributedDataParallel._pre_forward`).
 
 ## Example
 ```python
