@@ -1017,7 +1017,7 @@ class ModuleAnalysis:
                     ):
                         return True
                 for d in a.decorator_list:
-                    if self.is_rank_guard(d):
+                    if self.is_rank_guard(d) or rank_facts.decorator_guard_kind(self, d) is not None:
                         return True
         return False
 

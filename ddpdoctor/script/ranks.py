@@ -930,6 +930,39 @@ def _from_guard_assignments(m, key: str, depth: int):
 _WRAPPER_WORDS = ("on_master", "on_main", "on_rank0", "on_rank_0", "rank_zero_only", "main_process_only")
 
 
+_RANK_DECORATOR_WORDS = ("rank_zero", "main_process", "master")
+
+
+def decorator_guard_kind(m, d: ast.AST) -> str | None:
+    """The kind of rank (GLOBAL, LOCAL) a decorator lets run the function it decorates, None when it
+    lets every rank: a rank test used as one (``@rank_zero_only``, ``@master_only`` by name), or a
+    decorator of this file (or, in a project, another) whose wrapper calls the function only under
+    a rank test (``def exec_if_main(func): def wrapper(*a): if is_main_process(): func(*a)``)."""
+    target = d.func if isinstance(d, ast.Call) else d
+    g = guard_kind(m, target)
+    if g is not None:
+        return g[0]
+    name = dotted(target)
+    if name is None:
+        return None
+    text = name.lower()
+    if any(w in text for w in _RANK_DECORATOR_WORDS):
+        return LOCAL if "local" in text else GLOBAL
+    mod, fn = callee_def(m, name)
+    if fn is None or not fn.args.args and not isinstance(d, ast.Call):
+        return None
+    for inner in ast.walk(fn):
+        if inner is fn or not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = [s for s in inner.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        first = body[0] if body else None
+        if isinstance(first, ast.If) and (_early_exit(first) or len(body) == 1 and not first.orelse):
+            g = guard_kind(mod, first.test)
+            if g is not None:
+                return g[0]
+    return None
+
+
 def callee_guard(m, call: ast.Call) -> Guard | None:
     """The rank test inside the function ``call`` runs (this file's or, in a project, another file's):
     ``def save_on_master(*a): if is_main_process(): torch.save(*a)`` guards everything it does. A
@@ -948,9 +981,9 @@ def callee_guard(m, call: ast.Call) -> Guard | None:
             if g is not None:
                 return Guard(first.test, g[0], (call.lineno,))
         for d in fn.decorator_list:
-            text = (dotted(d.func if isinstance(d, ast.Call) else d) or "").lower()
-            if "rank_zero" in text or "main_process" in text or "master" in text:
-                return Guard(d, LOCAL if "local" in text else GLOBAL, (call.lineno,))
+            kind = decorator_guard_kind(mod, d)
+            if kind is not None:
+                return Guard(d, kind, (call.lineno,))
     if any(w in last.lower() for w in _WRAPPER_WORDS) or names_one_rank_output(last):
         return Guard(call, LOCAL if "local" in last.lower() else GLOBAL, ())
     return None
@@ -1362,11 +1395,9 @@ def _rank_guard(m, node: ast.AST, depth: int, follow_callers: bool) -> Guard | N
                     if g is not None:
                         return Guard(st.test, g[0])
             for d in a.decorator_list:
-                g = guard_kind(m, d.func if isinstance(d, ast.Call) else d)
-                if g is not None or any(
-                    w in (dotted(d) or "").lower() for w in ("rank_zero", "main_process")
-                ):
-                    return Guard(d, g[0] if g else GLOBAL)
+                kind = decorator_guard_kind(m, d)
+                if kind is not None:
+                    return Guard(d, kind)
             if not follow_callers:
                 return None
             sites = [

@@ -656,7 +656,10 @@ def _rank_function(m, node: ast.AST) -> bool:
         return False
     if names_one_rank_function(fn.name):
         return True
-    return any(_is_rank_test(m, d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list)
+    return any(
+        _is_rank_test(m, d.func if isinstance(d, ast.Call) else d) or ranks.decorator_guard_kind(m, d) is not None
+        for d in fn.decorator_list
+    )
 
 
 # "am I the writer?" predicates of training libraries that name no rank
