@@ -46,6 +46,7 @@ from ddpdoctor.script.ranks import LOCAL, callee_guard, guard_kind, single_proce
 from ddpdoctor.script.writers import (
     checkpoint_helper_call,
     checkpoint_named,
+    entry_by_itself,
     every_process_side,
     every_rank_reaches,
     guard_chains,
@@ -77,9 +78,6 @@ def _to_stream(m, call) -> bool:
     return to_stream(m, call, _target(m, call))
 
 
-_ENTRY_NAMES = ("main", "train", "run", "worker", "fit", "demo")
-
-
 def _unguarded_entry(m, call) -> bool:
     """Code the script's own entry point does not reach: report it only if the file calls its function
     without a rank guard, or the function looks like an entry point itself (a library helper's caller
@@ -93,7 +91,7 @@ def _unguarded_entry(m, call) -> bool:
         return every_rank_reaches(m, call)
     if _guarded_sibling_save(m, call) is not None:
         return True
-    return any(fn.name.lower().startswith(n) or fn.name.lower().endswith(n) for n in _ENTRY_NAMES)
+    return entry_by_itself(m, fn)
 
 
 def _guarded_sibling_save(m, call):

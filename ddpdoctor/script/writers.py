@@ -269,6 +269,14 @@ def _handed_the_rank(fn) -> bool:
     return bool(names & ranks.RANK_PARAMS) and bool(names & {"world_size", "num_replicas"})
 
 
+def entry_by_itself(m, fn) -> bool:
+    """A function this file never calls that every process of the job runs: named as an entry point
+    (``main``, ``train_worker``), or one that starts the process group itself (``def
+    dist_trainer(local_rank, ...): dist.init_process_group(...)``, exported for another module's
+    launcher)."""
+    return _entry_like(fn) or any(m.enclosing_function(c) is fn for c in m.dist_calls("init_process_group"))
+
+
 def _ddp_owner_init(m, fn) -> bool:
     """The constructor of a class that wraps the model in DDP (a trainer or runner): every rank
     builds its own, so every rank runs this ``__init__`` even though this file never calls it."""
@@ -474,7 +482,7 @@ def _reached_from_callers(m, fn, depth: int) -> bool:
             found = (
                 any(every_rank_reaches(m, s, depth + 1) for s in sites)
                 if sites
-                else _entry_like(fn) or _ddp_owner_init(m, fn) or _handed_the_rank(fn)
+                else entry_by_itself(m, fn) or _ddp_owner_init(m, fn) or _handed_the_rank(fn)
             )
     return found
 
