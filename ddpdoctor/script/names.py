@@ -253,7 +253,9 @@ def names_training(name: str) -> bool:
 
 # flags that say "this run is distributed" (`args.distributed`, `cfg["DDP"]`): the per-rank walk
 # simulates a distributed run, where they hold
-DISTRIBUTED_FLAGS = frozenset(("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp"))
+DISTRIBUTED_FLAGS = frozenset(
+    ("ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp", "multiprocessing_distributed")
+)
 # the same said in a project's own words: `cfg.MODEL.DIST_TRAIN`, `args.use_dist`, `opt.ddp_mode`
 _DISTRIBUTED_FLAG = re.compile(
     r"(?:is_|use_|enable_|do_)?(?:ddp|dist|distributed)(?:_(?:train|training|mode|run|enabled|on))?"
