@@ -8,6 +8,9 @@ an image or table saved there), when nothing between them makes the other ranks 
 that creates it: no barrier, no collective, no DDP step, no call of the file's own that could hold
 one. A folder every rank also creates (`os.makedirs(d, exist_ok=True)` outside the test), writes
 under the same kind of rank test, and a folder made before the workers are spawned are left alone.
+Also a rank test whose one rank makes something (a folder, a download, an output tree:
+`os.makedirs`, `build_output(...)`) while the other ranks sleep a fixed time for it (`else:
+time.sleep(3)`): a guess at how long the work takes, not a wait.
 A helper module that only takes the rank as a parameter (`def save_checkpoint(d, step, state, rank=0)`)
 is checked too where every rank then writes a file of its own into the folder (`optim_rank{rank}.pt`).
 
@@ -37,8 +40,8 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.interp import COLLECTIVES
-from ddpdoctor.script.names import dotted
-from ddpdoctor.script.writers import in_spawning_parent, per_process_path, rank_guards
+from ddpdoctor.script.names import dotted, name_words
+from ddpdoctor.script.writers import in_spawning_parent, one_rank_side, per_process_path, rank_guards
 
 CODE = "DDP511"
 TITLE = "Folder made by one rank, written into by every rank without waiting"
@@ -118,9 +121,63 @@ def _may_wait(m, call: ast.Call, depth: int = 0) -> bool:
     return False
 
 
+# calls named for making what the other ranks then use: a folder, a download, an output tree
+_MAKING_WORDS = frozenset(("makedirs", "mkdir", "make", "create", "build", "download", "prepare", "extract"))
+
+
+def _sleeps_instead_of_waiting(m):
+    """``if rank == 0: os.makedirs(d) else: time.sleep(3)``: one rank makes something and the others
+    sleep a fixed time for it, a guess at how long it takes, instead of waiting for it."""
+    for node in m.nodes(ast.If):
+        if not m.is_rank_guard(node.test):
+            continue
+        side = one_rank_side(m, node.test)
+        if side is None:
+            continue
+        one, others = (node.body, node.orelse) if side == "body" else (node.orelse, node.body)
+        sleep = next(
+            (
+                st.value
+                for st in others
+                if isinstance(st, ast.Expr)
+                and isinstance(st.value, ast.Call)
+                and (m.qualname(st.value.func) or dotted(st.value.func) or "").rsplit(".", 1)[-1] == "sleep"
+            ),
+            None,
+        )
+        if sleep is None:
+            continue
+        making = next(
+            (
+                c
+                for st in (one or others)
+                for c in ast.walk(st)
+                if isinstance(c, ast.Call)
+                and c is not sleep
+                and any(w.lower() in _MAKING_WORDS for w in name_words((dotted(c.func) or "").rsplit(".", 1)[-1]))
+            ),
+            None,
+        )
+        if making is None:
+            continue
+        yield m.finding(
+            CODE,
+            sleep,
+            f"the other ranks sleep a fixed `{ast.unparse(sleep)[:30]}` (rank test "
+            f"`{ast.unparse(node.test)[:40]}`, line {node.test.lineno}) while one rank runs "
+            f"`{ast.unparse(making.func)[:40]}` (line {making.lineno}), instead of waiting for it: on a slow "
+            "or shared file system, or on another node, they go on before it is done",
+            SEVERITY,
+            hint="let every rank wait with `dist.barrier()` after the one rank's work (the others call it "
+            "in the other arm), or make the folder on every rank with `exist_ok=True`",
+            chain=[node.test.lineno, making.lineno, sleep.lineno],
+        )
+
+
 def check(m):
     if m.one_process:
         return
+    yield from _sleeps_instead_of_waiting(m)
     # a helper module that only takes the rank (`def save_checkpoint(d, ..., rank=0)`) is written for
     # several processes when every rank writes its own file into the folder (`optim_rank{rank}.pt`)
     distributed = m.distributed_context or m.uses_distributed
