@@ -1047,7 +1047,19 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
         # ``args.distributed and world_size > 1``: parts that each hold exactly in the one kind of
         # run hold together exactly there too (one unknown part leaves the whole unknown)
         parts = {_single_when(v, m) for v in test.values}
-        return parts.pop() if len(parts) == 1 else None
+        if len(parts) == 1:
+            return parts.pop()
+        # ``FLAGS.parallel and world_size > 1``: a conjunction with a part that holds in a distributed
+        # run only holds there only, when no other part tests the rank (``ddp and rank == 0`` holds
+        # on one rank: its ``else`` is every other rank's)
+        if (
+            isinstance(test.op, ast.And)
+            and False in parts
+            and m is not None
+            and not any(guard_kind(m, v) is not None for v in test.values)
+        ):
+            return False
+        return None
     if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
         key = test.slice.value  # `cfg["DDP"]`
         return False if isinstance(key, str) and _flag(key) else None
@@ -1068,7 +1080,9 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
         last = left.rsplit(".", 1)[-1]
         if last == "get_world_size":
             last = "world_size"
-        if last in ("world_size", "num_gpus", "ngpus") and isinstance(right, ast.Constant):
+        if (last in ("world_size", "num_gpus", "ngpus") or last.endswith(("_world_size", "_num_gpus"))) and isinstance(
+            right, ast.Constant
+        ):
             if right.value == 1 and isinstance(test.ops[0], (ast.Eq, ast.LtE)):
                 return True
             if right.value == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq)):
