@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 
 from ddpdoctor.script.loaders import loop_root
-from ddpdoctor.script.names import dotted
+from ddpdoctor.script.names import dotted, names_training
 
 CODE = "DDP103"
 TITLE = "set_epoch called after the loader is iterated"
@@ -72,6 +72,27 @@ def _iterated_by_helper(m, earlier: list[ast.stmt], loaders: set[str]):
                         isinstance(n, ast.Name) and n.id == params[i] for n in ast.walk(loop.iter)
                     ):
                         return c, loop
+    return None
+
+
+def _trained_by_other_module(m, earlier: list[ast.stmt], loaders: set[str]) -> ast.Call | None:
+    """An earlier statement hands the training loaders to another module's function named for
+    training (``train_xe(model, dataloaders, ...)``, ``train_one_epoch(model, train_loader)``): it
+    iterates them, so this epoch's pass is over."""
+    own = {fn.name for fn in m.functions}
+    for st in earlier:
+        for c in ast.walk(st):
+            if not isinstance(c, ast.Call):
+                continue
+            last = (dotted(c.func) or "").rsplit(".", 1)[-1]
+            if not last or last in own or not names_training(last):
+                continue
+            for a in (*c.args, *(k.value for k in c.keywords)):
+                text = (dotted(a) or "").lower()
+                if text and not any(w in text for w in _EVAL_WORDS) and (
+                    text in loaders or "loader" in text.rsplit(".", 1)[-1]
+                ):
+                    return c
     return None
 
 
@@ -136,6 +157,18 @@ def check(m):
                 f"({m.chain_text((site.lineno,), loop.lineno)}): it only takes effect one epoch late",
                 SEVERITY,
                 hint="call `set_epoch(epoch)` before the epoch's pass over the DataLoader",
+            )
+            continue
+        site = _trained_by_other_module(m, body[: body.index(stmt)], loaders)
+        if site is not None and m.enclosing_loop(call) is not None:
+            yield m.finding(
+                CODE,
+                call,
+                f"`set_epoch` is called after this epoch's pass over the loader, which "
+                f"`{ast.unparse(site.func)[:40]}(...)` (line {site.lineno}) runs: it only takes effect one epoch late",
+                SEVERITY,
+                hint="call `set_epoch(epoch)` before the epoch's training call",
+                chain=[site.lineno, call.lineno],
             )
             continue
         for earlier in body[: body.index(stmt)]:
