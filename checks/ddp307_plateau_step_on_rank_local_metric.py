@@ -79,10 +79,13 @@ def check(m):
     schedulers = _plateau_schedulers(m)
     if not schedulers:
         return
+    # the metric, by position or as ``metrics=`` (ReduceLROnPlateau.step's parameter)
     steps = [
-        c
+        (c, metric)
         for c in m.method_calls("step")
-        if c.args and isinstance(c.func, ast.Attribute) and dotted(c.func.value) in schedulers
+        if isinstance(c.func, ast.Attribute)
+        and dotted(c.func.value) in schedulers
+        and (metric := c.args[0] if c.args else m.keyword(c, "metrics")) is not None
     ]
     if not steps:
         return
@@ -90,17 +93,17 @@ def check(m):
     if not loops:
         return
     values = RankValues(m, loops)
-    for call in steps:
+    for call, metric in steps:
         if m.rank_guard(call) is not None:
             continue  # stepped on some ranks only: another cause
-        origin = values.reads(call.args[0], m.enclosing_function(call))
+        origin = values.reads(metric, m.enclosing_function(call))
         if origin is None or not origin.data:
             continue
         yield m.finding(
             CODE,
             call,
             f"`{ast.unparse(call.func.value)}` is a ReduceLROnPlateau stepped on every rank with "
-            f"`{ast.unparse(call.args[0])}`, computed from this rank's own batches (line "
+            f"`{ast.unparse(metric)}`, computed from this rank's own batches (line "
             f"{origin.node.lineno}) and never reduced: the ranks cut their learning rates at different "
             "epochs and then apply different updates to the same gradients",
             SEVERITY,
