@@ -226,9 +226,29 @@ def _reads_rank_loop(m, expr: ast.AST) -> bool:
             bound = _item_names(a)  # (not the step count `enumerate` adds: the same on every rank)
         else:
             continue
-        if used & bound:
+        if used & bound or used & _derived_in(a, bound):
             return True
     return False
+
+
+def _derived_in(loop: ast.For | ast.AsyncFor, bound: set[str]) -> set[str]:
+    """The names the loop's body binds from its items (``*_, names = batch``, ``name = names[0]``,
+    ``out = join(d, f"{name}")``): they differ between ranks as the items do."""
+    assigns = [n for n in ast.walk(loop) if isinstance(n, ast.Assign)]
+    derived: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        known = bound | derived
+        for a in assigns:
+            if not any(isinstance(n, ast.Name) and n.id in known for n in ast.walk(a.value)):
+                continue
+            for target in a.targets:
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name) and n.id not in known:
+                        derived.add(n.id)
+                        grew = True
+    return derived
 
 
 def _item_names(loop: ast.For | ast.AsyncFor) -> set[str]:
