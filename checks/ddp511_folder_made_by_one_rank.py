@@ -125,24 +125,29 @@ def _may_wait(m, call: ast.Call, depth: int = 0) -> bool:
 _MAKING_WORDS = frozenset(("makedirs", "mkdir", "make", "create", "build", "download", "prepare", "extract"))
 
 
+def _sleeps(m, st: ast.stmt) -> bool:
+    """``time.sleep(3)`` as a statement of its own."""
+    return (
+        isinstance(st, ast.Expr)
+        and isinstance(st.value, ast.Call)
+        and (m.qualname(st.value.func) or dotted(st.value.func) or "").rsplit(".", 1)[-1] == "sleep"
+    )
+
+
 def _sleeps_instead_of_waiting(m):
     """``if rank == 0: os.makedirs(d) else: time.sleep(3)``: one rank makes something and the others
     sleep a fixed time for it, a guess at how long it takes, instead of waiting for it."""
+    if not m.mentions("sleep"):
+        return
     for node in m.nodes(ast.If):
-        if not m.is_rank_guard(node.test):
-            continue
+        if not any(_sleeps(m, st) for st in (*node.body, *node.orelse)) or not m.is_rank_guard(node.test):
+            continue  # (the cheap test first: most files test the rank often and sleep never)
         side = one_rank_side(m, node.test)
         if side is None:
             continue
         one, others = (node.body, node.orelse) if side == "body" else (node.orelse, node.body)
         sleep = next(
-            (
-                st.value
-                for st in others
-                if isinstance(st, ast.Expr)
-                and isinstance(st.value, ast.Call)
-                and (m.qualname(st.value.func) or dotted(st.value.func) or "").rsplit(".", 1)[-1] == "sleep"
-            ),
+            (st.value for st in others if _sleeps(m, st)),
             None,
         )
         if sleep is None:

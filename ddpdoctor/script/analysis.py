@@ -1296,7 +1296,10 @@ class ModuleAnalysis:
             if owner is not None and owner in classes:
                 out.setdefault(id(owner), []).append(target)
         wraps = {id(c) for c in self.ddp_constructors}
+        lines = [c.lineno for c in self.ddp_constructors]
         for cls in classes:
+            if not any(cls.lineno <= ln <= (cls.end_lineno or cls.lineno) for ln in lines):
+                continue  # (no wrap in this class)
             for target in _handed_on(cls, lambda v: id(v) in wraps):
                 if target not in out.get(id(cls), ()):
                     out.setdefault(id(cls), []).append(target)
@@ -1327,8 +1330,11 @@ class ModuleAnalysis:
             if (target in returned) or isinstance(self.parents.get(call), ast.Return):
                 makers.setdefault(id(owner), set()).add(fn.name)
         ids = {id(c) for c in calls}
+        lines = [c.lineno for c in calls]
         for cls in self.nodes(ast.ClassDef):
             names = makers.get(id(cls), set())
+            if not names and not any(cls.lineno <= ln <= (cls.end_lineno or cls.lineno) for ln in lines):
+                continue  # (no wrap in this class)
 
             def makes(v: ast.AST, names: set[str] = names) -> bool:
                 called = dotted(v.func) if isinstance(v, ast.Call) else None

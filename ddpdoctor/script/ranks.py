@@ -938,6 +938,14 @@ def decorator_guard_kind(m, d: ast.AST) -> str | None:
     lets every rank: a rank test used as one (``@rank_zero_only``, ``@master_only`` by name), or a
     decorator of this file (or, in a project, another) whose wrapper calls the function only under
     a rank test (``def exec_if_main(func): def wrapper(*a): if is_main_process(): func(*a)``)."""
+    memo = m.__dict__.setdefault("_decorator_guard_kind", {})
+    key = id(d)
+    if key not in memo:
+        memo[key] = _decorator_guard_kind(m, d)
+    return memo[key]
+
+
+def _decorator_guard_kind(m, d: ast.AST) -> str | None:
     target = d.func if isinstance(d, ast.Call) else d
     g = guard_kind(m, target)
     if g is not None:
