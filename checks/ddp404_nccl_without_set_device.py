@@ -95,6 +95,9 @@ def _placements(m, bare: Flow):
                 yield call, True
         elif q == "torch.device" and len(call.args) > 1:
             yield call, True
+        elif (dev := m.keyword(call, "device")) is not None and (bare.carries(dev) or _bare_device(m, dev)):
+            # `torch.zeros(n, device="cuda")`, `Model(..., device="cuda")`: made on the current GPU
+            yield call, False
 
 
 def _per_rank_sites(m, bare: Flow) -> list[ast.AST]:
@@ -269,7 +272,13 @@ def check(m):
                 where if moved else call,
                 f"NCCL process group (line {call.lineno}), but the script never calls "
                 "`torch.cuda.set_device`: every rank's current device is GPU 0"
-                + (", and this puts its work there" if moved else ""),
+                + (
+                    ", and this puts its work there"
+                    if moved
+                    else f", where line {where.lineno} puts work on every rank"
+                    if where is not None and where.lineno != call.lineno
+                    else ""
+                ),
                 SEVERITY,
                 hint="call `torch.cuda.set_device(local_rank)` before init_process_group",
             )
