@@ -1180,7 +1180,9 @@ class ModuleAnalysis:
             nodes += [
                 c for c, _q in self.calls if isinstance(c.func, ast.Name) and c.func.id in self.ddp_params
             ]
-        handed = {a for attrs in self.handed_ddp_attrs.values() for a in attrs}
+        # the attributes a class keeps its wrapped model in (``self.model = DDP(...)``, handed in):
+        # a method calling one runs the wrapper's forward
+        handed = {a for held in (self.class_ddp_attrs, self.class_fsdp_attrs) for attrs in held.values() for a in attrs}
         if handed:
             nodes += [c for c, _q in self.calls if dotted(c.func) in handed]
         nodes += self.trainers_handed_ddp  # another module's `train_one_epoch(..., ddp_model)`
@@ -1344,6 +1346,33 @@ class ModuleAnalysis:
                 if target not in out.get(id(cls), ()):
                     out.setdefault(id(cls), []).append(target)
         return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def quiet_ddp_attrs(self) -> frozenset[str]:
+        """``self.x`` attributes set to a DDP wrapper made with ``broadcast_buffers=False``."""
+        return frozenset(
+            key
+            for c in self.ddp_constructors
+            if (key := self.assigned_to(c)) is not None
+            and key.startswith("self.")
+            and any(
+                k.arg == "broadcast_buffers" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for k in c.keywords
+            )
+        )
+
+    @cached_property
+    def rank_decorated(self) -> dict[int, str]:
+        """id of a def -> the kind of rank whose 0 alone runs it, by one of its decorators
+        (``@master_only``, ``@rank_zero_only``, a wrapper of this file calling it under a rank test)."""
+        out: dict[int, str] = {}
+        for fn in self.functions:
+            for d in fn.decorator_list:
+                kind = rank_facts.decorator_guard_kind(self, d)
+                if kind is not None:
+                    out[id(fn)] = kind
+                    break
+        return out
 
     @cached_property
     def fsdp_full_state_dicts(self) -> bool:
@@ -1562,6 +1591,8 @@ class ModuleAnalysis:
         class_ddp_attrs = self.class_ddp_attrs
         class_fsdp_attrs = self.class_fsdp_attrs
         fsdp_full = self.fsdp_full_state_dicts
+        rank_decorated = self.rank_decorated
+        quiet_ddp_attrs = self.quiet_ddp_attrs
 
         test_texts = self._test_texts
 
@@ -1583,6 +1614,8 @@ class ModuleAnalysis:
             it.option_defaults = option_defaults
             it.class_ddp_attrs = class_ddp_attrs
             it.class_fsdp_attrs = class_fsdp_attrs
+            it.rank_decorated = rank_decorated
+            it.quiet_ddp_attrs = quiet_ddp_attrs
             it.fsdp_full_state_dicts = fsdp_full
             it.sync_bn = sync_bn
             it.test_texts = test_texts

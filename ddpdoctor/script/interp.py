@@ -191,8 +191,17 @@ class DDPModel:
     """A value made by DistributedDataParallel(...): calling it is a collective forward, unless it
     was made with ``broadcast_buffers=False`` (a forward then syncs nothing: it is not recorded)."""
 
-    def __init__(self, broadcasts: bool = True):
-        self.broadcasts = broadcasts
+    def __init__(self, broadcasts: bool = True, sync_bn_only: bool = False):
+        self._broadcasts = broadcasts
+        # made with broadcast_buffers=False around SyncBatchNorm layers: only the layers' statistics
+        # sync, and only in training mode (in eval mode they use their running statistics)
+        self.sync_bn_only = sync_bn_only
+        self.training = True
+
+    @property
+    def broadcasts(self) -> bool:
+        """Its forward communicates."""
+        return self._broadcasts and (self.training or not self.sync_bn_only)
 
 
 class FSDPModel:
@@ -425,6 +434,11 @@ class Interpreter:
         self.set_attributes: frozenset[str] = frozenset()  # `x.name = ...` somewhere in the file
         self.world_groups: frozenset[str] = frozenset()  # names the file sets to dist.group.WORLD only
         self.option_defaults: dict[str, int] = {}  # argparse dests with an int default (`--main_gpu 0`)
+        # id(def) -> the kind of rank (GLOBAL, LOCAL) whose 0 alone runs it, by a decorator
+        # (`@master_only`, a wrapper of this file that calls it under a rank test)
+        self.rank_decorated: dict[int, str] = {}
+        self.seeded: set[str] = set()  # attributes an entry method's walk assumed wrapped
+        self.quiet_ddp_attrs: frozenset[str] = frozenset()  # ... with broadcast_buffers=False
         self.class_ddp_attrs: dict[int, tuple[str, ...]] = {}  # id(ClassDef) -> ("self.model", ...)
         self.class_fsdp_attrs: dict[int, tuple[str, ...]] = {}  # the same for FSDP(...)
         # False where the file asks FSDP for sharded or local state dicts: state_dict() may then
@@ -477,11 +491,21 @@ class Interpreter:
             if name in frame:
                 frame[name] = DDPModel()
         if cls is not None:
-            # the constructor did not run: attributes the class sets to a DDP model are one
+            # the constructor did not run: attributes the class sets to a DDP model are one (not
+            # those this function binds itself: the method that wraps the model has it plain first)
+            own = _wrapped_self_attributes(fn, self.aliases)
             for key in self._ddp_attributes(cls):
-                self.attrs[key] = DDPModel()
+                if key not in own:
+                    if key in self.quiet_ddp_attrs:  # made with broadcast_buffers=False
+                        sync_bn = self._uses_sync_bn()
+                        self.attrs[key] = DDPModel(broadcasts=sync_bn, sync_bn_only=sync_bn)
+                    else:
+                        self.attrs[key] = DDPModel()
+                    self.seeded.add(key)
             for key in self.class_fsdp_attrs.get(id(cls.node), ()):
-                self.attrs[key] = FSDPModel()
+                if key not in own:
+                    self.attrs[key] = FSDPModel()
+                    self.seeded.add(key)
         self._guarded(lambda: self._walk_function(fn, frame))
         return self.trace
 
@@ -1118,6 +1142,8 @@ class Interpreter:
                 return UNKNOWN
             if isinstance(local, tuple) and len(local) == 3 and local[0] == "ddp_attr":
                 if local[2] in _RETURNS_SELF:  # DDP(model).to(device) is still the DDP model
+                    if local[2] in ("train", "eval"):
+                        local[1].training = local[2] == "train" and not (args and args[0] is False)
                     return local[1]
                 if local[2] == "state_dict":
                     self._record("state_dict", "state_dict", node)
@@ -1165,7 +1191,9 @@ class Interpreter:
             return args[0]  # the compiled module's forward is the wrapper's: its collectives too
         if syntax.is_ddp:
             # (a SyncBatchNorm model syncs its statistics in the forward whatever DDP broadcasts)
-            return DDPModel(broadcasts=not _keyword_is_false(node, "broadcast_buffers") or self._uses_sync_bn())
+            quiet_buffers = _keyword_is_false(node, "broadcast_buffers")
+            sync_bn = self._uses_sync_bn()
+            return DDPModel(broadcasts=not quiet_buffers or sync_bn, sync_bn_only=quiet_buffers and sync_bn)
         if last in _PROGRESS_BARS and args and isinstance(args[0], (tuple, range)):
             return args[0]  # `tqdm(seeds)` iterates the seeds: on rank 0 as the others do without it
         if last == "trange" and args and all(isinstance(a, int) and not isinstance(a, bool) for a in args[:3]):
@@ -1341,6 +1369,17 @@ class Interpreter:
         fn = ref.node
         if fn in self.stack or len(self.stack) >= MAX_DEPTH:
             return UNKNOWN
+        if self.seeded and ref.bound_self:
+            # the method that wraps the model, called from the entry: before it the model is plain
+            for key in self.seeded & _wrapped_self_attributes(fn, self.aliases):
+                self.attrs[key] = UNKNOWN
+                self.seeded.discard(key)
+        kind = self.rank_decorated.get(id(fn)) if ref.ctx is None else None
+        if kind is not None:
+            # `@master_only def validate(self)`: the decorator runs it on one rank only
+            self.touched_rank = True
+            if (self.rank if kind == GLOBAL else self.local) != 0:
+                return UNKNOWN
         ctx = ref.ctx
         saved = None
         if ctx is not None and ctx.path != self.path:
@@ -1649,6 +1688,23 @@ _GROUP_POSITION = {
     "reduce_scatter_tensor": 3,
     "all_to_all_single": 4,
 }
+
+
+def _wrapped_self_attributes(fn: ast.AST, aliases: dict[str, str]) -> frozenset[str]:
+    """``self.x`` keys a function binds to a model it wraps there (``self.model = DDP(self.model)``);
+    not ``self.model = self.model.eval()``, which keeps what it was."""
+    out = getattr(fn, "_ddpdoctor_wrapped_self", None)
+    if out is None:
+        keys = set()
+        for n in ast.walk(fn):
+            if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
+                continue
+            syntax = _CallSyntax.of(n.value, aliases)
+            if not (syntax.is_ddp or syntax.is_fsdp):
+                continue
+            keys |= {k for t in n.targets if (k := dotted(t)) is not None and k.startswith("self.")}
+        out = fn._ddpdoctor_wrapped_self = frozenset(keys)
+    return out
 
 
 def _self_attributes(cls: ast.ClassDef) -> frozenset[str]:

@@ -954,7 +954,8 @@ def _decorator_guard_kind(m, d: ast.AST) -> str | None:
     if name is None:
         return None
     text = name.lower()
-    if any(w in text for w in _RANK_DECORATOR_WORDS):
+    if any(w in text for w in _RANK_DECORATOR_WORDS) and "first" not in text:
+        # (not `main_process_first`: every rank runs what it wraps, the main one first)
         return LOCAL if "local" in text else GLOBAL
     mod, fn = callee_def(m, name)
     if fn is None or not fn.args.args and not isinstance(d, ast.Call):
