@@ -313,6 +313,10 @@ def _unguarded_siblings(m):
             and isinstance(f.value, ast.Name)
             and f.value.id not in m.aliases  # torch.save, np.save: other rules
             and f.attr not in own
+            # accelerate's `accelerator.save_state()` / `.save_model()` are called by every process
+            # (the state of an FSDP or DeepSpeed model is gathered from all of them) and write on the
+            # main one: the rank test on another call of them is the mistake, not the call without one
+            and not f.value.id.endswith("accelerator")
         ):
             by_receiver.setdefault(f.value.id, []).append(call)
         elif isinstance(f, ast.Name) and f.id not in own and q and "." in q and checkpoint_helper_call(m, call):

@@ -1042,7 +1042,11 @@ def own_call_sites(m, fn: ast.AST) -> list[ast.Call]:
 
 # flags that say "this run is distributed" (``if args.distributed:``, ``if ddp:``)
 def _flag(word: str) -> bool:
-    return is_distributed_flag(word) or word.lower() in ("multi_gpu", "multigpu")
+    """A switch whose being off means one process. Not ``multiprocessing_distributed``: the ImageNet
+    example's switch says who starts the processes (``mp.spawn`` here, or a launcher such as srun
+    that starts one per GPU), not whether there are several."""
+    low = word.lower()
+    return (is_distributed_flag(word) and low != "multiprocessing_distributed") or low in ("multi_gpu", "multigpu")
 
 
 def _single_when(test: ast.AST, m=None) -> bool | None:
