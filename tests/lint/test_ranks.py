@@ -216,3 +216,30 @@ def test_rank_against_the_world_size_parts_no_ranks():
     for text in ("rank >= size", "rank > args.world_size - 1", "rank < dist.get_world_size()"):
         assert guard_kind(m, ast.parse(text, mode="eval").body) is None, text
     assert guard_kind(m, ast.parse("rank >= 1", mode="eval").body) is not None
+
+
+SPAWN_OR_SRUN = textwrap.dedent(
+    """
+    def main(args):
+        if args.multiprocessing_distributed:
+            args.rank = args.rank * 4 + args.gpu
+        else:
+            worker(0, args)
+        if args.distributed:
+            worker(1, args)
+        else:
+            worker(2, args)
+    """
+)
+
+
+def test_the_else_of_multiprocessing_distributed_is_still_several_processes():
+    # the ImageNet example's switch says who starts the processes (mp.spawn, or srun one per GPU),
+    # not whether there are several: its `else` is no single-process arm; `--distributed`'s is
+    from ddpdoctor.script.ranks import single_process_arm
+
+    m = ModuleAnalysis("t.py", SPAWN_OR_SRUN, ast.parse(SPAWN_OR_SRUN))
+    calls = {c.args[0].value: c for c, _q in m.calls if isinstance(c.func, ast.Name) and c.func.id == "worker"}
+    assert not single_process_arm(m, calls[0])
+    assert not single_process_arm(m, calls[1])
+    assert single_process_arm(m, calls[2])
