@@ -244,11 +244,23 @@ def _derived_in(loop: ast.For | ast.AsyncFor, bound: set[str]) -> set[str]:
             if not any(isinstance(n, ast.Name) and n.id in known for n in ast.walk(a.value)):
                 continue
             for target in a.targets:
-                for n in ast.walk(target):
-                    if isinstance(n, ast.Name) and n.id not in known:
-                        derived.add(n.id)
+                for n in _bound_names(target):
+                    if n not in known:
+                        derived.add(n)
                         grew = True
     return derived
+
+
+def _bound_names(target: ast.AST) -> list[str]:
+    """The plain names an assignment target binds (``a``, ``a, (b, *c)``); not the object of an
+    attribute or item it sets (``self.x = ...`` binds no ``self``)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _bound_names(e)]
+    return []
 
 
 def _item_names(loop: ast.For | ast.AsyncFor) -> set[str]:
