@@ -106,16 +106,17 @@ def _filled_by_loop(m, out: ast.AST, call: ast.Call) -> ast.AST | None:
 
 
 def _pinned_sizes(m) -> set[int]:
-    """World sizes the script fixes itself: ``init_process_group(world_size=4)``, ``mp.spawn(...,
-    nprocs=4)``, ``world_size = 4``, ``os.environ["WORLD_SIZE"] = "4"``."""
-    out: set[int] = set()
+    """World sizes the script fixes itself: those the per-rank walk uses (``world_size=4``,
+    ``nprocs=4``, ``world_size = 4``), and also ``mp.spawn(fn, args, 4)``, ``args.world_size = "4"``,
+    ``os.environ["WORLD_SIZE"] = "4"``."""
+    out: set[int] = set(m.hard_coded_world_sizes)
 
     def number(v: ast.AST | None) -> None:
         if isinstance(v, ast.Constant) and isinstance(v.value, (int, str)) and str(v.value).isdigit():
             out.add(int(v.value))
 
     for call in m.dist_calls("init_process_group"):
-        number(m.keyword(call, "world_size"))
+        number(m.keyword(call, "world_size"))  # (also written as a string)
     for call in ranks.spawn_calls(m):
         number(m.keyword(call, "nprocs") or (call.args[2] if len(call.args) > 2 else None))
     for a in m.nodes(ast.Assign):

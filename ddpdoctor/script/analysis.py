@@ -1047,6 +1047,13 @@ class ModuleAnalysis:
     @cached_property
     def world_sizes(self) -> tuple[int, ...]:
         """The configured sizes, or the one the script hard-codes (``nprocs=2``, ``world_size = 4``)."""
+        fixed = {w for w in self.hard_coded_world_sizes if 2 <= w <= 64 and not isinstance(w, bool)}
+        return tuple(sorted(fixed)) if fixed else self.configured_world_sizes
+
+    @cached_property
+    def hard_coded_world_sizes(self) -> frozenset[int]:
+        """World sizes the script writes out: ``world_size=4`` / ``nprocs=4`` / ``nproc_per_node=4``
+        given to a call, directly or through a name (``world_size = 4``)."""
         consts: dict[str, set[int]] = {}
         for node in self.nodes(ast.Assign):
             if isinstance(node.value, ast.Constant):
@@ -1063,8 +1070,7 @@ class ModuleAnalysis:
                         fixed.add(k.value.value)
                     elif isinstance(k.value, ast.Name):
                         fixed |= consts.get(k.value.id, set())
-        fixed = {w for w in fixed if 2 <= w <= 64 and not isinstance(w, bool)}
-        return tuple(sorted(fixed)) if fixed else self.configured_world_sizes
+        return frozenset(fixed)
 
     @cached_property
     def ddp_params(self) -> frozenset[str]:
@@ -1300,7 +1306,7 @@ class ModuleAnalysis:
         wraps = {id(c) for c in self.ddp_constructors}
         lines = [c.lineno for c in self.ddp_constructors]
         for cls in classes:
-            if not any(cls.lineno <= ln <= (cls.end_lineno or cls.lineno) for ln in lines):
+            if not _spans_any(cls, lines):
                 continue  # (no wrap in this class)
             for target in _handed_on(cls, lambda v: id(v) in wraps):
                 if target not in out.get(id(cls), ()):
@@ -1335,7 +1341,7 @@ class ModuleAnalysis:
         lines = [c.lineno for c in calls]
         for cls in self.nodes(ast.ClassDef):
             names = makers.get(id(cls), set())
-            if not names and not any(cls.lineno <= ln <= (cls.end_lineno or cls.lineno) for ln in lines):
+            if not names and not _spans_any(cls, lines):
                 continue  # (no wrap in this class)
 
             def makes(v: ast.AST, names: set[str] = names) -> bool:
@@ -1671,3 +1677,8 @@ def _handed_on(cls: ast.ClassDef, makes) -> list[str]:
                 held.discard(target)
     return out
 
+
+def _spans_any(node: ast.AST, lines: list[int]) -> bool:
+    """One of ``lines`` falls within ``node``'s lines."""
+    end = node.end_lineno or node.lineno
+    return any(node.lineno <= ln <= end for ln in lines)
