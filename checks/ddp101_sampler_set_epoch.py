@@ -139,6 +139,20 @@ def _epoch_loop_beside(m, line: int, node: ast.AST):
     return epoch_loop
 
 
+def _anchor_loop(m, line: int, node: ast.AST):
+    """Where the report goes when not at the sampler: the loop that repeats the pass, where
+    `set_epoch` goes, when it is beside ``node`` or, in another function of this file, when it is
+    plainly the epoch loop (``for epoch in range(...)``); a ``while True:`` or a step loop elsewhere
+    says less than the sampler line does."""
+    beside = _epoch_loop_beside(m, line, node)
+    if beside is not None:
+        return beside
+    loop = _line_node(m, line)
+    if isinstance(loop, ast.For) and "epoch" in ast.unparse(loop.target).lower():
+        return loop
+    return None
+
+
 def _handed_on(m, loaders: Flow):
     """(call, parameter name, other module, def) for each call that hands a loader to a function of
     another file of the project."""
@@ -257,8 +271,9 @@ def check(m):
         return
     calls = m.method_calls("set_epoch")
     if not calls:
+        taken: set[int] = set()  # epoch loops already holding a report: the next sampler's goes to it
         for made, loader, loop, again in _shuffling_passes(m, samplers):
-            yield _finding(m, made, loader, loop, again)
+            yield _finding(m, made, loader, loop, again, taken=taken)
         return
     if any(isinstance(t, ast.Attribute) and t.attr == "epoch" for a in m.nodes(ast.Assign) for t in a.targets):
         return  # `sampler.epoch = epoch` elsewhere may reseed the other ranks: unknown, not guilty
@@ -395,7 +410,7 @@ def _line_node(m, line: int):
     return next((st for st in m.nodes(ast.For, ast.While, ast.AsyncFor) if st.lineno == line), None)
 
 
-def _finding(m, made, loader, _loop, again, elsewhere=False):
+def _finding(m, made, loader, _loop, again, elsewhere=False, taken: set[int] | None = None):
     links = [(m.path, made.lineno), (m.path, loader.lineno), *again]
     links = [x for i, x in enumerate(links) if i == 0 or x != links[i - 1]]  # (a loader made in the call)
     chain = " -> ".join(f"{Path(p).name}:{ln}" for p, ln in links)
@@ -414,8 +429,15 @@ def _finding(m, made, loader, _loop, again, elsewhere=False):
             + (" (itertools.cycle even replays the first pass's batches)" if _short_name(_loop) == "cycle" else ""),
             chain=chain,
         )
-    # at the epoch loop, where `set_epoch` goes, when it is beside the loader; else at the sampler
-    epoch_loop = _epoch_loop_beside(m, again[0][1], loader) if again and again[0][0] == m.path else None
+    epoch_loop = _anchor_loop(m, again[0][1], loader) if again and again[0][0] == m.path else None
+    remade = epoch_loop is not None and any(a is epoch_loop for a in m.ancestors(made))
+    if remade:
+        epoch_loop = None  # a sampler made anew every epoch (at epoch 0): the line to change is its own
+    if taken is not None and epoch_loop is not None:
+        if epoch_loop.lineno in taken:
+            epoch_loop = None  # two samplers, one epoch loop: one report each, the second at its sampler
+        else:
+            taken.add(epoch_loop.lineno)
     last = (dotted(made.func) or "").rsplit(".", 1)[-1] if isinstance(made, ast.Call) else ""
     what = (
         "DistributedSampler"
@@ -431,6 +453,8 @@ def _finding(m, made, loader, _loop, again, elsewhere=False):
         + (
             "but the loop around it never calls `set_epoch` (the file calls it on another way through)"
             if elsewhere
+            else "and a new sampler is made every epoch, each starting at epoch 0"
+            if remade
             else "but `set_epoch` is never called"
         )
         + f", so every epoch shuffles the same way [{chain}]",
@@ -452,6 +476,7 @@ def _helper_loaders(m):
     setting = _set_epoch_loops(m, calls) if calls else frozenset()
     if setting is None:
         return  # some `set_epoch` runs from where this file does not show
+    taken: set[int] = set()  # as in `check`: one report per epoch loop, the next at its call
     for call, _q in m.calls:
         if not distributed_factory(m, call) or m.looks_like_eval(call):
             continue
@@ -468,8 +493,11 @@ def _helper_loaders(m):
             if calls and (not (around := loops_around(m, loop)) or around & setting):
                 continue  # the loop that repeats this pass calls `set_epoch`
             chain = " -> ".join(f"{Path(m.path).name}:{ln}" for ln in (call.lineno, *again, loop.lineno))
-            # at the epoch loop, where `set_epoch` goes, when it is beside the factory call
-            epoch_loop = _epoch_loop_beside(m, again[0], call)
+            epoch_loop = _anchor_loop(m, again[0], call)
+            if epoch_loop is not None and epoch_loop.lineno in taken:
+                epoch_loop = None
+            elif epoch_loop is not None:
+                taken.add(epoch_loop.lineno)
             yield m.finding(
                 CODE,
                 epoch_loop or call,
