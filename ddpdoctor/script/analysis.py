@@ -77,6 +77,10 @@ def _through_self_attribute(func: ast.AST) -> bool:
 # The words of a name (`dataset_train_val`, `TestSet`, `val_dl`), and those that name an evaluation split.
 _EVAL_WORDS = frozenset(("val", "valid", "validation", "dev", "holdout"))
 
+# keywords whose text names the split a loader is built for
+_SPLIT_KEYWORDS = ("mode", "split", "phase", "stage", "subset")
+
+
 def names_eval_split(words: str) -> bool:
     """Names that say a validation/test split (``val_loader``, ``get_eval_data_loader``, ``testset``),
     not the training one (``dataset_train_val``)."""
@@ -519,6 +523,16 @@ class ModuleAnalysis:
         words += " " + " ".join(
             ast.unparse(k.value) for k in call.keywords if k.arg in ("dataset", "data_source")
         )
+        # `build_data_loader(cfg, mode="validate")`: the split named by a keyword's text
+        words += " " + " ".join(
+            k.value.value
+            for k in call.keywords
+            if k.arg in _SPLIT_KEYWORDS and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)
+        )
+        # made in `def _get_validate_data(self):` and handed back: the function says the split
+        fn = self.enclosing_function(call)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and names_eval_split(fn.name):
+            return True
         return names_eval_split(words)
 
     def enclosing_loop(self, node: ast.AST) -> ast.AST | None:
