@@ -405,6 +405,8 @@ def in_spawning_parent(m, node) -> bool:
     parents, launchers = _spawning_functions(m)
     if id(fn) in parents:
         return True
+    if getattr(fn, "name", None) == "__init__" and _spawns_own_method(m, fn):
+        return True
     # a function that calls this file's spawning function (`main(main_worker, args)` at module
     # level, `main` spawning inside) is the parent too: the workers run inside that call
     if not launchers:
@@ -417,6 +419,23 @@ def in_spawning_parent(m, node) -> bool:
         and m.enclosing_function(c) is fn
         and m.statement_in_block(c)[1] is block
         for c, _q in m.calls
+    )
+
+
+def _spawns_own_method(m, init: ast.AST) -> bool:
+    """``init`` is the ``__init__`` of a class whose own method starts the workers on another of its
+    methods (``mp.spawn(self.train, ...)``): the object is built, once, in the parent, and each
+    worker gets a copy of it; its ``__init__`` never runs in a worker."""
+    cls = next((a for a in m.ancestors(init) if isinstance(a, ast.ClassDef)), None)
+    if cls is None or not any(st is init for st in cls.body):
+        return False
+    return any(
+        c.args
+        and isinstance(c.args[0], ast.Attribute)
+        and isinstance(c.args[0].value, ast.Name)
+        and c.args[0].value.id == "self"
+        and any(a is cls for a in m.ancestors(c))
+        for c in _launches(m)
     )
 
 
