@@ -638,8 +638,8 @@ class Interpreter:
                 _reset(frame, before[0])
                 _reset(self.attrs, before[1])
                 met.enter(False)
-            self.splits.join(key, frame, after_body[0], mark)
-            self.splits.join(key, self.attrs, after_body[1], mark)
+            self.splits.join(key, frame, after_body[0], mark, before[0])
+            self.splits.join(key, self.attrs, after_body[1], mark, before[1])
             met.leave()
 
     def _test_key(self, test: ast.expr) -> tuple[str, bool]:
@@ -1546,7 +1546,7 @@ class RoleSplits:
                                       sp.when_false if same else sp.when_true))
         return _Met(found)
 
-    def join(self, test: tuple[str, bool], store: dict, after_body: dict, mark: int) -> None:
+    def join(self, test: tuple[str, bool], store: dict, after_body: dict, mark: int, before: dict | None = None) -> None:
         """``store`` holds the state after the not-taken side of an undecidable ``if``; join in the
         body's. A name only the body set keeps the body's value (as if that arm ran: in
         ``if args.distributed: model = DDP(model)`` the model is the DDP one). A name that holds a
@@ -1561,6 +1561,10 @@ class RoleSplits:
             rebound = self.bound.get((sid, key), 0) > mark  # by the else arm
             if isinstance(b, DDPModel) != isinstance(v, DDPModel) and v is not _MISSING:
                 merged = UNKNOWN if rebound else b
+                if rebound and isinstance(v, DDPModel) and before is not None and before.get(key, _MISSING) is b:
+                    # only the else arm bound it, to the DDP model (`if not cuda_ok: print(...)
+                    # elif args.distributed: model = DDP(model)`): as if that arm ran, like a body's
+                    merged = v
                 sp = self.by_key.get((id(store), key))
                 if sp is not None and sp.test[0] == test[0] and _same_pair(sp, b, v):
                     merged = sp.merged  # the arms of a test this split is on: it stays as it was
