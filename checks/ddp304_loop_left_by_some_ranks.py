@@ -11,7 +11,12 @@ decided on rank 0 is the usual case. Also a process
 exit under a rank test (`sys.exit`, `os._exit`, `exit()`, or a `raise` right after
 `destroy_process_group()`) when the other ranks go on to a collective: later in that function, in
 its loop, or in the function itself when a loop of its caller calls it again. An exit in an `except`
-handler is a failure path (the rank hit an error), not the usual run, and is left alone. And a
+handler is a failure path (the rank hit an error), not the usual run, and is left alone. So is a
+`return` out of the function under a rank test (`if is_master(args): ... if exists: return -1`)
+when the other ranks go on, in that function, to a collective, a DDP wrap (it broadcasts rank 0's
+parameters), the DDP model's backward or the project's own broadcast or barrier helper; not when
+the leaving ranks join a barrier on their way out, when both arms return, or when the test is a
+subgroup's membership (`if rank not in ranks: return`). And a
 `while True:` training loop whose only exits sit under a rank test: the other ranks never leave it,
 whatever it communicates. A `continue` under a rank test is one too when what it skips, after the
 test in the same iteration, communicates (`if only_validation and rank == 0: validate(); continue`
@@ -112,10 +117,11 @@ def _communicates(m, loop: ast.AST, skip: ast.If, after: ast.If | None = None) -
         return False
 
     start = (after.end_lineno or after.lineno) if after is not None else 0
-    for n in ast.walk(loop):
-        if isinstance(n, ast.Call) and n.lineno not in inside and n.lineno > start and joins(n, 0):
-            return n
-    return None
+    calls = sorted(
+        (n for n in ast.walk(loop) if isinstance(n, ast.Call) and n.lineno not in inside and n.lineno > start),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    return next((n for n in calls if joins(n, 0)), None)  # the first the other ranks reach
 
 
 def _class_methods(m, node: ast.AST) -> dict[str, ast.AST]:
@@ -176,6 +182,8 @@ def _exits(body: list, loops: list, ifs: list):
             yield st, loop, [i for depth, i in ifs if depth >= len(loops)]
         elif isinstance(st, ast.Return) and loops:
             yield st, loops[0], [i for depth, i in ifs if depth >= 1]
+        elif isinstance(st, ast.Return) and ifs:
+            yield st, None, [i for _depth, i in ifs]  # out of the function, before what follows
         elif _process_exit(st) or isinstance(st, _Left):
             # the process ends: out of every loop, and nothing after it runs on this rank
             yield st, loops[0] if loops else None, [i for _depth, i in ifs]
@@ -294,6 +302,12 @@ def check(m):
                 continue  # (``if RANK == -1 and stop: break``: one process, no rank left behind)
             if (id(loop), id(test)) in reported or id(loop) in endless:
                 continue
+            if isinstance(exit_node, ast.Return) and loop is None:
+                found = _returned_alone(m, fn, exit_node, test)
+                if found is not None:
+                    reported.add((id(fn), id(test)))
+                    yield found
+                continue
             if loop is None:  # a process exit outside any loop: a collective after the test,
                 # or in this function when a loop of its caller calls it again
                 comm = _after(m, fn, test) or _called_again(m, fn, test)
@@ -353,6 +367,78 @@ def check(m):
                 hint="take the decision on one rank, then broadcast it (dist.broadcast / "
                 "broadcast_object_list) so that every rank leaves the loop together",
             )
+
+
+def _returned_alone(m, fn: ast.AST, ret: ast.Return, test: ast.If):
+    """A ``return`` under a rank test, out of the function (``if is_master(args): ... if exists:
+    return -1``), when the other ranks go on past the test to something every rank must join in
+    the same function: a collective, a DDP wrap (it broadcasts rank 0's parameters), a backward of
+    the DDP model, the project's own broadcast helper."""
+    if isinstance(fn, ast.Module) or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in walk(fn)):
+        return None
+    if _leaves_too(test.orelse) or m.rank_guard(test) is not None:
+        return None  # both ways leave, or only some ranks run this function at all
+    if _membership(test.test):
+        return None  # `if rank not in ranks: return`: a subgroup's members go on to its collectives
+    if _joins_before(m, test, ret):
+        return None  # `barrier(); return`: the leaving ranks meet the others' barrier on their way out
+    found = [c for c in (_communicates(m, fn, test, after=test), _joined_after(m, fn, test)) if c is not None]
+    comm = min(found, key=lambda c: (c.lineno, c.col_offset)) if found else None
+    if comm is None or any(p.event.node is comm or p.anchor is comm for p in partings(m)):
+        return None
+    side = "pass" if any(ret is n for st in test.body for n in walk(st)) else "fail"
+    return m.finding(
+        CODE,
+        ret,
+        f"this `return` leaves `{fn.name}` only on the ranks that {side} the rank test "
+        f"`{ast.unparse(test.test)[:40]}` (line {test.lineno}); the others go on to "
+        f"`{ast.unparse(comm.func)[:40]}` (line {comm.lineno}), which every rank must join, and wait "
+        f"there for the ranks that returned ({m.chain_text((test.lineno, ret.lineno), comm.lineno)})",
+        SEVERITY,
+        hint="take the decision on one rank, broadcast it (broadcast_object_list), and let every "
+        "rank return together",
+    )
+
+
+def _membership(test: ast.AST) -> bool:
+    return any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops) for n in walk(test))
+
+
+def _joins_before(m, test: ast.If, ret: ast.Return) -> bool:
+    """The rank-tested block makes a collective (or a project's barrier) before ``ret``."""
+    collectives = {id(c) for c in m.dist_calls(*COLLECTIVES)}
+    for n in walk(test):
+        if not isinstance(n, ast.Call) or n.lineno >= ret.lineno or n.lineno < test.lineno:
+            continue
+        name = (dotted(n.func) or "").rsplit(".", 1)[-1]
+        if id(n) in collectives or name in _WRAPPED or (name.startswith(_JOINING) and not (m.qualname(n.func) or "").startswith("torch.")):
+            return True
+    return False
+
+
+def _leaves_too(block: list) -> bool:
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise))
+
+
+# a project's own helper of the process group, by the start of its name (`broadcast_object(args,
+# x)`, `all_reduce_mean(t)`, detectron2's `comm.synchronize()`)
+_JOINING = ("broadcast", "all_reduce", "all_gather", "barrier", "reduce_dict", "synchronize")
+
+
+def _joined_after(m, fn: ast.AST, test: ast.If) -> ast.AST | None:
+    """A DDP wrap or a project helper of the process group in ``fn`` after ``test``."""
+    wraps = {id(c) for c in m.ddp_constructors}
+    end = test.end_lineno or test.lineno
+    for n in sorted((c for c in walk(fn) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset)):
+        if n.lineno <= end:
+            continue
+        if id(n) in wraps:
+            return n
+        q = m.qualname(n.func) or ""
+        name = (dotted(n.func) or "").rsplit(".", 1)[-1]
+        if not q.startswith("torch.") and name.startswith(_JOINING):
+            return n
+    return None
 
 
 def _endless_for_the_others(m, loop: ast.AST, exits: list) -> bool:

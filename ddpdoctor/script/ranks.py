@@ -707,6 +707,11 @@ def guard_kind(m, test: ast.AST | None, depth: int = 0):
             isinstance(c, ast.Constant) and c.value is None for c in test.comparators
         ):
             return None  # args.gpu is None: whether it was set, the same on every rank of a run
+        if any(
+            isinstance(c, ast.Constant) and isinstance(c.value, str) and not c.value.strip().lstrip("-").isdigit()
+            for c in (test.left, *test.comparators)
+        ):
+            return None  # `device != "cpu"` (a device that holds the rank or "cpu"): no rank is a word
         for side in (test.left, *test.comparators):
             k = rank_kind(m, side, depth + 1)
             if k is not None:
