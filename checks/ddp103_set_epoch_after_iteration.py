@@ -75,10 +75,20 @@ def _iterated_by_helper(m, earlier: list[ast.stmt], loaders: set[str]):
     return None
 
 
-def _trained_by_other_module(m, earlier: list[ast.stmt], loaders: set[str]) -> ast.Call | None:
+def _receiver_loader(call: ast.Call) -> str | None:
+    """``val_loader`` for ``val_loader.sampler.set_epoch(epoch)``: the loader whose sampler it is."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if isinstance(receiver, ast.Attribute) and receiver.attr in ("sampler", "batch_sampler"):
+        return dotted(receiver.value)
+    return None
+
+
+def _trained_by_other_module(m, earlier: list[ast.stmt], loaders: set[str], strict: bool = False) -> ast.Call | None:
     """An earlier statement hands the training loaders to another module's function named for
     training (``train_xe(model, dataloaders, ...)``, ``train_one_epoch(model, train_loader)``): it
-    iterates them, so this epoch's pass is over."""
+    iterates them, so this epoch's pass is over. ``strict``: ``loaders`` holds the one loader whose
+    sampler is reseeded, and only that loader handed on counts (not the training loader handed
+    on before ``val_loader.sampler.set_epoch(epoch)``)."""
     own = {fn.name for fn in m.functions}
     for st in earlier:
         for c in ast.walk(st):
@@ -90,7 +100,7 @@ def _trained_by_other_module(m, earlier: list[ast.stmt], loaders: set[str]) -> a
             for a in (*c.args, *(k.value for k in c.keywords)):
                 text = (dotted(a) or "").lower()
                 if text and not any(w in text for w in _EVAL_WORDS) and (
-                    text in loaders or "loader" in text.rsplit(".", 1)[-1]
+                    text in loaders or not strict and "loader" in text.rsplit(".", 1)[-1]
                 ):
                     return c
     return None
@@ -159,7 +169,8 @@ def check(m):
                 hint="call `set_epoch(epoch)` before the epoch's pass over the DataLoader",
             )
             continue
-        site = _trained_by_other_module(m, body[: body.index(stmt)], loaders)
+        own = _receiver_loader(call)
+        site = _trained_by_other_module(m, body[: body.index(stmt)], {own.lower()} if own else loaders, strict=bool(own))
         if site is not None and m.enclosing_loop(call) is not None:
             yield m.finding(
                 CODE,

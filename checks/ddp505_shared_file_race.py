@@ -59,6 +59,7 @@ from ddpdoctor.script.foreign import (
 )
 from ddpdoctor.script.names import dotted, names_one_rank_output, path_extension
 from ddpdoctor.script.ranks import assignments, assignments_seen_at, spawn_calls
+from ddpdoctor.script.sync_calls import first_process_block
 from ddpdoctor.script.writers import (
     WRITING_LIBRARIES,
     enclosing_statements,
@@ -451,6 +452,18 @@ _COPIES = frozenset(("shutil.copyfile", "shutil.copy", "shutil.copy2", "shutil.c
 _MOVES = frozenset(("shutil.move", "os.rename", "os.replace"))
 
 
+def _made_first_then_found(m, call: ast.Call) -> bool:
+    """``with torch_distributed_zero_first(rank): if not os.path.exists(p): write p``: the first
+    process writes it while the others wait at the block's barrier, then they find it and read."""
+    block = first_process_block(m, call)
+    if block is None:
+        return False
+    return any(
+        isinstance(a, ast.If) and a.lineno >= block.lineno and "exists" in ast.unparse(a.test)
+        for a in m.ancestors(call)
+    )
+
+
 def _made_before_spawn(m, call) -> bool:
     """A folder made by the module's top-level code in a script that starts its ranks with
     ``mp.spawn``: the parent runs that code alone before any rank exists, so when the ranks import
@@ -483,6 +496,8 @@ def check(m):
         if not every_rank_reaches(m, call) or class_apart_from_distributed(m, call):
             continue
         if verb == "creates" and _made_before_spawn(m, call):
+            continue
+        if _made_first_then_found(m, call):
             continue
         if verb == "copies into" and _beside_torch_save(m, call):
             continue  # `torch.save(state, f); if is_best: copyfile(f, best)`: one cause, DDP501's

@@ -67,6 +67,18 @@ _FIRST_CONTEXTS = ("main_process_first", "zero_first")
 FIRST_CONTEXT = SyncCall((), (), "<main process first>", "barrier")
 
 
+def first_process_block(m, node: ast.AST) -> ast.With | None:
+    """The ``with torch_distributed_zero_first(rank):`` (or ``main_process_first()``) block ``node``
+    runs in: one process runs it first while the others wait, then they run it."""
+    for a in m.ancestors(node):
+        if isinstance(a, (ast.With, ast.AsyncWith)):
+            for item in a.items:
+                e = item.context_expr
+                if isinstance(e, ast.Call) and any(w in (dotted(e.func) or "").rsplit(".", 1)[-1] for w in _FIRST_CONTEXTS):
+                    return a
+    return None
+
+
 def imported_libraries(aliases: dict[str, str]) -> frozenset[str]:
     """The table's libraries this file imports (``aliases``: local name -> qualified name)."""
     roots = {v.split(".", 1)[0] for v in aliases.values()}
