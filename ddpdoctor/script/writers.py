@@ -305,8 +305,12 @@ def entry_by_itself(m, fn) -> bool:
     """A function this file never calls that every process of the job runs: named as an entry point
     (``main``, ``train_worker``), or one that starts the process group itself (``def
     dist_trainer(local_rank, ...): dist.init_process_group(...)``, exported for another module's
-    launcher)."""
-    return _entry_like(fn) or any(m.enclosing_function(c) is fn for c in m.dist_calls("init_process_group"))
+    launcher), or the worker this file hands to ``mp.spawn``."""
+    return (
+        _entry_like(fn)
+        or any(m.enclosing_function(c) is fn for c in m.dist_calls("init_process_group"))
+        or _handed_to(_launches(m), fn)  # `mp.spawn(worker, ...)`: every spawned process runs it
+    )
 
 
 def _ddp_owner_init(m, fn) -> bool:
