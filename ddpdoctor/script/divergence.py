@@ -115,6 +115,26 @@ def _within_node(m, node: ast.AST, outer: ast.AST) -> bool:
     return any(a is outer for a in m.ancestors(node))
 
 
+def _emptiness_operand(test: ast.Compare) -> ast.AST | None:
+    """``x`` of ``len(x) == 0``, ``x.numel() == 0``, ``x.shape[0] == 0`` (either side, any
+    comparison with 0): a test of whether ``x`` is empty."""
+    sides = [test.left, *test.comparators]
+    if len(sides) != 2 or not any(isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool) for c in sides):
+        return None
+    other = next(c for c in sides if not (isinstance(c, ast.Constant) and c.value == 0))
+    if isinstance(other, ast.Call):
+        f = other.func
+        if isinstance(f, ast.Name) and f.id == "len" and len(other.args) == 1:
+            return other.args[0]
+        if isinstance(f, ast.Attribute) and f.attr in ("numel", "nelement") and not other.args:
+            return f.value
+        if isinstance(f, ast.Attribute) and f.attr == "size" and other.args:
+            return f.value
+    if isinstance(other, ast.Subscript) and isinstance(other.value, ast.Attribute) and other.value.attr == "shape":
+        return other.value.value
+    return None
+
+
 def _is_unifying(call: ast.Call, bound: bool = False) -> bool:
     name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
     return any(w in name for w in _UNIFYING) or (bound and any(w in name for w in _UNIFYING_RESULT))
@@ -754,6 +774,20 @@ class RankValues:
         return any(ast.dump(o.value) == text for o in others)
 
     # -- queries ---------------------------------------------------------------------------------
+    def _model_input(self, e: ast.AST, fn) -> bool:
+        """``e`` is what a call hands first to a model (``model(x)``, ``self.net(x)``): the batch
+        itself, whose size every rank shares; not a field whose count varies (boxes, labels)."""
+        name = dotted(e)
+        if name is None:
+            return True  # not a plain name: its emptiness says nothing certain
+        for n in ast.walk(fn if fn is not None else self.m.tree):
+            if isinstance(n, ast.Call) and n.args and dotted(n.args[0]) == name:
+                full = dotted(n.func) or ""
+                callee = full.rsplit(".", 1)[-1].lower()
+                if "model" in callee or "net" in callee or full in self.m.ddp_model_names:
+                    return True
+        return False
+
     def _leaves(self, e: ast.AST, fn) -> tuple:
         """What ``e`` reads, found once per expression: ("name", node, key) for the names and
         attributes it reads, ("call", name) for calls of the file's own functions (whose return
@@ -774,6 +808,15 @@ class RankValues:
                     stack.extend((c, shape, inner_bound) for c in g.ifs)
                 elts = (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,)
                 stack.extend((c, shape, inner_bound) for c in elts)
+                continue
+            if (
+                isinstance(n, ast.Compare)
+                and (emptied := _emptiness_operand(n)) is not None
+                and not self._model_input(emptied, fn)
+            ):
+                # `len(targets) == 0`: whether this rank's batch holds anything at all (no boxes in
+                # these images) is its data, not the batch size every rank shares
+                stack.append((emptied, False, bound))
                 continue
             if isinstance(n, ast.Call):
                 if id(n) in self._draws:
