@@ -59,6 +59,7 @@ from ddpdoctor.script.foreign import (
 )
 from ddpdoctor.script.names import dotted, names_one_rank_output, path_extension
 from ddpdoctor.script.ranks import assignments, assignments_seen_at, spawn_calls
+from ddpdoctor.script.nodes import walk
 from ddpdoctor.script.sync_calls import first_process_block
 from ddpdoctor.script.writers import (
     WRITING_LIBRARIES,
@@ -464,6 +465,67 @@ def _made_first_then_found(m, call: ast.Call) -> bool:
     )
 
 
+def _written_on_one_rank(m, call: ast.Call) -> bool:
+    """``f = open(p, "a+")`` on every rank, but every ``f.write(...)`` (and ``print(..., file=f)``)
+    under a rank test: opening to append writes nothing, and one rank does the writing."""
+    handle = m.assigned_to(call)
+    if handle is None:
+        holder = next((a for a in m.ancestors(call) if isinstance(a, (ast.With, ast.AsyncWith))), None)
+        item = next((i for i in holder.items if i.context_expr is call), None) if holder is not None else None
+        handle = dotted(item.optional_vars) if item is not None and item.optional_vars is not None else None
+    if handle is None:
+        return False
+    writes = [
+        c
+        for c, _q in m.calls
+        if (isinstance(c.func, ast.Attribute) and c.func.attr in ("write", "writelines") and dotted(c.func.value) == handle)
+        or (dotted(c.func) == "print" and any(k.arg == "file" and dotted(k.value) == handle for k in c.keywords))
+    ]
+    return bool(writes) and all(m.rank_guard(c) is not None for c in writes)
+
+
+def _made_by_the_caller_first(m, call: ast.Call, path: ast.AST) -> bool:
+    """``if not os.path.exists(out): os.makedirs(out)`` in ``main(args)`` whose every call follows,
+    in the caller's own block, a ``Path(args.output_dir).mkdir(parents=True, exist_ok=True)`` of the
+    same setting (DETR's ``__main__``): the folder is there before any rank tests for it, so the
+    racy ``makedirs`` never runs."""
+    fn = m.enclosing_function(call)
+    if fn is None or not any(isinstance(a, ast.If) and "exists" in ast.unparse(a.test) for a in m.ancestors(call)):
+        return False
+    settings = _settings(m, path, fn)
+    sites = m.call_sites(fn)
+    if not settings or not sites:
+        return False
+    for site in sites:
+        stmt, block = m.statement_in_block(site)
+        if block is None:
+            return False
+        before = block[: block.index(stmt)]
+        made = [
+            c
+            for st in before
+            for c in walk(st)
+            if isinstance(c, ast.Call)
+            and (c.func.attr if isinstance(c.func, ast.Attribute) else dotted(c.func)) in ("mkdir", "makedirs")
+            and _settings(m, c, None) & settings
+        ]
+        if not made:
+            return False
+    return True
+
+
+def _settings(m, e: ast.AST, fn) -> set[str]:
+    """The attribute paths an expression reads (``args.output_dir``), through one local assignment
+    in ``fn`` (``output_dir = Path(args.output_dir)``)."""
+    out = {d for n in walk(e) if isinstance(n, ast.Attribute) and (d := dotted(n)) and "." in d and not d.startswith(("os.", "Path."))}
+    if fn is not None:
+        names = {n.id for n in walk(e) if isinstance(n, ast.Name)}
+        for st in walk(fn):
+            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in st.targets):
+                out |= _settings(m, st.value, None)
+    return out
+
+
 def _made_before_spawn(m, call) -> bool:
     """A folder made by the module's top-level code in a script that starts its ranks with
     ``mp.spawn``: the parent runs that code alone before any rank exists, so when the ranks import
@@ -498,6 +560,10 @@ def check(m):
         if verb == "creates" and _made_before_spawn(m, call):
             continue
         if _made_first_then_found(m, call):
+            continue
+        if verb == "creates" and path is not None and _made_by_the_caller_first(m, call, path):
+            continue
+        if verb == "appends to" and _written_on_one_rank(m, call):
             continue
         if verb == "copies into" and _beside_torch_save(m, call):
             continue  # `torch.save(state, f); if is_best: copyfile(f, best)`: one cause, DDP501's

@@ -1091,6 +1091,19 @@ def _single_when(test: ast.AST, m=None) -> bool | None:
         if _flag(last) or ("." in name and last == "dist"):  # `args.dist`, not the module
             return False
         return True if m is not None and name in _refused_under_ddp(m) else None
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and isinstance(test.comparators[0].value, bool)
+        and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot))
+    ):
+        # `args.distributed == False`, `ddp is True`: the flag's own answer, or its negation
+        inner = _single_when(test.left, m)
+        if inner is None:
+            return None
+        same = test.comparators[0].value == isinstance(test.ops[0], (ast.Eq, ast.Is))
+        return inner if same else not inner
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, right = dotted(test.left) or "", test.comparators[0]
         if isinstance(test.left, ast.Call) and not test.left.args:
@@ -1259,6 +1272,9 @@ def single_process_arm(m, node: ast.AST) -> bool:
             if child in a.body and not _starts_group(m, a.body) and _other_mode_starts_group(m, a.test):
                 return True
             if a.orelse and _arm_of_one_process(m, a, child):
+                return True
+            # `if args.eval: assert args.distributed == False; ...`: the arm refuses a distributed run
+            if _refuses_many_before(m, a.body if child in a.body else a.orelse, node):
                 return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return not isinstance(a, ast.Lambda) and _refuses_many_before(m, a.body, node)
