@@ -58,8 +58,8 @@ from ddpdoctor.script.foreign import (
     reported_there,
 )
 from ddpdoctor.script.names import dotted, names_one_rank_output, path_extension
-from ddpdoctor.script.ranks import assignments, assignments_seen_at, spawn_calls
 from ddpdoctor.script.nodes import walk
+from ddpdoctor.script.ranks import assignments, assignments_seen_at, spawn_calls
 from ddpdoctor.script.sync_calls import first_process_block
 from ddpdoctor.script.writers import (
     WRITING_LIBRARIES,
