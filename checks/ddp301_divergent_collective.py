@@ -67,17 +67,35 @@ def check(m):
         anchor = first.anchor
         if anchor is first.event.node:  # (no call on the way sits under a rank test of its own)
             anchor = _early_exit(m, first.guard, anchor) or anchor
+        held = _held_at_forward(m, first)
+        if held is not None:
+            anchor = held  # no rank test: where the others part from it, their DDP forward
         f = _finding(m, first.run, first.event, list(first.ranks), first.alt, first.guard, anchor)
         if rest:
             lines = ", ".join(str(p.anchor.lineno) for p in rest)
             f = replace(
                 f,
-                message=f"{f.message}; the same rank test keeps the other ranks from the "
-                f"collectives on line{'s' if len(rest) > 1 else ''} {lines} too",
+                message=f"{f.message}; the same "
+                + ("rank test" if first.guard is not None else "parting")
+                + f" keeps the other ranks from the collectives on line{'s' if len(rest) > 1 else ''} {lines} too",
             )
             if first.forward:  # as severe as the worst of them: an all_reduce will hang
                 f = replace(f, severity=m.finding(CODE, first.anchor, "", SEVERITY).severity)
         yield f
+
+
+def _held_at_forward(m, p):
+    """With no rank test in sight, the DDP forward of this file where all the other ranks are held
+    (rank 0 evaluates a copy it alone made, the others the DDP model): the line that parts them."""
+    if p.guard is not None or not p.alt:
+        return None
+    others = {id(other.node): other for _rs, other in p.alt if other is not None}
+    if len(others) != 1:
+        return None
+    other = next(iter(others.values()))
+    if other.kind != "ddp_forward" or other.path is not None or not isinstance(other.node, ast.AST):
+        return None
+    return other.node
 
 
 def _early_exit(m, guard, anchor):

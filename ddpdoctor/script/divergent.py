@@ -139,7 +139,26 @@ def by_rank_test(parts: list[Parting]) -> list[list[Parting]]:
     groups: dict[object, list[Parting]] = {}
     for p in parts:
         g = p.guard
-        groups.setdefault((g.path, id(g.test)) if g is not None else id(p), []).append(p)
+        if g is not None:
+            key: object = (g.path, id(g.test))
+        elif p.alt and all(other is not None for _rs, other in p.alt):
+            # no rank test in sight, but the other ranks are held at the same call (a DDP forward
+            # of a model that only rank 0 swapped for its EMA copy): the collectives rank 0 makes
+            # meanwhile are one parting, not one finding each
+            key = ("alt", tuple(id(other.node) for _rs, other in p.alt))
+        else:
+            key = id(p)
+        groups.setdefault(key, []).append(p)
+    # the other view of such a parting: the held ranks' DDP forward, which the ranks that moved on
+    # never run (no rank test either), is the same cause: one group, one finding
+    for key, ps in list(groups.items()):
+        if not (isinstance(key, tuple) and key[0] == "alt" and len(key[1]) == 1):
+            continue
+        for other_key, others in list(groups.items()):
+            if other_key is key or other_key not in groups:
+                continue
+            if all(q.guard is None and q.forward and id(q.event.node) == key[1][0] for q in others):
+                ps.extend(groups.pop(other_key))
     out = []
     for ps in groups.values():
         ps.sort(key=lambda p: (p.inferred, *p.place))
