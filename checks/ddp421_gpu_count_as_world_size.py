@@ -5,7 +5,8 @@ Finds `torch.cuda.device_count()` (or a name bound to it on every path) given wh
 processes in the whole job belongs, in a script a launcher starts (torchrun, `torch.distributed.launch`,
 Slurm; it reads the rank the launcher sets): the group's `init_process_group(world_size=...)`, a
 `DistributedSampler(num_replicas=...)`, or a name that calls itself the world size (`world_size =
-torch.cuda.device_count()`). A script that starts its own processes (`mp.spawn`), one per GPU of this
+torch.cuda.device_count()`), also multiplied by a node count (`SLURM_NNODES * device_count()`: a
+Slurm task bound to one GPU sees one). A script that starts its own processes (`mp.spawn`), one per GPU of this
 machine, is left alone: there the count is the world. So is `rank % torch.cuda.device_count()`, the
 device of a rank on its node.
 
@@ -50,7 +51,13 @@ def _count(m, e: ast.AST | None) -> bool:
     if e is None:
         return False
     if isinstance(e, ast.Call):
+        if (dotted(e.func) or "") == "int" and len(e.args) == 1:
+            return _count(m, e.args[0])
         return (m.qualname(e.func) or "").endswith("cuda.device_count")
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
+        # `SLURM_NNODES * torch.cuda.device_count()`: as many processes per node as this machine
+        # shows GPUs, which a task bound to one GPU (`--gpus-per-task=1`) does not
+        return _count(m, e.left) or _count(m, e.right)
     return (
         isinstance(e, (ast.Name, ast.Attribute))
         and ranks.always_per_node_count(m, e)
@@ -84,7 +91,7 @@ def _uses(m):
         if _count(m, replicas):
             yield replicas, "the sampler's `num_replicas`"
     for a in m.nodes(ast.Assign):
-        if len(a.targets) != 1 or not _count(m, a.value) or not isinstance(a.value, ast.Call):
+        if len(a.targets) != 1 or not _count(m, a.value) or not isinstance(a.value, (ast.Call, ast.BinOp)):
             continue
         target = a.targets[0]
         name = dotted(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
@@ -92,8 +99,20 @@ def _uses(m):
             continue
         # the only value it ever gets (not a fallback beside the launcher's WORLD_SIZE), and read for
         # more than a message or a sanity check
-        if ranks.always_per_node_count(m, target) and _used_for_work(m, name, a):
+        product = isinstance(a.value, ast.BinOp)
+        if (product and _bound_once(m, name, a) or ranks.always_per_node_count(m, target)) and _used_for_work(m, name, a):
             yield a.value, f"`{name}`"
+
+
+def _bound_once(m, name: str, binding: ast.Assign) -> bool:
+    """``name`` gets no other value in the binding's function (nor, for an attribute, anywhere)."""
+    fn = m.enclosing_function(binding)
+    for a in m.nodes(ast.Assign):
+        if a is binding or ("." not in name and m.enclosing_function(a) is not fn):
+            continue
+        if any(dotted(t) == name for t in a.targets):
+            return False
+    return True
 
 
 def check(m):
@@ -108,7 +127,8 @@ def check(m):
     yield m.finding(
         CODE,
         node,
-        f"this machine's GPU count (`{ast.unparse(node)[:40]}`) is taken for {what}{also}, in a script a "
+        ("a node count times " if isinstance(node, ast.BinOp) else "")
+        + f"this machine's GPU count (`{ast.unparse(node)[:50]}`) is taken for {what}{also}, in a script a "
         "launcher starts: the launcher sizes the job (all nodes, `--nproc_per_node`), so on more than one "
         "node, or with fewer processes than GPUs, the shards, the group or the scaling are wrong",
         SEVERITY,
