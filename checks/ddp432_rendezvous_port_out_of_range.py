@@ -8,7 +8,7 @@ function binds to a literal) or a `tcp://host:PORT` rendezvous URL whose port is
 ## Why is this bad?
 TCP ports are 16-bit. torch's env:// and tcp:// rendezvous check the number before they start the
 TCPStore and raise `ValueError: port must have value from 0 to 65535` on every rank: the job never
-starts (tests/test_rendezvous_facts.py runs it against the installed torch).
+starts (tests/test_torch_facts_for_lint.py runs it against the installed torch).
 
 ## Example
 ```python
