@@ -5,7 +5,8 @@ Finds a rank query (`get_rank()` of a project helper, `dist.get_rank()`; also `g
 which answers 1 there, and a main-process predicate such as `utils.is_main_process()`, which answers
 yes there) that runs before `init_process_group` (or the project's setup helper,
 `init_distributed_mode(args)`) in the same straight-line code: the query sits earlier in the function (or the
-`__main__` block) that later creates the process group, outside any test of
+`__main__` block) that later creates the process group, or that later calls this file's function
+that creates it (DINO's `__main__` before `train_dino(args)`), outside any test of
 `dist.is_initialized()`. A helper of this file that reads the launcher's `RANK` from the
 environment is right at any time and is left alone, and so is a query inside a function that runs
 later.
@@ -90,6 +91,14 @@ def _asks_the_group(m, fn: ast.AST, depth: int) -> bool:
     return False
 
 
+def _group_makers(m, inits: list) -> list[ast.Call]:
+    """Calls of this file's functions that make the process group in their own body
+    (``train_dino(args)`` whose first lines call ``init_distributed_mode(args)``): the group exists
+    only after such a call returns, so a rank asked for before it is asked too early."""
+    makers = {getattr(m.enclosing_function(i), "name", None) for i in inits} - {None}
+    return [c for c, _q in m.calls if isinstance(c.func, ast.Name) and c.func.id in makers]
+
+
 def _under_initialized_test(m, node: ast.AST) -> bool:
     for a in m.ancestors(node):
         if isinstance(a, (ast.If, ast.IfExp)) and "is_initialized" in ast.unparse(a.test):
@@ -123,6 +132,8 @@ def check(m):
             continue
         code = _same_code(m, call)
         later = [i for i in inits if _same_code(m, i) is code and i.lineno > call.lineno]
+        later += [c for c in _group_makers(m, inits) if _same_code(m, c) is code and c.lineno > call.lineno]
+        later.sort(key=lambda c: c.lineno)
         if not later:
             continue
         init = later[0]
