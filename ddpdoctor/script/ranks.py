@@ -920,7 +920,8 @@ def _from_guard_assignments(m, key: str, depth: int):
     """``is_master = args.rank == 0`` then ``if is_master:``; also a flag this file's function hands
     back, whatever it is called (``is_main_process = setup_distributed(cfg)``, which ends with
     ``return cfg.local_rank == 0``)."""
-    for value, _node in _assignments(m).get(key, ()):
+    found = _assignments(m).get(key, ())
+    for value, _node in found:
         if not _is_plain_constant(value):
             g = guard_kind(m, value, depth + 1)
             if g is not None:
@@ -929,7 +930,37 @@ def _from_guard_assignments(m, key: str, depth: int):
                 k = _local_predicate_kind(m, fname, depth)
                 if k is not None:
                     return (k,)
-    return None
+    return _flag_set_by_rank_test(m, found, depth)
+
+
+def _flag_set_by_rank_test(m, found: list, depth: int):
+    """``default_gpu = False``, then ``default_gpu = True`` only under ``if rank == 0:`` and in the
+    arm of a one-process run (``else:`` of ``if args.local_rank != -1:``): a main-process flag with
+    that test's kind."""
+    if depth > 2 or len(found) < 2 or not all(
+        isinstance(v, ast.Constant) and isinstance(v.value, bool) for v, _n in found
+    ):
+        return None
+    kinds = []
+    for value, node in found:
+        if value.value is not True:
+            continue
+        if single_process_arm(m, node):
+            continue
+        test = next(
+            (a.test for a in m.ancestors(node) if isinstance(a, ast.If) and node_in_body(a, node)),
+            None,
+        )
+        g = guard_kind(m, test, depth + 1) if test is not None else None
+        if g is None:
+            return None  # set True where every rank may pass: not a rank flag
+        kinds.append(g)
+    return kinds[0] if kinds else None
+
+
+def node_in_body(branch: ast.If, node: ast.AST) -> bool:
+    """``node`` sits in the body of ``branch`` (not its ``else``)."""
+    return any(node is n for st in branch.body for n in ast.walk(st))
 
 
 _WRAPPER_WORDS = ("on_master", "on_main", "on_rank0", "on_rank_0", "rank_zero_only", "main_process_only")
