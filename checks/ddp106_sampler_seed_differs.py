@@ -195,7 +195,7 @@ def check(m):
         reported.add(id(node))
         yield m.finding(
             CODE,
-            call,
+            seed,  # the argument to change (its own line in a call written over several)
             f"this DistributedSampler's seed comes from {what} (line {node.lineno}): it differs between "
             "ranks, so each rank slices a different permutation and samples repeat or go unseen",
             SEVERITY,
