@@ -153,6 +153,15 @@ def _anchor_loop(m, line: int, node: ast.AST):
     return None
 
 
+def _claim(epoch_loop, taken: set[int]):
+    """The epoch loop to report at, unless another sampler's report took it already (two samplers,
+    one epoch loop: one report each, the second at its own sampler)."""
+    if epoch_loop is None or epoch_loop.lineno in taken:
+        return None
+    taken.add(epoch_loop.lineno)
+    return epoch_loop
+
+
 def _handed_on(m, loaders: Flow):
     """(call, parameter name, other module, def) for each call that hands a loader to a function of
     another file of the project."""
@@ -433,11 +442,8 @@ def _finding(m, made, loader, _loop, again, elsewhere=False, taken: set[int] | N
     remade = epoch_loop is not None and any(a is epoch_loop for a in m.ancestors(made))
     if remade:
         epoch_loop = None  # a sampler made anew every epoch (at epoch 0): the line to change is its own
-    if taken is not None and epoch_loop is not None:
-        if epoch_loop.lineno in taken:
-            epoch_loop = None  # two samplers, one epoch loop: one report each, the second at its sampler
-        else:
-            taken.add(epoch_loop.lineno)
+    if taken is not None:
+        epoch_loop = _claim(epoch_loop, taken)
     last = (dotted(made.func) or "").rsplit(".", 1)[-1] if isinstance(made, ast.Call) else ""
     what = (
         "DistributedSampler"
@@ -494,10 +500,7 @@ def _helper_loaders(m):
                 continue  # the loop that repeats this pass calls `set_epoch`
             chain = " -> ".join(f"{Path(m.path).name}:{ln}" for ln in (call.lineno, *again, loop.lineno))
             epoch_loop = _anchor_loop(m, again[0], call)
-            if epoch_loop is not None and epoch_loop.lineno in taken:
-                epoch_loop = None
-            elif epoch_loop is not None:
-                taken.add(epoch_loop.lineno)
+            epoch_loop = _claim(epoch_loop, taken)
             yield m.finding(
                 CODE,
                 epoch_loop or call,

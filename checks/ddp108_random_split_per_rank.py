@@ -36,6 +36,7 @@ import ast
 from ddpdoctor.script.loaders import sampler_calls
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.ranks import own_call_sites
+from ddpdoctor.script.seeds import seeded_from_own_parameters
 
 CODE = "DDP108"
 TITLE = "Random split differs between ranks"
@@ -121,7 +122,7 @@ def _seeds_alike(m) -> bool:
         if "seed" not in name:
             continue
         args = [*call.args, *(k.value for k in call.keywords)]
-        if _passed_on(m, call, args):
+        if seeded_from_own_parameters(m, call, args):
             continue  # `def set_seed(seed): torch.manual_seed(seed)`: its own calls say what the seed is
         if not any(
             isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and m.rank_kind(n) is not None
@@ -149,16 +150,6 @@ def _sharding(m, samplers: list[ast.Call], made: ast.Call, fn) -> ast.Call | Non
 
 def _returns(fn: ast.AST, names: set[str]) -> bool:
     return any(isinstance(r, ast.Return) and r.value is not None and _uses(r.value, names) for r in ast.walk(fn))
-
-
-def _passed_on(m, call: ast.Call, args: list[ast.AST]) -> bool:
-    """A seeding call inside the file's own seeding helper, seeded from its parameters only."""
-    fn = m.enclosing_function(call)
-    if fn is None or "seed" not in fn.name.lower() or not args:
-        return False
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    names = [n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)]
-    return bool(names) and all(n in params for n in names)
 
 
 def _derived(split: ast.Call, scope: ast.AST) -> set[str]:

@@ -37,6 +37,7 @@ import ast
 
 from ddpdoctor.script.names import dotted
 from ddpdoctor.script.nodes import walk
+from ddpdoctor.script.seeds import seeded_from_own_parameters
 
 CODE = "DDP110"
 TITLE = "Random batches alike on every rank"
@@ -209,7 +210,7 @@ def _seeding(m, family: str):
             continue
         if m.keyword(call, "device_specific") is not None:
             return None  # accelerate's `set_seed(seed, device_specific=True)` adds the process index
-        if _passed_on(m, call, args):
+        if seeded_from_own_parameters(m, call, args):
             continue  # `def set_seed(seed): torch.manual_seed(seed)`: its callers say what the seed is
         if any(
             isinstance(x, (ast.Name, ast.Attribute, ast.Call)) and m.rank_kind(x) is not None
@@ -230,12 +231,3 @@ def _own_def(m, call: ast.Call):
     if not isinstance(call.func, ast.Name):
         return None
     return next((f for f in m.functions if f.name == call.func.id), None)
-
-
-def _passed_on(m, call: ast.Call, args: list[ast.AST]) -> bool:
-    fn = m.enclosing_function(call)
-    if fn is None or "seed" not in getattr(fn, "name", "").lower() or not args:
-        return False
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    names = [n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)]
-    return bool(names) and all(n in params for n in names)

@@ -411,7 +411,7 @@ def _joins_before(m, test: ast.If, ret: ast.Return) -> bool:
         if not isinstance(n, ast.Call) or n.lineno >= ret.lineno or n.lineno < test.lineno:
             continue
         name = (dotted(n.func) or "").rsplit(".", 1)[-1]
-        if id(n) in collectives or name in _WRAPPED or (name.startswith(_JOINING) and not (m.qualname(n.func) or "").startswith("torch.")):
+        if id(n) in collectives or name in _WRAPPED or _project_collective(m, n):
             return True
     return False
 
@@ -425,6 +425,13 @@ def _leaves_too(block: list) -> bool:
 _JOINING = ("broadcast", "all_reduce", "all_gather", "barrier", "reduce_dict", "synchronize")
 
 
+def _project_collective(m, call: ast.Call) -> bool:
+    """A project helper named for joining the other ranks (``broadcast_object``, ``synchronize``);
+    torch's own calls are counted as collectives elsewhere (``torch.cuda.synchronize`` is none)."""
+    name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    return name.startswith(_JOINING) and not (m.qualname(call.func) or "").startswith("torch.")
+
+
 def _joined_after(m, fn: ast.AST, test: ast.If) -> ast.AST | None:
     """A DDP wrap or a project helper of the process group in ``fn`` after ``test``."""
     wraps = {id(c) for c in m.ddp_constructors}
@@ -434,9 +441,7 @@ def _joined_after(m, fn: ast.AST, test: ast.If) -> ast.AST | None:
             continue
         if id(n) in wraps:
             return n
-        q = m.qualname(n.func) or ""
-        name = (dotted(n.func) or "").rsplit(".", 1)[-1]
-        if not q.startswith("torch.") and name.startswith(_JOINING):
+        if _project_collective(m, n):
             return n
     return None
 

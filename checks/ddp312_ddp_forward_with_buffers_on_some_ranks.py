@@ -13,9 +13,9 @@ Before each forward DDP broadcasts the model's buffers (BatchNorm running statis
 a collective every rank must join (`broadcast_buffers=True`, the default). Under `torch.no_grad()`
 only the first forward after one with gradients does so, which is why items dealt out round-robin
 (`if i % world_size != rank: continue`) under `no_grad` are left alone: every rank makes that first
-forward, and the uneven rest communicate nothing. Run on rank 0 alone, that
-broadcast pairs with whatever the other ranks do next (their gradient all-reduce) or waits until the
-timeout.
+forward, and the uneven rest communicate nothing (tests/test_ddp_sync_semantics.py runs both).
+Run on rank 0 alone, that broadcast pairs with whatever the other ranks do next (their gradient
+all-reduce) or waits until the timeout.
 
 ## Example
 ```python
@@ -92,28 +92,5 @@ def _uneven_shares(m):
             (n for k in kept for n in ast.walk(k) if isinstance(n, ast.Call) and dotted(n.func) in models),
             None,
         )
-        if forward is not None and not _without_grad(m, forward):
+        if forward is not None and not m.without_grad(forward):  # no-grad: one sync, every rank makes it
             yield branch.test, forward
-
-
-_NO_GRAD = ("no_grad", "inference_mode")
-
-
-def _without_grad(m, node: ast.AST) -> bool:
-    """``node`` runs under ``torch.no_grad()`` / ``inference_mode`` (a ``with`` around it or a
-    decorator of its function). DDP broadcasts the buffers only in the first such forward after a
-    forward with gradients on, which every rank with one item makes: uneven counts of them pair
-    nothing wrong (tests/test_ddp_sync_semantics.py, ``test_uneven_forwards_of_a_model_with_buffers``)."""
-    for a in m.ancestors(node):
-        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
-            isinstance(i.context_expr, ast.Call)
-            and (dotted(i.context_expr.func) or "").rsplit(".", 1)[-1] in _NO_GRAD
-            for i in a.items
-        ):
-            return True
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return any(
-                (dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _NO_GRAD
-                for d in a.decorator_list
-            )
-    return False

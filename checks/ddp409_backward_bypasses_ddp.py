@@ -43,7 +43,7 @@ import ast
 from collections.abc import Iterator
 
 from ddpdoctor.script.flow import Flow
-from ddpdoctor.script.names import dotted, turns_grad_off
+from ddpdoctor.script.names import dotted
 from ddpdoctor.script.sync_calls import grads_reduced_by_hand
 from ddpdoctor.script.unwrapping import replacements
 
@@ -74,7 +74,7 @@ def check(m):
         c
         for c, _q in m.calls
         if (_through_module(c, models, getters) or _through_alias(m, c, unwrapped) or _aliased_method(c, methods))
-        and not _without_grad(m, c)
+        and not m.without_grad(c)
     ]
     if not bypasses or grads_reduced_by_hand(m):
         return
@@ -88,7 +88,7 @@ def check(m):
             continue  # module level: a script body, left to the per-rank rules
         reach = _reachable(m, step, by_name)
         if any(
-            _ddp_forward(c, models) and id(c) not in bypass_ids and not _without_grad(m, c)
+            _ddp_forward(c, models) and id(c) not in bypass_ids and not m.without_grad(c)
             for fn in reach
             for c in _calls(fn)
         ):
@@ -315,15 +315,6 @@ def _ddp_forward(call: ast.Call, models: Flow) -> bool:
     return isinstance(f, ast.Attribute) and f.attr == "forward" and models.held(f.value)
 
 
-def _without_grad(m, node: ast.AST) -> bool:
-    for a in m.ancestors(node):
-        if isinstance(a, (ast.With, ast.AsyncWith)) and any(turns_grad_off(i.context_expr) for i in a.items):
-            return True
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return any(turns_grad_off(d) for d in a.decorator_list)
-    return False
-
-
 def _backward_inputs(call: ast.Call) -> list[ast.AST]:
     """``loss.backward()``: the loss; ``accelerator.backward(loss)``: its arguments."""
     f = call.func
@@ -359,7 +350,7 @@ def _reachable(m, step, by_name) -> set:
         if depth >= _DEPTH:
             continue
         for c in _calls(fn):
-            if _without_grad(m, c):
+            if m.without_grad(c):
                 continue  # evaluation inside the step: no gradient comes from there
             for target in by_name.get(_callee(c) or "", ()):
                 if target not in seen:

@@ -121,13 +121,9 @@ def _requires_grad_call(call: ast.Call, name: str, value: bool) -> bool:
         owner = owner.func.value
     if dotted(owner) != name:
         return False
-    arg = call.args[0] if call.args else _kw(call, "requires_grad")
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
     given = True if arg is None else (arg.value if isinstance(arg, ast.Constant) else None)
     return given is value
-
-
-def _kw(call: ast.Call, key: str):
-    return next((k.value for k in call.keywords if k.arg == key), None)
 
 
 def _unfreezes(st: ast.stmt, name: str) -> bool:

@@ -40,6 +40,7 @@ from ddpdoctor.script.names import (
     names_one_rank_function,
     names_training,
     qualify,
+    turns_grad_off,
     wraps_for_data_parallel,
     wraps_iteration,
 )
@@ -534,6 +535,16 @@ class ModuleAnalysis:
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and names_eval_split(fn.name):
             return True
         return names_eval_split(words)
+
+    def without_grad(self, node: ast.AST) -> bool:
+        """``node`` runs under ``torch.no_grad()`` / ``inference_mode``: a ``with`` around it in its
+        function, or a decorator of that function."""
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.With, ast.AsyncWith)) and any(turns_grad_off(i.context_expr) for i in a.items):
+                return True
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return any(turns_grad_off(d) for d in a.decorator_list)
+        return False
 
     def enclosing_loop(self, node: ast.AST) -> ast.AST | None:
         for a in self.ancestors(node):
