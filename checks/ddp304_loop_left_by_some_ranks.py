@@ -374,14 +374,15 @@ def _returned_alone(m, fn: ast.AST, ret: ast.Return, test: ast.If):
     return -1``), when the other ranks go on past the test to something every rank must join in
     the same function: a collective, a DDP wrap (it broadcasts rank 0's parameters), a backward of
     the DDP model, the project's own broadcast helper."""
-    if isinstance(fn, ast.Module) or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in walk(fn)):
-        return None
-    if _leaves_too(test.orelse) or m.rank_guard(test) is not None:
-        return None  # both ways leave, or only some ranks run this function at all
-    if _membership(test.test):
-        return None  # `if rank not in ranks: return`: a subgroup's members go on to its collectives
+    # (the cheap tests first: most returns under a rank test are one of these)
+    if isinstance(fn, ast.Module) or _leaves_too(test.orelse) or _membership(test.test):
+        return None  # both ways leave, or `if rank not in ranks: return` (a subgroup's members go on)
     if _joins_before(m, test, ret):
         return None  # `barrier(); return`: the leaving ranks meet the others' barrier on their way out
+    if m.rank_guard(test) is not None:
+        return None  # only some ranks run this function at all
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in walk(fn)):
+        return None  # a generator: its caller decides when each rank resumes it
     found = [c for c in (_communicates(m, fn, test, after=test), _joined_after(m, fn, test)) if c is not None]
     comm = min(found, key=lambda c: (c.lineno, c.col_offset)) if found else None
     if comm is None or any(p.event.node is comm or p.anchor is comm for p in partings(m)):

@@ -116,6 +116,7 @@ def check(m):
     inits = [*m.dist_calls("init_process_group"), *m.setup_helper_calls]
     if not inits:
         return
+    makers = _group_makers(m, inits)
     for call, q in m.calls:
         name = dotted(call.func) or ""
         last = name.rsplit(".", 1)[-1]
@@ -132,7 +133,7 @@ def check(m):
             continue
         code = _same_code(m, call)
         later = [i for i in inits if _same_code(m, i) is code and i.lineno > call.lineno]
-        later += [c for c in _group_makers(m, inits) if _same_code(m, c) is code and c.lineno > call.lineno]
+        later += [c for c in makers if _same_code(m, c) is code and c.lineno > call.lineno]
         later.sort(key=lambda c: c.lineno)
         if not later:
             continue
