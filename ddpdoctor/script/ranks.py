@@ -947,20 +947,17 @@ def _flag_set_by_rank_test(m, found: list, depth: int):
             continue
         if single_process_arm(m, node):
             continue
-        test = next(
-            (a.test for a in m.ancestors(node) if isinstance(a, ast.If) and node_in_body(a, node)),
-            None,
-        )
+        test, child = None, node
+        for a in m.ancestors(node):  # the nearest `if` whose body (not its else) holds it
+            if isinstance(a, ast.If) and any(child is st for st in a.body):
+                test = a.test
+                break
+            child = a
         g = guard_kind(m, test, depth + 1) if test is not None else None
         if g is None:
             return None  # set True where every rank may pass: not a rank flag
         kinds.append(g)
     return kinds[0] if kinds else None
-
-
-def node_in_body(branch: ast.If, node: ast.AST) -> bool:
-    """``node`` sits in the body of ``branch`` (not its ``else``)."""
-    return any(node is n for st in branch.body for n in ast.walk(st))
 
 
 _WRAPPER_WORDS = ("on_master", "on_main", "on_rank0", "on_rank_0", "rank_zero_only", "main_process_only")
